@@ -1,0 +1,332 @@
+//! The AD primitives on values: `zero`, `plus`, the taggers (`perturb`,
+//! `sensitize`, `*j`) and their inverses, and `bundle`/`primal`/`tangent`.
+//! Tags are pushed into pairs and closures; closures get their group
+//! transformed (lazily) and their environments mapped.
+
+use super::{rules, transform_group};
+use crate::anf::{Kind, Origin};
+use crate::error::{Error, Result};
+use crate::eval::Machine;
+use crate::num;
+use crate::print::to_string;
+use crate::value::{Inst, Tag, Value};
+use std::rc::Rc;
+
+const RED_ZONE: usize = 128 * 1024;
+const SEGMENT: usize = 8 * 1024 * 1024;
+
+fn err(msg: String) -> Error {
+    Error::runtime(None, msg)
+}
+
+fn short(v: &Value) -> String {
+    let s = to_string(v);
+    if s.chars().count() > 60 {
+        format!("{}...", s.chars().take(57).collect::<String>())
+    } else {
+        s
+    }
+}
+
+pub fn tag_kind(t: Tag) -> Kind {
+    match t {
+        Tag::Perturbation => Kind::P,
+        Tag::Sensitivity => Kind::S,
+        Tag::Reverse => Kind::R,
+    }
+}
+
+fn prim_name(t: Tag, inverse: bool) -> &'static str {
+    match (t, inverse) {
+        (Tag::Perturbation, false) => "perturb",
+        (Tag::Perturbation, true) => "unperturb",
+        (Tag::Sensitivity, false) => "sensitize",
+        (Tag::Sensitivity, true) => "unsensitize",
+        (Tag::Reverse, false) => "*j",
+        (Tag::Reverse, true) => "*j-inverse",
+    }
+}
+
+fn map_env(
+    m: &mut Machine,
+    inst: &Inst,
+    f: &mut dyn FnMut(&mut Machine, &Value) -> Result<Value>,
+) -> Result<Box<[Value]>> {
+    let mut env = Vec::with_capacity(inst.env.len());
+    for v in inst.env.iter() {
+        env.push(f(m, v)?);
+    }
+    Ok(env.into_boxed_slice())
+}
+
+/// Is this a primitive's transformed version (possibly transformed again)?
+/// Like primitives, such closures have `()` as their zero and sensitivity.
+pub fn is_prim_based(v: &Value) -> bool {
+    match v {
+        Value::Closure(inst, _) => group_is_prim_based(&inst.group),
+        _ => false,
+    }
+}
+
+pub fn group_is_prim_based(g: &crate::anf::Group) -> bool {
+    match &g.origin {
+        Origin::PrimRule(..) => true,
+        Origin::Transformed(_, parent) => group_is_prim_based(parent),
+        Origin::Source => false,
+    }
+}
+
+/// `zero`: the same shape with every real replaced by zero (primitives become `()`).
+pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+        Ok(match v {
+            Value::Nil | Value::Bool(_) => v.clone(),
+            Value::Int(_) | Value::Big(_) | Value::Real(_) => num::zero_like(v),
+            Value::Pair(p) => Value::cons(zero(m, &p.car)?, zero(m, &p.cdr)?),
+            Value::Prim(_) => Value::Nil,
+            Value::Closure(_, _) if is_prim_based(v) => Value::Nil,
+            Value::Closure(inst, i) => {
+                let env = map_env(m, inst, &mut |m, x| zero(m, x))?;
+                Value::Closure(Rc::new(Inst { group: inst.group.clone(), env }), *i)
+            }
+            Value::Tagged(t, x) => Value::tagged(*t, zero(m, x)?),
+            Value::Bundle(b) => Value::bundle(zero(m, &b.0)?, zero(m, &b.1)?),
+        })
+    })
+}
+
+/// `plus`: adds two conformant values.
+pub fn plus(m: &mut Machine, a: &Value, b: &Value) -> Result<Value> {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+        Ok(match (a, b) {
+            (Value::Nil, Value::Nil) => Value::Nil,
+            (Value::Bool(_), Value::Bool(_)) => a.clone(),
+            (x, y) if x.is_number() && y.is_number() => match num::arith('+', x, y) {
+                Some(r) => r.map_err(err)?,
+                None => unreachable!(),
+            },
+            (Value::Pair(p), Value::Pair(q)) => {
+                Value::cons(plus(m, &p.car, &q.car)?, plus(m, &p.cdr, &q.cdr)?)
+            }
+            (Value::Prim(p), Value::Prim(q)) if p == q => a.clone(),
+            (Value::Closure(i1, k1), Value::Closure(i2, k2))
+                if k1 == k2 && Rc::ptr_eq(&i1.group, &i2.group) && i1.env.len() == i2.env.len() =>
+            {
+                let mut env = Vec::with_capacity(i1.env.len());
+                for (x, y) in i1.env.iter().zip(i2.env.iter()) {
+                    env.push(plus(m, x, y)?);
+                }
+                Value::Closure(Rc::new(Inst { group: i1.group.clone(), env: env.into_boxed_slice() }), *k1)
+            }
+            (Value::Tagged(t1, x), Value::Tagged(t2, y)) if t1 == t2 => Value::tagged(*t1, plus(m, x, y)?),
+            (Value::Bundle(x), Value::Bundle(y)) => Value::bundle(plus(m, &x.0, &y.0)?, plus(m, &x.1, &y.1)?),
+            _ => {
+                return Err(err(format!(
+                    "plus: values do not conform: {} ({}) and {} ({})",
+                    short(a),
+                    a.kind_name(),
+                    short(b),
+                    b.kind_name()
+                )))
+            }
+        })
+    })
+}
+
+/// `perturb`, `sensitize`, `*j`: tags every leaf; closures get the transformed group.
+pub fn tag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+        Ok(match v {
+            Value::Nil => Value::Nil,
+            Value::Pair(p) => Value::cons(tag(m, t, &p.car)?, tag(m, t, &p.cdr)?),
+            Value::Prim(p) if t == Tag::Reverse => rules::prim_rule(m, *p, Kind::R)?,
+            Value::Closure(inst, i) => {
+                let g = transform_group(&inst.group, tag_kind(t));
+                let env = map_env(m, inst, &mut |m, x| tag(m, t, x))?;
+                Value::Closure(Rc::new(Inst { group: g, env }), *i)
+            }
+            _ => Value::tagged(t, v.clone()),
+        })
+    })
+}
+
+/// `unperturb`, `unsensitize`, `*j-inverse`: removes the outermost tag everywhere.
+pub fn untag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+        Ok(match v {
+            Value::Nil => Value::Nil,
+            Value::Tagged(t2, x) if *t2 == t => (**x).clone(),
+            Value::Pair(p) => Value::cons(untag(m, t, &p.car)?, untag(m, t, &p.cdr)?),
+            Value::Closure(inst, i) => match &inst.group.origin {
+                Origin::Transformed(k, parent) if *k == tag_kind(t) => {
+                    let env = map_env(m, inst, &mut |m, x| untag(m, t, x))?;
+                    Value::Closure(Rc::new(Inst { group: parent.clone(), env }), *i)
+                }
+                Origin::PrimRule(k, p) if *k == tag_kind(t) => Value::Prim(*p),
+                _ => return Err(not_tagged(t, v)),
+            },
+            _ => return Err(not_tagged(t, v)),
+        })
+    })
+}
+
+fn not_tagged(t: Tag, v: &Value) -> Error {
+    err(format!(
+        "{}: expected a {} value, got {} ({})",
+        prim_name(t, true),
+        t.name(),
+        short(v),
+        v.kind_name()
+    ))
+}
+
+/// `bundle`: pairs a primal with a perturbation of the same shape.
+pub fn bundle(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+        Ok(match (p, t) {
+            (Value::Nil, Value::Nil) => Value::Nil,
+            (Value::Closure(inst, i), Value::Nil) if is_prim_based(p) => Value::Closure(
+                Rc::new(Inst { group: transform_group(&inst.group, Kind::F), env: Box::new([]) }),
+                *i,
+            ),
+            (Value::Pair(a), Value::Pair(b)) => {
+                Value::cons(bundle(m, &a.car, &b.car)?, bundle(m, &a.cdr, &b.cdr)?)
+            }
+            (Value::Prim(q), _) => rules::prim_rule(m, *q, Kind::F)?,
+            (Value::Closure(i1, k1), Value::Closure(i2, k2)) if k1 == k2 && i1.env.len() == i2.env.len() => {
+                match &i2.group.origin {
+                    Origin::Transformed(Kind::P, g) if Rc::ptr_eq(g, &i1.group) => {}
+                    _ => return Err(bundle_mismatch(p, t)),
+                }
+                let mut env = Vec::with_capacity(i1.env.len());
+                for (x, y) in i1.env.iter().zip(i2.env.iter()) {
+                    env.push(bundle(m, x, y)?);
+                }
+                Value::Closure(
+                    Rc::new(Inst { group: transform_group(&i1.group, Kind::F), env: env.into_boxed_slice() }),
+                    *k1,
+                )
+            }
+            (Value::Pair(_) | Value::Closure(..), _) | (_, Value::Pair(_) | Value::Closure(..)) => {
+                return Err(bundle_mismatch(p, t))
+            }
+            (_, Value::Tagged(Tag::Perturbation, _)) => Value::bundle(p.clone(), t.clone()),
+            _ => return Err(bundle_mismatch(p, t)),
+        })
+    })
+}
+
+fn bundle_mismatch(p: &Value, t: &Value) -> Error {
+    err(format!(
+        "bundle: the tangent must be a perturbation shaped like the primal; got primal {} and tangent {}",
+        short(p),
+        short(t)
+    ))
+}
+
+/// `primal` of a forward value.
+pub fn primal(m: &mut Machine, v: &Value) -> Result<Value> {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+        Ok(match v {
+            Value::Nil => Value::Nil,
+            Value::Bundle(b) => b.0.clone(),
+            Value::Pair(p) => Value::cons(primal(m, &p.car)?, primal(m, &p.cdr)?),
+            Value::Closure(inst, i) => match &inst.group.origin {
+                Origin::Transformed(Kind::F, parent) => {
+                    let env = map_env(m, inst, &mut |m, x| primal(m, x))?;
+                    Value::Closure(Rc::new(Inst { group: parent.clone(), env }), *i)
+                }
+                Origin::PrimRule(Kind::F, p) => Value::Prim(*p),
+                _ => return Err(not_forward("primal", v)),
+            },
+            _ => return Err(not_forward("primal", v)),
+        })
+    })
+}
+
+/// `tangent` of a forward value (a perturbation).
+pub fn tangent(m: &mut Machine, v: &Value) -> Result<Value> {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+        Ok(match v {
+            Value::Nil => Value::Nil,
+            Value::Closure(..) if is_prim_based(v) => Value::Nil,
+            Value::Bundle(b) => b.1.clone(),
+            Value::Pair(p) => Value::cons(tangent(m, &p.car)?, tangent(m, &p.cdr)?),
+            Value::Closure(inst, i) => match &inst.group.origin {
+                Origin::Transformed(Kind::F, parent) => {
+                    let env = map_env(m, inst, &mut |m, x| tangent(m, x))?;
+                    Value::Closure(Rc::new(Inst { group: transform_group(parent, Kind::P), env }), *i)
+                }
+                Origin::PrimRule(Kind::F, _) => Value::Nil,
+                _ => return Err(not_forward("tangent", v)),
+            },
+            _ => return Err(not_forward("tangent", v)),
+        })
+    })
+}
+
+fn not_forward(name: &str, v: &Value) -> Error {
+    err(format!("{}: expected a forward (bundled) value, got {} ({})", name, short(v), v.kind_name()))
+}
+
+/// The outermost AD tag of a value, for the AD predicates.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum OuterTag {
+    F,
+    P,
+    S,
+    R,
+}
+
+pub fn outer_tag(v: &Value) -> Option<OuterTag> {
+    match v {
+        Value::Tagged(Tag::Perturbation, _) => Some(OuterTag::P),
+        Value::Tagged(Tag::Sensitivity, _) => Some(OuterTag::S),
+        Value::Tagged(Tag::Reverse, _) => Some(OuterTag::R),
+        Value::Bundle(_) => Some(OuterTag::F),
+        Value::Pair(p) => outer_tag(&p.car),
+        Value::Closure(inst, _) => inst.group.tags().first().map(|k| match k {
+            Kind::F => OuterTag::F,
+            Kind::P => OuterTag::P,
+            Kind::S => OuterTag::S,
+            Kind::R => OuterTag::R,
+        }),
+        _ => None,
+    }
+}
+
+/// Strips AD tags down to the base value of a leaf.
+pub fn strip(v: &Value) -> &Value {
+    match v {
+        Value::Tagged(_, x) => strip(x),
+        Value::Bundle(b) => strip(&b.0),
+        _ => v,
+    }
+}
+
+/// Does a value match a pattern constant? Compares through AD tags, numbers by value.
+pub fn literal_matches(c: &Value, v: &Value) -> bool {
+    match (strip(c), strip(v)) {
+        (Value::Nil, Value::Nil) => true,
+        (Value::Bool(a), Value::Bool(b)) => a == b,
+        (x, y) if x.is_number() && y.is_number() => num::num_equal(x, y),
+        (Value::Pair(p), Value::Pair(q)) => {
+            literal_matches(&p.car, &q.car) && literal_matches(&p.cdr, &q.cdr)
+        }
+        _ => false,
+    }
+}
+
+/// A constant as seen by code transformed by `k`: `*j` of it, or it bundled with a zero tangent.
+pub fn lift(m: &mut Machine, k: Kind, v: &Value) -> Result<Value> {
+    match k {
+        Kind::R => tag(m, Tag::Reverse, v),
+        Kind::F => {
+            let z = zero(m, v)?;
+            let dz = tag(m, Tag::Perturbation, &z)?;
+            bundle(m, v, &dz)
+        }
+        Kind::P => tag(m, Tag::Perturbation, v),
+        Kind::S => tag(m, Tag::Sensitivity, v),
+    }
+}

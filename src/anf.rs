@@ -1,0 +1,517 @@
+//! A-normal form: alpha-renamed (every binder a fresh [`VarId`]), every
+//! intermediate value named, lambdas grouped into closure groups. This is the
+//! form the evaluator runs (after [`crate::resolve`]) and the AD transforms rewrite.
+
+use crate::error::{Error, Result};
+use crate::expand::{Core, CoreLambda, Pat};
+use crate::prims::PrimId;
+use crate::resolve::GroupCode;
+use crate::source::Span;
+use crate::value::Value;
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::cell::{Cell, OnceCell, RefCell};
+use std::rc::Rc;
+
+/// A variable after alpha renaming; unique in the session.
+pub type VarId = u32;
+/// Index of a top-level definition in the machine's global table.
+pub type GlobalId = u32;
+
+thread_local! {
+    static VAR_NAMES: RefCell<Vec<Rc<str>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A fresh variable with a display name.
+pub fn fresh_var(name: &str) -> VarId {
+    VAR_NAMES.with(|v| {
+        let mut v = v.borrow_mut();
+        v.push(name.into());
+        (v.len() - 1) as VarId
+    })
+}
+
+/// The base name a variable was created with.
+pub fn var_base_name(id: VarId) -> Rc<str> {
+    VAR_NAMES.with(|v| v.borrow().get(id as usize).cloned().unwrap_or_else(|| "?".into()))
+}
+
+/// The printed (renamed) name of a variable: `name_id`.
+pub fn var_name(id: VarId) -> String {
+    format!("{}_{}", var_base_name(id).trim(), id)
+}
+
+/// An operand: a variable, a top-level definition, or a constant.
+#[derive(Clone)]
+pub enum Atom {
+    Var(VarId),
+    Global(GlobalId),
+    Const(Value),
+}
+
+/// `let* (binds...) in result`.
+#[derive(Clone)]
+pub struct Block {
+    pub binds: Vec<Bind>,
+    pub result: Atom,
+}
+
+/// A binding of the A-normal form.
+#[derive(Clone)]
+pub enum Bind {
+    /// `x = e`
+    Let(VarId, Expr),
+    /// `(x . y) = a`: destructuring; a run-time error if `a` is not a pair.
+    Uncons(VarId, VarId, Atom, Span),
+    /// A constant in a pattern: `a` must equal the constant.
+    Check(Value, Atom, Span),
+    /// `letrec` of a closure group: the names are bound to its members.
+    Letrec(Vec<VarId>, Rc<Group>),
+    /// Destructures a closure-shaped environment sensitivity into the
+    /// sensitivities of the closure's captured variables (AD-generated).
+    EnvSens(Vec<VarId>, Atom),
+}
+
+/// How arguments are passed: one value, or the tuple `(cons* a1 ... an)`, n >= 2,
+/// which the evaluator need not build when the callee destructures it at once.
+#[derive(Clone)]
+pub enum Args {
+    One(Atom),
+    Tuple(Vec<Atom>),
+}
+
+#[derive(Clone)]
+pub enum Expr {
+    Atom(Atom),
+    App(Atom, Args, Span),
+    Prim(PrimId, Args, Span),
+    Cons(Atom, Atom),
+    /// A closure of a group of one lambda.
+    Lambda(Rc<Group>),
+    If(Atom, Block, Block),
+    /// A closure-shaped sensitivity of member `idx` of `group`, with the given
+    /// captured-variable sensitivities (AD-generated).
+    MakeEnvSens(Rc<Group>, u32, Vec<Atom>),
+    /// A closure-shaped sensitivity shaped like the closure `like`, with the
+    /// given captured-variable sensitivities (AD-generated).
+    MakeEnvSensLike(Atom, Vec<Atom>),
+}
+
+/// One lambda: its parameter and body.
+#[derive(Clone)]
+pub struct Lambda {
+    pub param: VarId,
+    pub body: Block,
+}
+
+/// Which AD transform produced a group from another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// forward (`bundle`)
+    F = 0,
+    /// reverse (`*j`)
+    R = 1,
+    /// perturbation (`perturb`)
+    P = 2,
+    /// sensitivity (`sensitize`)
+    S = 3,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::F => "forward",
+            Kind::R => "reverse",
+            Kind::P => "perturbation",
+            Kind::S => "sensitivity",
+        }
+    }
+}
+
+/// Where a group's code came from.
+#[derive(Clone)]
+pub enum Origin {
+    Source,
+    /// The AD transform `Kind` of another group.
+    Transformed(Kind, Rc<Group>),
+    /// The forward or reverse version of a primitive (a closure compiled from
+    /// the primitive's derivative rule).
+    PrimRule(Kind, PrimId),
+}
+
+/// The code of a closure group: one lambda, or the lambdas of a `letrec`.
+/// Members see the group's captured variables and each other.
+pub struct Group {
+    /// The letrec-bound names (empty for a plain lambda).
+    pub names: Vec<VarId>,
+    /// The captured free variables, in the fixed (sorted) order closures store them.
+    pub free: Vec<VarId>,
+    /// Display names of the members.
+    pub member_names: Vec<Option<Rc<str>>>,
+    pub spans: Vec<Span>,
+    pub origin: Origin,
+    /// The members' A-normal form; computed lazily for transformed groups.
+    /// Empty for perturbation/sensitivity shapes, which are never run.
+    pub members: OnceCell<Vec<Lambda>>,
+    /// Cached transforms, by [`Kind`].
+    pub transforms: RefCell<[Option<Rc<Group>>; 4]>,
+    /// The resolved, runnable code.
+    pub code: OnceCell<Rc<GroupCode>>,
+    /// Set while the members are being computed (to catch cycles).
+    pub computing: Cell<bool>,
+}
+
+impl Group {
+    pub fn new(
+        names: Vec<VarId>,
+        members: Vec<Lambda>,
+        member_names: Vec<Option<Rc<str>>>,
+        spans: Vec<Span>,
+        origin: Origin,
+    ) -> Rc<Group> {
+        let free = group_free_vars(&names, &members);
+        let cell = OnceCell::new();
+        let _ = cell.set(members);
+        Rc::new(Group {
+            names,
+            free,
+            member_names,
+            spans,
+            origin,
+            members: cell,
+            transforms: RefCell::new([None, None, None, None]),
+            code: OnceCell::new(),
+            computing: Cell::new(false),
+        })
+    }
+
+    /// A group whose members will be computed on first use.
+    pub fn lazy(like: &Group, origin: Origin) -> Rc<Group> {
+        Rc::new(Group {
+            names: like.names.clone(),
+            free: like.free.clone(),
+            member_names: like.member_names.clone(),
+            spans: like.spans.clone(),
+            origin,
+            members: OnceCell::new(),
+            transforms: RefCell::new([None, None, None, None]),
+            code: OnceCell::new(),
+            computing: Cell::new(false),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.member_names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.member_names.is_empty()
+    }
+
+    /// The chain of transforms applied to reach this group, outermost first.
+    pub fn tags(&self) -> Vec<Kind> {
+        match &self.origin {
+            Origin::Source => vec![],
+            Origin::PrimRule(k, _) => vec![*k],
+            Origin::Transformed(k, g) => {
+                let mut t = vec![*k];
+                t.extend(g.tags());
+                t
+            }
+        }
+    }
+
+    /// True for perturbation/sensitivity shapes, which cannot be applied.
+    pub fn is_shape(&self) -> bool {
+        matches!(self.origin, Origin::Transformed(Kind::P | Kind::S, _))
+    }
+
+    /// A display name for member `i`.
+    pub fn display_name(&self, i: usize) -> String {
+        let base = self
+            .member_names
+            .get(i)
+            .cloned()
+            .flatten()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "lambda".into());
+        let mut name = base;
+        for k in self.tags().iter().rev() {
+            name = format!("({} {})", k.name(), name);
+        }
+        name
+    }
+}
+
+/// Free variables of a group: those of its members minus the letrec names, sorted.
+pub fn group_free_vars(names: &[VarId], members: &[Lambda]) -> Vec<VarId> {
+    let mut free = FxHashSet::default();
+    for m in members {
+        lambda_free_vars(m, &mut free);
+    }
+    for n in names {
+        free.remove(n);
+    }
+    let mut v: Vec<VarId> = free.into_iter().collect();
+    v.sort_unstable();
+    v
+}
+
+fn lambda_free_vars(l: &Lambda, out: &mut FxHashSet<VarId>) {
+    let mut bound = FxHashSet::default();
+    bound.insert(l.param);
+    block_free_vars(&l.body, &mut bound, out);
+}
+
+fn atom_use(a: &Atom, bound: &FxHashSet<VarId>, out: &mut FxHashSet<VarId>) {
+    if let Atom::Var(v) = a {
+        if !bound.contains(v) {
+            out.insert(*v);
+        }
+    }
+}
+
+fn args_use(a: &Args, bound: &FxHashSet<VarId>, out: &mut FxHashSet<VarId>) {
+    match a {
+        Args::One(x) => atom_use(x, bound, out),
+        Args::Tuple(xs) => xs.iter().for_each(|x| atom_use(x, bound, out)),
+    }
+}
+
+/// Collects the free variables of a block given the variables bound around it.
+pub fn block_free_vars(b: &Block, bound: &mut FxHashSet<VarId>, out: &mut FxHashSet<VarId>) {
+    for bind in &b.binds {
+        match bind {
+            Bind::Let(x, e) => {
+                match e {
+                    Expr::Atom(a) => atom_use(a, bound, out),
+                    Expr::Cons(a, d) => {
+                        atom_use(a, bound, out);
+                        atom_use(d, bound, out);
+                    }
+                    Expr::App(f, args, _) => {
+                        atom_use(f, bound, out);
+                        args_use(args, bound, out);
+                    }
+                    Expr::Prim(_, args, _) => args_use(args, bound, out),
+                    Expr::Lambda(g) => g.free.iter().for_each(|v| atom_use(&Atom::Var(*v), bound, out)),
+                    Expr::If(c, t, e) => {
+                        atom_use(c, bound, out);
+                        block_free_vars(t, bound, out);
+                        block_free_vars(e, bound, out);
+                    }
+                    Expr::MakeEnvSens(_, _, xs) => xs.iter().for_each(|x| atom_use(x, bound, out)),
+                    Expr::MakeEnvSensLike(l, xs) => {
+                        atom_use(l, bound, out);
+                        xs.iter().for_each(|x| atom_use(x, bound, out))
+                    }
+                }
+                bound.insert(*x);
+            }
+            Bind::Uncons(x, y, a, _) => {
+                atom_use(a, bound, out);
+                bound.insert(*x);
+                bound.insert(*y);
+            }
+            Bind::Check(_, a, _) => atom_use(a, bound, out),
+            Bind::Letrec(names, g) => {
+                for n in names {
+                    bound.insert(*n);
+                }
+                g.free.iter().for_each(|v| atom_use(&Atom::Var(*v), bound, out));
+            }
+            Bind::EnvSens(xs, a) => {
+                atom_use(a, bound, out);
+                for x in xs {
+                    bound.insert(*x);
+                }
+            }
+        }
+    }
+    atom_use(&b.result, bound, out);
+}
+
+/// What a name refers to while converting to A-normal form.
+#[derive(Clone)]
+pub enum Binding {
+    Atom(Atom),
+}
+
+/// Name resolution for the conversion: locals shadow the top-level lookup.
+pub trait GlobalScope {
+    /// The atom a top-level name denotes (a global or a primitive constant).
+    fn lookup(&self, name: &str) -> Option<Atom>;
+}
+
+/// Converts core expressions to A-normal form.
+pub struct Normalizer<'a> {
+    globals: &'a dyn GlobalScope,
+    scope: Vec<(Rc<str>, Atom)>,
+    index: FxHashMap<Rc<str>, Vec<usize>>,
+}
+
+impl<'a> Normalizer<'a> {
+    pub fn new(globals: &'a dyn GlobalScope) -> Normalizer<'a> {
+        Normalizer { globals, scope: Vec::new(), index: FxHashMap::default() }
+    }
+
+    fn push(&mut self, name: Rc<str>, a: Atom) {
+        self.index.entry(name.clone()).or_default().push(self.scope.len());
+        self.scope.push((name, a));
+    }
+
+    fn pop_to(&mut self, len: usize) {
+        while self.scope.len() > len {
+            let (n, _) = self.scope.pop().unwrap();
+            if let Some(v) = self.index.get_mut(&n) {
+                v.pop();
+            }
+        }
+    }
+
+    fn lookup(&self, name: &str, span: Span) -> Result<Atom> {
+        if let Some(&i) = self.index.get(name).and_then(|v| v.last()) {
+            return Ok(self.scope[i].1.clone());
+        }
+        self.globals.lookup(name).ok_or_else(|| Error::syntax(span, format!("unbound variable `{}`", name)))
+    }
+
+    /// A top-level expression as a block.
+    pub fn block(&mut self, e: &Core) -> Result<Block> {
+        let mut binds = Vec::new();
+        let result = self.norm(e, &mut binds)?;
+        Ok(Block { binds, result })
+    }
+
+    /// A lambda as a closure group of one.
+    pub fn lambda(&mut self, l: &CoreLambda) -> Result<Rc<Group>> {
+        let lam = self.lambda_code(l)?;
+        Ok(Group::new(vec![], vec![lam], vec![l.name.clone()], vec![l.span], Origin::Source))
+    }
+
+    pub fn lambda_code(&mut self, l: &CoreLambda) -> Result<Lambda> {
+        let mark = self.scope.len();
+        let mut binds = Vec::new();
+        let param = match &l.param {
+            Pat::Var(n, _) => {
+                let v = fresh_var(n);
+                self.push(n.clone(), Atom::Var(v));
+                v
+            }
+            p => {
+                let v = fresh_var("arg");
+                self.destructure(p, Atom::Var(v), &mut binds)?;
+                v
+            }
+        };
+        let result = self.norm(&l.body, &mut binds)?;
+        self.pop_to(mark);
+        Ok(Lambda { param, body: Block { binds, result } })
+    }
+
+    fn destructure(&mut self, p: &Pat, a: Atom, binds: &mut Vec<Bind>) -> Result<()> {
+        match p {
+            Pat::Var(n, _) => {
+                self.push(n.clone(), a);
+            }
+            Pat::Const(c, s) => binds.push(Bind::Check(c.0.to_value(), a, *s)),
+            Pat::Cons(pa, pd, s) => {
+                let x = fresh_var(match &**pa {
+                    Pat::Var(n, _) => n,
+                    _ => "car",
+                });
+                let y = fresh_var(match &**pd {
+                    Pat::Var(n, _) => n,
+                    _ => "cdr",
+                });
+                binds.push(Bind::Uncons(x, y, a, *s));
+                self.destructure(pa, Atom::Var(x), binds)?;
+                self.destructure(pd, Atom::Var(y), binds)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn bind_new(&mut self, name: &str, e: Expr, binds: &mut Vec<Bind>) -> Atom {
+        let x = fresh_var(name);
+        binds.push(Bind::Let(x, e));
+        Atom::Var(x)
+    }
+
+    fn norm(&mut self, e: &Core, binds: &mut Vec<Bind>) -> Result<Atom> {
+        match e {
+            Core::Const(c, _) => Ok(Atom::Const(c.0.to_value())),
+            Core::Var(n, s) => self.lookup(n, *s),
+            Core::Lambda(l) => {
+                let g = self.lambda(l)?;
+                Ok(self.bind_new(l.name.as_deref().unwrap_or("f"), Expr::Lambda(g), binds))
+            }
+            Core::App(f, args, s) => {
+                let fa = self.norm(f, binds)?;
+                let mut atoms = Vec::with_capacity(args.len());
+                for a in args {
+                    atoms.push(self.norm(a, binds)?);
+                }
+                let args = match atoms.len() {
+                    0 => Args::One(Atom::Const(Value::Nil)),
+                    1 => Args::One(atoms.pop().unwrap()),
+                    _ => Args::Tuple(atoms),
+                };
+                let ex = match fa {
+                    Atom::Const(Value::Prim(p)) => Expr::Prim(p, args, *s),
+                    fa => Expr::App(fa, args, *s),
+                };
+                Ok(self.bind_new("t", ex, binds))
+            }
+            Core::Cons(a, d, _) => {
+                let aa = self.norm(a, binds)?;
+                let da = self.norm(d, binds)?;
+                Ok(self.bind_new("p", Expr::Cons(aa, da), binds))
+            }
+            Core::If(c, t, f, _) => {
+                let ca = self.norm(c, binds)?;
+                let tb = self.block(t)?;
+                let fb = self.block(f)?;
+                Ok(self.bind_new("if", Expr::If(ca, tb, fb), binds))
+            }
+            Core::Let(p, init, body, _) => {
+                let a = self.norm(init, binds)?;
+                let mark = self.scope.len();
+                match p {
+                    // Give a let-bound variable its own name when it renames a non-variable,
+                    // so the A-normal form reads like the source.
+                    Pat::Var(n, _) if !matches!(a, Atom::Var(_)) && !n.starts_with(' ') => {
+                        let x = fresh_var(n);
+                        binds.push(Bind::Let(x, Expr::Atom(a)));
+                        self.push(n.clone(), Atom::Var(x));
+                    }
+                    _ => self.destructure(p, a, binds)?,
+                }
+                let r = self.norm(body, binds)?;
+                self.pop_to(mark);
+                Ok(r)
+            }
+            Core::Letrec(defs, body, _) => {
+                let mark = self.scope.len();
+                let names: Vec<VarId> = defs.iter().map(|(n, _, _)| fresh_var(n)).collect();
+                for ((n, _, _), v) in defs.iter().zip(&names) {
+                    self.push(n.clone(), Atom::Var(*v));
+                }
+                let mut members = Vec::new();
+                for (_, _, l) in defs {
+                    members.push(self.lambda_code(l)?);
+                }
+                let g = Group::new(
+                    names.clone(),
+                    members,
+                    defs.iter().map(|(n, _, _)| Some(n.clone())).collect(),
+                    defs.iter().map(|(_, _, l)| l.span).collect(),
+                    Origin::Source,
+                );
+                binds.push(Bind::Letrec(names, g));
+                let r = self.norm(body, binds)?;
+                self.pop_to(mark);
+                Ok(r)
+            }
+        }
+    }
+}

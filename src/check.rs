@@ -1,0 +1,211 @@
+//! `vlad test`: checks `EXPR ===> EXPECTED` annotations.
+//!
+//! The value is printed and read back, then compared with the expected datum:
+//! numbers within 1e-10 relative to their magnitude (exact and inexact by value),
+//! everything else structurally. `EXPR ===> (error "REGEX")` expects an error
+//! whose message matches REGEX; an expression with no annotation must be `#t`.
+
+use crate::datum::{Datum, DatumKind};
+use crate::error::{Error, ErrorKind, Result};
+use crate::toplevel::{Session, Step};
+use crate::value::Value;
+use std::path::Path;
+
+/// Outcome of checking files.
+#[derive(Default, Debug)]
+pub struct Report {
+    pub passed: usize,
+    pub failed: usize,
+    /// One line per failure.
+    pub failures: Vec<String>,
+}
+
+/// Relative tolerance for numbers.
+pub const TOLERANCE: f64 = 1e-10;
+
+fn num_of(d: &Datum) -> Option<f64> {
+    match &d.kind {
+        DatumKind::Int(i) => Some(*i as f64),
+        DatumKind::Big(b) => num_traits::ToPrimitive::to_f64(&**b),
+        DatumKind::Real(r) => Some(*r),
+        _ => None,
+    }
+}
+
+/// Structural equality of data, numbers within tolerance.
+pub fn datum_matches(actual: &Datum, expected: &Datum) -> bool {
+    match (&actual.kind, &expected.kind) {
+        (DatumKind::Int(a), DatumKind::Int(b)) => a == b,
+        (DatumKind::Big(a), DatumKind::Big(b)) => a == b,
+        (DatumKind::Bool(a), DatumKind::Bool(b)) => a == b,
+        (DatumKind::Symbol(a), DatumKind::Symbol(b)) => a == b,
+        (DatumKind::Str(a), DatumKind::Str(b)) => a == b,
+        (DatumKind::List(a, ta), DatumKind::List(b, tb)) => {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(x, y)| datum_matches(x, y))
+                && match (ta, tb) {
+                    (None, None) => true,
+                    (Some(x), Some(y)) => datum_matches(x, y),
+                    _ => false,
+                }
+        }
+        _ => match (num_of(actual), num_of(expected)) {
+            (Some(a), Some(b)) => numbers_close(a, b),
+            _ => false,
+        },
+    }
+}
+
+pub fn numbers_close(a: f64, b: f64) -> bool {
+    if a == b || (a.is_nan() && b.is_nan()) {
+        return true;
+    }
+    (a - b).abs() <= TOLERANCE * a.abs().max(b.abs()).max(1.0)
+}
+
+/// The regex of an `(error "REGEX")` expectation.
+fn error_expectation(d: &Datum) -> Option<&str> {
+    match d.as_list() {
+        Some([h, Datum { kind: DatumKind::Str(s), .. }]) if h.as_symbol() == Some("error") => Some(s),
+        _ => None,
+    }
+}
+
+/// Checks one result against its expectation; `Err` carries "expected ..., got ...".
+pub fn check(result: &Result<Value>, expected: Option<&Datum>) -> std::result::Result<(), String> {
+    let shown = |r: &Result<Value>| match r {
+        Ok(v) => crate::print::to_string(v),
+        Err(e) => format!("error: {}", e.message),
+    };
+    match expected {
+        None => match result {
+            Ok(Value::Bool(true)) => Ok(()),
+            r => Err(format!("expected #t, got {}", shown(r))),
+        },
+        Some(exp) => {
+            if let Some(re) = error_expectation(exp) {
+                let rx =
+                    regex::Regex::new(re).map_err(|e| format!("bad regex in (error \"{}\"): {}", re, e))?;
+                return match result {
+                    Err(e) if e.kind != ErrorKind::Limit || rx.is_match(&e.message) => {
+                        if rx.is_match(&e.message) {
+                            Ok(())
+                        } else {
+                            Err(format!("expected an error matching \"{}\", got error: {}", re, e.message))
+                        }
+                    }
+                    r => Err(format!("expected an error matching \"{}\", got {}", re, shown(r))),
+                };
+            }
+            match result {
+                Ok(v) => {
+                    let text = crate::print::to_string(v);
+                    let ok = crate::reader::read_all(&text, u32::MAX)
+                        .ok()
+                        .and_then(|ds| ds.into_iter().next())
+                        .map(|d| datum_matches(&d, exp))
+                        .unwrap_or(false);
+                    if ok {
+                        Ok(())
+                    } else {
+                        Err(format!("expected {}, got {}", datum_text(exp), text))
+                    }
+                }
+                Err(e) => Err(format!("expected {}, got error: {}", datum_text(exp), e.message)),
+            }
+        }
+    }
+}
+
+/// Prints a datum back as source text.
+pub fn datum_text(d: &Datum) -> String {
+    match &d.kind {
+        DatumKind::Int(i) => i.to_string(),
+        DatumKind::Big(b) => b.to_string(),
+        DatumKind::Real(r) => crate::print::format_real(*r),
+        DatumKind::Bool(b) => if *b { "#t" } else { "#f" }.into(),
+        DatumKind::Str(s) => format!("{:?}", s),
+        DatumKind::Symbol(s) => s.to_string(),
+        DatumKind::List(items, tail) => {
+            let mut s = String::from("(");
+            for (i, it) in items.iter().enumerate() {
+                if i > 0 {
+                    s.push(' ');
+                }
+                s.push_str(&datum_text(it));
+            }
+            if let Some(t) = tail {
+                s.push_str(" . ");
+                s.push_str(&datum_text(t));
+            }
+            s.push(')');
+            s
+        }
+    }
+}
+
+/// Checks one file in a fresh session made by `new_session`.
+pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut Report) {
+    let mut sess = new_session();
+    let fail = |report: &mut Report, line: String| {
+        report.failed += 1;
+        report.failures.push(line);
+    };
+    let items = match sess.read_file(path) {
+        Ok(items) => items,
+        Err(e) => return fail(report, render_short(&sess, &e, path)),
+    };
+    let unit = match sess.compile(items) {
+        Ok(u) => u,
+        Err(e) => return fail(report, render_short(&sess, &e, path)),
+    };
+    for step in unit.steps {
+        match step {
+            Step::Define(g, span) => {
+                sess.m.stack.clear();
+                sess.m.depth = 0;
+                if let Err(e) = sess.m.global(g) {
+                    let loc = sess.sources.location(span);
+                    fail(report, format!("{}: definition failed: {}", loc, e.message));
+                }
+            }
+            Step::Expr { thunk, span, expected } => {
+                let r = sess.run_thunk(&thunk);
+                let loc = sess.sources.location(span);
+                let loc = loc.rsplit_once(':').map(|(a, _)| a.to_string()).unwrap_or(loc);
+                match check(&r, expected.as_ref()) {
+                    Ok(()) => report.passed += 1,
+                    Err(msg) => fail(report, format!("{}: {}", loc, msg)),
+                }
+            }
+        }
+    }
+}
+
+fn render_short(sess: &Session, e: &Error, path: &Path) -> String {
+    match e.span {
+        Some(s) => format!("{}: error: {}", sess.sources.location(s), e.message),
+        None => format!("{}: error: {}", path.display(), e.message),
+    }
+}
+
+/// The `.vlad` files named, directories expanded (sorted).
+pub fn expand_paths(paths: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut v: Vec<_> = std::fs::read_dir(p)
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.extension().is_some_and(|x| x == "vlad"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.sort();
+            out.extend(v);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    out
+}

@@ -1,0 +1,315 @@
+//! Command-line interface: `vlad FILE`, `vlad run`, `vlad test`, `vlad anf`, `vlad repl`.
+
+use crate::check::{self, Report};
+use crate::error::{Error, ErrorKind};
+use crate::toplevel::{Item, Session, Step};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "vlad",
+    version,
+    about = "VLAD: a functional Scheme dialect with first-class automatic differentiation",
+    long_about = "Runs VLAD programs. `vlad FILE.vlad` runs a program and prints the value of each \
+top-level expression; with no file (or `vlad repl`) it starts an interactive session.",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Option<Cmd>,
+    /// Program to run (same as `vlad run FILE`); omit for the REPL
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub opts: Opts,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Run a program, printing the value of each top-level expression
+    Run {
+        file: PathBuf,
+        #[command(flatten)]
+        opts: Opts,
+    },
+    /// Check the `EXPR ===> EXPECTED` annotations of files (directories: every .vlad in them)
+    Test {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        opts: Opts,
+    },
+    /// Print the expanded, alpha-renamed A-normal form of a program
+    Anf {
+        file: PathBuf,
+        /// Also print the reverse (`*j`) transform of each top-level procedure
+        #[arg(long)]
+        reverse: bool,
+        /// Also print the forward (`bundle`) transform of each top-level procedure
+        #[arg(long)]
+        forward: bool,
+        #[command(flatten)]
+        opts: Opts,
+    },
+    /// Start the interactive REPL
+    Repl {
+        #[command(flatten)]
+        opts: Opts,
+    },
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct Opts {
+    /// Add a directory to the `include` search path (after the including file's directory)
+    #[arg(short = 'I', long = "include", value_name = "DIR")]
+    pub include: Vec<PathBuf>,
+    /// Stop a program after this many procedure calls
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<u64>,
+    /// Stop a program after this many seconds
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Fail with "recursion too deep" beyond this many nested calls
+    #[arg(long, value_name = "N", default_value_t = 10_000_000)]
+    pub max_depth: usize,
+    /// After the run, print counts of primitive arithmetic operations (to stderr)
+    #[arg(long)]
+    pub metered: bool,
+    /// Where vector primitives run
+    #[arg(long, value_name = "auto|cpu|cuda", default_value = "auto")]
+    pub backend: String,
+}
+
+/// Parses the command line and runs it on a thread with a large stack; returns the exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    run_on_big_stack(move || dispatch(cli))
+}
+
+/// Runs `f` on a thread whose stack is large enough for deep data (dropping long
+/// closure chains, printing deep lists); evaluation itself grows its stack as needed.
+pub fn run_on_big_stack<F: FnOnce() -> i32 + Send + 'static>(f: F) -> i32 {
+    let sizes = [1usize << 30, 256 << 20, 64 << 20];
+    let mut f = Some(f);
+    for size in sizes {
+        let g = f.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(g)));
+        let s2 = slot.clone();
+        match std::thread::Builder::new().name("vlad".into()).stack_size(size).spawn(move || {
+            let g = s2.lock().unwrap().take().unwrap();
+            let _ = tx.send(g());
+        }) {
+            Ok(h) => {
+                let _ = h.join();
+                return rx.recv().unwrap_or(70);
+            }
+            Err(_) => {
+                f = slot.lock().unwrap().take();
+                if f.is_none() {
+                    return 70;
+                }
+            }
+        }
+    }
+    70
+}
+
+fn new_session(opts: &Opts) -> Session {
+    let mut s = Session::new();
+    s.include_dirs = opts.include.clone();
+    apply_limits(&mut s, opts);
+    s
+}
+
+fn apply_limits(s: &mut Session, opts: &Opts) {
+    s.m.max_steps = opts.max_steps.unwrap_or(u64::MAX);
+    s.m.max_depth = opts.max_depth;
+    s.m.deadline = opts.timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+    if opts.metered {
+        s.m.meter = Some(vec![0; crate::prims::prims().len()]);
+    }
+}
+
+fn check_backend(opts: &Opts) -> Result<(), i32> {
+    match opts.backend.as_str() {
+        "auto" | "cpu" => Ok(()),
+        "cuda" => {
+            eprintln!("error: --backend cuda: this build has no CUDA support yet");
+            Err(2)
+        }
+        other => {
+            eprintln!("error: --backend must be auto, cpu or cuda, not `{}`", other);
+            Err(2)
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> i32 {
+    match cli.cmd {
+        Some(Cmd::Run { file, opts }) => run_file(&file, &opts),
+        Some(Cmd::Test { files, opts }) => test_files(&files, &opts),
+        Some(Cmd::Anf { file, reverse, forward, opts }) => anf_file(&file, reverse, forward, &opts),
+        Some(Cmd::Repl { opts }) => crate::repl::run(&opts),
+        None => match cli.file {
+            Some(f) => run_file(&f, &cli.opts),
+            None => crate::repl::run(&cli.opts),
+        },
+    }
+}
+
+fn report_error(s: &Session, e: &Error) {
+    eprint!("{}", e.render(&s.sources));
+}
+
+/// Prints the metering counts.
+pub fn print_meter(s: &Session) {
+    if let Some(m) = &s.m.meter {
+        let mut parts = Vec::new();
+        let mut total = 0;
+        for (i, c) in m.iter().enumerate() {
+            if *c > 0 {
+                parts.push(format!("{} {}", crate::prims::prims()[i].name, c));
+                total += c;
+            }
+        }
+        eprintln!("metered: {} primitive operations ({})", total, parts.join(", "));
+    }
+}
+
+fn run_file(file: &PathBuf, opts: &Opts) -> i32 {
+    if let Err(c) = check_backend(opts) {
+        return c;
+    }
+    let mut s = new_session(opts);
+    let items = match s.read_file(file) {
+        Ok(i) => i,
+        Err(e) => {
+            report_error(&s, &e);
+            return 1;
+        }
+    };
+    let unit = match s.compile(items) {
+        Ok(u) => u,
+        Err(e) => {
+            report_error(&s, &e);
+            return 1;
+        }
+    };
+    // Count only the program's own work.
+    if let Some(m) = &mut s.m.meter {
+        m.iter_mut().for_each(|c| *c = 0);
+    }
+    for step in unit.steps {
+        let r = match step {
+            Step::Define(g, _) => {
+                s.m.stack.clear();
+                s.m.depth = 0;
+                s.m.global(g).map(|_| ())
+            }
+            Step::Expr { thunk, .. } => s.run_thunk(&thunk).map(|v| {
+                let text = crate::print::to_string(&v);
+                let _ = writeln!(s.m.out, "{}", text);
+            }),
+        };
+        if let Err(e) = r {
+            let _ = s.m.out.flush();
+            report_error(&s, &e);
+            print_meter(&s);
+            return if e.kind == ErrorKind::Limit { 3 } else { 1 };
+        }
+    }
+    let _ = s.m.out.flush();
+    print_meter(&s);
+    0
+}
+
+use std::io::Write;
+
+fn test_files(files: &[PathBuf], opts: &Opts) -> i32 {
+    if let Err(c) = check_backend(opts) {
+        return c;
+    }
+    let mut report = Report::default();
+    let opts2 = opts.clone();
+    let mk = move || new_session(&opts2);
+    for f in check::expand_paths(files) {
+        check::check_file(&mk, &f, &mut report);
+    }
+    for line in &report.failures {
+        println!("{}", line);
+    }
+    println!("{} passed, {} failed", report.passed, report.failed);
+    if report.failed > 0 {
+        1
+    } else {
+        0
+    }
+}
+
+fn anf_file(file: &PathBuf, reverse: bool, forward: bool, opts: &Opts) -> i32 {
+    let mut s = new_session(opts);
+    let items = match s.read_file(file) {
+        Ok(i) => i,
+        Err(e) => {
+            report_error(&s, &e);
+            return 1;
+        }
+    };
+    let names: Vec<Option<std::rc::Rc<str>>> = items
+        .iter()
+        .map(|it| match it {
+            Item::Define { name, .. } => Some(name.clone()),
+            Item::Expr { .. } => None,
+        })
+        .collect();
+    let unit = match s.compile(items) {
+        Ok(u) => u,
+        Err(e) => {
+            report_error(&s, &e);
+            return 1;
+        }
+    };
+    let _ = unit;
+    let mut code = 0;
+    let mut out = String::new();
+    for name in names.iter().flatten() {
+        let g = s.scope[name];
+        let group = match &s.m.globals[g as usize].state {
+            crate::eval::GState::Value(crate::value::Value::Closure(inst, _)) => Some(inst.group.clone()),
+            crate::eval::GState::Thunk(grp) => Some(grp.clone()),
+            _ => None,
+        };
+        let Some(group) = group else { continue };
+        out.push_str(&format!("(define {}\n  ", name));
+        crate::show::write_group_member(&mut out, &group, 0, 1);
+        out.push_str(")\n");
+        for (flag, kind) in [(forward, crate::anf::Kind::F), (reverse, crate::anf::Kind::R)] {
+            if !flag {
+                continue;
+            }
+            let t = crate::ad::transform_group(&group, kind);
+            match s.m.group_members(&t) {
+                Ok(_) => {
+                    out.push_str(&format!(";; {} transform of {}\n  ", kind.name(), name));
+                    crate::show::write_group_member(&mut out, &t, 0, 1);
+                    out.push('\n');
+                }
+                Err(e) => {
+                    report_error(&s, &e);
+                    code = 1;
+                }
+            }
+        }
+    }
+    for step in &unit_steps_placeholder() {
+        let _ = step;
+    }
+    print!("{}", out);
+    code
+}
+
+fn unit_steps_placeholder() -> Vec<()> {
+    Vec::new()
+}

@@ -1,0 +1,49 @@
+//! The reader's output: S-expression data with spans.
+
+use crate::source::Span;
+use num_bigint::BigInt;
+use std::rc::Rc;
+
+/// One S-expression as read from source.
+#[derive(Clone, Debug)]
+pub struct Datum {
+    pub kind: DatumKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum DatumKind {
+    /// An exact integer that fits in `i64`.
+    Int(i64),
+    /// An exact integer that does not fit in `i64`.
+    Big(Rc<BigInt>),
+    /// A double (`1.5`, `1e10`, `+inf.0`, `-nan.0`, `1.`).
+    Real(f64),
+    Bool(bool),
+    /// A string literal, escapes already processed.
+    Str(Rc<str>),
+    Symbol(Rc<str>),
+    /// `(a b c)` has `tail: None`; `(a b . c)` has `tail: Some(c)`.
+    /// `'x` is read as the list `(quote x)`.
+    List(Vec<Datum>, Option<Box<Datum>>),
+}
+
+impl Datum {
+    pub fn new(kind: DatumKind, span: Span) -> Datum {
+        Datum { kind, span }
+    }
+    /// The symbol's name, if this is a symbol.
+    pub fn as_symbol(&self) -> Option<&str> {
+        match &self.kind {
+            DatumKind::Symbol(s) => Some(s),
+            _ => None,
+        }
+    }
+    /// The elements of a proper list.
+    pub fn as_list(&self) -> Option<&[Datum]> {
+        match &self.kind {
+            DatumKind::List(v, None) => Some(v),
+            _ => None,
+        }
+    }
+}

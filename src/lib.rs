@@ -1,0 +1,24 @@
+//! vlad: an interpreter for VLAD, the purely functional Scheme dialect with
+//! first-class forward- and reverse-mode automatic differentiation.
+//!
+//! Pipeline: [`reader`] → [`expand`] → [`anf`] → [`resolve`] → [`eval`], with
+//! [`ad`] transforming closure groups at run time. See ARCHITECTURE.md.
+
+pub mod ad;
+pub mod anf;
+pub mod check;
+pub mod cli;
+pub mod datum;
+pub mod error;
+pub mod eval;
+pub mod expand;
+pub mod num;
+pub mod prims;
+pub mod print;
+pub mod reader;
+pub mod repl;
+pub mod resolve;
+pub mod show;
+pub mod source;
+pub mod toplevel;
+pub mod value;

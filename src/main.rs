@@ -1,0 +1,5 @@
+//! The `vlad` command line.
+
+fn main() {
+    std::process::exit(vlad::cli::main());
+}

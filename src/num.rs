@@ -1,0 +1,183 @@
+//! The numeric tower: machine integers that promote to big integers, and doubles.
+//! Exact arithmetic stays exact; any double makes the result a double.
+
+use crate::value::Value;
+use num_bigint::BigInt;
+use num_integer::Integer;
+use num_traits::{Signed, ToPrimitive, Zero};
+use std::cmp::Ordering;
+use std::rc::Rc;
+
+/// A big integer as a value, demoted to `Int` when it fits.
+pub fn from_big(b: BigInt) -> Value {
+    match b.to_i64() {
+        Some(i) => Value::Int(i),
+        None => Value::Big(Rc::new(b)),
+    }
+}
+
+fn big(v: &Value) -> Option<BigInt> {
+    match v {
+        Value::Int(i) => Some(BigInt::from(*i)),
+        Value::Big(b) => Some((**b).clone()),
+        _ => None,
+    }
+}
+
+fn is_exact(v: &Value) -> bool {
+    matches!(v, Value::Int(_) | Value::Big(_))
+}
+
+/// Binary arithmetic on two numbers. `None` when an operand is not a number.
+pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
+    if let (Value::Int(x), Value::Int(y)) = (a, b) {
+        let r = match op {
+            '+' => x.checked_add(*y),
+            '-' => x.checked_sub(*y),
+            '*' => x.checked_mul(*y),
+            _ => {
+                if *y == 0 {
+                    return Some(Err("division by exact zero".into()));
+                }
+                if x % y == 0 {
+                    x.checked_div(*y)
+                } else {
+                    return Some(Ok(Value::Real(*x as f64 / *y as f64)));
+                }
+            }
+        };
+        if let Some(r) = r {
+            return Some(Ok(Value::Int(r)));
+        }
+    }
+    if is_exact(a) && is_exact(b) {
+        let (x, y) = (big(a)?, big(b)?);
+        return Some(Ok(match op {
+            '+' => from_big(x + y),
+            '-' => from_big(x - y),
+            '*' => from_big(x * y),
+            _ => {
+                if y.is_zero() {
+                    return Some(Err("division by exact zero".into()));
+                }
+                let (q, r) = x.div_rem(&y);
+                if r.is_zero() {
+                    from_big(q)
+                } else {
+                    Value::Real(ratio_f64(&x, &y))
+                }
+            }
+        }));
+    }
+    let (x, y) = (a.as_f64()?, b.as_f64()?);
+    Some(Ok(Value::Real(match op {
+        '+' => x + y,
+        '-' => x - y,
+        '*' => x * y,
+        _ => x / y,
+    })))
+}
+
+/// x / y as a correctly scaled double even when both are huge.
+fn ratio_f64(x: &BigInt, y: &BigInt) -> f64 {
+    let (fx, fy) = (x.to_f64().unwrap_or(f64::NAN), y.to_f64().unwrap_or(f64::NAN));
+    if fx.is_finite() && fy.is_finite() {
+        return fx / fy;
+    }
+    // Scale down both to keep them in range.
+    let shift = x.bits().max(y.bits()).saturating_sub(1000);
+    let (sx, sy) = (x >> shift, y >> shift);
+    sx.to_f64().unwrap_or(f64::NAN) / sy.to_f64().unwrap_or(f64::NAN)
+}
+
+/// Numeric comparison; `None` if either is not a number, `Some(None)` for NaN.
+pub fn compare(a: &Value, b: &Value) -> Option<Option<Ordering>> {
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => Some(Some(x.cmp(y))),
+        _ if is_exact(a) && is_exact(b) => Some(Some(big(a)?.cmp(&big(b)?))),
+        (Value::Real(x), Value::Real(y)) => Some(x.partial_cmp(y)),
+        _ => {
+            // Mixed exact/inexact: compare exactly where the double is finite.
+            let (ex, r, flip) = match (a, b) {
+                (Value::Real(r), e) => (e, *r, true),
+                (e, Value::Real(r)) => (e, *r, false),
+                _ => return None,
+            };
+            let e = big(ex)?;
+            let o = if r.is_nan() {
+                None
+            } else if r.is_infinite() {
+                Some(if r > 0.0 { Ordering::Less } else { Ordering::Greater })
+            } else {
+                let fl = r.floor();
+                let fb = num_bigint::BigInt::from(fl as i128);
+                let fb = if fl.abs() < 1e30 { fb } else { big_from_f64(fl) };
+                match e.cmp(&fb) {
+                    Ordering::Equal if r > fl => Some(Ordering::Less),
+                    o => Some(o),
+                }
+            };
+            Some(if flip { o.map(Ordering::reverse) } else { o })
+        }
+    }
+}
+
+fn big_from_f64(f: f64) -> BigInt {
+    // f is an integral, finite double.
+    let bits = f.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i64 - 1075;
+    let mant = (bits & ((1 << 52) - 1)) | (1 << 52);
+    let m = BigInt::from(mant);
+    let v = if exp >= 0 { m << exp as usize } else { m >> (-exp) as usize };
+    if f < 0.0 {
+        -v
+    } else {
+        v
+    }
+}
+
+/// Sign test for `zero?`, `positive?`, `negative?`.
+pub fn sign(a: &Value) -> Option<Option<Ordering>> {
+    match a {
+        Value::Int(i) => Some(Some(i.cmp(&0))),
+        Value::Big(b) => Some(Some(if b.is_negative() { Ordering::Less } else { Ordering::Greater })),
+        Value::Real(r) => Some(r.partial_cmp(&0.0)),
+        _ => None,
+    }
+}
+
+/// `sqrt`: exact for perfect squares of exact integers, a double otherwise.
+pub fn sqrt(a: &Value) -> Option<Value> {
+    match a {
+        Value::Int(_) | Value::Big(_) => {
+            let b = big(a)?;
+            if !b.is_negative() {
+                let r = b.sqrt();
+                if &r * &r == b {
+                    return Some(from_big(r));
+                }
+            }
+            Some(Value::Real(a.as_f64()?.sqrt()))
+        }
+        Value::Real(r) => Some(Value::Real(r.sqrt())),
+        _ => None,
+    }
+}
+
+/// A unary real function applied to a number.
+pub fn real_fn(f: fn(f64) -> f64, a: &Value) -> Option<Value> {
+    Some(Value::Real(f(a.as_f64()?)))
+}
+
+/// The exact zero of an exact number, `0.0` of a double.
+pub fn zero_like(a: &Value) -> Value {
+    match a {
+        Value::Real(_) => Value::Real(0.0),
+        _ => Value::Int(0),
+    }
+}
+
+/// Numeric equality for the test checker (exact/inexact compare by value).
+pub fn num_equal(a: &Value, b: &Value) -> bool {
+    matches!(compare(a, b), Some(Some(Ordering::Equal)))
+}

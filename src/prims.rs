@@ -1,0 +1,351 @@
+//! The primitive table: one entry per primitive with its name, how its argument
+//! is destructured, its implementation, and its derivative rules (AD.md). The
+//! evaluator, `bundle` and `*j` all read this table.
+
+use crate::ad::ops;
+use crate::error::{Error, Result};
+use crate::eval::Machine;
+use crate::num;
+use crate::value::{Tag, Value};
+use std::cmp::Ordering;
+use std::sync::OnceLock;
+
+pub type PrimId = u16;
+
+/// The implementation: receives the destructured arguments.
+pub type PrimFn = fn(&mut Machine, &[Value]) -> Result<Value>;
+
+/// What a primitive's derivative rules are.
+#[derive(Clone, Copy)]
+pub enum Rule {
+    /// A tangent rule `(lambda (x y dx) dy)` and a cotangent rule
+    /// `(lambda (x y y-bar) x-bar)`, VLAD source over primitives, where `x` is the
+    /// (untransformed) argument and `y` the result.
+    Rules { jvp: &'static str, vjp: &'static str },
+    /// `if-procedure`: selects without computing; sensitivity flows to the branch taken.
+    Select,
+}
+
+/// Counted by `--metered`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Arith,
+    Compare,
+    Other,
+}
+
+pub struct PrimDef {
+    pub name: &'static str,
+    /// Number of arguments; the one argument is a tuple `(cons* a1 ... an)` when n >= 2,
+    /// and `'()` when n = 0.
+    pub arity: u8,
+    pub imp: PrimFn,
+    pub rule: Rule,
+    pub class: Class,
+}
+
+const ZERO_RULES: Rule = Rule::Rules { jvp: "(lambda (x y dx) (zero y))", vjp: "(lambda (x y yb) (zero x))" };
+
+macro_rules! rules {
+    ($jvp:expr, $vjp:expr) => {
+        Rule::Rules { jvp: $jvp, vjp: $vjp }
+    };
+}
+
+fn table() -> Vec<PrimDef> {
+    use Class::*;
+    let p = |name, arity, imp: PrimFn, rule, class| PrimDef { name, arity, imp, rule, class };
+    vec![
+        p("+", 2, |_, a| arith('+', a), rules!("(lambda (x y (cons d1 d2)) (+ d1 d2))", "(lambda (x y yb) (cons yb yb))"), Arith),
+        p("-", 2, |_, a| arith('-', a), rules!("(lambda (x y (cons d1 d2)) (- d1 d2))", "(lambda (x y yb) (cons yb (- 0 yb)))"), Arith),
+        p(
+            "*",
+            2,
+            |_, a| arith('*', a),
+            rules!(
+                "(lambda ((cons x1 x2) y (cons d1 d2)) (+ (* d1 x2) (* x1 d2)))",
+                "(lambda ((cons x1 x2) y yb) (cons (* yb x2) (* yb x1)))"
+            ),
+            Arith,
+        ),
+        p(
+            "/",
+            2,
+            |_, a| arith('/', a),
+            rules!(
+                "(lambda ((cons x1 x2) y (cons d1 d2)) (/ (- d1 (* y d2)) x2))",
+                "(lambda ((cons x1 x2) y yb) (cons (/ yb x2) (- 0 (/ (* yb y) x2))))"
+            ),
+            Arith,
+        ),
+        p(
+            "sqrt",
+            1,
+            |_, a| unary("sqrt", &a[0], num::sqrt),
+            rules!("(lambda (x y dx) (/ dx (* 2 y)))", "(lambda (x y yb) (/ yb (* 2 y)))"),
+            Arith,
+        ),
+        p(
+            "exp",
+            1,
+            |_, a| unary("exp", &a[0], |v| num::real_fn(f64::exp, v)),
+            rules!("(lambda (x y dx) (* dx y))", "(lambda (x y yb) (* yb y))"),
+            Arith,
+        ),
+        p(
+            "log",
+            1,
+            |_, a| unary("log", &a[0], |v| num::real_fn(f64::ln, v)),
+            rules!("(lambda (x y dx) (/ dx x))", "(lambda (x y yb) (/ yb x))"),
+            Arith,
+        ),
+        p(
+            "sin",
+            1,
+            |_, a| unary("sin", &a[0], |v| num::real_fn(f64::sin, v)),
+            rules!("(lambda (x y dx) (* dx (cos x)))", "(lambda (x y yb) (* yb (cos x)))"),
+            Arith,
+        ),
+        p(
+            "cos",
+            1,
+            |_, a| unary("cos", &a[0], |v| num::real_fn(f64::cos, v)),
+            rules!("(lambda (x y dx) (- 0 (* dx (sin x))))", "(lambda (x y yb) (- 0 (* yb (sin x))))"),
+            Arith,
+        ),
+        p(
+            "atan",
+            2,
+            |_, a| {
+                let (y, x) = (real_arg("atan", &a[0])?, real_arg("atan", &a[1])?);
+                Ok(Value::Real(y.atan2(x)))
+            },
+            rules!(
+                "(lambda ((cons x1 x2) y (cons d1 d2)) (/ (- (* x2 d1) (* x1 d2)) (+ (* x1 x1) (* x2 x2))))",
+                "(lambda ((cons x1 x2) y yb) (let ((r (+ (* x1 x1) (* x2 x2)))) (cons (/ (* yb x2) r) (- 0 (/ (* yb x1) r)))))"
+            ),
+            Arith,
+        ),
+        p("=", 2, |_, a| cmp("=", a, |o| o == Ordering::Equal), ZERO_RULES, Compare),
+        p("<", 2, |_, a| cmp("<", a, |o| o == Ordering::Less), ZERO_RULES, Compare),
+        p(">", 2, |_, a| cmp(">", a, |o| o == Ordering::Greater), ZERO_RULES, Compare),
+        p("<=", 2, |_, a| cmp("<=", a, |o| o != Ordering::Greater), ZERO_RULES, Compare),
+        p(">=", 2, |_, a| cmp(">=", a, |o| o != Ordering::Less), ZERO_RULES, Compare),
+        p("zero?", 1, |_, a| sign("zero?", &a[0], |o| o == Ordering::Equal), ZERO_RULES, Compare),
+        p("positive?", 1, |_, a| sign("positive?", &a[0], |o| o == Ordering::Greater), ZERO_RULES, Compare),
+        p("negative?", 1, |_, a| sign("negative?", &a[0], |o| o == Ordering::Less), ZERO_RULES, Compare),
+        p("null?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Nil))), ZERO_RULES, Other),
+        p("boolean?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Bool(_)))), ZERO_RULES, Other),
+        p("real?", 1, |_, a| Ok(Value::Bool(a[0].is_number())), ZERO_RULES, Other),
+        p("pair?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Pair(_)))), ZERO_RULES, Other),
+        p("procedure?", 1, |_, a| Ok(Value::Bool(a[0].is_procedure())), ZERO_RULES, Other),
+        p(
+            "if-procedure",
+            3,
+            |_, a| Ok(if a[0].is_true_stripped() { a[1].clone() } else { a[2].clone() }),
+            Rule::Select,
+            Other,
+        ),
+        p("read-real", 0, |m, _| m.read_real(), ZERO_RULES, Other),
+        p(
+            "write-real",
+            1,
+            |m, a| {
+                real_arg("write-real", &a[0])?;
+                m.write_value(&a[0]);
+                Ok(a[0].clone())
+            },
+            rules!("(lambda (x y dx) dx)", "(lambda (x y yb) yb)"),
+            Other,
+        ),
+        p(
+            "write",
+            1,
+            |m, a| {
+                m.write_value(&a[0]);
+                Ok(a[0].clone())
+            },
+            rules!("(lambda (x y dx) dx)", "(lambda (x y yb) yb)"),
+            Other,
+        ),
+        p(
+            "real",
+            1,
+            |_, a| {
+                real_arg("real", &a[0])?;
+                Ok(a[0].clone())
+            },
+            rules!("(lambda (x y dx) dx)", "(lambda (x y yb) yb)"),
+            Other,
+        ),
+        // Forward-mode AD primitives.
+        p("zero", 1, |m, a| ops::zero(m, &a[0]), rules!("(lambda (x y dx) (zero dx))", "(lambda (x y yb) (zero x))"), Other),
+        p(
+            "perturb",
+            1,
+            |m, a| ops::tag(m, Tag::Perturbation, &a[0]),
+            rules!("(lambda (x y dx) (perturb dx))", "(lambda (x y yb) (unperturb yb))"),
+            Other,
+        ),
+        p(
+            "unperturb",
+            1,
+            |m, a| ops::untag(m, Tag::Perturbation, &a[0]),
+            rules!("(lambda (x y dx) (unperturb dx))", "(lambda (x y yb) (perturb yb))"),
+            Other,
+        ),
+        p(
+            "primal",
+            1,
+            |m, a| ops::primal(m, &a[0]),
+            rules!("(lambda (x y dx) (primal dx))", "(lambda (x y yb) (bundle yb (zero (tangent x))))"),
+            Other,
+        ),
+        p(
+            "tangent",
+            1,
+            |m, a| ops::tangent(m, &a[0]),
+            rules!("(lambda (x y dx) (tangent dx))", "(lambda (x y yb) (bundle (zero (primal x)) yb))"),
+            Other,
+        ),
+        p(
+            "bundle",
+            2,
+            |m, a| ops::bundle(m, &a[0], &a[1]),
+            rules!("(lambda (x y dx) (bundle dx))", "(lambda (x y yb) (cons (primal yb) (tangent yb)))"),
+            Other,
+        ),
+        // Reverse-mode AD primitives.
+        p(
+            "sensitize",
+            1,
+            |m, a| ops::tag(m, Tag::Sensitivity, &a[0]),
+            rules!("(lambda (x y dx) (sensitize dx))", "(lambda (x y yb) (unsensitize yb))"),
+            Other,
+        ),
+        p(
+            "unsensitize",
+            1,
+            |m, a| ops::untag(m, Tag::Sensitivity, &a[0]),
+            rules!("(lambda (x y dx) (unsensitize dx))", "(lambda (x y yb) (sensitize yb))"),
+            Other,
+        ),
+        p("plus", 2, |m, a| ops::plus(m, &a[0], &a[1]), rules!("(lambda (x y dx) (plus dx))", "(lambda (x y yb) (cons yb yb))"), Other),
+        p(
+            "*j",
+            1,
+            |m, a| ops::tag(m, Tag::Reverse, &a[0]),
+            rules!("(lambda (x y dx) (*j dx))", "(lambda (x y yb) (*j-inverse yb))"),
+            Other,
+        ),
+        p(
+            "*j-inverse",
+            1,
+            |m, a| ops::untag(m, Tag::Reverse, &a[0]),
+            rules!("(lambda (x y dx) (*j-inverse dx))", "(lambda (x y yb) (*j yb))"),
+            Other,
+        ),
+        p("perturbation?", 1, |_, a| Ok(Value::Bool(ops::outer_tag(&a[0]) == Some(ops::OuterTag::P))), ZERO_RULES, Other),
+        p("forward?", 1, |_, a| Ok(Value::Bool(ops::outer_tag(&a[0]) == Some(ops::OuterTag::F))), ZERO_RULES, Other),
+        p("sensitivity?", 1, |_, a| Ok(Value::Bool(ops::outer_tag(&a[0]) == Some(ops::OuterTag::S))), ZERO_RULES, Other),
+        p("reverse?", 1, |_, a| Ok(Value::Bool(ops::outer_tag(&a[0]) == Some(ops::OuterTag::R))), ZERO_RULES, Other),
+    ]
+}
+
+static TABLE: OnceLock<Vec<PrimDef>> = OnceLock::new();
+
+/// All primitives; a [`PrimId`] indexes this slice.
+pub fn prims() -> &'static [PrimDef] {
+    TABLE.get_or_init(table)
+}
+
+pub fn prim(id: PrimId) -> &'static PrimDef {
+    &prims()[id as usize]
+}
+
+/// Looks a primitive up by name.
+pub fn lookup(name: &str) -> Option<PrimId> {
+    prims().iter().position(|p| p.name == name).map(|i| i as PrimId)
+}
+
+fn err(msg: String) -> Error {
+    Error::runtime(None, msg)
+}
+
+fn describe(v: &Value) -> String {
+    let s = crate::print::to_string(v);
+    if s.len() > 60 {
+        format!("{}...", &s[..s.char_indices().nth(57).map(|(i, _)| i).unwrap_or(s.len())])
+    } else {
+        s
+    }
+}
+
+fn arith(op: char, a: &[Value]) -> Result<Value> {
+    match num::arith(op, &a[0], &a[1]) {
+        Some(r) => r.map_err(|m| err(format!("{}: {}", op, m))),
+        None => {
+            let bad = if a[0].is_number() { &a[1] } else { &a[0] };
+            Err(err(format!("{}: expected two numbers, got {} ({})", op, describe(bad), bad.kind_name())))
+        }
+    }
+}
+
+fn real_arg(name: &str, v: &Value) -> Result<f64> {
+    v.as_f64()
+        .ok_or_else(|| err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name())))
+}
+
+fn unary(name: &str, v: &Value, f: fn(&Value) -> Option<Value>) -> Result<Value> {
+    f(v).ok_or_else(|| err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name())))
+}
+
+fn cmp(name: &str, a: &[Value], f: fn(Ordering) -> bool) -> Result<Value> {
+    match num::compare(&a[0], &a[1]) {
+        Some(o) => Ok(Value::Bool(o.map(f).unwrap_or(false))),
+        None => {
+            let bad = if a[0].is_number() { &a[1] } else { &a[0] };
+            Err(err(format!("{}: expected two numbers, got {} ({})", name, describe(bad), bad.kind_name())))
+        }
+    }
+}
+
+fn sign(name: &str, v: &Value, f: fn(Ordering) -> bool) -> Result<Value> {
+    match num::sign(v) {
+        Some(o) => Ok(Value::Bool(o.map(f).unwrap_or(false))),
+        None => Err(err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name()))),
+    }
+}
+
+/// Destructures one argument value into `arity` arguments.
+pub fn spread(id: PrimId, arg: Value, out: &mut smallvec::SmallVec<[Value; 4]>) -> Result<()> {
+    let def = prim(id);
+    match def.arity {
+        0 => Ok(()),
+        1 => {
+            out.push(arg);
+            Ok(())
+        }
+        n => {
+            let mut cur = arg;
+            for _ in 0..n - 1 {
+                match cur {
+                    Value::Pair(p) => {
+                        out.push(p.car.clone());
+                        cur = p.cdr.clone();
+                    }
+                    other => {
+                        return Err(err(format!(
+                            "{}: expected {} arguments, got {}",
+                            def.name,
+                            n,
+                            if out.is_empty() { describe(&other) } else { "too few".to_string() }
+                        )))
+                    }
+                }
+            }
+            out.push(cur);
+            Ok(())
+        }
+    }
+}

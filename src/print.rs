@@ -1,0 +1,90 @@
+//! The printer: lists in list/dotted notation, `#t`/`#f`, exact integers,
+//! doubles in shortest round-trip form with a decimal point (`1.0`, `0.25`),
+//! tagged values as `(perturbation v)`, `(forward p t)`, `(sensitivity v)`,
+//! `(reverse v)`, closures as their (renamed) lambda, primitives by name.
+
+use crate::value::{Tag, Value};
+use std::fmt::Write;
+
+/// Formats a double so that it reads back as the same double and as a real.
+pub fn format_real(r: f64) -> String {
+    if r.is_nan() {
+        return "+nan.0".into();
+    }
+    if r.is_infinite() {
+        return if r > 0.0 { "+inf.0".into() } else { "-inf.0".into() };
+    }
+    let s = format!("{:?}", r);
+    // Rust prints 1e100 as "1e100" and 1.0 as "1.0"; keep a '.' or 'e' so it reads as a real.
+    if s.contains('.') || s.contains('e') || s.contains("inf") || s.contains("NaN") {
+        s
+    } else {
+        format!("{}.0", s)
+    }
+}
+
+/// The printed form of a value.
+pub fn to_string(v: &Value) -> String {
+    let mut s = String::new();
+    write_value(&mut s, v);
+    s
+}
+
+pub fn write_value(out: &mut String, v: &Value) {
+    match v {
+        Value::Nil => out.push_str("()"),
+        Value::Bool(true) => out.push_str("#t"),
+        Value::Bool(false) => out.push_str("#f"),
+        Value::Int(i) => {
+            let _ = write!(out, "{}", i);
+        }
+        Value::Big(b) => {
+            let _ = write!(out, "{}", b);
+        }
+        Value::Real(r) => out.push_str(&format_real(*r)),
+        Value::Pair(_) => {
+            out.push('(');
+            let mut cur = v;
+            let mut first = true;
+            loop {
+                match cur {
+                    Value::Pair(p) => {
+                        if !first {
+                            out.push(' ');
+                        }
+                        first = false;
+                        write_value(out, &p.car);
+                        cur = &p.cdr;
+                    }
+                    Value::Nil => break,
+                    other => {
+                        out.push_str(" . ");
+                        write_value(out, other);
+                        break;
+                    }
+                }
+            }
+            out.push(')');
+        }
+        Value::Prim(p) => out.push_str(crate::prims::prim(*p).name),
+        Value::Closure(inst, i) => crate::show::write_closure(out, inst, *i as usize),
+        Value::Tagged(t, inner) => {
+            out.push('(');
+            out.push_str(match t {
+                Tag::Perturbation => "perturbation",
+                Tag::Sensitivity => "sensitivity",
+                Tag::Reverse => "reverse",
+            });
+            out.push(' ');
+            write_value(out, inner);
+            out.push(')');
+        }
+        Value::Bundle(b) => {
+            out.push_str("(forward ");
+            write_value(out, &b.0);
+            out.push(' ');
+            write_value(out, &b.1);
+            out.push(')');
+        }
+    }
+}

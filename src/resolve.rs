@@ -1,0 +1,291 @@
+//! Resolution: turns a group's A-normal form into runnable code in which every
+//! variable is a frame slot, a captured-environment index, a sibling of a
+//! recursive group, a global, or a constant. No names are looked up at run time.
+
+use crate::anf::{Args, Atom, Bind, Block, Expr, Group, Lambda, VarId};
+use crate::prims::PrimId;
+use crate::source::Span;
+use crate::value::Value;
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::rc::Rc;
+
+#[derive(Clone)]
+pub enum CAtom {
+    Local(u32),
+    Env(u32),
+    Sibling(u32),
+    Global(u32),
+    Const(Value),
+}
+
+pub enum CArgs {
+    One(CAtom),
+    Tuple(Box<[CAtom]>),
+}
+
+pub enum CExpr {
+    Atom(CAtom),
+    App(CAtom, CArgs, Span),
+    Prim(PrimId, CArgs, Span),
+    Cons(CAtom, CAtom),
+    Closure(Rc<Group>, Box<[CAtom]>),
+    If(CAtom, Box<CBlock>, Box<CBlock>),
+    MakeEnvSens(Rc<Group>, u32, Box<[CAtom]>),
+    MakeEnvSensLike(CAtom, Box<[CAtom]>),
+}
+
+pub enum CBind {
+    Let(u32, CExpr),
+    Uncons(u32, u32, CAtom, Span),
+    Check(Value, CAtom, Span),
+    Letrec(Box<[u32]>, Rc<Group>, Box<[CAtom]>),
+    EnvSens(Box<[u32]>, CAtom),
+}
+
+/// A block whose last expression is in tail position.
+pub struct CBlock {
+    pub binds: Vec<CBind>,
+    pub tail: CExpr,
+}
+
+/// How the parameter is bound.
+pub enum Param {
+    Slot(u32),
+    /// The parameter is only destructured as an n-tuple into these slots; a call
+    /// passing an n-tuple of arguments fills them directly and skips the first
+    /// `skip` bindings. Otherwise the argument goes to `slot` and all bindings run.
+    Tuple {
+        slot: u32,
+        parts: Box<[u32]>,
+        skip: usize,
+    },
+}
+
+pub struct LambdaCode {
+    pub nslots: u32,
+    pub param: Param,
+    pub body: CBlock,
+    pub name: Rc<str>,
+    pub span: Span,
+}
+
+pub struct GroupCode {
+    pub members: Vec<LambdaCode>,
+}
+
+/// Resolves every member of a group whose A-normal form is known.
+pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
+    let mut outer = FxHashMap::default();
+    for (i, v) in g.free.iter().enumerate() {
+        outer.insert(*v, CAtom::Env(i as u32));
+    }
+    for (j, v) in g.names.iter().enumerate() {
+        outer.insert(*v, CAtom::Sibling(j as u32));
+    }
+    let members = members
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut r = Resolver { map: outer.clone(), nslots: 0 };
+            let param_slot = r.bind(l.param);
+            let param = tuple_param(l, param_slot, &mut r);
+            let body = r.block(&l.body);
+            LambdaCode {
+                nslots: r.nslots,
+                param,
+                body,
+                name: g.display_name(i).into(),
+                span: g.spans.get(i).copied().unwrap_or_default(),
+            }
+        })
+        .collect();
+    GroupCode { members }
+}
+
+fn tuple_param(l: &Lambda, param_slot: u32, r: &mut Resolver) -> Param {
+    // The chain Uncons(a1, r1, param), Uncons(a2, r2, r1), ...
+    let mut chain: Vec<(VarId, VarId)> = Vec::new();
+    let mut cur = l.param;
+    for b in &l.body.binds {
+        match b {
+            Bind::Uncons(a, d, Atom::Var(src), _) if *src == cur && *a != cur => {
+                chain.push((*a, *d));
+                cur = *d;
+            }
+            _ => break,
+        }
+    }
+    if chain.is_empty() {
+        return Param::Slot(param_slot);
+    }
+    // Intermediate variables (the parameter and each rest but the last) must not be
+    // used anywhere else, or skipping their bindings would leave them unset.
+    let mut uses = FxHashMap::default();
+    count_uses_block(&l.body, &mut uses);
+    let mut k = 0;
+    let mut inter = l.param;
+    for (i, (_, d)) in chain.iter().enumerate() {
+        if uses.get(&inter).copied().unwrap_or(0) != 1 {
+            break;
+        }
+        k = i + 1;
+        inter = *d;
+    }
+    if k == 0 {
+        return Param::Slot(param_slot);
+    }
+    // Pre-bind the slots of the components so the fast path can fill them.
+    let mut parts = Vec::new();
+    for (a, _) in &chain[..k] {
+        parts.push(r.bind(*a));
+    }
+    parts.push(r.bind(chain[k - 1].1));
+    Param::Tuple { slot: param_slot, parts: parts.into(), skip: k }
+}
+
+fn count_atom(a: &Atom, uses: &mut FxHashMap<VarId, u32>) {
+    if let Atom::Var(v) = a {
+        *uses.entry(*v).or_default() += 1;
+    }
+}
+
+fn count_uses_block(b: &Block, uses: &mut FxHashMap<VarId, u32>) {
+    for bind in &b.binds {
+        match bind {
+            Bind::Let(_, e) => match e {
+                Expr::Atom(a) => count_atom(a, uses),
+                Expr::Cons(a, d) => {
+                    count_atom(a, uses);
+                    count_atom(d, uses);
+                }
+                Expr::App(f, args, _) => {
+                    count_atom(f, uses);
+                    count_args(args, uses);
+                }
+                Expr::Prim(_, args, _) => count_args(args, uses),
+                Expr::Lambda(g) => g.free.iter().for_each(|v| count_atom(&Atom::Var(*v), uses)),
+                Expr::If(c, t, e) => {
+                    count_atom(c, uses);
+                    count_uses_block(t, uses);
+                    count_uses_block(e, uses);
+                }
+                Expr::MakeEnvSens(_, _, xs) => xs.iter().for_each(|x| count_atom(x, uses)),
+                Expr::MakeEnvSensLike(l, xs) => {
+                    count_atom(l, uses);
+                    xs.iter().for_each(|x| count_atom(x, uses))
+                }
+            },
+            Bind::Uncons(_, _, a, _) | Bind::Check(_, a, _) | Bind::EnvSens(_, a) => count_atom(a, uses),
+            Bind::Letrec(_, g) => g.free.iter().for_each(|v| count_atom(&Atom::Var(*v), uses)),
+        }
+    }
+    count_atom(&b.result, uses);
+}
+
+fn count_args(a: &Args, uses: &mut FxHashMap<VarId, u32>) {
+    match a {
+        Args::One(x) => count_atom(x, uses),
+        Args::Tuple(xs) => xs.iter().for_each(|x| count_atom(x, uses)),
+    }
+}
+
+struct Resolver {
+    map: FxHashMap<VarId, CAtom>,
+    nslots: u32,
+}
+
+impl Resolver {
+    fn bind(&mut self, v: VarId) -> u32 {
+        if let Some(CAtom::Local(s)) = self.map.get(&v) {
+            return *s;
+        }
+        let s = self.nslots;
+        self.nslots += 1;
+        self.map.insert(v, CAtom::Local(s));
+        s
+    }
+
+    fn atom(&self, a: &Atom) -> CAtom {
+        match a {
+            Atom::Var(v) => self.map.get(v).cloned().unwrap_or_else(|| {
+                panic!("internal error: unresolved variable {}", crate::anf::var_name(*v))
+            }),
+            Atom::Global(g) => CAtom::Global(*g),
+            Atom::Const(c) => CAtom::Const(c.clone()),
+        }
+    }
+
+    fn args(&self, a: &Args) -> CArgs {
+        match a {
+            Args::One(x) => CArgs::One(self.atom(x)),
+            Args::Tuple(xs) => CArgs::Tuple(xs.iter().map(|x| self.atom(x)).collect()),
+        }
+    }
+
+    fn captures(&self, g: &Group) -> Box<[CAtom]> {
+        g.free.iter().map(|v| self.atom(&Atom::Var(*v))).collect()
+    }
+
+    fn expr(&mut self, e: &Expr) -> CExpr {
+        match e {
+            Expr::Atom(a) => CExpr::Atom(self.atom(a)),
+            Expr::App(f, args, s) => CExpr::App(self.atom(f), self.args(args), *s),
+            Expr::Prim(p, args, s) => CExpr::Prim(*p, self.args(args), *s),
+            Expr::Cons(a, d) => CExpr::Cons(self.atom(a), self.atom(d)),
+            Expr::Lambda(g) => CExpr::Closure(g.clone(), self.captures(g)),
+            Expr::If(c, t, f) => {
+                let c = self.atom(c);
+                CExpr::If(c, Box::new(self.block(t)), Box::new(self.block(f)))
+            }
+            Expr::MakeEnvSens(g, i, xs) => {
+                CExpr::MakeEnvSens(g.clone(), *i, xs.iter().map(|x| self.atom(x)).collect())
+            }
+            Expr::MakeEnvSensLike(l, xs) => {
+                CExpr::MakeEnvSensLike(self.atom(l), xs.iter().map(|x| self.atom(x)).collect())
+            }
+        }
+    }
+
+    fn block(&mut self, b: &Block) -> CBlock {
+        let mut binds = Vec::with_capacity(b.binds.len());
+        let n = b.binds.len();
+        let mut tail = None;
+        for (i, bind) in b.binds.iter().enumerate() {
+            match bind {
+                Bind::Let(x, e) => {
+                    if i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x) {
+                        tail = Some(self.expr(e));
+                    } else {
+                        let ce = self.expr(e);
+                        let s = self.bind(*x);
+                        binds.push(CBind::Let(s, ce));
+                    }
+                }
+                Bind::Uncons(x, y, a, s) => {
+                    let a = self.atom(a);
+                    let (sx, sy) = (self.bind(*x), self.bind(*y));
+                    binds.push(CBind::Uncons(sx, sy, a, *s));
+                }
+                Bind::Check(c, a, s) => binds.push(CBind::Check(c.clone(), self.atom(a), *s)),
+                Bind::Letrec(names, g) => {
+                    let slots: Box<[u32]> = names.iter().map(|n| self.bind(*n)).collect();
+                    binds.push(CBind::Letrec(slots, g.clone(), self.captures(g)));
+                }
+                Bind::EnvSens(xs, a) => {
+                    let a = self.atom(a);
+                    let slots = xs.iter().map(|x| self.bind(*x)).collect();
+                    binds.push(CBind::EnvSens(slots, a));
+                }
+            }
+        }
+        let tail = tail.unwrap_or_else(|| CExpr::Atom(self.atom(&b.result)));
+        CBlock { binds, tail }
+    }
+}
+
+/// Variables used (read) anywhere in a block, for the AD transforms.
+pub fn used_vars(b: &Block) -> FxHashSet<VarId> {
+    let mut uses = FxHashMap::default();
+    count_uses_block(b, &mut uses);
+    uses.into_keys().collect()
+}

@@ -1,0 +1,102 @@
+//! Source files and byte spans: every syntax object and error carries a [`Span`]
+//! that the [`SourceMap`] turns into `FILE:LINE:COL`.
+
+use std::rc::Rc;
+
+/// Index of a file in the [`SourceMap`].
+pub type FileId = u32;
+
+/// A half-open byte range `start..end` in one source file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Span {
+    pub file: FileId,
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub fn new(file: FileId, start: usize, end: usize) -> Span {
+        Span { file, start: start as u32, end: end as u32 }
+    }
+    /// The smallest span covering both (same file assumed).
+    pub fn to(self, other: Span) -> Span {
+        Span { file: self.file, start: self.start.min(other.start), end: self.end.max(other.end) }
+    }
+}
+
+/// One loaded source text.
+#[derive(Debug)]
+pub struct SourceFile {
+    pub name: String,
+    pub text: Rc<str>,
+    line_starts: Vec<u32>,
+}
+
+impl SourceFile {
+    fn new(name: String, text: Rc<str>) -> SourceFile {
+        let mut line_starts = vec![0];
+        for (i, b) in text.bytes().enumerate() {
+            if b == b'\n' {
+                line_starts.push(i as u32 + 1);
+            }
+        }
+        SourceFile { name, text, line_starts }
+    }
+
+    /// 1-based line and column (column counted in characters) of a byte offset.
+    pub fn line_col(&self, offset: u32) -> (usize, usize) {
+        let line = match self.line_starts.binary_search(&offset) {
+            Ok(i) => i,
+            Err(i) => i - 1,
+        };
+        let start = self.line_starts[line] as usize;
+        let end = (offset as usize).min(self.text.len());
+        let col = self.text.get(start..end).map(|s| s.chars().count()).unwrap_or(end - start);
+        (line + 1, col + 1)
+    }
+
+    /// The text of a 1-based line, without its newline.
+    pub fn line_text(&self, line: usize) -> &str {
+        let start = self.line_starts[line - 1] as usize;
+        let end = self.line_starts.get(line).map(|&e| e as usize).unwrap_or(self.text.len());
+        self.text[start..end].trim_end_matches(['\n', '\r'])
+    }
+}
+
+/// All source texts seen in a session (files, includes, the prelude, REPL inputs).
+#[derive(Debug, Default)]
+pub struct SourceMap {
+    files: Vec<SourceFile>,
+}
+
+impl SourceMap {
+    pub fn new() -> SourceMap {
+        SourceMap::default()
+    }
+
+    /// Registers a text under a display name and returns its id.
+    pub fn add(&mut self, name: impl Into<String>, text: impl Into<Rc<str>>) -> FileId {
+        self.files.push(SourceFile::new(name.into(), text.into()));
+        (self.files.len() - 1) as FileId
+    }
+
+    pub fn file(&self, id: FileId) -> Option<&SourceFile> {
+        self.files.get(id as usize)
+    }
+
+    /// `FILE:LINE:COL` of the start of a span.
+    pub fn location(&self, span: Span) -> String {
+        match self.files.get(span.file as usize) {
+            Some(f) => {
+                let (l, c) = f.line_col(span.start);
+                format!("{}:{}:{}", f.name, l, c)
+            }
+            None => "<unknown>".to_string(),
+        }
+    }
+
+    /// 1-based line of the start of a span.
+    pub fn line(&self, span: Span) -> usize {
+        self.files.get(span.file as usize).map(|f| f.line_col(span.start).0).unwrap_or(0)
+    }
+}

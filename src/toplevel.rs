@@ -1,0 +1,388 @@
+//! Programs: reading files with `include`, top-level definitions and
+//! expressions, and their evaluation in a [`Session`] (the prelude first, then
+//! user code; the REPL adds one unit per input).
+
+use crate::anf::{Atom, GlobalScope, Group, Normalizer};
+use crate::datum::{Datum, DatumKind};
+use crate::error::{Error, ErrorKind, Result};
+use crate::eval::{ArgVals, GState, Machine};
+use crate::expand::{self, ConstVal, Core, CoreLambda, DatumKindValue, Pat};
+use crate::source::{SourceMap, Span};
+use crate::value::{Inst, Value};
+use rustc_hash::FxHashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// The prelude files, embedded so the binary runs from anywhere.
+pub const PRELUDE: &[(&str, &str)] =
+    &[("base.vlad", include_str!("../prelude/base.vlad")), ("ad.vlad", include_str!("../prelude/ad.vlad"))];
+
+/// Prelude files loaded at start-up, in order.
+const PRELUDE_LOAD: &[&str] = &["base.vlad", "ad.vlad"];
+
+/// One top-level item.
+pub enum Item {
+    Define { name: Rc<str>, name_span: Span, value: Datum, lambda: bool, span: Span },
+    Expr { datum: Datum, expected: Option<Datum> },
+}
+
+/// A session: the machine, the sources, and the names defined so far.
+pub struct Session {
+    pub m: Machine,
+    pub sources: SourceMap,
+    /// Top-level names visible to new code (prelude and earlier units).
+    pub scope: FxHashMap<Rc<str>, u32>,
+    pub include_dirs: Vec<PathBuf>,
+    /// Names defined by the prelude (for `:env` and completion).
+    pub prelude_names: Vec<Rc<str>>,
+}
+
+/// A compiled unit, ready to run.
+pub struct Unit {
+    pub steps: Vec<Step>,
+}
+
+pub enum Step {
+    /// Evaluate a constant definition (global id).
+    Define(u32, Span),
+    /// Evaluate an expression (a thunk) and print or check its value.
+    Expr { thunk: Rc<Group>, span: Span, expected: Option<Datum> },
+}
+
+struct Scope<'a> {
+    base: &'a FxHashMap<Rc<str>, u32>,
+    local: &'a FxHashMap<Rc<str>, u32>,
+}
+
+impl GlobalScope for Scope<'_> {
+    fn lookup(&self, name: &str) -> Option<Atom> {
+        if let Some(g) = self.local.get(name).or_else(|| self.base.get(name)) {
+            return Some(Atom::Global(*g));
+        }
+        crate::prims::lookup(name).map(|p| Atom::Const(Value::Prim(p)))
+    }
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session::new()
+    }
+}
+
+impl Session {
+    /// A session with the prelude loaded.
+    pub fn new() -> Session {
+        let mut s = Session::bare();
+        for name in PRELUDE_LOAD {
+            let text = PRELUDE.iter().find(|(n, _)| n == name).map(|(_, t)| *t).unwrap_or("");
+            let items = s
+                .read_items(&format!("prelude/{}", name), text, None, &mut Vec::new())
+                .expect("prelude reads");
+            let unit = s.compile(items).unwrap_or_else(|e| panic!("prelude: {}", e.render(&s.sources)));
+            for step in unit.steps {
+                if let Step::Define(g, _) = step {
+                    let _ = s.m.global(g);
+                }
+            }
+        }
+        s.prelude_names = s.scope.keys().cloned().collect();
+        s.prelude_names.sort();
+        s
+    }
+
+    /// A session without the prelude.
+    pub fn bare() -> Session {
+        Session {
+            m: Machine::new(),
+            sources: SourceMap::new(),
+            scope: FxHashMap::default(),
+            include_dirs: Vec::new(),
+            prelude_names: Vec::new(),
+        }
+    }
+
+    /// Reads a file's items, following includes.
+    pub fn read_file(&mut self, path: &Path) -> Result<Vec<Item>> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::new(ErrorKind::Syntax, None, format!("cannot read {}: {}", path.display(), e))
+        })?;
+        let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let mut stack = vec![canon];
+        self.read_items(&path.display().to_string(), &text, path.parent(), &mut stack)
+    }
+
+    /// Reads source text into items. `dir` is where relative includes start.
+    pub fn read_items(
+        &mut self,
+        name: &str,
+        text: &str,
+        dir: Option<&Path>,
+        stack: &mut Vec<PathBuf>,
+    ) -> Result<Vec<Item>> {
+        let file = self.sources.add(name, text);
+        let data = crate::reader::read_all(text, file).map_err(|e| {
+            let kind = if e.kind == crate::reader::ReadErrorKind::Incomplete {
+                ErrorKind::Incomplete
+            } else {
+                ErrorKind::Syntax
+            };
+            Error::new(kind, Some(e.span), e.message)
+        })?;
+        let mut items = Vec::new();
+        let mut it = data.into_iter().peekable();
+        while let Some(d) = it.next() {
+            if d.as_symbol() == Some("===>") {
+                return Err(Error::syntax(d.span, "`===>` must follow an expression"));
+            }
+            let expected = if it.peek().and_then(|n| n.as_symbol()) == Some("===>") {
+                let arrow = it.next().unwrap();
+                Some(it.next().ok_or_else(|| {
+                    Error::syntax(arrow.span, "`===>` must be followed by the expected value")
+                })?)
+            } else {
+                None
+            };
+            if let Some(list) = d.as_list() {
+                match list.first().and_then(|h| h.as_symbol()) {
+                    Some("include") => {
+                        if expected.is_some() {
+                            return Err(Error::syntax(d.span, "an `include` has no value to check"));
+                        }
+                        let target = match list {
+                            [_, Datum { kind: DatumKind::Str(s), .. }] => s.clone(),
+                            _ => {
+                                return Err(Error::syntax(
+                                    d.span,
+                                    "`include` takes one string: (include \"name\")",
+                                ))
+                            }
+                        };
+                        items.extend(self.include(&target, d.span, dir, stack)?);
+                        continue;
+                    }
+                    Some("define") => {
+                        if expected.is_some() {
+                            return Err(Error::syntax(d.span, "a definition has no value to check"));
+                        }
+                        items.push(parse_define(&d, list)?);
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
+            items.push(Item::Expr { datum: d, expected });
+        }
+        Ok(items)
+    }
+
+    fn include(
+        &mut self,
+        target: &str,
+        span: Span,
+        dir: Option<&Path>,
+        stack: &mut Vec<PathBuf>,
+    ) -> Result<Vec<Item>> {
+        let mut names = vec![target.to_string()];
+        if !target.ends_with(".vlad") {
+            names.push(format!("{}.vlad", target));
+        }
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        if let Some(d) = dir {
+            dirs.push(d.to_path_buf());
+        }
+        dirs.extend(self.include_dirs.iter().cloned());
+        for d in &dirs {
+            for n in &names {
+                let p = d.join(n);
+                if p.is_file() {
+                    let canon = std::fs::canonicalize(&p).unwrap_or(p.clone());
+                    if stack.contains(&canon) {
+                        return Err(Error::syntax(
+                            span,
+                            format!("include cycle: {} includes itself", p.display()),
+                        ));
+                    }
+                    let text = std::fs::read_to_string(&p)
+                        .map_err(|e| Error::syntax(span, format!("cannot read {}: {}", p.display(), e)))?;
+                    stack.push(canon);
+                    let r = self.read_items(&p.display().to_string(), &text, p.parent(), stack);
+                    stack.pop();
+                    return r;
+                }
+            }
+        }
+        for n in &names {
+            if let Some((pn, text)) = PRELUDE.iter().find(|(pn, _)| pn == n) {
+                let key = PathBuf::from(format!("<prelude>/{}", pn));
+                if stack.contains(&key) {
+                    return Err(Error::syntax(span, format!("include cycle: {} includes itself", pn)));
+                }
+                stack.push(key);
+                let r = self.read_items(&format!("prelude/{}", pn), text, None, stack);
+                stack.pop();
+                return r;
+            }
+        }
+        Err(Error::syntax(span, format!("include: cannot find \"{}\" (searched the including file's directory, -I directories, and the prelude)", target)))
+    }
+
+    /// Compiles items: allocates globals, checks duplicates and scopes, and
+    /// converts every definition and expression. Nothing runs.
+    pub fn compile(&mut self, items: Vec<Item>) -> Result<Unit> {
+        let mut defined: FxHashMap<Rc<str>, (u32, Span)> = FxHashMap::default();
+        let mut full: FxHashMap<Rc<str>, u32> = FxHashMap::default();
+        for it in &items {
+            if let Item::Define { name, name_span, .. } = it {
+                if let Some((_, prev)) = defined.get(name) {
+                    return Err(Error::syntax(
+                        *name_span,
+                        format!(
+                            "`{}` is defined twice; the first definition is at {}",
+                            name,
+                            self.sources.location(*prev)
+                        ),
+                    ));
+                }
+                let g = self.m.add_global(name.clone(), *name_span, GState::Forcing);
+                defined.insert(name.clone(), (g, *name_span));
+                full.insert(name.clone(), g);
+            }
+        }
+        let mut visible: FxHashMap<Rc<str>, u32> = FxHashMap::default();
+        let mut steps = Vec::new();
+        let mut errors: Vec<Error> = Vec::new();
+        for it in items {
+            match it {
+                Item::Define { name, value, lambda, span, .. } => {
+                    let g = defined[&name].0;
+                    visible.insert(name.clone(), g);
+                    let scope = Scope { base: &self.scope, local: &full };
+                    let mut n = Normalizer::new(&scope);
+                    let r = (|| -> Result<()> {
+                        if lambda {
+                            let list = value.as_list().unwrap();
+                            let l = expand::expand_lambda(&value, list, Some(name.clone()))?;
+                            let grp = n.lambda(&l)?;
+                            let v = Value::Closure(Rc::new(Inst { group: grp, env: Box::new([]) }), 0);
+                            self.m.globals[g as usize].state = GState::Value(v);
+                        } else {
+                            let core = expand::expand(&value)?;
+                            let grp = n.lambda(&thunk(core, Some(name.clone())))?;
+                            self.m.globals[g as usize].state = GState::Thunk(grp);
+                            steps.push(Step::Define(g, span));
+                        }
+                        Ok(())
+                    })();
+                    if let Err(e) = r {
+                        errors.push(e);
+                    }
+                }
+                Item::Expr { datum, expected } => {
+                    let scope = Scope { base: &self.scope, local: &visible };
+                    let mut n = Normalizer::new(&scope);
+                    let r = expand::expand(&datum).and_then(|core| n.lambda(&thunk(core, None)));
+                    match r {
+                        Ok(grp) => steps.push(Step::Expr { thunk: grp, span: datum.span, expected }),
+                        Err(e) => errors.push(e),
+                    }
+                }
+            }
+        }
+        if let Some(e) = errors.into_iter().next() {
+            return Err(e);
+        }
+        for (name, (g, _)) in defined {
+            self.scope.insert(name, g);
+        }
+        Ok(Unit { steps })
+    }
+
+    /// Runs a thunk group.
+    pub fn run_thunk(&mut self, g: &Rc<Group>) -> Result<Value> {
+        self.m.stack.clear();
+        self.m.depth = 0;
+        self.m.call_closure(
+            Rc::new(Inst { group: g.clone(), env: Box::new([]) }),
+            0,
+            ArgVals::One(Value::Nil),
+            None,
+        )
+    }
+
+    /// Compiles a single expression in the session scope (for the REPL commands).
+    pub fn compile_expr(&mut self, text: &str, name: &str) -> Result<Rc<Group>> {
+        let items = self.read_items(name, text, None, &mut Vec::new())?;
+        let datum = match items.into_iter().next() {
+            Some(Item::Expr { datum, .. }) => datum,
+            _ => return Err(Error::new(ErrorKind::Syntax, None, "expected one expression")),
+        };
+        let empty = FxHashMap::default();
+        let scope = Scope { base: &self.scope, local: &empty };
+        let mut n = Normalizer::new(&scope);
+        let core = expand::expand(&datum)?;
+        n.lambda(&thunk(core, None))
+    }
+}
+
+/// `(lambda () e)` for a top-level expression.
+fn thunk(body: Core, name: Option<Rc<str>>) -> CoreLambda {
+    let span = body.span();
+    CoreLambda { param: Pat::Const(ConstVal(DatumKindValue::Nil), span), body, span, name }
+}
+
+fn parse_define(d: &Datum, list: &[Datum]) -> Result<Item> {
+    if list.len() != 3 {
+        return Err(Error::syntax(
+            d.span,
+            "`define` takes a name (or a call pattern) and exactly one body expression",
+        ));
+    }
+    let sp = d.span;
+    match &list[1].kind {
+        DatumKind::Symbol(name) => {
+            let is_lambda =
+                list[2].as_list().and_then(|l| l.first()).and_then(|h| h.as_symbol()) == Some("lambda");
+            check_name(&list[1], name)?;
+            Ok(Item::Define {
+                name: name.clone(),
+                name_span: list[1].span,
+                value: list[2].clone(),
+                lambda: is_lambda,
+                span: sp,
+            })
+        }
+        DatumKind::List(head, None) if !head.is_empty() => {
+            // (define (f p ...) body) and curried (define ((f a) b) body).
+            let mut target = list[1].clone();
+            let mut body = list[2].clone();
+            loop {
+                let items = target.as_list().unwrap().to_vec();
+                let params = Datum::new(DatumKind::List(items[1..].to_vec(), None), target.span);
+                let lam_sym = Datum::new(DatumKind::Symbol("lambda".into()), target.span);
+                body = Datum::new(DatumKind::List(vec![lam_sym, params, body], None), sp);
+                match &items[0].kind {
+                    DatumKind::Symbol(name) => {
+                        check_name(&items[0], name)?;
+                        return Ok(Item::Define {
+                            name: name.clone(),
+                            name_span: items[0].span,
+                            value: body,
+                            lambda: true,
+                            span: sp,
+                        });
+                    }
+                    DatumKind::List(h, None) if !h.is_empty() => target = items[0].clone(),
+                    _ => return Err(Error::syntax(items[0].span, "bad `define`: expected a name")),
+                }
+            }
+        }
+        _ => Err(Error::syntax(list[1].span, "bad `define`: expected a name or `(name parameter ...)`")),
+    }
+}
+
+fn check_name(d: &Datum, name: &str) -> Result<()> {
+    if expand::KEYWORDS.contains(&name) || name == "===>" {
+        return Err(Error::syntax(d.span, format!("`{}` is syntax and cannot be defined", name)));
+    }
+    Ok(())
+}
