@@ -4,7 +4,7 @@ use crate::check::{self, Report};
 use crate::error::{Error, ErrorKind};
 use crate::toplevel::{Item, Session, Step};
 use clap::{Args, Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
@@ -178,7 +178,7 @@ pub fn print_meter(s: &Session) {
     }
 }
 
-fn run_file(file: &PathBuf, opts: &Opts) -> i32 {
+fn run_file(file: &Path, opts: &Opts) -> i32 {
     if let Err(c) = check_backend(opts) {
         return c;
     }
@@ -248,7 +248,7 @@ fn test_files(files: &[PathBuf], opts: &Opts) -> i32 {
     }
 }
 
-fn anf_file(file: &PathBuf, reverse: bool, forward: bool, opts: &Opts) -> i32 {
+fn anf_file(file: &Path, reverse: bool, forward: bool, opts: &Opts) -> i32 {
     let mut s = new_session(opts);
     let items = match s.read_file(file) {
         Ok(i) => i,
@@ -271,7 +271,7 @@ fn anf_file(file: &PathBuf, reverse: bool, forward: bool, opts: &Opts) -> i32 {
             return 1;
         }
     };
-    let _ = unit;
+    drop(unit);
     let mut code = 0;
     let mut out = String::new();
     for name in names.iter().flatten() {
@@ -303,13 +303,6 @@ fn anf_file(file: &PathBuf, reverse: bool, forward: bool, opts: &Opts) -> i32 {
             }
         }
     }
-    for step in &unit_steps_placeholder() {
-        let _ = step;
-    }
     print!("{}", out);
     code
-}
-
-fn unit_steps_placeholder() -> Vec<()> {
-    Vec::new()
 }

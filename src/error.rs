@@ -15,8 +15,12 @@ pub enum ErrorKind {
     Limit,
 }
 
+/// An error; boxed so that `Result<Value>` stays small on the evaluator's hot path.
 #[derive(Clone, Debug)]
-pub struct Error {
+pub struct Error(Box<ErrorData>);
+
+#[derive(Clone, Debug)]
+pub struct ErrorData {
     pub kind: ErrorKind,
     pub span: Option<Span>,
     pub message: String,
@@ -28,11 +32,24 @@ pub struct Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl std::ops::Deref for Error {
+    type Target = ErrorData;
+    fn deref(&self) -> &ErrorData {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Error {
+    fn deref_mut(&mut self) -> &mut ErrorData {
+        &mut self.0
+    }
+}
+
 pub const MAX_TRACE: usize = 8;
 
 impl Error {
     pub fn new(kind: ErrorKind, span: Option<Span>, message: impl Into<String>) -> Error {
-        Error { kind, span, message: message.into(), trace: Vec::new(), trace_elided: 0 }
+        Error(Box::new(ErrorData { kind, span, message: message.into(), trace: Vec::new(), trace_elided: 0 }))
     }
     pub fn syntax(span: Span, message: impl Into<String>) -> Error {
         Error::new(ErrorKind::Syntax, Some(span), message)

@@ -16,28 +16,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Arguments of a call: one value, or a tuple not (yet) built as pairs.
-pub enum ArgVals {
-    One(Value),
-    Many(SmallVec<[Value; 4]>),
-}
-
-impl ArgVals {
-    /// The argument as one value (building the tuple if needed).
-    pub fn into_value(self) -> Value {
-        match self {
-            ArgVals::One(v) => v,
-            ArgVals::Many(mut vs) => {
-                let mut acc = vs.pop().unwrap_or(Value::Nil);
-                while let Some(v) = vs.pop() {
-                    acc = Value::cons(v, acc);
-                }
-                acc
-            }
-        }
-    }
-}
-
 /// A top-level definition's slot.
 pub struct Global {
     pub name: Rc<str>,
@@ -54,7 +32,42 @@ pub enum GState {
 
 enum Next {
     Return(Value),
-    TailCall(Value, ArgVals, Span),
+    /// Call this procedure with the given number of arguments on top of the stack.
+    TailCall(Value, usize, Span),
+}
+
+#[cold]
+#[inline(never)]
+fn not_a_procedure(v: &Value, span: Option<Span>) -> Error {
+    Error::runtime(
+        span,
+        format!("cannot apply {} ({}): not a procedure", crate::print::to_string(v), v.kind_name()),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn arity_error(name: &str, arity: u8, n: usize) -> Error {
+    Error::runtime(None, format!("{}: expected {} arguments, got {}", name, arity, n))
+}
+
+#[cold]
+#[inline(never)]
+fn too_deep(max: usize, span: Option<Span>) -> Error {
+    Error::runtime(span, format!("recursion too deep (more than {} nested calls; see --max-depth)", max))
+}
+
+#[cold]
+#[inline(never)]
+fn shape_error(inst: &Inst, idx: u32) -> Error {
+    Error::runtime(
+        None,
+        format!(
+            "cannot apply {}: a {} procedure is a shape, not code",
+            inst.group.display_name(idx as usize),
+            inst.group.tags()[0].name()
+        ),
+    )
 }
 
 /// Bytes of native stack kept free before growing onto a new segment.
@@ -155,12 +168,8 @@ impl Machine {
             GState::Thunk(g) => {
                 let g = g.clone();
                 self.globals[id as usize].state = GState::Forcing;
-                let r = self.call_closure(
-                    Rc::new(Inst { group: g.clone(), env: Box::new([]) }),
-                    0,
-                    ArgVals::One(Value::Nil),
-                    None,
-                );
+                self.stack.push(Value::Nil);
+                let r = self.call_closure(Rc::new(Inst { group: g.clone(), env: Box::new([]) }), 0, 1, None);
                 match r {
                     Ok(v) => {
                         self.globals[id as usize].state = GState::Value(v.clone());
@@ -225,44 +234,62 @@ impl Machine {
         Ok(())
     }
 
-    /// Applies any procedure value to an argument.
-    pub fn apply(&mut self, f: Value, arg: ArgVals, span: Option<Span>) -> Result<Value> {
+    /// Applies a procedure value to one argument value.
+    pub fn apply_value(&mut self, f: Value, arg: Value, span: Option<Span>) -> Result<Value> {
+        self.stack.push(arg);
+        self.call(f, 1, span)
+    }
+
+    /// Calls `f` with the `nargs` values on top of the value stack (an n-tuple when
+    /// `nargs` > 1), removing them.
+    pub fn call(&mut self, f: Value, nargs: usize, span: Option<Span>) -> Result<Value> {
         match f {
-            Value::Closure(inst, idx) => self.call_closure(inst, idx, arg, span),
-            Value::Prim(p) => self.call_prim(p, arg).map_err(|e| match span {
+            Value::Closure(inst, idx) => self.call_closure(inst, idx, nargs, span),
+            Value::Prim(p) => self.call_prim(p, nargs).map_err(|e| match span {
                 Some(s) => e.at(s),
                 None => e,
             }),
-            other => Err(Error::runtime(
-                span,
-                format!(
-                    "cannot apply {} ({}): not a procedure",
-                    crate::print::to_string(&other),
-                    other.kind_name()
-                ),
-            )),
+            other => {
+                let len = self.stack.len();
+                self.stack.truncate(len - nargs);
+                Err(not_a_procedure(&other, span))
+            }
         }
     }
 
-    /// Calls a primitive with evaluated arguments.
-    pub fn call_prim(&mut self, p: PrimId, arg: ArgVals) -> Result<Value> {
+    /// Pops `nargs` values and returns them as one value (building the tuple).
+    fn pop_args_value(&mut self, nargs: usize) -> Value {
+        let mut acc = self.stack.pop().unwrap_or(Value::Nil);
+        for _ in 1..nargs {
+            let v = self.stack.pop().unwrap_or(Value::Nil);
+            acc = Value::cons(v, acc);
+        }
+        acc
+    }
+
+    /// Calls a primitive on the `nargs` values on top of the stack.
+    pub fn call_prim(&mut self, p: PrimId, nargs: usize) -> Result<Value> {
         let def = prims::prim(p);
         if let Some(m) = &mut self.meter {
             if def.class != Class::Other {
                 m[p as usize] += 1;
             }
         }
-        let mut args: SmallVec<[Value; 4]> = SmallVec::new();
-        match arg {
-            ArgVals::Many(vs) if vs.len() == def.arity as usize => args = vs,
-            ArgVals::Many(vs) if def.arity >= 2 => {
-                return Err(Error::runtime(
-                    None,
-                    format!("{}: expected {} arguments, got {}", def.name, def.arity, vs.len()),
-                ))
+        if nargs == def.arity as usize && nargs <= 3 {
+            let mut buf: [Value; 3] = [Value::Nil, Value::Nil, Value::Nil];
+            for i in (0..nargs).rev() {
+                buf[i] = self.stack.pop().unwrap_or(Value::Nil);
             }
-            a => prims::spread(p, a.into_value(), &mut args)?,
+            return (def.imp)(self, &buf[..nargs]);
         }
+        if nargs > 1 && def.arity >= 2 {
+            let len = self.stack.len();
+            self.stack.truncate(len - nargs);
+            return Err(arity_error(def.name, def.arity, nargs));
+        }
+        let v = self.pop_args_value(nargs);
+        let mut args: SmallVec<[Value; 4]> = SmallVec::new();
+        prims::spread(p, v, &mut args)?;
         (def.imp)(self, &args)
     }
 
@@ -271,86 +298,103 @@ impl Machine {
         &mut self,
         inst: Rc<Inst>,
         idx: u32,
-        arg: ArgVals,
+        nargs: usize,
         span: Option<Span>,
     ) -> Result<Value> {
         self.depth += 1;
         if self.depth > self.max_depth {
             self.depth -= 1;
-            return Err(Error::runtime(
-                span,
-                format!("recursion too deep (more than {} nested calls)", self.max_depth),
-            ));
+            let len = self.stack.len();
+            self.stack.truncate(len - nargs);
+            return Err(too_deep(self.max_depth, span));
         }
-        let name_src = inst.clone();
-        let r = stacker::maybe_grow(RED_ZONE, SEGMENT, || self.call_loop(inst, idx, arg));
+        let r = stacker::maybe_grow(RED_ZONE, SEGMENT, || self.call_loop(inst, idx, nargs));
         self.depth -= 1;
-        r.map_err(|mut e| {
-            if let Some(s) = span {
-                if e.kind != ErrorKind::Limit || e.trace.len() < 3 {
-                    e.push_frame(&name_src.group.display_name(idx as usize), s);
+        match r {
+            Ok(v) => Ok(v),
+            Err((mut e, name)) => {
+                if let Some(s) = span {
+                    e.push_frame(&name, s);
+                    if e.span.is_none() {
+                        e.span = Some(s);
+                    }
                 }
-                if e.span.is_none() {
-                    e.span = Some(s);
-                }
+                Err(e)
             }
-            e
-        })
+        }
     }
 
-    fn call_loop(&mut self, mut inst: Rc<Inst>, mut idx: u32, mut arg: ArgVals) -> Result<Value> {
-        let base = self.stack.len();
+    /// Runs closure calls, looping on tail calls. On error, also returns the name
+    /// of the procedure that was running.
+    fn call_loop(
+        &mut self,
+        mut inst: Rc<Inst>,
+        mut idx: u32,
+        mut nargs: usize,
+    ) -> std::result::Result<Value, (Error, String)> {
+        let base = self.stack.len() - nargs;
+        let mut tail_site: Option<Span> = None;
         loop {
-            self.tick()?;
-            if inst.group.is_shape() {
-                self.stack.truncate(base);
-                return Err(Error::runtime(
-                    None,
-                    format!(
-                        "cannot apply {}: a {} procedure is a shape, not code",
-                        inst.group.display_name(idx as usize),
-                        inst.group.tags()[0].name()
-                    ),
-                ));
-            }
-            let code = self.group_code(&inst.group)?;
-            let lam = &code.members[idx as usize];
-            self.stack.truncate(base);
-            self.stack.resize(base + lam.nslots as usize, Value::Nil);
-            let start = match (&lam.param, arg) {
-                (Param::Slot(s), a) => {
-                    self.stack[base + *s as usize] = a.into_value();
-                    0
-                }
-                (Param::Tuple { parts, skip, .. }, ArgVals::Many(vs)) if vs.len() == parts.len() => {
-                    for (s, v) in parts.iter().zip(vs) {
-                        self.stack[base + *s as usize] = v;
-                    }
-                    *skip
-                }
-                (Param::Tuple { slot, .. }, a) => {
-                    self.stack[base + *slot as usize] = a.into_value();
-                    0
-                }
-            };
-            match self.run_block(base, &inst, &lam.body, start)? {
-                Next::Return(v) => {
+            let r = self.enter(base, &inst, idx, nargs);
+            match r {
+                Ok(Next::Return(v)) => {
                     self.stack.truncate(base);
                     return Ok(v);
                 }
-                Next::TailCall(f, a, span) => match f {
-                    Value::Closure(i2, k2) => {
-                        inst = i2;
-                        idx = k2;
-                        arg = a;
+                Ok(Next::TailCall(f, n, span)) => {
+                    let len = self.stack.len();
+                    self.stack.drain(base..len - n);
+                    match f {
+                        Value::Closure(i2, k2) => {
+                            inst = i2;
+                            idx = k2;
+                            nargs = n;
+                            tail_site = Some(span);
+                        }
+                        other => {
+                            let name = inst.group.display_name(idx as usize);
+                            return self.call(other, n, Some(span)).map_err(|e| (e, name));
+                        }
                     }
-                    other => {
-                        self.stack.truncate(base);
-                        return self.apply(other, a, Some(span));
+                }
+                Err(mut e) => {
+                    self.stack.truncate(base);
+                    if let Some(s) = tail_site {
+                        // The procedure that failed was reached by a tail call: show where.
+                        e.push_frame(&inst.group.display_name(idx as usize), s);
+                        return Err((e, "tail call".into()));
                     }
-                },
+                    return Err((e, inst.group.display_name(idx as usize)));
+                }
             }
         }
+    }
+
+    /// Sets up the frame of member `idx` with its arguments and runs its body.
+    fn enter(&mut self, base: usize, inst: &Rc<Inst>, idx: u32, nargs: usize) -> Result<Next> {
+        self.tick()?;
+        if inst.group.is_shape() {
+            return Err(shape_error(inst, idx));
+        }
+        let code = match inst.group.code.get() {
+            Some(c) => c.clone(),
+            None => self.group_code(&inst.group)?,
+        };
+        let lam = &code.members[idx as usize];
+        let nslots = lam.nslots as usize;
+        let start = match &lam.param {
+            Param::Tuple { parts, skip, .. } if parts.len() == nargs => {
+                self.stack.resize(base + nslots, Value::Nil);
+                *skip
+            }
+            Param::Slot(slot) | Param::Tuple { slot, .. } => {
+                let v = self.pop_args_value(nargs);
+                self.stack.resize(base + nslots, Value::Nil);
+                self.stack[base + *slot as usize] = v;
+                0
+            }
+        };
+        self.run_block(base, inst, &lam.body, start)
     }
 
     fn run_block(&mut self, base: usize, inst: &Rc<Inst>, block: &CBlock, start: usize) -> Result<Next> {
@@ -367,8 +411,8 @@ impl Machine {
                 }
                 CExpr::App(f, args, span) => {
                     let fv = self.atom(base, inst, f)?;
-                    let av = self.args(base, inst, args)?;
-                    return Ok(Next::TailCall(fv, av, *span));
+                    let n = self.push_args(base, inst, args)?;
+                    return Ok(Next::TailCall(fv, n, *span));
                 }
                 other => return Ok(Next::Return(self.eval_expr(base, inst, other)?)),
             }
@@ -381,22 +425,31 @@ impl Machine {
             CAtom::Local(s) => self.stack[base + *s as usize].clone(),
             CAtom::Env(i) => inst.env[*i as usize].clone(),
             CAtom::Sibling(j) => Value::Closure(inst.clone(), *j),
-            CAtom::Global(g) => return self.global(*g),
+            CAtom::Global(g) => match &self.globals[*g as usize].state {
+                GState::Value(v) => v.clone(),
+                _ => return self.global(*g),
+            },
             CAtom::Const(v) => v.clone(),
         })
     }
 
-    fn args(&mut self, base: usize, inst: &Rc<Inst>, a: &CArgs) -> Result<ArgVals> {
-        Ok(match a {
-            CArgs::One(x) => ArgVals::One(self.atom(base, inst, x)?),
-            CArgs::Tuple(xs) => {
-                let mut vs = SmallVec::with_capacity(xs.len());
-                for x in xs.iter() {
-                    vs.push(self.atom(base, inst, x)?);
-                }
-                ArgVals::Many(vs)
+    /// Pushes the arguments; returns how many.
+    #[inline]
+    fn push_args(&mut self, base: usize, inst: &Rc<Inst>, a: &CArgs) -> Result<usize> {
+        match a {
+            CArgs::One(x) => {
+                let v = self.atom(base, inst, x)?;
+                self.stack.push(v);
+                Ok(1)
             }
-        })
+            CArgs::Tuple(xs) => {
+                for x in xs.iter() {
+                    let v = self.atom(base, inst, x)?;
+                    self.stack.push(v);
+                }
+                Ok(xs.len())
+            }
+        }
     }
 
     fn eval_expr(&mut self, base: usize, inst: &Rc<Inst>, e: &CExpr) -> Result<Value> {
@@ -404,12 +457,12 @@ impl Machine {
             CExpr::Atom(a) => self.atom(base, inst, a),
             CExpr::App(f, args, span) => {
                 let fv = self.atom(base, inst, f)?;
-                let av = self.args(base, inst, args)?;
-                self.apply(fv, av, Some(*span))
+                let n = self.push_args(base, inst, args)?;
+                self.call(fv, n, Some(*span))
             }
             CExpr::Prim(p, args, span) => {
-                let av = self.args(base, inst, args)?;
-                self.call_prim(*p, av).map_err(|e| e.at(*span))
+                let n = self.push_args(base, inst, args)?;
+                self.call_prim(*p, n).map_err(|e| e.at(*span))
             }
             CExpr::Cons(a, d) => {
                 let av = self.atom(base, inst, a)?;
@@ -427,7 +480,7 @@ impl Machine {
                 let b = if self.atom(base, inst, c)?.is_true_stripped() { t } else { f };
                 match self.run_block(base, inst, b, 0)? {
                     Next::Return(v) => Ok(v),
-                    Next::TailCall(f, a, s) => self.apply(f, a, Some(s)),
+                    Next::TailCall(f, n, s) => self.call(f, n, Some(s)),
                 }
             }
             CExpr::MakeEnvSensLike(l, xs) => {

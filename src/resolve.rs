@@ -87,8 +87,7 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
         .enumerate()
         .map(|(i, l)| {
             let mut r = Resolver { map: outer.clone(), nslots: 0 };
-            let param_slot = r.bind(l.param);
-            let param = tuple_param(l, param_slot, &mut r);
+            let param = tuple_param(l, &mut r);
             let body = r.block(&l.body);
             LambdaCode {
                 nslots: r.nslots,
@@ -102,7 +101,9 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
     GroupCode { members }
 }
 
-fn tuple_param(l: &Lambda, param_slot: u32, r: &mut Resolver) -> Param {
+/// Decides how the parameter is bound. A tuple parameter's parts get slots
+/// 0..n, where a caller's pushed arguments already are.
+fn tuple_param(l: &Lambda, r: &mut Resolver) -> Param {
     // The chain Uncons(a1, r1, param), Uncons(a2, r2, r1), ...
     let mut chain: Vec<(VarId, VarId)> = Vec::new();
     let mut cur = l.param;
@@ -116,7 +117,7 @@ fn tuple_param(l: &Lambda, param_slot: u32, r: &mut Resolver) -> Param {
         }
     }
     if chain.is_empty() {
-        return Param::Slot(param_slot);
+        return Param::Slot(r.bind(l.param));
     }
     // Intermediate variables (the parameter and each rest but the last) must not be
     // used anywhere else, or skipping their bindings would leave them unset.
@@ -132,7 +133,7 @@ fn tuple_param(l: &Lambda, param_slot: u32, r: &mut Resolver) -> Param {
         inter = *d;
     }
     if k == 0 {
-        return Param::Slot(param_slot);
+        return Param::Slot(r.bind(l.param));
     }
     // Pre-bind the slots of the components so the fast path can fill them.
     let mut parts = Vec::new();
@@ -140,7 +141,8 @@ fn tuple_param(l: &Lambda, param_slot: u32, r: &mut Resolver) -> Param {
         parts.push(r.bind(*a));
     }
     parts.push(r.bind(chain[k - 1].1));
-    Param::Tuple { slot: param_slot, parts: parts.into(), skip: k }
+    let slot = r.bind(l.param);
+    Param::Tuple { slot, parts: parts.into(), skip: k }
 }
 
 fn count_atom(a: &Atom, uses: &mut FxHashMap<VarId, u32>) {

@@ -149,9 +149,9 @@ pub fn write_block(out: &mut String, b: &Block, depth: usize) {
                     out.push_str(&var_name(*n));
                 }
                 out.push_str(") (letrec");
-                for i in 0..g.len() {
+                for (i, name) in names.iter().enumerate() {
                     newline(out, depth + 4);
-                    let _ = write!(out, "({} ", var_name(names[i]));
+                    let _ = write!(out, "({} ", var_name(*name));
                     write_group_member(out, g, i, depth + 5);
                     out.push(')');
                 }

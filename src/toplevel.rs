@@ -5,7 +5,7 @@
 use crate::anf::{Atom, GlobalScope, Group, Normalizer};
 use crate::datum::{Datum, DatumKind};
 use crate::error::{Error, ErrorKind, Result};
-use crate::eval::{ArgVals, GState, Machine};
+use crate::eval::{GState, Machine};
 use crate::expand::{self, ConstVal, Core, CoreLambda, DatumKindValue, Pat};
 use crate::source::{SourceMap, Span};
 use crate::value::{Inst, Value};
@@ -301,12 +301,28 @@ impl Session {
     pub fn run_thunk(&mut self, g: &Rc<Group>) -> Result<Value> {
         self.m.stack.clear();
         self.m.depth = 0;
-        self.m.call_closure(
-            Rc::new(Inst { group: g.clone(), env: Box::new([]) }),
-            0,
-            ArgVals::One(Value::Nil),
-            None,
-        )
+        self.m.stack.push(Value::Nil);
+        self.m.call_closure(Rc::new(Inst { group: g.clone(), env: Box::new([]) }), 0, 1, None)
+    }
+
+    /// Runs program text as one unit (definitions and expressions, as a file would)
+    /// and returns the values of its expressions, in order.
+    pub fn run_text(&mut self, name: &str, text: &str) -> Result<Vec<Value>> {
+        let dir = std::env::current_dir().ok();
+        let items = self.read_items(name, text, dir.as_deref(), &mut Vec::new())?;
+        let unit = self.compile(items)?;
+        let mut values = Vec::new();
+        for step in unit.steps {
+            match step {
+                Step::Define(g, _) => {
+                    self.m.stack.clear();
+                    self.m.depth = 0;
+                    self.m.global(g)?;
+                }
+                Step::Expr { thunk, .. } => values.push(self.run_thunk(&thunk)?),
+            }
+        }
+        Ok(values)
     }
 
     /// Compiles a single expression in the session scope (for the REPL commands).

@@ -96,6 +96,7 @@ pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
 }
 
 /// `plus`: adds two conformant values.
+#[allow(clippy::only_used_in_recursion)]
 pub fn plus(m: &mut Machine, a: &Value, b: &Value) -> Result<Value> {
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match (a, b) {

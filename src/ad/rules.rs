@@ -48,14 +48,14 @@ pub fn prim_rule(m: &mut Machine, p: PrimId, k: Kind) -> Result<Value> {
     let internal = |msg: String| {
         Error::runtime(None, format!("internal error in the rule of {}: {}", prims::prim(p).name, msg))
     };
-    let data = crate::reader::read_all(&src, u32::MAX).map_err(|e| internal(e.message))?;
-    let core = crate::expand::expand(&data[0]).map_err(|e| internal(e.message))?;
+    let data = crate::reader::read_all(&src, u32::MAX).map_err(|e| internal(e.message.clone()))?;
+    let core = crate::expand::expand(&data[0]).map_err(|e| internal(e.message.clone()))?;
     let lam = match core {
         crate::expand::Core::Lambda(l) => l,
         _ => return Err(internal("not a lambda".into())),
     };
     let mut n = Normalizer::new(&PrimScope);
-    let code = n.lambda_code(&lam).map_err(|e| internal(e.message))?;
+    let code = n.lambda_code(&lam).map_err(|e| internal(e.message.clone()))?;
     let g = Group::new(
         vec![],
         vec![code],
