@@ -280,6 +280,13 @@ impl Machine {
             for i in (0..nargs).rev() {
                 buf[i] = self.stack.pop().unwrap_or(Value::Nil);
             }
+            if !def.lazy {
+                for b in buf[..nargs].iter_mut() {
+                    if let Value::Lazy(_) = b {
+                        *b = crate::ad::ops::force(self, b)?;
+                    }
+                }
+            }
             return (def.imp)(self, &buf[..nargs]);
         }
         if nargs > 1 && def.arity >= 2 {
@@ -287,9 +294,19 @@ impl Machine {
             self.stack.truncate(len - nargs);
             return Err(arity_error(def.name, def.arity, nargs));
         }
-        let v = self.pop_args_value(nargs);
+        let mut v = self.pop_args_value(nargs);
+        if let Value::Lazy(_) = v {
+            v = crate::ad::ops::hnf(self, &v)?;
+        }
         let mut args: SmallVec<[Value; 4]> = SmallVec::new();
         prims::spread(p, v, &mut args)?;
+        if !def.lazy {
+            for b in args.iter_mut() {
+                if let Value::Lazy(_) = b {
+                    *b = crate::ad::ops::force(self, b)?;
+                }
+            }
+        }
         (def.imp)(self, &args)
     }
 
@@ -485,6 +502,7 @@ impl Machine {
             }
             CExpr::MakeEnvSensLike(l, xs) => {
                 let lv = self.atom(base, inst, l)?;
+                let lv = crate::ad::ops::hnf(self, &lv)?;
                 if crate::ad::ops::is_prim_based(&lv) || matches!(lv, Value::Nil) {
                     return Ok(Value::Nil);
                 }
@@ -533,6 +551,11 @@ impl Machine {
                         self.stack[base + *x as usize] = p.car.clone();
                         self.stack[base + *y as usize] = p.cdr.clone();
                     }
+                    Value::Lazy(ref z) if matches!(z.base, Value::Pair(_)) => {
+                        let Value::Pair(p) = crate::ad::ops::hnf(self, &v)? else { unreachable!() };
+                        self.stack[base + *x as usize] = p.car.clone();
+                        self.stack[base + *y as usize] = p.cdr.clone();
+                    }
                     other => {
                         return Err(Error::runtime(
                             Some(*span),
@@ -547,6 +570,7 @@ impl Machine {
             }
             CBind::Check(c, a, span) => {
                 let v = self.atom(base, inst, a)?;
+                let v = crate::ad::ops::force(self, &v)?;
                 if !crate::ad::ops::literal_matches(c, &v) {
                     return Err(Error::runtime(
                         Some(*span),
@@ -570,6 +594,7 @@ impl Machine {
             }
             CBind::EnvSens(slots, a) => {
                 let v = self.atom(base, inst, a)?;
+                let v = crate::ad::ops::hnf(self, &v)?;
                 match &v {
                     Value::Nil if slots.is_empty() => {}
                     Value::Closure(i, _) if i.env.len() == slots.len() => {

@@ -2,7 +2,7 @@
 //! is destructured, its implementation, and its derivative rules (AD.md). The
 //! evaluator, `bundle` and `*j` all read this table.
 
-use crate::ad::ops;
+use crate::ad::ops::{self, strip};
 use crate::error::{Error, Result};
 use crate::eval::Machine;
 use crate::num;
@@ -24,6 +24,10 @@ pub enum Rule {
     Rules { jvp: &'static str, vjp: &'static str },
     /// `if-procedure`: selects without computing; sensitivity flows to the branch taken.
     Select,
+    /// A predicate that sees through AD tags (comparisons, type tests): its forward
+    /// and reverse versions apply it directly, with zero derivative, without
+    /// untransforming the argument (so `null?` on a long list stays O(1)).
+    Predicate,
 }
 
 /// Counted by `--metered`.
@@ -36,6 +40,8 @@ pub enum Class {
 
 pub struct PrimDef {
     pub name: &'static str,
+    /// Accepts lazy zeros as they are (others get them built first).
+    pub lazy: bool,
     /// Number of arguments; the one argument is a tuple `(cons* a1 ... an)` when n >= 2,
     /// and `'()` when n = 0.
     pub arity: u8,
@@ -44,6 +50,7 @@ pub struct PrimDef {
     pub class: Class,
 }
 
+const PRED: Rule = Rule::Predicate;
 const ZERO_RULES: Rule = Rule::Rules { jvp: "(lambda (x y dx) (zero y))", vjp: "(lambda (x y yb) (zero x))" };
 
 macro_rules! rules {
@@ -54,7 +61,27 @@ macro_rules! rules {
 
 fn table() -> Vec<PrimDef> {
     use Class::*;
-    let p = |name, arity, imp: PrimFn, rule, class| PrimDef { name, arity, imp, rule, class };
+    let p = |name: &'static str, arity, imp: PrimFn, rule, class| PrimDef {
+        name,
+        arity,
+        imp,
+        rule,
+        class,
+        lazy: matches!(
+            name,
+            "zero"
+                | "plus"
+                | "perturb"
+                | "unperturb"
+                | "sensitize"
+                | "unsensitize"
+                | "*j"
+                | "*j-inverse"
+                | "pair?"
+                | "null?"
+                | "procedure?"
+        ),
+    };
     vec![
         p("+", 2, |_, a| arith('+', a), rules!("(lambda (x y (cons d1 d2)) (+ d1 d2))", "(lambda (x y yb) (cons yb yb))"), Arith),
         p("-", 2, |_, a| arith('-', a), rules!("(lambda (x y (cons d1 d2)) (- d1 d2))", "(lambda (x y yb) (cons yb (- 0 yb)))"), Arith),
@@ -126,19 +153,19 @@ fn table() -> Vec<PrimDef> {
             ),
             Arith,
         ),
-        p("=", 2, |_, a| cmp("=", a, |o| o == Ordering::Equal), ZERO_RULES, Compare),
-        p("<", 2, |_, a| cmp("<", a, |o| o == Ordering::Less), ZERO_RULES, Compare),
-        p(">", 2, |_, a| cmp(">", a, |o| o == Ordering::Greater), ZERO_RULES, Compare),
-        p("<=", 2, |_, a| cmp("<=", a, |o| o != Ordering::Greater), ZERO_RULES, Compare),
-        p(">=", 2, |_, a| cmp(">=", a, |o| o != Ordering::Less), ZERO_RULES, Compare),
-        p("zero?", 1, |_, a| sign("zero?", &a[0], |o| o == Ordering::Equal), ZERO_RULES, Compare),
-        p("positive?", 1, |_, a| sign("positive?", &a[0], |o| o == Ordering::Greater), ZERO_RULES, Compare),
-        p("negative?", 1, |_, a| sign("negative?", &a[0], |o| o == Ordering::Less), ZERO_RULES, Compare),
-        p("null?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Nil))), ZERO_RULES, Other),
-        p("boolean?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Bool(_)))), ZERO_RULES, Other),
-        p("real?", 1, |_, a| Ok(Value::Bool(a[0].is_number())), ZERO_RULES, Other),
-        p("pair?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Pair(_)))), ZERO_RULES, Other),
-        p("procedure?", 1, |_, a| Ok(Value::Bool(a[0].is_procedure())), ZERO_RULES, Other),
+        p("=", 2, |_, a| cmp("=", a, |o| o == Ordering::Equal), PRED, Compare),
+        p("<", 2, |_, a| cmp("<", a, |o| o == Ordering::Less), PRED, Compare),
+        p(">", 2, |_, a| cmp(">", a, |o| o == Ordering::Greater), PRED, Compare),
+        p("<=", 2, |_, a| cmp("<=", a, |o| o != Ordering::Greater), PRED, Compare),
+        p(">=", 2, |_, a| cmp(">=", a, |o| o != Ordering::Less), PRED, Compare),
+        p("zero?", 1, |_, a| sign("zero?", &a[0], |o| o == Ordering::Equal), PRED, Compare),
+        p("positive?", 1, |_, a| sign("positive?", &a[0], |o| o == Ordering::Greater), PRED, Compare),
+        p("negative?", 1, |_, a| sign("negative?", &a[0], |o| o == Ordering::Less), PRED, Compare),
+        p("null?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Nil))), PRED, Other),
+        p("boolean?", 1, |_, a| Ok(Value::Bool(matches!(strip(&a[0]), Value::Bool(_)))), PRED, Other),
+        p("real?", 1, |_, a| Ok(Value::Bool(strip(&a[0]).is_number())), PRED, Other),
+        p("pair?", 1, |_, a| Ok(Value::Bool(a[0].is_pair())), PRED, Other),
+        p("procedure?", 1, |_, a| Ok(Value::Bool(a[0].is_procedure())), PRED, Other),
         p(
             "if-procedure",
             3,
@@ -179,7 +206,7 @@ fn table() -> Vec<PrimDef> {
             Other,
         ),
         // Forward-mode AD primitives.
-        p("zero", 1, |m, a| ops::zero(m, &a[0]), rules!("(lambda (x y dx) (zero dx))", "(lambda (x y yb) (zero x))"), Other),
+        p("zero", 1, |m, a| ops::lazy_zero(m, &a[0]), rules!("(lambda (x y dx) (zero dx))", "(lambda (x y yb) (zero x))"), Other),
         p(
             "perturb",
             1,
@@ -301,7 +328,7 @@ fn unary(name: &str, v: &Value, f: fn(&Value) -> Option<Value>) -> Result<Value>
 }
 
 fn cmp(name: &str, a: &[Value], f: fn(Ordering) -> bool) -> Result<Value> {
-    match num::compare(&a[0], &a[1]) {
+    match num::compare(strip(&a[0]), strip(&a[1])) {
         Some(o) => Ok(Value::Bool(o.map(f).unwrap_or(false))),
         None => {
             let bad = if a[0].is_number() { &a[1] } else { &a[0] };
@@ -311,7 +338,7 @@ fn cmp(name: &str, a: &[Value], f: fn(Ordering) -> bool) -> Result<Value> {
 }
 
 fn sign(name: &str, v: &Value, f: fn(Ordering) -> bool) -> Result<Value> {
-    match num::sign(v) {
+    match num::sign(strip(v)) {
         Some(o) => Ok(Value::Bool(o.map(f).unwrap_or(false))),
         None => Err(err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name()))),
     }

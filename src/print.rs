@@ -44,17 +44,24 @@ pub fn write_value(out: &mut String, v: &Value) {
         Value::Real(r) => out.push_str(&format_real(*r)),
         Value::Pair(_) => {
             out.push('(');
-            let mut cur = v;
+            let mut cur = v.clone();
             let mut first = true;
             loop {
-                match cur {
+                if let Value::Lazy(_) = cur {
+                    cur = match crate::ad::ops::hnf_detached(&cur) {
+                        Ok(h) => h,
+                        Err(_) => cur,
+                    };
+                }
+                match &cur {
                     Value::Pair(p) => {
                         if !first {
                             out.push(' ');
                         }
                         first = false;
                         write_value(out, &p.car);
-                        cur = &p.cdr;
+                        let next = p.cdr.clone();
+                        cur = next;
                     }
                     Value::Nil => break,
                     other => {
@@ -79,6 +86,12 @@ pub fn write_value(out: &mut String, v: &Value) {
             write_value(out, inner);
             out.push(')');
         }
+        Value::Lazy(_) => match crate::ad::ops::hnf_detached(v) {
+            Ok(m) => write_value(out, &m),
+            Err(e) => {
+                let _ = write!(out, "#<error: {}>", e.message);
+            }
+        },
         Value::Bundle(b) => {
             out.push_str("(forward ");
             write_value(out, &b.0);

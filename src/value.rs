@@ -24,6 +24,18 @@ pub enum Value {
     Tagged(Tag, Rc<Value>),
     /// A forward-mode bundle of a primal and a (perturbation-tagged) tangent.
     Bundle(Rc<(Value, Value)>),
+    /// A pair or closure seen through `zero` and tag operations that have not been
+    /// applied yet (AD.md: `zero`, `*j`, `*j-inverse`, `sensitize`... are lazy, so a
+    /// sensitivity that is passed along or never touched costs nothing).
+    Lazy(Rc<Lazy>),
+}
+
+/// `ops` applied (innermost first; `true` = tag, `false` = untag) to `base`, or to
+/// `(zero base)` when `zero` is set. `base` is always a pair or a closure.
+pub struct Lazy {
+    pub base: Value,
+    pub zero: bool,
+    pub ops: smallvec::SmallVec<[(bool, Tag); 2]>,
 }
 
 /// The tags that wrap non-aggregate values.
@@ -112,7 +124,20 @@ impl Value {
     }
 
     pub fn is_procedure(&self) -> bool {
-        matches!(self, Value::Prim(_) | Value::Closure(..))
+        match self {
+            Value::Prim(_) | Value::Closure(..) => true,
+            Value::Lazy(z) => z.base.is_procedure(),
+            _ => false,
+        }
+    }
+
+    /// Is this a pair (possibly a lazy zero shaped like one)?
+    pub fn is_pair(&self) -> bool {
+        match self {
+            Value::Pair(_) => true,
+            Value::Lazy(z) => matches!(z.base, Value::Pair(_)),
+            _ => false,
+        }
     }
 
     /// Converts a number to `f64` (exact integers rounded).
@@ -138,6 +163,7 @@ impl Value {
             Value::Tagged(Tag::Sensitivity, _) => "a sensitivity",
             Value::Tagged(Tag::Reverse, _) => "a reverse value",
             Value::Bundle(_) => "a forward (bundled) value",
+            Value::Lazy(z) => z.base.kind_name(),
         }
     }
 
@@ -149,6 +175,7 @@ impl Value {
             Value::Tagged(_, v) => Some(Rc::as_ptr(v) as usize),
             Value::Bundle(b) => Some(Rc::as_ptr(b) as usize),
             Value::Big(b) => Some(Rc::as_ptr(b) as usize),
+            Value::Lazy(z) => Some(Rc::as_ptr(z) as usize),
             _ => None,
         }
     }

@@ -9,7 +9,8 @@ use crate::error::{Error, Result};
 use crate::eval::Machine;
 use crate::num;
 use crate::print::to_string;
-use crate::value::{Inst, Tag, Value};
+use crate::value::{Inst, Lazy, Tag, Value};
+use smallvec::SmallVec;
 use std::rc::Rc;
 
 const RED_ZONE: usize = 128 * 1024;
@@ -91,8 +92,119 @@ pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
             }
             Value::Tagged(t, x) => Value::tagged(*t, zero(m, x)?),
             Value::Bundle(b) => Value::bundle(zero(m, &b.0)?, zero(m, &b.1)?),
+            Value::Lazy(_) => {
+                let h = hnf(m, v)?;
+                zero(m, &h)?
+            }
         })
     })
+}
+
+/// The `zero` primitive: lazy for pairs and closures, eager for everything else.
+pub fn lazy_zero(m: &mut Machine, v: &Value) -> Result<Value> {
+    make_lazy(m, v, true, SmallVec::new())
+}
+
+type Ops = SmallVec<[(bool, Tag); 2]>;
+
+/// `ops` applied to `base` (or to its zero): lazy when `base` is an aggregate.
+pub fn make_lazy(m: &mut Machine, base: &Value, zero_it: bool, ops: Ops) -> Result<Value> {
+    match base {
+        Value::Pair(_) => {}
+        Value::Closure(..) if !is_prim_based(base) => {}
+        Value::Lazy(z) => {
+            let mut all = z.ops.clone();
+            for op in ops {
+                push_op(&mut all, op);
+            }
+            return make_lazy(m, &z.base, z.zero || zero_it, all);
+        }
+        _ => {
+            let mut r = if zero_it { zero(m, base)? } else { base.clone() };
+            for (on, t) in ops {
+                r = if on { tag(m, t, &r)? } else { untag(m, t, &r)? };
+            }
+            return Ok(r);
+        }
+    }
+    if ops.is_empty() && !zero_it {
+        return Ok(base.clone());
+    }
+    Ok(Value::Lazy(Rc::new(Lazy { base: base.clone(), zero: zero_it, ops })))
+}
+
+fn push_op(ops: &mut Ops, op: (bool, Tag)) {
+    if ops.last() == Some(&(!op.0, op.1)) {
+        ops.pop();
+    } else {
+        ops.push(op);
+    }
+}
+
+fn with_op(m: &mut Machine, z: &Lazy, op: (bool, Tag)) -> Result<Value> {
+    let mut ops = z.ops.clone();
+    push_op(&mut ops, op);
+    make_lazy(m, &z.base, z.zero, ops)
+}
+
+/// Head normal form: applies a lazy value's pending operations one level down, so
+/// the result is a real pair or closure whose parts may still be lazy.
+pub fn hnf(m: &mut Machine, v: &Value) -> Result<Value> {
+    let Value::Lazy(z) = v else { return Ok(v.clone()) };
+    match &z.base {
+        Value::Pair(p) => {
+            let car = make_lazy(m, &p.car, z.zero, z.ops.clone())?;
+            let cdr = make_lazy(m, &p.cdr, z.zero, z.ops.clone())?;
+            Ok(Value::cons(car, cdr))
+        }
+        Value::Closure(inst, i) => {
+            let mut g = inst.group.clone();
+            for (on, t) in z.ops.iter() {
+                g = if *on {
+                    transform_group(&g, tag_kind(*t))
+                } else {
+                    match &g.origin {
+                        Origin::Transformed(k, parent) if *k == tag_kind(*t) => parent.clone(),
+                        _ => return Err(not_tagged(*t, &z.base)),
+                    }
+                };
+            }
+            let mut env = Vec::with_capacity(inst.env.len());
+            for x in inst.env.iter() {
+                env.push(make_lazy(m, x, z.zero, z.ops.clone())?);
+            }
+            Ok(Value::Closure(Rc::new(Inst { group: g, env: env.into_boxed_slice() }), *i))
+        }
+        other => make_lazy(m, other, z.zero, z.ops.clone()),
+    }
+}
+
+/// Applies every pending operation, however deep.
+pub fn force(m: &mut Machine, v: &Value) -> Result<Value> {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, || match v {
+        Value::Lazy(_) => {
+            let h = hnf(m, v)?;
+            force(m, &h)
+        }
+        Value::Pair(p) if has_lazy(&p.car) || has_lazy(&p.cdr) => {
+            Ok(Value::cons(force(m, &p.car)?, force(m, &p.cdr)?))
+        }
+        _ => Ok(v.clone()),
+    })
+}
+
+fn has_lazy(v: &Value) -> bool {
+    match v {
+        Value::Lazy(_) => true,
+        Value::Pair(p) => has_lazy(&p.car) || has_lazy(&p.cdr),
+        _ => false,
+    }
+}
+
+/// Head normal form outside any machine (for printing).
+pub fn hnf_detached(v: &Value) -> Result<Value> {
+    let mut m = Machine::new();
+    hnf(&mut m, v)
 }
 
 /// `plus`: adds two conformant values.
@@ -100,6 +212,12 @@ pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
 pub fn plus(m: &mut Machine, a: &Value, b: &Value) -> Result<Value> {
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match (a, b) {
+            (Value::Lazy(z), _) if z.zero => b.clone(),
+            (_, Value::Lazy(z)) if z.zero => a.clone(),
+            (Value::Lazy(_), _) | (_, Value::Lazy(_)) => {
+                let (x, y) = (hnf(m, a)?, hnf(m, b)?);
+                plus(m, &x, &y)?
+            }
             (Value::Nil, Value::Nil) => Value::Nil,
             (Value::Bool(_), Value::Bool(_)) => a.clone(),
             (x, y) if x.is_number() && y.is_number() => match num::arith('+', x, y) {
@@ -139,7 +257,8 @@ pub fn tag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match v {
             Value::Nil => Value::Nil,
-            Value::Pair(p) => Value::cons(tag(m, t, &p.car)?, tag(m, t, &p.cdr)?),
+            Value::Lazy(z) => with_op(m, z, (true, t))?,
+            Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![(true, t)])?,
             Value::Prim(p) if t == Tag::Reverse => rules::prim_rule(m, *p, Kind::R)?,
             Value::Closure(inst, i) => {
                 let g = transform_group(&inst.group, tag_kind(t));
@@ -156,8 +275,9 @@ pub fn untag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match v {
             Value::Nil => Value::Nil,
+            Value::Lazy(z) => with_op(m, z, (false, t))?,
             Value::Tagged(t2, x) if *t2 == t => (**x).clone(),
-            Value::Pair(p) => Value::cons(untag(m, t, &p.car)?, untag(m, t, &p.cdr)?),
+            Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![(false, t)])?,
             Value::Closure(inst, i) => match &inst.group.origin {
                 Origin::Transformed(k, parent) if *k == tag_kind(t) => {
                     let env = map_env(m, inst, &mut |m, x| untag(m, t, x))?;
@@ -183,6 +303,10 @@ fn not_tagged(t: Tag, v: &Value) -> Error {
 
 /// `bundle`: pairs a primal with a perturbation of the same shape.
 pub fn bundle(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
+    if matches!(p, Value::Lazy(_)) || matches!(t, Value::Lazy(_)) {
+        let (p, t) = (hnf(m, p)?, hnf(m, t)?);
+        return bundle(m, &p, &t);
+    }
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match (p, t) {
             (Value::Nil, Value::Nil) => Value::Nil,
@@ -229,6 +353,10 @@ fn bundle_mismatch(p: &Value, t: &Value) -> Error {
 pub fn primal(m: &mut Machine, v: &Value) -> Result<Value> {
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match v {
+            Value::Lazy(_) => {
+                let f = hnf(m, v)?;
+                primal(m, &f)?
+            }
             Value::Nil => Value::Nil,
             Value::Bundle(b) => b.0.clone(),
             Value::Pair(p) => Value::cons(primal(m, &p.car)?, primal(m, &p.cdr)?),
@@ -249,6 +377,10 @@ pub fn primal(m: &mut Machine, v: &Value) -> Result<Value> {
 pub fn tangent(m: &mut Machine, v: &Value) -> Result<Value> {
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match v {
+            Value::Lazy(_) => {
+                let f = hnf(m, v)?;
+                tangent(m, &f)?
+            }
             Value::Nil => Value::Nil,
             Value::Closure(..) if is_prim_based(v) => Value::Nil,
             Value::Bundle(b) => b.1.clone(),
@@ -286,6 +418,7 @@ pub fn outer_tag(v: &Value) -> Option<OuterTag> {
         Value::Tagged(Tag::Reverse, _) => Some(OuterTag::R),
         Value::Bundle(_) => Some(OuterTag::F),
         Value::Pair(p) => outer_tag(&p.car),
+        Value::Lazy(_) => hnf_detached(v).ok().and_then(|h| outer_tag(&h)),
         Value::Closure(inst, _) => inst.group.tags().first().map(|k| match k {
             Kind::F => OuterTag::F,
             Kind::P => OuterTag::P,
@@ -307,6 +440,9 @@ pub fn strip(v: &Value) -> &Value {
 
 /// Does a value match a pattern constant? Compares through AD tags, numbers by value.
 pub fn literal_matches(c: &Value, v: &Value) -> bool {
+    if let Value::Lazy(_) = v {
+        return hnf_detached(v).map(|h| literal_matches(c, &h)).unwrap_or(false);
+    }
     match (strip(c), strip(v)) {
         (Value::Nil, Value::Nil) => true,
         (Value::Bool(a), Value::Bool(b)) => a == b,

@@ -274,8 +274,9 @@ impl Backward {
         if let Some(a) = self.acc.get(&v) {
             return a.clone();
         }
-        let prim = self.prim1(p("*j-inverse"), Atom::Var(v));
-        let z = self.prim1(p("zero"), prim);
+        // (*j-inverse (zero x)) = (zero (*j-inverse x)), and is O(1) with lazy zeros.
+        let z = self.prim1(p("zero"), Atom::Var(v));
+        let z = self.prim1(p("*j-inverse"), z);
         self.acc.insert(v, z.clone());
         z
     }

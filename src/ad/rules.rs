@@ -30,6 +30,10 @@ pub fn rule_source(p: PrimId, k: Kind) -> String {
             "(lambda (v) (let* ((x (*j-inverse v)) (y ({name} x))) \
                (cons (*j y) (lambda (s) (sensitize (cons '() ({vjp} x y (unsensitize s))))))))"
         ),
+        (Rule::Predicate, Kind::F) => format!("(lambda (v) (let ((y ({name} v))) (bundle y (perturb (zero y)))))"),
+        (Rule::Predicate, _) => format!(
+            "(lambda (v) (cons (*j ({name} v)) (lambda (s) (sensitize (cons '() (*j-inverse (zero v)))))))"
+        ),
         (Rule::Select, Kind::F) => "(lambda (v) (if-procedure v))".to_string(),
         (Rule::Select, _) => "(lambda ((cons c (cons t e))) \
             (if-procedure c \
