@@ -351,6 +351,8 @@ impl Machine {
     ) -> std::result::Result<Value, (Error, String)> {
         let base = self.stack.len() - nargs;
         let mut tail_site: Option<Span> = None;
+        // The procedure originally called, kept once a tail call replaces it.
+        let mut orig: Option<(Rc<Inst>, u32)> = None;
         loop {
             let r = self.enter(base, &inst, idx, nargs);
             match r {
@@ -363,23 +365,27 @@ impl Machine {
                     self.stack.drain(base..len - n);
                     match f {
                         Value::Closure(i2, k2) => {
+                            if orig.is_none() {
+                                orig = Some((inst.clone(), idx));
+                            }
                             inst = i2;
                             idx = k2;
                             nargs = n;
                             tail_site = Some(span);
                         }
                         other => {
-                            let name = inst.group.display_name(idx as usize);
+                            let (oi, ok) = orig.as_ref().map(|(i, k)| (i, *k)).unwrap_or((&inst, idx));
+                            let name = oi.group.display_name(ok as usize);
                             return self.call(other, n, Some(span)).map_err(|e| (e, name));
                         }
                     }
                 }
                 Err(mut e) => {
                     self.stack.truncate(base);
-                    if let Some(s) = tail_site {
+                    if let (Some(s), Some((oi, ok))) = (tail_site, &orig) {
                         // The procedure that failed was reached by a tail call: show where.
                         e.push_frame(&inst.group.display_name(idx as usize), s);
-                        return Err((e, "tail call".into()));
+                        return Err((e, oi.group.display_name(*ok as usize)));
                     }
                     return Err((e, inst.group.display_name(idx as usize)));
                 }
