@@ -260,7 +260,7 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, opts: &Opts) -> i32 {
     let names: Vec<Option<std::rc::Rc<str>>> = items
         .iter()
         .map(|it| match it {
-            Item::Define { name, .. } => Some(name.clone()),
+            Item::Define { name, .. } | Item::DefineReversible { name, .. } => Some(name.clone()),
             Item::Expr { .. } => None,
         })
         .collect();
