@@ -140,6 +140,8 @@ pub struct Exec<'m> {
     pub vals: Vec<Val>,
     pub ders: Vec<Val>,
     pub mode: Mode,
+    /// The direction of the statement being run (for error messages from expressions).
+    pub dir: Dir,
     depth: usize,
     max_depth: usize,
 }
@@ -346,7 +348,7 @@ pub fn zero_der(v: &Val) -> Val {
 impl<'m> Exec<'m> {
     pub fn new(m: &'m mut Machine, mode: Mode) -> Exec<'m> {
         let max_depth = m.max_depth.min(MAX_REV_DEPTH);
-        Exec { m, vals: Vec::new(), ders: Vec::new(), mode, depth: 0, max_depth }
+        Exec { m, vals: Vec::new(), ders: Vec::new(), mode, dir: Dir::Fwd, depth: 0, max_depth }
     }
 
     pub fn err(&self, f: Frame, dir: Dir, span: Span, rule: &str, detail: impl AsRef<str>) -> Error {
@@ -430,12 +432,17 @@ impl<'m> Exec<'m> {
                 let iv = self.eval_all(f, idx)?;
                 match get_path(&self.vals[f.base + *s as usize], &iv) {
                     Ok(v) => Ok(val_value(v)),
-                    Err(v) => Err(self.violation(f, Dir::Fwd, *sp, v)),
+                    Err(v) => Err(self.violation(f, self.dir, *sp, v)),
                 }
             }
             RExpr::Prim(p, _, args, sp) => {
                 let xs = self.eval_all(f, args)?;
-                self.call_prim(*p, xs, *sp)
+                let y = self.call_prim(*p, xs, *sp)?;
+                if f.code.options.mod32 && matches!(y, Value::Int(_) | Value::Big(_)) {
+                    // Janus: every arithmetic operation is modulo 2^32.
+                    return wrap32(&y).map_err(|v| self.violation(f, self.dir, *sp, v));
+                }
+                Ok(y)
             }
             RExpr::If(b) => {
                 let c = self.eval(f, &b[0])?;
@@ -487,7 +494,8 @@ impl<'m> Exec<'m> {
         Ok(out)
     }
 
-    fn cond(&mut self, f: Frame, c: &CExpr) -> Result<bool> {
+    fn cond(&mut self, f: Frame, c: &CExpr, dir: Dir) -> Result<bool> {
+        self.dir = dir;
         Ok(self.eval(f, &c.e)?.is_true_stripped())
     }
 
@@ -502,6 +510,7 @@ impl<'m> Exec<'m> {
     // ----- statements -----
 
     pub fn exec(&mut self, f: Frame, s: &CStmt, dir: Dir) -> Result<()> {
+        self.dir = dir;
         match s {
             CStmt::Seq(v) => {
                 if dir == Dir::Fwd {
@@ -552,9 +561,9 @@ impl<'m> Exec<'m> {
             CStmt::If { test, then, els, assert, span } => {
                 self.tick(f, dir, *span)?;
                 let (first, last) = if dir == Dir::Fwd { (test, assert) } else { (assert, test) };
-                let took = self.cond(f, first)?;
+                let took = self.cond(f, first, dir)?;
                 self.exec(f, if took { then } else { els }, dir)?;
-                let exit = self.cond(f, last)?;
+                let exit = self.cond(f, last, dir)?;
                 if exit != took && f.code.options.checked {
                     let branch = if took { "then" } else { "else" };
                     let detail = if dir == Dir::Fwd {
@@ -585,7 +594,7 @@ impl<'m> Exec<'m> {
                 let (entry, until) = if dir == Dir::Fwd { (entry, until) } else { (until, entry) };
                 let checked = f.code.options.checked;
                 self.tick(f, dir, *span)?;
-                if checked && !self.cond(f, entry)? {
+                if checked && !self.cond(f, entry, dir)? {
                     let detail = format!(
                         "{} must be #t when the loop starts{}, but it is #f{}",
                         entry.text,
@@ -600,12 +609,12 @@ impl<'m> Exec<'m> {
                 }
                 loop {
                     self.exec(f, body, dir)?;
-                    if self.cond(f, until)? {
+                    if self.cond(f, until, dir)? {
                         return Ok(());
                     }
                     self.exec(f, step, dir)?;
                     self.tick(f, dir, *span)?;
-                    if checked && self.cond(f, entry)? {
+                    if checked && self.cond(f, entry, dir)? {
                         let detail = format!(
                             "{} must be #f after each iteration, but it is #t again{}",
                             entry.text,
@@ -621,6 +630,7 @@ impl<'m> Exec<'m> {
                 let at = f.base + *slot as usize;
                 self.local_enter(f, at, first)?;
                 self.exec(f, body, dir)?;
+                self.dir = dir;
                 let expect = self.eval(f, &last.e)?;
                 let expect = to_val(self.m, &expect)?;
                 if f.code.options.checked && !val_eq(&self.vals[at], &expect, f.code.options.tolerance) {
@@ -872,7 +882,7 @@ impl<'m> Exec<'m> {
         if f.code.options.mod32 {
             if let Val::S(x) = &self.vals[at] {
                 if x.is_number() {
-                    let w = wrap32(x).map_err(|v| self.violation(f, Dir::Fwd, first.span, v))?;
+                    let w = wrap32(x).map_err(|v| self.violation(f, self.dir, first.span, v))?;
                     self.vals[at] = Val::S(w);
                 }
             }
