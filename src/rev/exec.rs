@@ -475,15 +475,28 @@ impl<'m> Exec<'m> {
         }
     }
 
+    /// Calls a primitive on its arguments, as `Machine::call_prim` does (metering,
+    /// forcing lazy arguments), without going through the value stack.
     pub fn call_prim(
         &mut self,
         p: crate::prims::PrimId,
-        xs: SmallVec<[Value; 3]>,
+        mut xs: SmallVec<[Value; 3]>,
         sp: Span,
     ) -> Result<Value> {
-        let n = xs.len();
-        self.m.stack.extend(xs);
-        self.m.call_prim(p, n).map_err(|e| e.at(sp))
+        let def = crate::prims::prim(p);
+        if let Some(m) = &mut self.m.meter {
+            if def.class != crate::prims::Class::Other {
+                m[p as usize] += 1;
+            }
+        }
+        if !def.lazy {
+            for x in xs.iter_mut() {
+                if let Value::Lazy(_) = x {
+                    *x = crate::ad::ops::force(self.m, x)?;
+                }
+            }
+        }
+        (def.imp)(self.m, &xs).map_err(|e| e.at(sp))
     }
 
     pub fn eval_all(&mut self, f: Frame, es: &[RExpr]) -> Result<SmallVec<[Value; 3]>> {

@@ -286,6 +286,14 @@ fn floor_div(a: &Value, b: &Value) -> Result<Value> {
 }
 
 fn floor_mod(a: &Value, b: &Value) -> Result<Value> {
+    if let (Value::Int(x), Value::Int(y)) = (a, b) {
+        if *y == -1 {
+            return Ok(Value::Int(0));
+        }
+        if *y != 0 {
+            return Ok(Value::Int(x.mod_floor(y)));
+        }
+    }
     if let Some((x, y)) = int_pair(a, b) {
         if y == BigInt::from(0) {
             return Err(err("%: division by zero".into()));
@@ -435,7 +443,13 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "%rev-fracmul",
             2,
-            |_, a| int_op("*/", &a[0], &a[1], |x, y| (x * y).div_floor(&(BigInt::from(1) << 32))),
+            |_, a| match (&a[0], &a[1]) {
+                (Value::Int(x), Value::Int(y)) => {
+                    let r = (*x as i128 * *y as i128) >> 32; // floored
+                    Ok(i64::try_from(r).map(Value::Int).unwrap_or_else(|_| crate::num::from_big(BigInt::from(r))))
+                }
+                _ => int_op("*/", &a[0], &a[1], |x, y| (x * y).div_floor(&(BigInt::from(1) << 32))),
+            },
             ZERO,
             Class::Arith,
         ),
