@@ -232,8 +232,8 @@ pub fn expand(d: &Datum) -> Result<Core> {
     }
 }
 
-/// `(call p a ...)` is `(%rev-call p (list a ...))`; likewise `uncall` and
-/// `(rev-grad p k a ...)` (REVERSIBLE.md).
+/// `(call p a ...)` is `(%rev-call p (list a ...))`; likewise `uncall`, and
+/// `(rev-grad p k a ...)` is `(%rev-grad p (list k a ...))` (REVERSIBLE.md).
 fn expand_rev(d: &Datum, head: &str, items: &[Datum]) -> Result<Core> {
     let fixed = if head == "rev-grad" { 3 } else { 2 };
     if items.len() < fixed {
@@ -251,12 +251,11 @@ fn expand_rev(d: &Datum, head: &str, items: &[Datum]) -> Result<Core> {
         "uncall" => "%rev-uncall",
         _ => "%rev-grad",
     };
-    let mut args = items[1..fixed].iter().map(expand).collect::<Result<Vec<_>>>()?;
-    args.push(expand_cons_star(
-        d,
-        &items[fixed..],
-        Some(Core::Const(ConstVal(DatumKindValue::Nil), d.span)),
-    )?);
+    // `rev-grad`'s position travels with the values: `(%rev-grad p (cons k (list a ...)))`.
+    let args = vec![
+        expand(&items[1])?,
+        expand_cons_star(d, &items[2..], Some(Core::Const(ConstVal(DatumKindValue::Nil), d.span)))?,
+    ];
     Ok(Core::App(Box::new(Core::Var(prim.into(), items[0].span)), args, d.span))
 }
 

@@ -579,6 +579,11 @@ fn type_and_arity_errors_are_clear() {
         ("(p 1 2)", "cannot apply #<reversible p>"),
         ("(call m -1)", "mod32 procedure"),
         ("(rev-grad p 5 1.0 2.0)", "exact integer from 0 to 1"),
+        (
+            "(define ((d f) x) (cdr (unsensitize ((cdr ((*j f) (*j x))) (sensitize 1)))))
+             ((d (d (lambda (x) (car (call p 0.0 x))))) 3.0)",
+            "nested differentiation through a reversible procedure",
+        ),
     ] {
         let err = error_of(&mut s, e);
         assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);

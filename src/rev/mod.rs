@@ -9,7 +9,8 @@
 //! From VLAD's side a reversible procedure is a value ([`Value::Rev`]) and a pure
 //! function from the tuple of its variables' initial values to their final values.
 //! `(call p a ...)`, `(uncall p a ...)` and `(rev-grad p k a ...)` are syntax for the
-//! primitives `%rev-call`, `%rev-uncall` and `%rev-grad` applied to `(list a ...)`.
+//! primitives `%rev-call`, `%rev-uncall` applied to `(list a ...)` and `%rev-grad`
+//! applied to `(list k a ...)`.
 
 pub mod compile;
 pub mod exec;
@@ -346,8 +347,8 @@ pub fn prims() -> Vec<PrimDef> {
             2,
             |m, a| run(m, &a[0], &a[1], Dir::Fwd),
             Rule::Rules {
-                jvp: "(lambda ((cons p a) y (cons dp da)) (%rev-jvp p (cons #t a) da))",
-                vjp: "(lambda ((cons p a) y yb) (cons '() (%rev-vjp p (cons #t (cons a y)) yb)))",
+                jvp: "(lambda ((cons p a) y (cons dp da)) (%rev-jvp p (list #t a da)))",
+                vjp: "(lambda ((cons p a) y yb) (cons '() (%rev-vjp p (list #t a y yb))))",
             },
             Class::Other,
         ),
@@ -356,32 +357,45 @@ pub fn prims() -> Vec<PrimDef> {
             2,
             |m, a| run(m, &a[0], &a[1], Dir::Bwd),
             Rule::Rules {
-                jvp: "(lambda ((cons p a) y (cons dp da)) (%rev-jvp p (cons #f a) da))",
-                vjp: "(lambda ((cons p a) y yb) (cons '() (%rev-vjp p (cons #f (cons a y)) yb)))",
+                jvp: "(lambda ((cons p a) y (cons dp da)) (%rev-jvp p (list #f a da)))",
+                vjp: "(lambda ((cons p a) y yb) (cons '() (%rev-vjp p (list #f a y yb))))",
             },
             Class::Other,
         ),
-        p("%rev-grad", 3, |m, a| grad(m, &a[0], &a[1], &a[2]), NESTED, Class::Other),
-        // (Primitives take at most 3 arguments; the extra ones travel in pairs.)
+        // Primitives here take two arguments (the evaluator spreads a lazy tuple of
+        // three only one level), so the extra ones travel in pairs.
+        p(
+            "%rev-grad",
+            2,
+            |m, a| match force(m, &a[1])? {
+                Value::Pair(p) => grad(m, &a[0], &p.car, &p.cdr),
+                _ => Err(err("%rev-grad: bad arguments".into())),
+            },
+            NESTED,
+            Class::Other,
+        ),
         p(
             "%rev-vjp",
-            3,
-            |m, a| match &a[1] {
-                Value::Pair(p) => match &p.cdr {
-                    Value::Pair(q) => vjp(m, &a[0], &p.car, &q.car, &q.cdr, &a[2]),
+            2,
+            |m, a| {
+                let args = force(m, &a[1])?;
+                match list_items(m, &args).as_deref() {
+                    Some([flag, x, y, yb]) => vjp(m, &a[0], flag, x, y, yb),
                     _ => Err(err("%rev-vjp: bad arguments".into())),
-                },
-                _ => Err(err("%rev-vjp: bad arguments".into())),
+                }
             },
             NESTED,
             Class::Other,
         ),
         p(
             "%rev-jvp",
-            3,
-            |m, a| match &a[1] {
-                Value::Pair(p) => jvp(m, &a[0], &p.car, &p.cdr, &a[2]),
-                _ => Err(err("%rev-jvp: bad arguments".into())),
+            2,
+            |m, a| {
+                let args = force(m, &a[1])?;
+                match list_items(m, &args).as_deref() {
+                    Some([flag, x, dx]) => jvp(m, &a[0], flag, x, dx),
+                    _ => Err(err("%rev-jvp: bad arguments".into())),
+                }
             },
             NESTED,
             Class::Other,
