@@ -114,9 +114,6 @@ pub const KEYWORDS: &[&str] = &[
     "define",
     "include",
     "else",
-    "call",
-    "uncall",
-    "rev-grad",
     "define-reversible",
 ];
 
@@ -219,7 +216,6 @@ pub fn expand(d: &Datum) -> Result<Core> {
                     "define-reversible" => {
                         return Err(bad(d, "`define-reversible` is allowed only at top level"))
                     }
-                    "call" | "uncall" | "rev-grad" => return expand_rev(d, head, items),
                     "include" => return Err(bad(d, "`include` is allowed only at top level")),
                     "else" => return Err(bad(d, "`else` outside `cond`")),
                     _ => {}
@@ -230,33 +226,6 @@ pub fn expand(d: &Datum) -> Result<Core> {
             Ok(Core::App(Box::new(f), args, sp))
         }
     }
-}
-
-/// `(call p a ...)` is `(%rev-call p (list a ...))`; likewise `uncall`, and
-/// `(rev-grad p k a ...)` is `(%rev-grad p (list k a ...))` (REVERSIBLE.md).
-fn expand_rev(d: &Datum, head: &str, items: &[Datum]) -> Result<Core> {
-    let fixed = if head == "rev-grad" { 3 } else { 2 };
-    if items.len() < fixed {
-        return Err(bad(
-            d,
-            if head == "rev-grad" {
-                "`rev-grad` needs a reversible procedure, a variable position and the initial values: (rev-grad p k a ...)"
-            } else {
-                "expected a reversible procedure and the initial values of its variables: (call p a ...)"
-            },
-        ));
-    }
-    let prim = match head {
-        "call" => "%rev-call",
-        "uncall" => "%rev-uncall",
-        _ => "%rev-grad",
-    };
-    // `rev-grad`'s position travels with the values: `(%rev-grad p (cons k (list a ...)))`.
-    let args = vec![
-        expand(&items[1])?,
-        expand_cons_star(d, &items[2..], Some(Core::Const(ConstVal(DatumKindValue::Nil), d.span)))?,
-    ];
-    Ok(Core::App(Box::new(Core::Var(prim.into(), items[0].span)), args, d.span))
 }
 
 fn expand_quote(d: &Datum, items: &[Datum]) -> Result<Core> {

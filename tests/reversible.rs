@@ -556,7 +556,6 @@ fn static_rules_are_checked_at_definition_time() {
         ("(define-reversible (p x)\n  (frob x))", "unknown reversible statement `frob`", 2),
         ("(define-reversible (p x)\n  (if-rev (= x 0) (skip) (skip)))", "bad `if-rev`", 2),
         ("(define-reversible (p x x)\n  (skip))", "declared twice", 1),
-        ("(define (f x)\n  (call))", "expected a reversible procedure", 2),
     ];
     for (text, msg, line) in cases {
         let mut s = session();
@@ -574,6 +573,9 @@ fn type_and_arity_errors_are_clear() {
         .unwrap();
     for (e, msg) in [
         ("(call p 1)", "p takes 2 values (x y), got 1"),
+        ("(call p)", "p takes 2 values (x y), got none"),
+        ("(rev-grad p 0)", "p takes a variable position and 2 values (x y), got 1"),
+        ("(call)", "call: expected a reversible procedure"),
         ("(call p #t 1)", "not a number"),
         ("(call car 1 2)", "expected a reversible procedure"),
         ("(p 1 2)", "cannot apply #<reversible p>"),
@@ -591,6 +593,17 @@ fn type_and_arity_errors_are_clear() {
 }
 
 // ----- first-class procedures -----
+
+#[test]
+fn call_is_an_ordinary_name_a_program_may_redefine() {
+    let r = eval1(
+        "(define-reversible (z) (skip))
+         (define-reversible (one x) (+= x 1))
+         (list (uncall z) (call one 5) (procedure? call))",
+    );
+    assert_eq!(r, "(() (6) #t)");
+    assert_eq!(eval1("(define (call p x y z) (p x y z)) (call (lambda (a b c) (+ a (+ b c))) 1 2 3)"), "6");
+}
 
 #[test]
 fn reversible_procedures_are_first_class() {

@@ -8,9 +8,9 @@
 //!
 //! From VLAD's side a reversible procedure is a value ([`Value::Rev`]) and a pure
 //! function from the tuple of its variables' initial values to their final values.
-//! `(call p a ...)`, `(uncall p a ...)` and `(rev-grad p k a ...)` are syntax for the
-//! primitives `%rev-call`, `%rev-uncall` applied to `(list a ...)` and `%rev-grad`
-//! applied to `(list k a ...)`.
+//! `call`, `uncall` and `rev-grad` are primitives whose one argument is the tuple
+//! `(cons* p a ...)` that VLAD passes for `(call p a ...)`; the number of p's variables
+//! says where each value is. `%rev-call` / `%rev-uncall` take `p` and a list of values.
 
 pub mod compile;
 pub mod exec;
@@ -148,6 +148,81 @@ fn dir_of(flag: &Value) -> Dir {
         Dir::Fwd
     } else {
         Dir::Bwd
+    }
+}
+
+/// Splits the argument tuple `(cons* p a1 ... an)` of `call` (n = the number of p's
+/// variables plus `extra`): 0 values is `p` itself, 1 is `(cons p a1)`, and so on.
+fn split_call(m: &mut Machine, tuple: &Value, extra: usize, what: &str) -> Result<(Value, Vec<Value>)> {
+    let t = force(m, tuple)?;
+    let (p, rest) = match &t {
+        Value::Pair(pr) => (pr.car.clone(), Some(pr.cdr.clone())),
+        other => (other.clone(), None),
+    };
+    let rp = expect_rev(&p, what)?;
+    let n = rp.code.nparams + extra;
+    let wrong = |got: &str| {
+        let names = rp.code.def.params.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>().join(" ");
+        let k = if extra == 1 { "a variable position and " } else { "" };
+        err(format!(
+            "{}: {} takes {}{} values ({}), got {}",
+            what,
+            rp.display_name(),
+            k,
+            rp.code.nparams,
+            names,
+            got
+        ))
+    };
+    let Some(mut rest) = rest else {
+        return if n == 0 { Ok((p, vec![])) } else { Err(wrong("none")) };
+    };
+    if n == 0 {
+        return Err(wrong("some"));
+    }
+    let mut xs = Vec::with_capacity(n);
+    for i in 0..n - 1 {
+        match rest {
+            Value::Pair(pr) => {
+                xs.push(pr.car.clone());
+                rest = pr.cdr.clone();
+            }
+            _ => return Err(wrong(&format!("{}", i + 1))),
+        }
+    }
+    xs.push(rest);
+    Ok((p, xs))
+}
+
+/// The parts of a value shaped like the tuple of `n` arguments after `p`.
+fn split_like(t: &Value, n: usize) -> Vec<Value> {
+    let mut rest = match t {
+        Value::Pair(pr) if n > 0 => pr.cdr.clone(),
+        _ => return vec![Value::Nil; n],
+    };
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n.saturating_sub(1) {
+        match rest {
+            Value::Pair(pr) => {
+                out.push(pr.car.clone());
+                rest = pr.cdr.clone();
+            }
+            _ => {
+                out.push(Value::Nil);
+                rest = Value::Nil;
+            }
+        }
+    }
+    out.push(rest);
+    out
+}
+
+/// `(cons* head x1 ... xn)`: `head` alone when there are no xs.
+fn make_tuple(head: Value, xs: Vec<Value>) -> Value {
+    let mut it = xs.into_iter().rev();
+    match it.next() {
+        None => head,
+        Some(last) => Value::cons(head, it.fold(last, |acc, x| Value::cons(x, acc))),
     }
 }
 
@@ -364,16 +439,84 @@ pub fn prims() -> Vec<PrimDef> {
         ),
         // Primitives here take two arguments (the evaluator spreads a lazy tuple of
         // three only one level), so the extra ones travel in pairs.
+        // `(call p a ...)`, `(uncall p a ...)`, `(rev-grad p k a ...)`: ordinary
+        // primitives (a program may define its own `call`) whose one argument is the
+        // tuple `(cons* p a ...)`, split by the number of p's variables.
         p(
-            "%rev-grad",
-            2,
-            |m, a| match force(m, &a[1])? {
-                Value::Pair(p) => grad(m, &a[0], &p.car, &p.cdr),
-                _ => Err(err("%rev-grad: bad arguments".into())),
+            "call",
+            1,
+            |m, a| {
+                let (p, xs) = split_call(m, &a[0], 0, "call")?;
+                run(m, &p, &Value::list(xs), Dir::Fwd)
+            },
+            Rule::Rules {
+                jvp: "(lambda (x y dx) (%rev-jvp-tuple (list #t x dx)))",
+                vjp: "(lambda (x y yb) (%rev-vjp-tuple (list #t x y yb)))",
+            },
+            Class::Other,
+        ),
+        p(
+            "uncall",
+            1,
+            |m, a| {
+                let (p, xs) = split_call(m, &a[0], 0, "uncall")?;
+                run(m, &p, &Value::list(xs), Dir::Bwd)
+            },
+            Rule::Rules {
+                jvp: "(lambda (x y dx) (%rev-jvp-tuple (list #f x dx)))",
+                vjp: "(lambda (x y yb) (%rev-vjp-tuple (list #f x y yb)))",
+            },
+            Class::Other,
+        ),
+        p(
+            "rev-grad",
+            1,
+            |m, a| {
+                let (p, mut xs) = split_call(m, &a[0], 1, "rev-grad")?;
+                let k = xs.remove(0);
+                grad(m, &p, &k, &Value::list(xs))
             },
             NESTED,
             Class::Other,
         ),
+        p(
+            "%rev-jvp-tuple",
+            1,
+            |m, a| {
+                let args = force(m, &a[0])?;
+                match list_items(m, &args).as_deref() {
+                    Some([flag, x, dx]) => {
+                        let (p, xs) = split_call(m, x, 0, "call")?;
+                        let dxs = split_like(dx, xs.len());
+                        jvp(m, &p, flag, &Value::list(xs), &Value::list(dxs))
+                    }
+                    _ => Err(err("%rev-jvp-tuple: bad arguments".into())),
+                }
+            },
+            NESTED,
+            Class::Other,
+        ),
+        p(
+            "%rev-vjp-tuple",
+            1,
+            |m, a| {
+                let args = force(m, &a[0])?;
+                match list_items(m, &args).as_deref() {
+                    Some([flag, x, y, yb]) => {
+                        let (p, xs) = split_call(m, x, 0, "call")?;
+                        let xb = vjp(m, &p, flag, &Value::list(xs), y, yb)?;
+                        let xb = list_items(m, &xb).unwrap_or_default();
+                        Ok(make_tuple(Value::Nil, xb))
+                    }
+                    _ => Err(err("%rev-vjp-tuple: bad arguments".into())),
+                }
+            },
+            NESTED,
+            Class::Other,
+        ),
+        // The same on a list of values, `(%rev-call p (list a ...))`. These helpers take
+        // two arguments (the evaluator spreads a lazy tuple of three only one level), so
+        // the extra ones travel in lists.
         p(
             "%rev-vjp",
             2,
