@@ -132,7 +132,7 @@ fn apply_limits(s: &mut Session, opts: &Opts) {
     }
 }
 
-fn check_backend(opts: &Opts) -> Result<(), i32> {
+pub(crate) fn check_backend(opts: &Opts) -> Result<(), i32> {
     match opts.backend.as_str() {
         "auto" | "cpu" => Ok(()),
         "cuda" => {

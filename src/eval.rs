@@ -86,6 +86,9 @@ pub struct Machine {
     pub interrupt: Arc<AtomicBool>,
     /// Per-primitive call counts when metering.
     pub meter: Option<Vec<u64>>,
+    /// When set (with `meter`), per-primitive counts of the calls made by
+    /// AD-transformed code (derivative work; the REPL's `:meter`).
+    pub meter_derivative: Option<Vec<u64>>,
     /// Compiled forward/reverse versions of primitives, by (primitive, kind).
     pub prim_rules: FxHashMap<(PrimId, u8), Value>,
     pub out: Box<dyn Write>,
@@ -110,6 +113,7 @@ impl Machine {
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
             meter: None,
+            meter_derivative: None,
             prim_rules: FxHashMap::default(),
             out: Box::new(std::io::stdout()),
             input: Box::new(std::io::BufReader::new(std::io::stdin())),
@@ -205,6 +209,9 @@ impl Machine {
             return Ok(c.clone());
         }
         let members = self.group_members(g)?;
+        if g.is_derivative_code() {
+            g.mark_nested_derivative();
+        }
         let code = Rc::new(crate::resolve::resolve_group(g, members));
         let _ = g.code.set(code.clone());
         Ok(code)
@@ -308,6 +315,17 @@ impl Machine {
             }
         }
         (def.imp)(self, &args)
+    }
+
+    /// Counts a primitive call made by AD-transformed code (see `meter_derivative`).
+    #[cold]
+    fn meter_site(&mut self, p: PrimId, inst: &Rc<Inst>) {
+        if prims::prim(p).class == Class::Other || !inst.group.is_derivative_code() {
+            return;
+        }
+        if let Some(d) = &mut self.meter_derivative {
+            d[p as usize] += 1;
+        }
     }
 
     /// Calls a closure; deep recursion grows the native stack instead of overflowing.
@@ -485,6 +503,9 @@ impl Machine {
             }
             CExpr::Prim(p, args, span) => {
                 let n = self.push_args(base, inst, args)?;
+                if self.meter_derivative.is_some() {
+                    self.meter_site(*p, inst);
+                }
                 self.call_prim(*p, n).map_err(|e| e.at(*span))
             }
             CExpr::Cons(a, d) => {
