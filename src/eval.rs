@@ -5,7 +5,7 @@
 use crate::anf::{Group, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimId};
-use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, GroupCode, Param};
+use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, GroupCode, Op2, Param};
 use crate::source::Span;
 use crate::value::{Inst, Value};
 use rustc_hash::FxHashMap;
@@ -34,6 +34,34 @@ enum Next {
     Return(Value),
     /// Call this procedure with the given number of arguments on top of the stack.
     TailCall(Value, usize, Span),
+}
+
+/// Machine-integer and double arithmetic without going through the primitive table.
+#[inline]
+fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Value> {
+    match (x, y) {
+        (Value::Int(a), Value::Int(b)) => Some(match op {
+            Op2::Add => Value::Int(a.checked_add(*b)?),
+            Op2::Sub => Value::Int(a.checked_sub(*b)?),
+            Op2::Mul => Value::Int(a.checked_mul(*b)?),
+            Op2::Lt => Value::Bool(a < b),
+            Op2::Gt => Value::Bool(a > b),
+            Op2::Le => Value::Bool(a <= b),
+            Op2::Ge => Value::Bool(a >= b),
+            Op2::Eq => Value::Bool(a == b),
+        }),
+        (Value::Real(a), Value::Real(b)) => Some(match op {
+            Op2::Add => Value::Real(a + b),
+            Op2::Sub => Value::Real(a - b),
+            Op2::Mul => Value::Real(a * b),
+            Op2::Lt => Value::Bool(a < b),
+            Op2::Gt => Value::Bool(a > b),
+            Op2::Le => Value::Bool(a <= b),
+            Op2::Ge => Value::Bool(a >= b),
+            Op2::Eq => Value::Bool(a == b),
+        }),
+        _ => None,
+    }
 }
 
 #[cold]
@@ -500,6 +528,21 @@ impl Machine {
                 let fv = self.atom(base, inst, f)?;
                 let n = self.push_args(base, inst, args)?;
                 self.call(fv, n, Some(*span))
+            }
+            CExpr::Arith2(op, a, b, p, span) => {
+                let x = self.atom(base, inst, a)?;
+                let y = self.atom(base, inst, b)?;
+                if self.meter.is_none() {
+                    if let Some(v) = fast_arith(*op, &x, &y) {
+                        return Ok(v);
+                    }
+                }
+                self.stack.push(x);
+                self.stack.push(y);
+                if self.meter_derivative.is_some() {
+                    self.meter_site(*p, inst);
+                }
+                self.call_prim(*p, 2).map_err(|e| e.at(*span))
             }
             CExpr::Prim(p, args, span) => {
                 let n = self.push_args(base, inst, args)?;
