@@ -99,7 +99,20 @@ pub fn run_on_big_stack<F: FnOnce() -> i32 + Send + 'static>(f: F) -> i32 {
         let s2 = slot.clone();
         match std::thread::Builder::new().name("vlad".into()).stack_size(size).spawn(move || {
             let g = s2.lock().unwrap().take().unwrap();
-            let _ = tx.send(g());
+            // A panic is a bug in vlad, never the user's fault: report it plainly.
+            let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(g)) {
+                Ok(c) => c,
+                Err(p) => {
+                    let msg = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    eprintln!("internal error (a bug in vlad, please report it): {}", msg);
+                    70
+                }
+            };
+            let _ = tx.send(code);
         }) {
             Ok(h) => {
                 let _ = h.join();

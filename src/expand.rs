@@ -152,7 +152,8 @@ pub fn expand(d: &Datum) -> Result<Core> {
         }
         DatumKind::List(items, None) => {
             if items.is_empty() {
-                return Err(bad(d, "`()` is not an expression; write `'()`"));
+                // STALINGRAD accepts an unquoted `()`; so do we.
+                return Ok(Core::Const(ConstVal(DatumKindValue::Nil), sp));
             }
             if let Some(head) = items[0].as_symbol() {
                 match head {
