@@ -325,7 +325,8 @@ impl Machine {
     }
 
     /// Runs closure calls, looping on tail calls. On error, also returns the name
-    /// of the procedure that was running.
+    /// of the procedure this call entered (the caller's trace line names it even
+    /// when the failure happened further down a chain of tail calls).
     fn call_loop(
         &mut self,
         mut inst: Rc<Inst>,
@@ -333,7 +334,9 @@ impl Machine {
         mut nargs: usize,
     ) -> std::result::Result<Value, (Error, String)> {
         let base = self.stack.len() - nargs;
+        // The last tail call's site, and the procedure first entered (set on the first tail call).
         let mut tail_site: Option<Span> = None;
+        let mut entered: Option<(Rc<Group>, u32)> = None;
         loop {
             let r = self.enter(base, &inst, idx, nargs);
             match r {
@@ -344,6 +347,9 @@ impl Machine {
                 Ok(Next::TailCall(f, n, span)) => {
                     let len = self.stack.len();
                     self.stack.drain(base..len - n);
+                    if entered.is_none() {
+                        entered = Some((inst.group.clone(), idx));
+                    }
                     match f {
                         Value::Closure(i2, k2) => {
                             inst = i2;
@@ -352,8 +358,10 @@ impl Machine {
                             tail_site = Some(span);
                         }
                         other => {
-                            let name = inst.group.display_name(idx as usize);
-                            return self.call(other, n, Some(span)).map_err(|e| (e, name));
+                            return self.call(other, n, Some(span)).map_err(|e| {
+                                let (g, i) = entered.as_ref().unwrap();
+                                (e, g.display_name(*i as usize))
+                            });
                         }
                     }
                 }
@@ -362,9 +370,15 @@ impl Machine {
                     if let Some(s) = tail_site {
                         // The procedure that failed was reached by a tail call: show where.
                         e.push_frame(&inst.group.display_name(idx as usize), s);
-                        return Err((e, "tail call".into()));
+                        if e.span.is_none() {
+                            e.span = Some(s);
+                        }
                     }
-                    return Err((e, inst.group.display_name(idx as usize)));
+                    let name = match &entered {
+                        Some((g, i)) => g.display_name(*i as usize),
+                        None => inst.group.display_name(idx as usize),
+                    };
+                    return Err((e, name));
                 }
             }
         }
@@ -593,3 +607,6 @@ impl Machine {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
