@@ -515,3 +515,6 @@ impl<'a> Normalizer<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -88,3 +88,6 @@ pub fn write_value(out: &mut String, v: &Value) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
