@@ -555,3 +555,6 @@ impl<'a> Normalizer<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

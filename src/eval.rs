@@ -388,7 +388,8 @@ impl Machine {
     }
 
     /// Runs closure calls, looping on tail calls. On error, also returns the name
-    /// of the procedure that was running.
+    /// of the procedure this call entered (the caller's trace line names it even
+    /// when the failure happened further down a chain of tail calls).
     fn call_loop(
         &mut self,
         mut inst: Rc<Inst>,
@@ -396,9 +397,10 @@ impl Machine {
         mut nargs: usize,
     ) -> std::result::Result<Value, (Error, String)> {
         let base = self.stack.len() - nargs;
+        // The last tail call's site, and the procedure first entered (set on the first tail call).
         let mut tail_site: Option<Span> = None;
         // The procedure originally called, kept once a tail call replaces it.
-        let mut orig: Option<(Rc<Inst>, u32)> = None;
+        let mut entered: Option<(Rc<Group>, u32)> = None;
         loop {
             let r = self.enter(base, &inst, idx, nargs);
             match r {
@@ -409,31 +411,38 @@ impl Machine {
                 Ok(Next::TailCall(f, n, span)) => {
                     let len = self.stack.len();
                     self.stack.drain(base..len - n);
+                    if entered.is_none() {
+                        entered = Some((inst.group.clone(), idx));
+                    }
                     match f {
                         Value::Closure(i2, k2) => {
-                            if orig.is_none() {
-                                orig = Some((inst.clone(), idx));
-                            }
                             inst = i2;
                             idx = k2;
                             nargs = n;
                             tail_site = Some(span);
                         }
                         other => {
-                            let (oi, ok) = orig.as_ref().map(|(i, k)| (i, *k)).unwrap_or((&inst, idx));
-                            let name = oi.group.display_name(ok as usize);
-                            return self.call(other, n, Some(span)).map_err(|e| (e, name));
+                            return self.call(other, n, Some(span)).map_err(|e| {
+                                let (g, i) = entered.as_ref().unwrap();
+                                (e, g.display_name(*i as usize))
+                            });
                         }
                     }
                 }
                 Err(mut e) => {
                     self.stack.truncate(base);
-                    if let (Some(s), Some((oi, ok))) = (tail_site, &orig) {
+                    if let Some(s) = tail_site {
                         // The procedure that failed was reached by a tail call: show where.
                         e.push_frame(&inst.group.display_name(idx as usize), s);
-                        return Err((e, oi.group.display_name(*ok as usize)));
+                        if e.span.is_none() {
+                            e.span = Some(s);
+                        }
                     }
-                    return Err((e, inst.group.display_name(idx as usize)));
+                    let name = match &entered {
+                        Some((g, i)) => g.display_name(*i as usize),
+                        None => inst.group.display_name(idx as usize),
+                    };
+                    return Err((e, name));
                 }
             }
         }
@@ -688,3 +697,6 @@ impl Machine {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -114,14 +114,13 @@ pub fn datum_const(d: &Datum) -> Result<ConstVal> {
             DatumKind::Real(r) => DatumKindValue::Real(*r),
             DatumKind::Bool(b) => DatumKindValue::Bool(*b),
             DatumKind::List(items, tail) => {
-                let mut acc = match tail {
+                // Convert left to right, so an error names the first bad element.
+                let cars = items.iter().map(go).collect::<Result<Vec<_>>>()?;
+                let tail = match tail {
                     Some(t) => go(t)?,
                     None => DatumKindValue::Nil,
                 };
-                for it in items.iter().rev() {
-                    acc = DatumKindValue::Pair(Box::new(go(it)?), Box::new(acc));
-                }
-                acc
+                cars.into_iter().rev().fold(tail, |acc, a| DatumKindValue::Pair(Box::new(a), Box::new(acc)))
             }
             DatumKind::Symbol(s) => {
                 return Err(bad(d, format!("symbols are not VLAD data: `{}` cannot be quoted", s)))
@@ -496,3 +495,6 @@ fn expand_or(d: &Datum, items: &[Datum]) -> Result<Core> {
         Some((x, rest)) => Ok(or2(expand(x)?, expand_or(d, rest)?, d.span)),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -101,3 +101,6 @@ pub fn write_value(out: &mut String, v: &Value) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

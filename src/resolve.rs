@@ -329,3 +329,6 @@ pub fn used_vars(b: &Block) -> FxHashSet<VarId> {
     count_uses_block(b, &mut uses);
     uses.into_keys().collect()
 }
+
+#[cfg(test)]
+mod tests;
