@@ -243,7 +243,6 @@ fn bad_syntax_is_reported_with_its_location() {
         ("'(1 . a)", "1:7: symbols are not VLAD data: `a` cannot be quoted"),
         ("'\"s\"", "1:2: strings are not VLAD data"),
         ("\"str\"", "1:1: a string is not a VLAD expression"),
-        ("()", "1:1: `()` is not an expression; write `'()`"),
         ("(f . x)", "1:1: a dotted list is not an expression"),
         ("(cons 1)", "1:1: `cons` takes exactly two expressions"),
         ("(cons 1 2 3)", "1:1: `cons` takes exactly two expressions"),
@@ -258,4 +257,10 @@ fn bad_syntax_is_reported_with_its_location() {
     for (src, expected) in cases {
         assert_eq!(bad_syntax(src), expected, "for {src:?}");
     }
+}
+
+#[test]
+fn unquoted_empty_list_is_the_empty_list() {
+    // STALINGRAD accepts `()` unquoted.
+    assert_eq!(ex("()"), ex("'()"));
 }

@@ -78,6 +78,10 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
             args(xs, out)
         }
         CExpr::Prim(_, xs, _) => args(xs, out),
+        CExpr::Arith2(_, x, y, _, _) => {
+            a(x, out);
+            a(y, out)
+        }
         CExpr::Cons(x, y) => {
             a(x, out);
             a(y, out)
