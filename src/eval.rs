@@ -2,7 +2,7 @@
 //! proper tail calls, a growable native stack for deep recursion, and step,
 //! time and interrupt limits.
 
-use crate::anf::{Group, Lambda};
+use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimId};
 use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, GroupCode, Op2, Param};
@@ -453,6 +453,17 @@ impl Machine {
         self.tick()?;
         if inst.group.is_shape() {
             return Err(shape_error(inst, idx));
+        }
+        if let crate::anf::Origin::Transformed(k @ (Kind::F | Kind::R), _) = &inst.group.origin {
+            if nargs > 0 {
+                let arg = &self.stack[base];
+                if let Some(msg) = crate::ad::ops::tag_mismatch(*k, arg) {
+                    return Err(Error::runtime(
+                        None,
+                        format!("{}: {}", inst.group.display_name(idx as usize), msg),
+                    ));
+                }
+            }
         }
         let code = match inst.group.code.get() {
             Some(c) => c.clone(),

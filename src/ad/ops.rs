@@ -462,6 +462,47 @@ pub fn outer_tag(v: &Value) -> Option<OuterTag> {
     }
 }
 
+/// Why an argument cannot be passed to a procedure transformed by `k`, if it
+/// cannot: the procedure's tags must be a prefix of its argument's.
+pub fn tag_mismatch(k: Kind, arg: &Value) -> Option<String> {
+    let want = match k {
+        Kind::F => OuterTag::F,
+        Kind::R => OuterTag::R,
+        _ => return None,
+    };
+    // Look at the first non-empty leaf of a (small) tuple or list.
+    let mut arg = arg;
+    for _ in 0..16 {
+        match arg {
+            Value::Pair(p) if matches!(p.car, Value::Nil) => arg = &p.cdr,
+            Value::Pair(p) => arg = &p.car,
+            _ => break,
+        }
+    }
+    let got = match arg {
+        Value::Nil | Value::Lazy(_) | Value::Pair(_) => return None,
+        Value::Int(_) | Value::Big(_) | Value::Real(_) | Value::Bool(_) | Value::Prim(_) => None,
+        Value::Closure(..) if is_prim_based(arg) => return None,
+        _ => match outer_tag(arg) {
+            Some(t) => Some(t),
+            None if matches!(arg, Value::Closure(..)) => return None,
+            None => None,
+        },
+    };
+    if got == Some(want) {
+        return None;
+    }
+    let (what, how) = match k {
+        Kind::F => ("forward", "(bundle x (perturb dx)) or (j* x)"),
+        _ => ("reverse", "(*j x)"),
+    };
+    Some(format!(
+        "a {what}-transformed procedure must be applied to a {what} value such as {how}, got {} ({})",
+        short(arg),
+        arg.kind_name()
+    ))
+}
+
 /// Strips AD tags down to the base value of a leaf.
 pub fn strip(v: &Value) -> &Value {
     match v {
