@@ -284,18 +284,42 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, opts: &Opts) -> i32 {
             return 1;
         }
     };
-    drop(unit);
+    // The expressions' thunks, in order (definitions are found through the scope).
+    let mut exprs = unit.steps.iter().filter_map(|st| match st {
+        Step::Expr { thunk, .. } => Some(thunk.clone()),
+        Step::Define(..) => None,
+    });
     let mut code = 0;
     let mut out = String::new();
-    for name in names.iter().flatten() {
-        let g = s.scope[name];
-        let group = match &s.m.globals[g as usize].state {
-            crate::eval::GState::Value(crate::value::Value::Closure(inst, _)) => Some(inst.group.clone()),
-            crate::eval::GState::Thunk(grp) => Some(grp.clone()),
-            _ => None,
+    for name in &names {
+        let (group, title, is_thunk) = match name {
+            Some(name) => {
+                let g = s.scope[name];
+                match &s.m.globals[g as usize].state {
+                    crate::eval::GState::Value(crate::value::Value::Closure(inst, _)) => {
+                        (inst.group.clone(), name.to_string(), false)
+                    }
+                    crate::eval::GState::Thunk(grp) => (grp.clone(), name.to_string(), true),
+                    _ => continue,
+                }
+            }
+            None => match exprs.next() {
+                Some(t) => (t, String::new(), true),
+                None => continue,
+            },
         };
-        let Some(group) = group else { continue };
-        out.push_str(&format!("(define {}\n  ", name));
+        if is_thunk {
+            // A constant or a top-level expression: show its body.
+            let body =
+                group.members.get().map(|ms| crate::show::block_to_string(&ms[0].body)).unwrap_or_default();
+            if title.is_empty() {
+                out.push_str(&format!("{}\n", body));
+            } else {
+                out.push_str(&format!("(define {}\n  {})\n", title, body.replace('\n', "\n  ")));
+            }
+            continue;
+        }
+        out.push_str(&format!("(define {}\n  ", title));
         crate::show::write_group_member(&mut out, &group, 0, 1);
         out.push_str(")\n");
         for (flag, kind) in [(forward, crate::anf::Kind::F), (reverse, crate::anf::Kind::R)] {
@@ -305,7 +329,7 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, opts: &Opts) -> i32 {
             let t = crate::ad::transform_group(&group, kind);
             match s.m.group_members(&t) {
                 Ok(_) => {
-                    out.push_str(&format!(";; {} transform of {}\n  ", kind.name(), name));
+                    out.push_str(&format!(";; {} transform of {}\n  ", kind.name(), title));
                     crate::show::write_group_member(&mut out, &t, 0, 1);
                     out.push('\n');
                 }

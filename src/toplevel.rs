@@ -343,7 +343,8 @@ impl Session {
 /// `(lambda () e)` for a top-level expression.
 fn thunk(body: Core, name: Option<Rc<str>>) -> CoreLambda {
     let span = body.span();
-    CoreLambda { param: Pat::Const(ConstVal(DatumKindValue::Nil), span), body, span, name }
+    // The parameter (always `'()`) is ignored, so the thunk's code is just the expression's.
+    CoreLambda { param: Pat::Var(" unit".into(), span), body, span, name }
 }
 
 fn parse_define(d: &Datum, list: &[Datum]) -> Result<Item> {
