@@ -6,7 +6,7 @@ use crate::anf::{Atom, GlobalScope, Group, Normalizer};
 use crate::datum::{Datum, DatumKind};
 use crate::error::{Error, ErrorKind, Result};
 use crate::eval::{GState, Machine};
-use crate::expand::{self, ConstVal, Core, CoreLambda, DatumKindValue, Pat};
+use crate::expand::{self, Core, CoreLambda, Pat};
 use crate::source::{SourceMap, Span};
 use crate::value::{Inst, Value};
 use rustc_hash::FxHashMap;
