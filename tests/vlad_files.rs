@@ -1,6 +1,7 @@
 //! Runs every `tests/vlad/*.vlad` file through the checker behind `vlad test`
 //! (`EXPR ===> EXPECTED` annotations), with `tests/vlad_include` on the include
-//! search path as `-I` would put it, and fails listing every failing annotation.
+//! search path as `-I` would put it and a fixed standard input for `read-real`,
+//! and fails listing every failing annotation.
 
 use std::path::{Path, PathBuf};
 use vlad::check::{check_file, expand_paths, Report};
@@ -10,6 +11,9 @@ fn tests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
 }
 
+/// What `read-real` reads in every file (see tests/vlad/read_real.vlad).
+const INPUT: &str = "2.5\n-7\n\n100000000000000000000\n";
+
 /// Checks one file in a fresh session; `write` output is discarded.
 fn check(path: &Path) -> Report {
     let include = tests_dir().join("vlad_include");
@@ -17,6 +21,7 @@ fn check(path: &Path) -> Report {
         let mut s = Session::new();
         s.include_dirs = vec![include.clone()];
         s.m.out = Box::new(std::io::sink());
+        s.m.input = Box::new(std::io::Cursor::new(INPUT));
         s
     };
     let mut report = Report::default();
