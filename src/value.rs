@@ -63,14 +63,46 @@ pub struct Pair {
 }
 
 impl Drop for Pair {
-    // Long lists would otherwise be dropped recursively, one Rust frame per cell.
+    // Deep lists (in either direction) would otherwise be dropped recursively,
+    // one native frame per cell.
     fn drop(&mut self) {
-        let mut next = std::mem::replace(&mut self.cdr, Value::Nil);
-        while let Value::Pair(rc) = next {
-            match Rc::try_unwrap(rc) {
-                Ok(mut p) => next = std::mem::replace(&mut p.cdr, Value::Nil),
-                Err(_) => break,
-            }
+        defer_drop(std::mem::replace(&mut self.car, Value::Nil));
+        defer_drop(std::mem::replace(&mut self.cdr, Value::Nil));
+    }
+}
+
+thread_local! {
+    static DROPPING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static PENDING: std::cell::RefCell<Vec<Value>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Drops a value without recursing more than a frame or two: aggregates owned
+/// only here are queued and dropped by the outermost call.
+fn defer_drop(v: Value) {
+    let heavy = match &v {
+        Value::Pair(p) => Rc::strong_count(p) == 1,
+        Value::Closure(i, _) => Rc::strong_count(i) == 1 && !i.env.is_empty(),
+        _ => false,
+    };
+    if !heavy {
+        return;
+    }
+    if DROPPING.with(|d| d.get()) {
+        PENDING.with(|p| p.borrow_mut().push(v));
+        return;
+    }
+    DROPPING.with(|d| d.set(true));
+    drop(v);
+    while let Some(x) = PENDING.with(|p| p.borrow_mut().pop()) {
+        drop(x);
+    }
+    DROPPING.with(|d| d.set(false));
+}
+
+impl Drop for Inst {
+    fn drop(&mut self) {
+        for v in std::mem::take(&mut self.env).into_vec() {
+            defer_drop(v);
         }
     }
 }
