@@ -14,8 +14,11 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 /// The prelude files, embedded so the binary runs from anywhere.
-pub const PRELUDE: &[(&str, &str)] =
-    &[("base.vlad", include_str!("../prelude/base.vlad")), ("ad.vlad", include_str!("../prelude/ad.vlad"))];
+pub const PRELUDE: &[(&str, &str)] = &[
+    ("base.vlad", include_str!("../prelude/base.vlad")),
+    ("ad.vlad", include_str!("../prelude/ad.vlad")),
+    ("optimize.vlad", include_str!("../prelude/optimize.vlad")),
+];
 
 /// Prelude files loaded at start-up, in order.
 const PRELUDE_LOAD: &[&str] = &["base.vlad", "ad.vlad"];
