@@ -232,6 +232,28 @@ impl Session {
     /// Compiles items: allocates globals, checks duplicates and scopes, and
     /// converts every definition and expression. Nothing runs.
     pub fn compile(&mut self, items: Vec<Item>) -> Result<Unit> {
+        // A library file included from the prelude directory behaves like the
+        // prelude: the program's own definition of a name replaces the library's.
+        let from_prelude =
+            |sm: &SourceMap, sp: Span| sm.file(sp.file).is_some_and(|f| f.name.starts_with("prelude/"));
+        let user_names: rustc_hash::FxHashSet<Rc<str>> = items
+            .iter()
+            .filter_map(|it| match it {
+                Item::Define { name, name_span, .. } if !from_prelude(&self.sources, *name_span) => {
+                    Some(name.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let items: Vec<Item> = items
+            .into_iter()
+            .filter(|it| match it {
+                Item::Define { name, name_span, .. } => {
+                    !(from_prelude(&self.sources, *name_span) && user_names.contains(name))
+                }
+                _ => true,
+            })
+            .collect();
         let mut defined: FxHashMap<Rc<str>, (u32, Span)> = FxHashMap::default();
         let mut full: FxHashMap<Rc<str>, u32> = FxHashMap::default();
         for it in &items {
