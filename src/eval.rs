@@ -600,7 +600,7 @@ impl Machine {
                         return Err(Error::runtime(
                             None,
                             format!(
-                                "internal error: expected a closure with {} captured values, got {}",
+                                "sensitivity does not conform: expected the sensitivity of a procedure with {} captured values, got {}",
                                 xs.len(),
                                 crate::print::to_string(other)
                             ),
@@ -694,7 +694,7 @@ impl Machine {
                         return Err(Error::runtime(
                             None,
                             format!(
-                                "internal error: expected an environment sensitivity of {} values, got {}",
+                                "sensitivity does not conform: expected the sensitivity of a procedure with {} captured values (a value shaped like the procedure), got {}",
                                 slots.len(),
                                 crate::print::to_string(other)
                             ),
