@@ -49,6 +49,9 @@ pub enum Cmd {
         /// Also print the forward (`bundle`) transform of each top-level procedure
         #[arg(long)]
         forward: bool,
+        /// Also print the inverse of each reversible procedure (`define-reversible`)
+        #[arg(long)]
+        inverse: bool,
         #[command(flatten)]
         opts: Opts,
     },
@@ -163,7 +166,9 @@ fn dispatch(cli: Cli) -> i32 {
     match cli.cmd {
         Some(Cmd::Run { file, opts }) => run_file(&file, &opts),
         Some(Cmd::Test { files, opts }) => test_files(&files, &opts),
-        Some(Cmd::Anf { file, reverse, forward, opts }) => anf_file(&file, reverse, forward, &opts),
+        Some(Cmd::Anf { file, reverse, forward, inverse, opts }) => {
+            anf_file(&file, reverse, forward, inverse, &opts)
+        }
         Some(Cmd::Repl { opts }) => crate::repl::run(&opts),
         None => match cli.file {
             Some(f) => run_file(&f, &cli.opts),
@@ -261,7 +266,7 @@ fn test_files(files: &[PathBuf], opts: &Opts) -> i32 {
     }
 }
 
-fn anf_file(file: &Path, reverse: bool, forward: bool, opts: &Opts) -> i32 {
+fn anf_file(file: &Path, reverse: bool, forward: bool, inverse: bool, opts: &Opts) -> i32 {
     let mut s = new_session(opts);
     let items = match s.read_file(file) {
         Ok(i) => i,
@@ -273,7 +278,7 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, opts: &Opts) -> i32 {
     let names: Vec<Option<std::rc::Rc<str>>> = items
         .iter()
         .map(|it| match it {
-            Item::Define { name, .. } => Some(name.clone()),
+            Item::Define { name, .. } | Item::DefineReversible { name, .. } => Some(name.clone()),
             Item::Expr { .. } => None,
         })
         .collect();
@@ -295,6 +300,16 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, opts: &Opts) -> i32 {
         let (group, title, is_thunk) = match name {
             Some(name) => {
                 let g = s.scope[name];
+                if let crate::eval::GState::Value(crate::value::Value::Rev(r)) =
+                    &s.m.globals[g as usize].state
+                {
+                    out.push_str(&crate::rev::proc_text(r));
+                    if inverse {
+                        out.push_str(&format!(";; inverse of {} (what `uncall {}` runs)\n", name, name));
+                        out.push_str(&crate::rev::inverse_text(r));
+                    }
+                    continue;
+                }
                 match &s.m.globals[g as usize].state {
                     crate::eval::GState::Value(crate::value::Value::Closure(inst, _)) => {
                         (inst.group.clone(), name.to_string(), false)

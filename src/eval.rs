@@ -173,6 +173,7 @@ impl Machine {
                         Some(crate::datum::DatumKind::Int(i)) => Ok(Value::Int(*i)),
                         Some(crate::datum::DatumKind::Big(b)) => Ok(Value::Big(b.clone())),
                         Some(crate::datum::DatumKind::Real(r)) => Ok(Value::Real(*r)),
+                        Some(crate::datum::DatumKind::Rat(q)) => Ok(Value::Rat(q.clone())),
                         _ => Err(Error::runtime(None, format!("read-real: not a number: {}", t))),
                     };
                 }

@@ -42,6 +42,12 @@ pub fn write_value(out: &mut String, v: &Value) {
             let _ = write!(out, "{}", b);
         }
         Value::Real(r) => out.push_str(&format_real(*r)),
+        Value::Rat(q) => {
+            let _ = write!(out, "{}/{}", q.numer(), q.denom());
+        }
+        Value::Rev(r) => {
+            let _ = write!(out, "#<reversible {}>", r.display_name());
+        }
         Value::Pair(_) => {
             out.push('(');
             let mut cur = v.clone();

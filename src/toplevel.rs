@@ -25,8 +25,23 @@ const PRELUDE_LOAD: &[&str] = &["base.vlad", "ad.vlad"];
 
 /// One top-level item.
 pub enum Item {
-    Define { name: Rc<str>, name_span: Span, value: Datum, lambda: bool, span: Span },
-    Expr { datum: Datum, expected: Option<Datum> },
+    Define {
+        name: Rc<str>,
+        name_span: Span,
+        value: Datum,
+        lambda: bool,
+        span: Span,
+    },
+    /// `(define-reversible (name var ...) stmt ...)` (REVERSIBLE.md), already parsed.
+    DefineReversible {
+        name: Rc<str>,
+        name_span: Span,
+        def: Box<crate::rev::syntax::ProcDef>,
+    },
+    Expr {
+        datum: Datum,
+        expected: Option<Datum>,
+    },
 }
 
 /// A session: the machine, the sources, and the names defined so far.
@@ -170,6 +185,19 @@ impl Session {
                         items.push(parse_define(&d, list)?);
                         continue;
                     }
+                    Some("define-reversible") => {
+                        if expected.is_some() {
+                            return Err(Error::syntax(d.span, "a definition has no value to check"));
+                        }
+                        let def = crate::rev::syntax::parse_define(&d)?;
+                        check_name(&list[1].as_list().unwrap()[0], &def.name)?;
+                        items.push(Item::DefineReversible {
+                            name: def.name.clone(),
+                            name_span: def.name_span,
+                            def: Box::new(def),
+                        });
+                        continue;
+                    }
                     _ => {}
                 }
             }
@@ -257,7 +285,8 @@ impl Session {
         let mut defined: FxHashMap<Rc<str>, (u32, Span)> = FxHashMap::default();
         let mut full: FxHashMap<Rc<str>, u32> = FxHashMap::default();
         for it in &items {
-            if let Item::Define { name, name_span, .. } = it {
+            if let Item::Define { name, name_span, .. } | Item::DefineReversible { name, name_span, .. } = it
+            {
                 if let Some((_, prev)) = defined.get(name) {
                     return Err(Error::syntax(
                         *name_span,
@@ -300,6 +329,15 @@ impl Session {
                     })();
                     if let Err(e) = r {
                         errors.push(e);
+                    }
+                }
+                Item::DefineReversible { name, def, .. } => {
+                    let g = defined[&name].0;
+                    visible.insert(name.clone(), g);
+                    let scope = Scope { base: &self.scope, local: &full };
+                    match crate::rev::define(*def, &scope) {
+                        Ok(v) => self.m.globals[g as usize].state = GState::Value(v),
+                        Err(e) => errors.push(e),
                     }
                 }
                 Item::Expr { datum, expected } => {

@@ -16,6 +16,8 @@ pub enum Value {
     /// An exact integer that does not (always normalised: never fits in `i64`).
     Big(Rc<BigInt>),
     Real(f64),
+    /// An exact rational that is not an integer (always normalised: denominator > 1).
+    Rat(Rc<num_rational::BigRational>),
     Pair(Rc<Pair>),
     Prim(PrimId),
     /// Member `.1` of a closure group instance (a plain lambda is a group of one).
@@ -28,6 +30,8 @@ pub enum Value {
     /// applied yet (AD.md: `zero`, `*j`, `*j-inverse`, `sensitize`... are lazy, so a
     /// sensitivity that is passed along or never touched costs nothing).
     Lazy(Rc<Lazy>),
+    /// A reversible procedure (REVERSIBLE.md), run with `call` / `uncall`.
+    Rev(Rc<crate::rev::RevProc>),
 }
 
 /// `ops` applied (innermost first; `true` = tag, `false` = untag) to `base`, or to
@@ -152,12 +156,12 @@ impl Value {
     }
 
     pub fn is_number(&self) -> bool {
-        matches!(self, Value::Int(_) | Value::Big(_) | Value::Real(_))
+        matches!(self, Value::Int(_) | Value::Big(_) | Value::Real(_) | Value::Rat(_))
     }
 
     pub fn is_procedure(&self) -> bool {
         match self {
-            Value::Prim(_) | Value::Closure(..) => true,
+            Value::Prim(_) | Value::Closure(..) | Value::Rev(_) => true,
             Value::Lazy(z) => z.base.is_procedure(),
             _ => false,
         }
@@ -178,6 +182,7 @@ impl Value {
             Value::Int(i) => Some(*i as f64),
             Value::Big(b) => Some(num_traits::ToPrimitive::to_f64(&**b).unwrap_or(f64::NAN)),
             Value::Real(r) => Some(*r),
+            Value::Rat(q) => Some(crate::num::rat_f64(q)),
             _ => None,
         }
     }
@@ -189,6 +194,8 @@ impl Value {
             Value::Bool(_) => "a boolean",
             Value::Int(_) | Value::Big(_) => "an exact integer",
             Value::Real(_) => "a real",
+            Value::Rat(_) => "an exact rational",
+            Value::Rev(_) => "a reversible procedure",
             Value::Pair(_) => "a pair",
             Value::Prim(_) | Value::Closure(..) => "a procedure",
             Value::Tagged(Tag::Perturbation, _) => "a perturbation",
@@ -208,6 +215,8 @@ impl Value {
             Value::Bundle(b) => Some(Rc::as_ptr(b) as usize),
             Value::Big(b) => Some(Rc::as_ptr(b) as usize),
             Value::Lazy(z) => Some(Rc::as_ptr(z) as usize),
+            Value::Rat(q) => Some(Rc::as_ptr(q) as usize),
+            Value::Rev(r) => Some(Rc::as_ptr(r) as usize),
             _ => None,
         }
     }
