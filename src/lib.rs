@@ -22,3 +22,4 @@ pub mod show;
 pub mod source;
 pub mod toplevel;
 pub mod value;
+pub mod vec;

@@ -281,9 +281,16 @@ fn table() -> Vec<PrimDef> {
 
 static TABLE: OnceLock<Vec<PrimDef>> = OnceLock::new();
 
+/// The core primitives followed by the vector primitives (`vec::prims`).
+fn full_table() -> Vec<PrimDef> {
+    let mut t = table();
+    t.extend(crate::vec::prims::table());
+    t
+}
+
 /// All primitives; a [`PrimId`] indexes this slice.
 pub fn prims() -> &'static [PrimDef] {
-    TABLE.get_or_init(table)
+    TABLE.get_or_init(full_table)
 }
 
 pub fn prim(id: PrimId) -> &'static PrimDef {

@@ -42,6 +42,7 @@ pub fn write_value(out: &mut String, v: &Value) {
             let _ = write!(out, "{}", b);
         }
         Value::Real(r) => out.push_str(&format_real(*r)),
+        Value::Vector(x) => crate::vec::write(out, x),
         Value::Pair(_) => {
             out.push('(');
             let mut cur = v.clone();

@@ -24,6 +24,8 @@ pub enum Value {
     Tagged(Tag, Rc<Value>),
     /// A forward-mode bundle of a primal and a (perturbation-tagged) tangent.
     Bundle(Rc<(Value, Value)>),
+    /// A packed vector of doubles or a row-major matrix (`vec`): a leaf, like a real.
+    Vector(Rc<crate::vec::RealVec>),
     /// A pair or closure seen through `zero` and tag operations that have not been
     /// applied yet (AD.md: `zero`, `*j`, `*j-inverse`, `sensitize`... are lazy, so a
     /// sensitivity that is passed along or never touched costs nothing).
@@ -157,6 +159,8 @@ impl Value {
             Value::Bool(_) => "a boolean",
             Value::Int(_) | Value::Big(_) => "an exact integer",
             Value::Real(_) => "a real",
+            Value::Vector(v) if v.is_matrix() => "a matrix",
+            Value::Vector(_) => "a vector",
             Value::Pair(_) => "a pair",
             Value::Prim(_) | Value::Closure(..) => "a procedure",
             Value::Tagged(Tag::Perturbation, _) => "a perturbation",
@@ -176,6 +180,7 @@ impl Value {
             Value::Bundle(b) => Some(Rc::as_ptr(b) as usize),
             Value::Big(b) => Some(Rc::as_ptr(b) as usize),
             Value::Lazy(z) => Some(Rc::as_ptr(z) as usize),
+            Value::Vector(v) => Some(Rc::as_ptr(v) as usize),
             _ => None,
         }
     }
