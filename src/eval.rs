@@ -337,7 +337,7 @@ impl Machine {
             v = crate::ad::ops::hnf(self, &v)?;
         }
         let mut args: SmallVec<[Value; 4]> = SmallVec::new();
-        prims::spread(p, v, &mut args)?;
+        prims::spread(self, p, v, &mut args)?;
         if !def.lazy {
             for b in args.iter_mut() {
                 if let Value::Lazy(_) = b {

@@ -82,16 +82,18 @@ fn list_numbers(name: &str, l: &Value, out: &mut Vec<f64>) -> Result<usize> {
 }
 
 /// `(vector-of list)`: a vector from a list of numbers, or a matrix from a list of rows.
-fn vector_of(_: &mut Machine, a: &[Value]) -> Result<Value> {
+fn vector_of(m: &mut Machine, a: &[Value]) -> Result<Value> {
     const NAME: &str = "vector-of";
+    // A sensitivity list may have lazy zeros inside.
+    let l = crate::ad::ops::force(m, &a[0])?;
     let mut xs = Vec::new();
-    let first_is_row = matches!(&a[0], Value::Pair(p) if matches!(p.car, Value::Pair(_)));
+    let first_is_row = matches!(&l, Value::Pair(p) if matches!(p.car, Value::Pair(_)));
     if !first_is_row {
-        list_numbers(NAME, &a[0], &mut xs)?;
+        list_numbers(NAME, &l, &mut xs)?;
         return Ok(Value::Vector(Rc::new(RealVec::from_vec(xs, Shape::Vector))));
     }
     let (mut rows, mut cols) = (0, None);
-    let mut cur = &a[0];
+    let mut cur = &l;
     while let Value::Pair(p) = cur {
         let n = list_numbers(NAME, &p.car, &mut xs)?;
         if *cols.get_or_insert(n) != n {
