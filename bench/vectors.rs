@@ -124,7 +124,9 @@ fn cpu_vs_native(c: &mut Criterion) {
             bn.iter(|| black_box(native::exp_alloc(black_box(&a))))
         });
         let (mut s, t) = setup(Backend::Cpu, &d, "(vec-exp a)");
-        g.bench_function(BenchmarkId::new("exp", "vlad vec-exp"), |bn| bn.iter(|| black_box(run(&mut s, &t))));
+        g.bench_function(BenchmarkId::new("exp", "vlad vec-exp"), |bn| {
+            bn.iter(|| black_box(run(&mut s, &t)))
+        });
 
         g.bench_function(BenchmarkId::new("sum", "native naive"), |bn| {
             bn.iter(|| black_box(native::sum_naive(black_box(&a))))
@@ -133,7 +135,9 @@ fn cpu_vs_native(c: &mut Criterion) {
             bn.iter(|| black_box(native::sum_unrolled(black_box(&a))))
         });
         let (mut s, t) = setup(Backend::Cpu, &d, "(vec-sum a)");
-        g.bench_function(BenchmarkId::new("sum", "vlad vec-sum"), |bn| bn.iter(|| black_box(run(&mut s, &t))));
+        g.bench_function(BenchmarkId::new("sum", "vlad vec-sum"), |bn| {
+            bn.iter(|| black_box(run(&mut s, &t)))
+        });
 
         g.bench_function(BenchmarkId::new("dot", "native naive"), |bn| {
             bn.iter(|| black_box(native::dot_naive(black_box(&a), black_box(&b))))
@@ -142,7 +146,9 @@ fn cpu_vs_native(c: &mut Criterion) {
             bn.iter(|| black_box(native::dot_unrolled(black_box(&a), black_box(&b))))
         });
         let (mut s, t) = setup(Backend::Cpu, &d, "(vec-dot a b)");
-        g.bench_function(BenchmarkId::new("dot", "vlad vec-dot"), |bn| bn.iter(|| black_box(run(&mut s, &t))));
+        g.bench_function(BenchmarkId::new("dot", "vlad vec-dot"), |bn| {
+            bn.iter(|| black_box(run(&mut s, &t)))
+        });
         g.finish();
     }
 }

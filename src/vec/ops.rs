@@ -90,6 +90,9 @@ enum Place {
 }
 
 fn place(be: Backend, len: usize, inputs: &[&RealVec]) -> Place {
+    if len == 0 {
+        return Place::Cpu;
+    }
     match be {
         Backend::Cpu => Place::Cpu,
         Backend::Cuda => cuda::gpu().map(Place::Gpu).unwrap_or(Place::Cpu),
