@@ -123,6 +123,16 @@ fn cpu_vs_native(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("exp", "native allocating"), |bn| {
             bn.iter(|| black_box(native::exp_alloc(black_box(&a))))
         });
+        g.bench_function(BenchmarkId::new("exp", "native into buffer"), |bn| {
+            bn.iter(|| {
+                for (o, x) in out.iter_mut().zip(black_box(&a)) {
+                    *o = x.exp();
+                }
+            })
+        });
+        g.bench_function(BenchmarkId::new("exp", "vlad cpu loop into buffer"), |bn| {
+            bn.iter(|| vlad::vec::cpu::unary(vlad::vec::ops::Un::Exp, black_box(&a), &mut out))
+        });
         let (mut s, t) = setup(Backend::Cpu, &d, "(vec-exp a)");
         g.bench_function(BenchmarkId::new("exp", "vlad vec-exp"), |bn| {
             bn.iter(|| black_box(run(&mut s, &t)))
@@ -133,6 +143,9 @@ fn cpu_vs_native(c: &mut Criterion) {
         });
         g.bench_function(BenchmarkId::new("sum", "native unrolled"), |bn| {
             bn.iter(|| black_box(native::sum_unrolled(black_box(&a))))
+        });
+        g.bench_function(BenchmarkId::new("sum", "vlad cpu loop"), |bn| {
+            bn.iter(|| black_box(vlad::vec::cpu::sum(black_box(&a))))
         });
         let (mut s, t) = setup(Backend::Cpu, &d, "(vec-sum a)");
         g.bench_function(BenchmarkId::new("sum", "vlad vec-sum"), |bn| {
