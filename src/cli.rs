@@ -148,15 +148,24 @@ fn apply_limits(s: &mut Session, opts: &Opts) {
     }
 }
 
+/// Checks `--backend` and makes it the default for new machines. `cuda` without a
+/// usable GPU is an error; `auto` silently uses the CPU then.
 pub(crate) fn check_backend(opts: &Opts) -> Result<(), i32> {
-    match opts.backend.as_str() {
-        "auto" | "cpu" => Ok(()),
-        "cuda" => {
-            eprintln!("error: --backend cuda: this build has no CUDA support yet");
+    use crate::vec::Backend;
+    match Backend::parse(&opts.backend) {
+        Some(Backend::Cuda) if !crate::vec::cuda_available() => {
+            eprintln!(
+                "error: --backend cuda: no usable CUDA device: {}",
+                crate::vec::cuda_unavailable_reason()
+            );
             Err(2)
         }
-        other => {
-            eprintln!("error: --backend must be auto, cpu or cuda, not `{}`", other);
+        Some(b) => {
+            crate::vec::set_default_backend(b);
+            Ok(())
+        }
+        None => {
+            eprintln!("error: --backend must be auto, cpu or cuda, not `{}`", opts.backend);
             Err(2)
         }
     }

@@ -120,6 +120,8 @@ pub struct Machine {
     /// Compiled forward/reverse versions of primitives, by (primitive, kind).
     pub prim_rules: FxHashMap<(PrimId, u8), Value>,
     pub out: Box<dyn Write>,
+    /// Where vector primitives run (`--backend`).
+    pub backend: crate::vec::Backend,
     pub input: Box<dyn std::io::BufRead>,
 }
 
@@ -144,6 +146,7 @@ impl Machine {
             meter_derivative: None,
             prim_rules: FxHashMap::default(),
             out: Box::new(std::io::stdout()),
+            backend: crate::vec::default_backend(),
             input: Box::new(std::io::BufReader::new(std::io::stdin())),
         }
     }
@@ -335,7 +338,7 @@ impl Machine {
             v = crate::ad::ops::hnf(self, &v)?;
         }
         let mut args: SmallVec<[Value; 4]> = SmallVec::new();
-        prims::spread(p, v, &mut args)?;
+        prims::spread(self, p, v, &mut args)?;
         if !def.lazy {
             for b in args.iter_mut() {
                 if let Value::Lazy(_) = b {

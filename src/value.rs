@@ -26,6 +26,8 @@ pub enum Value {
     Tagged(Tag, Rc<Value>),
     /// A forward-mode bundle of a primal and a (perturbation-tagged) tangent.
     Bundle(Rc<(Value, Value)>),
+    /// A packed vector of doubles or a row-major matrix (`vec`): a leaf, like a real.
+    Vector(Rc<crate::vec::RealVec>),
     /// A pair or closure seen through `zero` and tag operations that have not been
     /// applied yet (AD.md: `zero`, `*j`, `*j-inverse`, `sensitize`... are lazy, so a
     /// sensitivity that is passed along or never touched costs nothing).
@@ -196,6 +198,8 @@ impl Value {
             Value::Real(_) => "a real",
             Value::Rat(_) => "an exact rational",
             Value::Rev(_) => "a reversible procedure",
+            Value::Vector(v) if v.is_matrix() => "a matrix",
+            Value::Vector(_) => "a vector",
             Value::Pair(_) => "a pair",
             Value::Prim(_) | Value::Closure(..) => "a procedure",
             Value::Tagged(Tag::Perturbation, _) => "a perturbation",
@@ -217,6 +221,7 @@ impl Value {
             Value::Lazy(z) => Some(Rc::as_ptr(z) as usize),
             Value::Rat(q) => Some(Rc::as_ptr(q) as usize),
             Value::Rev(r) => Some(Rc::as_ptr(r) as usize),
+            Value::Vector(v) => Some(Rc::as_ptr(v) as usize),
             _ => None,
         }
     }

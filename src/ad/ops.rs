@@ -83,6 +83,7 @@ pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
         Ok(match v {
             Value::Nil | Value::Bool(_) => v.clone(),
             Value::Int(_) | Value::Big(_) | Value::Real(_) | Value::Rat(_) => num::zero_like(v),
+            Value::Vector(x) => Value::Vector(Rc::new(x.zero_like())),
             Value::Pair(p) => Value::cons(zero(m, &p.car)?, zero(m, &p.cdr)?),
             // Like primitives, reversible procedures have `()` as their zero.
             Value::Prim(_) | Value::Rev(_) => Value::Nil,
@@ -222,6 +223,7 @@ fn shared(v: &Value) -> bool {
         Value::Pair(p) => Rc::strong_count(p) > 1,
         Value::Closure(i, _) => Rc::strong_count(i) > 1,
         Value::Lazy(z) => Rc::strong_count(z) > 1,
+        Value::Vector(x) => Rc::strong_count(x) > 1,
         _ => false,
     }
 }
@@ -250,6 +252,7 @@ fn plus_rec(m: &mut Machine, a: &Value, b: &Value, memo: &mut PlusMemo) -> Resul
                 Some(r) => r.map_err(err)?,
                 None => unreachable!(),
             },
+            (Value::Vector(x), Value::Vector(y)) => crate::vec::prims::plus(m, x, y)?,
             (Value::Pair(p), Value::Pair(q)) => {
                 Value::cons(plus_rec(m, &p.car, &q.car, memo)?, plus_rec(m, &p.cdr, &q.cdr, memo)?)
             }
