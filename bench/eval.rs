@@ -1,1 +1,75 @@
-fn main() {}
+//! Criterion benchmarks of the evaluator core. Each benchmark defines its
+//! procedures once, compiles the call expression once, and times only running it.
+//! `cargo bench` measures; `cargo bench -- --test` runs each once as a smoke test.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::hint::black_box;
+use std::rc::Rc;
+use vlad::anf::Group;
+use vlad::toplevel::Session;
+use vlad::value::Value;
+
+/// A session with `defs` loaded and `call` compiled to a thunk.
+fn setup(defs: &str, call: &str) -> (Session, Rc<Group>) {
+    let mut s = Session::new();
+    if let Err(e) = s.run_text("bench.vlad", defs) {
+        panic!("{}", e.render(&s.sources));
+    }
+    let thunk = s.compile_expr(call, "bench-call").unwrap_or_else(|e| panic!("{}", e.render(&s.sources)));
+    (s, thunk)
+}
+
+fn run(s: &mut Session, thunk: &Rc<Group>) -> Value {
+    match s.run_thunk(thunk) {
+        Ok(v) => v,
+        Err(e) => panic!("{}", e.render(&s.sources)),
+    }
+}
+
+fn shown(v: &Value) -> String {
+    vlad::print::to_string(v)
+}
+
+fn fib(c: &mut Criterion) {
+    let (mut s, t) = setup("(define (fib n) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))", "(fib 25)");
+    // F(25) = 75025
+    assert_eq!(shown(&run(&mut s, &t)), "75025");
+    c.bench_function("fib 25", |b| b.iter(|| black_box(run(&mut s, &t))));
+}
+
+fn tail_loop(c: &mut Criterion) {
+    let (mut s, t) =
+        setup("(define (count n acc) (if (= n 0) acc (count (- n 1) (+ acc 1))))", "(count 1000000 0)");
+    assert_eq!(shown(&run(&mut s, &t)), "1000000");
+    c.bench_function("tail loop 10^6", |b| b.iter(|| black_box(run(&mut s, &t))));
+}
+
+fn closures(c: &mut Criterion) {
+    // Each iteration makes a closure capturing n and calls it: sum of 1..n = n(n+1)/2.
+    let (mut s, t) = setup(
+        "(define (closures n acc)
+           (if (= n 0) acc (let ((f (lambda (x) (+ x n)))) (closures (- n 1) (+ acc (f 0))))))",
+        "(closures 100000 0)",
+    );
+    assert_eq!(shown(&run(&mut s, &t)), "5000050000");
+    c.bench_function("closure creation 10^5", |b| b.iter(|| black_box(run(&mut s, &t))));
+}
+
+fn big_integers(c: &mut Criterion) {
+    let (mut s, t) =
+        setup("(define (fact n acc) (if (= n 0) acc (fact (- n 1) (* acc n))))", "(fact 1000 1)");
+    // 1000! has 2568 decimal digits and ends in 249 zeros
+    let text = shown(&run(&mut s, &t));
+    assert_eq!(text.len(), 2568);
+    assert!(text.ends_with(&"0".repeat(249)) && !text.ends_with(&"0".repeat(250)));
+    c.bench_function("big integers: 1000!", |b| b.iter(|| black_box(run(&mut s, &t))));
+
+    let (mut s, t) =
+        setup("(define (fibl n a b) (if (= n 0) a (fibl (- n 1) b (+ a b))))", "(fibl 10000 0 1)");
+    // F(10000) has 2090 decimal digits
+    assert_eq!(shown(&run(&mut s, &t)).len(), 2090);
+    c.bench_function("big integers: fib 10000 by addition", |b| b.iter(|| black_box(run(&mut s, &t))));
+}
+
+criterion_group!(benches, fib, tail_loop, closures, big_integers);
+criterion_main!(benches);

@@ -158,6 +158,10 @@ pub struct Group {
     pub code: OnceCell<Rc<GroupCode>>,
     /// Set while the members are being computed (to catch cycles).
     pub computing: Cell<bool>,
+    /// Set on lambdas nested in AD-generated code (backpropagators, the bodies of
+    /// primitives' derivative rules), so that metering can tell derivative work
+    /// from primal work.
+    pub in_derivative: Cell<bool>,
 }
 
 impl Group {
@@ -181,6 +185,7 @@ impl Group {
             transforms: RefCell::new([None, None, None, None]),
             code: OnceCell::new(),
             computing: Cell::new(false),
+            in_derivative: Cell::new(false),
         })
     }
 
@@ -196,6 +201,7 @@ impl Group {
             transforms: RefCell::new([None, None, None, None]),
             code: OnceCell::new(),
             computing: Cell::new(false),
+            in_derivative: Cell::new(false),
         })
     }
 
@@ -216,6 +222,40 @@ impl Group {
                 let mut t = vec![*k];
                 t.extend(g.tags());
                 t
+            }
+        }
+    }
+
+    /// True for AD-generated code: a transformed group, a primitive's rule, or a
+    /// lambda nested in one of these.
+    pub fn is_derivative_code(&self) -> bool {
+        !matches!(self.origin, Origin::Source) || self.in_derivative.get()
+    }
+
+    /// Marks the lambdas nested in this group's members as AD-generated code.
+    pub fn mark_nested_derivative(&self) {
+        fn block(b: &Block) {
+            for bind in &b.binds {
+                match bind {
+                    Bind::Let(_, e) => expr(e),
+                    Bind::Letrec(_, g) => g.in_derivative.set(true),
+                    _ => {}
+                }
+            }
+        }
+        fn expr(e: &Expr) {
+            match e {
+                Expr::Lambda(g) => g.in_derivative.set(true),
+                Expr::If(_, t, f) => {
+                    block(t);
+                    block(f);
+                }
+                _ => {}
+            }
+        }
+        if let Some(ms) = self.members.get() {
+            for m in ms {
+                block(&m.body);
             }
         }
     }
@@ -515,3 +555,6 @@ impl<'a> Normalizer<'a> {
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -102,7 +102,20 @@ pub fn run_on_big_stack<F: FnOnce() -> i32 + Send + 'static>(f: F) -> i32 {
         let s2 = slot.clone();
         match std::thread::Builder::new().name("vlad".into()).stack_size(size).spawn(move || {
             let g = s2.lock().unwrap().take().unwrap();
-            let _ = tx.send(g());
+            // A panic is a bug in vlad, never the user's fault: report it plainly.
+            let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(g)) {
+                Ok(c) => c,
+                Err(p) => {
+                    let msg = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    eprintln!("internal error (a bug in vlad, please report it): {}", msg);
+                    70
+                }
+            };
+            let _ = tx.send(code);
         }) {
             Ok(h) => {
                 let _ = h.join();
@@ -135,15 +148,24 @@ fn apply_limits(s: &mut Session, opts: &Opts) {
     }
 }
 
-fn check_backend(opts: &Opts) -> Result<(), i32> {
-    match opts.backend.as_str() {
-        "auto" | "cpu" => Ok(()),
-        "cuda" => {
-            eprintln!("error: --backend cuda: this build has no CUDA support yet");
+/// Checks `--backend` and makes it the default for new machines. `cuda` without a
+/// usable GPU is an error; `auto` silently uses the CPU then.
+pub(crate) fn check_backend(opts: &Opts) -> Result<(), i32> {
+    use crate::vec::Backend;
+    match Backend::parse(&opts.backend) {
+        Some(Backend::Cuda) if !crate::vec::cuda_available() => {
+            eprintln!(
+                "error: --backend cuda: no usable CUDA device: {}",
+                crate::vec::cuda_unavailable_reason()
+            );
             Err(2)
         }
-        other => {
-            eprintln!("error: --backend must be auto, cpu or cuda, not `{}`", other);
+        Some(b) => {
+            crate::vec::set_default_backend(b);
+            Ok(())
+        }
+        None => {
+            eprintln!("error: --backend must be auto, cpu or cuda, not `{}`", opts.backend);
             Err(2)
         }
     }
@@ -276,26 +298,52 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, inverse: bool, opts: &Opt
             return 1;
         }
     };
-    drop(unit);
+    // The expressions' thunks, in order (definitions are found through the scope).
+    let mut exprs = unit.steps.iter().filter_map(|st| match st {
+        Step::Expr { thunk, .. } => Some(thunk.clone()),
+        Step::Define(..) => None,
+    });
     let mut code = 0;
     let mut out = String::new();
-    for name in names.iter().flatten() {
-        let g = s.scope[name];
-        if let crate::eval::GState::Value(crate::value::Value::Rev(r)) = &s.m.globals[g as usize].state {
-            out.push_str(&crate::rev::proc_text(r));
-            if inverse {
-                out.push_str(&format!(";; inverse of {} (what `uncall {}` runs)\n", name, name));
-                out.push_str(&crate::rev::inverse_text(r));
+    for name in &names {
+        let (group, title, is_thunk) = match name {
+            Some(name) => {
+                let g = s.scope[name];
+                if let crate::eval::GState::Value(crate::value::Value::Rev(r)) =
+                    &s.m.globals[g as usize].state
+                {
+                    out.push_str(&crate::rev::proc_text(r));
+                    if inverse {
+                        out.push_str(&format!(";; inverse of {} (what `uncall {}` runs)\n", name, name));
+                        out.push_str(&crate::rev::inverse_text(r));
+                    }
+                    continue;
+                }
+                match &s.m.globals[g as usize].state {
+                    crate::eval::GState::Value(crate::value::Value::Closure(inst, _)) => {
+                        (inst.group.clone(), name.to_string(), false)
+                    }
+                    crate::eval::GState::Thunk(grp) => (grp.clone(), name.to_string(), true),
+                    _ => continue,
+                }
+            }
+            None => match exprs.next() {
+                Some(t) => (t, String::new(), true),
+                None => continue,
+            },
+        };
+        if is_thunk {
+            // A constant or a top-level expression: show its body.
+            let body =
+                group.members.get().map(|ms| crate::show::block_to_string(&ms[0].body)).unwrap_or_default();
+            if title.is_empty() {
+                out.push_str(&format!("{}\n", body));
+            } else {
+                out.push_str(&format!("(define {}\n  {})\n", title, body.replace('\n', "\n  ")));
             }
             continue;
         }
-        let group = match &s.m.globals[g as usize].state {
-            crate::eval::GState::Value(crate::value::Value::Closure(inst, _)) => Some(inst.group.clone()),
-            crate::eval::GState::Thunk(grp) => Some(grp.clone()),
-            _ => None,
-        };
-        let Some(group) = group else { continue };
-        out.push_str(&format!("(define {}\n  ", name));
+        out.push_str(&format!("(define {}\n  ", title));
         crate::show::write_group_member(&mut out, &group, 0, 1);
         out.push_str(")\n");
         for (flag, kind) in [(forward, crate::anf::Kind::F), (reverse, crate::anf::Kind::R)] {
@@ -305,7 +353,7 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, inverse: bool, opts: &Opt
             let t = crate::ad::transform_group(&group, kind);
             match s.m.group_members(&t) {
                 Ok(_) => {
-                    out.push_str(&format!(";; {} transform of {}\n  ", kind.name(), name));
+                    out.push_str(&format!(";; {} transform of {}\n  ", kind.name(), title));
                     crate::show::write_group_member(&mut out, &t, 0, 1);
                     out.push('\n');
                 }

@@ -2,10 +2,10 @@
 //! proper tail calls, a growable native stack for deep recursion, and step,
 //! time and interrupt limits.
 
-use crate::anf::{Group, Lambda};
+use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimId};
-use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, GroupCode, Param};
+use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, GroupCode, Op2, Param};
 use crate::source::Span;
 use crate::value::{Inst, Value};
 use rustc_hash::FxHashMap;
@@ -34,6 +34,34 @@ enum Next {
     Return(Value),
     /// Call this procedure with the given number of arguments on top of the stack.
     TailCall(Value, usize, Span),
+}
+
+/// Machine-integer and double arithmetic without going through the primitive table.
+#[inline]
+fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Value> {
+    match (x, y) {
+        (Value::Int(a), Value::Int(b)) => Some(match op {
+            Op2::Add => Value::Int(a.checked_add(*b)?),
+            Op2::Sub => Value::Int(a.checked_sub(*b)?),
+            Op2::Mul => Value::Int(a.checked_mul(*b)?),
+            Op2::Lt => Value::Bool(a < b),
+            Op2::Gt => Value::Bool(a > b),
+            Op2::Le => Value::Bool(a <= b),
+            Op2::Ge => Value::Bool(a >= b),
+            Op2::Eq => Value::Bool(a == b),
+        }),
+        (Value::Real(a), Value::Real(b)) => Some(match op {
+            Op2::Add => Value::Real(a + b),
+            Op2::Sub => Value::Real(a - b),
+            Op2::Mul => Value::Real(a * b),
+            Op2::Lt => Value::Bool(a < b),
+            Op2::Gt => Value::Bool(a > b),
+            Op2::Le => Value::Bool(a <= b),
+            Op2::Ge => Value::Bool(a >= b),
+            Op2::Eq => Value::Bool(a == b),
+        }),
+        _ => None,
+    }
 }
 
 #[cold]
@@ -86,9 +114,14 @@ pub struct Machine {
     pub interrupt: Arc<AtomicBool>,
     /// Per-primitive call counts when metering.
     pub meter: Option<Vec<u64>>,
+    /// When set (with `meter`), per-primitive counts of the calls made by
+    /// AD-transformed code (derivative work; the REPL's `:meter`).
+    pub meter_derivative: Option<Vec<u64>>,
     /// Compiled forward/reverse versions of primitives, by (primitive, kind).
     pub prim_rules: FxHashMap<(PrimId, u8), Value>,
     pub out: Box<dyn Write>,
+    /// Where vector primitives run (`--backend`).
+    pub backend: crate::vec::Backend,
     pub input: Box<dyn std::io::BufRead>,
 }
 
@@ -110,8 +143,10 @@ impl Machine {
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
             meter: None,
+            meter_derivative: None,
             prim_rules: FxHashMap::default(),
             out: Box::new(std::io::stdout()),
+            backend: crate::vec::default_backend(),
             input: Box::new(std::io::BufReader::new(std::io::stdin())),
         }
     }
@@ -206,6 +241,9 @@ impl Machine {
             return Ok(c.clone());
         }
         let members = self.group_members(g)?;
+        if g.is_derivative_code() {
+            g.mark_nested_derivative();
+        }
         let code = Rc::new(crate::resolve::resolve_group(g, members));
         let _ = g.code.set(code.clone());
         Ok(code)
@@ -300,7 +338,7 @@ impl Machine {
             v = crate::ad::ops::hnf(self, &v)?;
         }
         let mut args: SmallVec<[Value; 4]> = SmallVec::new();
-        prims::spread(p, v, &mut args)?;
+        prims::spread(self, p, v, &mut args)?;
         if !def.lazy {
             for b in args.iter_mut() {
                 if let Value::Lazy(_) = b {
@@ -309,6 +347,17 @@ impl Machine {
             }
         }
         (def.imp)(self, &args)
+    }
+
+    /// Counts a primitive call made by AD-transformed code (see `meter_derivative`).
+    #[cold]
+    fn meter_site(&mut self, p: PrimId, inst: &Rc<Inst>) {
+        if prims::prim(p).class == Class::Other || !inst.group.is_derivative_code() {
+            return;
+        }
+        if let Some(d) = &mut self.meter_derivative {
+            d[p as usize] += 1;
+        }
     }
 
     /// Calls a closure; deep recursion grows the native stack instead of overflowing.
@@ -343,7 +392,8 @@ impl Machine {
     }
 
     /// Runs closure calls, looping on tail calls. On error, also returns the name
-    /// of the procedure that was running.
+    /// of the procedure this call entered (the caller's trace line names it even
+    /// when the failure happened further down a chain of tail calls).
     fn call_loop(
         &mut self,
         mut inst: Rc<Inst>,
@@ -351,12 +401,13 @@ impl Machine {
         mut nargs: usize,
     ) -> std::result::Result<Value, (Error, String)> {
         let base = self.stack.len() - nargs;
+        // Where the running procedure was tail-called from, and the procedure first
+        // entered (both unset until the first tail call).
         let mut tail_site: Option<Span> = None;
         // The procedure originally called, kept once a tail call replaces it.
-        let mut orig: Option<(Rc<Inst>, u32)> = None;
-        loop {
-            let r = self.enter(base, &inst, idx, nargs);
-            match r {
+        let mut entered: Option<(Rc<Group>, u32)> = None;
+        let mut e = loop {
+            match self.enter(base, &inst, idx, nargs) {
                 Ok(Next::Return(v)) => {
                     self.stack.truncate(base);
                     return Ok(v);
@@ -364,34 +415,39 @@ impl Machine {
                 Ok(Next::TailCall(f, n, span)) => {
                     let len = self.stack.len();
                     self.stack.drain(base..len - n);
+                    if entered.is_none() {
+                        entered = Some((inst.group.clone(), idx));
+                    }
                     match f {
                         Value::Closure(i2, k2) => {
-                            if orig.is_none() {
-                                orig = Some((inst.clone(), idx));
-                            }
                             inst = i2;
                             idx = k2;
                             nargs = n;
                             tail_site = Some(span);
                         }
-                        other => {
-                            let (oi, ok) = orig.as_ref().map(|(i, k)| (i, *k)).unwrap_or((&inst, idx));
-                            let name = oi.group.display_name(ok as usize);
-                            return self.call(other, n, Some(span)).map_err(|e| (e, name));
-                        }
+                        // A primitive (or a non-procedure) in tail position.
+                        other => match self.call(other, n, Some(span)) {
+                            Ok(v) => return Ok(v),
+                            Err(e) => break e,
+                        },
                     }
                 }
-                Err(mut e) => {
-                    self.stack.truncate(base);
-                    if let (Some(s), Some((oi, ok))) = (tail_site, &orig) {
-                        // The procedure that failed was reached by a tail call: show where.
-                        e.push_frame(&inst.group.display_name(idx as usize), s);
-                        return Err((e, oi.group.display_name(*ok as usize)));
-                    }
-                    return Err((e, inst.group.display_name(idx as usize)));
-                }
+                Err(e) => break e,
+            }
+        };
+        self.stack.truncate(base);
+        if let Some(s) = tail_site {
+            // The running procedure was reached by a tail call: show where.
+            e.push_frame(&inst.group.display_name(idx as usize), s);
+            if e.span.is_none() {
+                e.span = Some(s);
             }
         }
+        let name = match &entered {
+            Some((g, i)) => g.display_name(*i as usize),
+            None => inst.group.display_name(idx as usize),
+        };
+        Err((e, name))
     }
 
     /// Sets up the frame of member `idx` with its arguments and runs its body.
@@ -399,6 +455,17 @@ impl Machine {
         self.tick()?;
         if inst.group.is_shape() {
             return Err(shape_error(inst, idx));
+        }
+        if let crate::anf::Origin::Transformed(k @ (Kind::F | Kind::R), _) = &inst.group.origin {
+            if nargs > 0 {
+                let arg = &self.stack[base];
+                if let Some(msg) = crate::ad::ops::tag_mismatch(*k, arg) {
+                    return Err(Error::runtime(
+                        None,
+                        format!("{}: {}", inst.group.display_name(idx as usize), msg),
+                    ));
+                }
+            }
         }
         let code = match inst.group.code.get() {
             Some(c) => c.clone(),
@@ -484,8 +551,26 @@ impl Machine {
                 let n = self.push_args(base, inst, args)?;
                 self.call(fv, n, Some(*span))
             }
+            CExpr::Arith2(op, a, b, p, span) => {
+                let x = self.atom(base, inst, a)?;
+                let y = self.atom(base, inst, b)?;
+                if self.meter.is_none() {
+                    if let Some(v) = fast_arith(*op, &x, &y) {
+                        return Ok(v);
+                    }
+                }
+                self.stack.push(x);
+                self.stack.push(y);
+                if self.meter_derivative.is_some() {
+                    self.meter_site(*p, inst);
+                }
+                self.call_prim(*p, 2).map_err(|e| e.at(*span))
+            }
             CExpr::Prim(p, args, span) => {
                 let n = self.push_args(base, inst, args)?;
+                if self.meter_derivative.is_some() {
+                    self.meter_site(*p, inst);
+                }
                 self.call_prim(*p, n).map_err(|e| e.at(*span))
             }
             CExpr::Cons(a, d) => {
@@ -519,7 +604,7 @@ impl Machine {
                         return Err(Error::runtime(
                             None,
                             format!(
-                                "internal error: expected a closure with {} captured values, got {}",
+                                "sensitivity does not conform: expected the sensitivity of a procedure with {} captured values, got {}",
                                 xs.len(),
                                 crate::print::to_string(other)
                             ),
@@ -613,7 +698,7 @@ impl Machine {
                         return Err(Error::runtime(
                             None,
                             format!(
-                                "internal error: expected an environment sensitivity of {} values, got {}",
+                                "sensitivity does not conform: expected the sensitivity of a procedure with {} captured values (a value shaped like the procedure), got {}",
                                 slots.len(),
                                 crate::print::to_string(other)
                             ),
@@ -625,3 +710,6 @@ impl Machine {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

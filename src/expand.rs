@@ -131,14 +131,13 @@ pub fn datum_const(d: &Datum) -> Result<ConstVal> {
             DatumKind::Real(r) => DatumKindValue::Real(*r),
             DatumKind::Bool(b) => DatumKindValue::Bool(*b),
             DatumKind::List(items, tail) => {
-                let mut acc = match tail {
+                // Convert left to right, so an error names the first bad element.
+                let cars = items.iter().map(go).collect::<Result<Vec<_>>>()?;
+                let tail = match tail {
                     Some(t) => go(t)?,
                     None => DatumKindValue::Nil,
                 };
-                for it in items.iter().rev() {
-                    acc = DatumKindValue::Pair(Box::new(go(it)?), Box::new(acc));
-                }
-                acc
+                cars.into_iter().rev().fold(tail, |acc, a| DatumKindValue::Pair(Box::new(a), Box::new(acc)))
             }
             DatumKind::Symbol(s) => {
                 return Err(bad(d, format!("symbols are not VLAD data: `{}` cannot be quoted", s)))
@@ -171,7 +170,8 @@ pub fn expand(d: &Datum) -> Result<Core> {
         }
         DatumKind::List(items, None) => {
             if items.is_empty() {
-                return Err(bad(d, "`()` is not an expression; write `'()`"));
+                // STALINGRAD accepts an unquoted `()`; so do we.
+                return Ok(Core::Const(ConstVal(DatumKindValue::Nil), sp));
             }
             if let Some(head) = items[0].as_symbol() {
                 match head {
@@ -519,3 +519,6 @@ fn expand_or(d: &Datum, items: &[Datum]) -> Result<Core> {
         Some((x, rest)) => Ok(or2(expand(x)?, expand_or(d, rest)?, d.span)),
     }
 }
+
+#[cfg(test)]
+mod tests;

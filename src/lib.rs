@@ -23,3 +23,4 @@ pub mod show;
 pub mod source;
 pub mod toplevel;
 pub mod value;
+pub mod vec;

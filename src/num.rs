@@ -68,10 +68,11 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
                 if *y == 0 {
                     return Some(Err("division by exact zero".into()));
                 }
-                if x % y == 0 {
-                    x.checked_div(*y)
-                } else {
-                    return Some(Ok(Value::Real(*x as f64 / *y as f64)));
+                // `checked_rem` is `None` only for i64::MIN / -1, which the big path handles.
+                match x.checked_rem(*y) {
+                    Some(0) => x.checked_div(*y),
+                    Some(_) => return Some(Ok(Value::Real(*x as f64 / *y as f64))),
+                    None => None,
                 }
             }
         };
@@ -245,3 +246,6 @@ pub fn zero_like(a: &Value) -> Value {
 pub fn num_equal(a: &Value, b: &Value) -> bool {
     matches!(compare(a, b), Some(Some(Ordering::Equal)))
 }
+
+#[cfg(test)]
+mod tests;

@@ -284,9 +284,16 @@ fn table() -> Vec<PrimDef> {
 
 static TABLE: OnceLock<Vec<PrimDef>> = OnceLock::new();
 
+/// The core primitives followed by the vector primitives (`vec::prims`).
+fn full_table() -> Vec<PrimDef> {
+    let mut t = table();
+    t.extend(crate::vec::prims::table());
+    t
+}
+
 /// All primitives; a [`PrimId`] indexes this slice.
 pub fn prims() -> &'static [PrimDef] {
-    TABLE.get_or_init(table)
+    TABLE.get_or_init(full_table)
 }
 
 pub fn prim(id: PrimId) -> &'static PrimDef {
@@ -347,8 +354,14 @@ fn sign(name: &str, v: &Value, f: fn(Ordering) -> bool) -> Result<Value> {
     }
 }
 
-/// Destructures one argument value into `arity` arguments.
-pub fn spread(id: PrimId, arg: Value, out: &mut smallvec::SmallVec<[Value; 4]>) -> Result<()> {
+/// Destructures one argument value into `arity` arguments (a tuple built by `*j-inverse`
+/// or `primal` in a rule may be lazy past its first pair: it is forced as it is walked).
+pub fn spread(
+    m: &mut Machine,
+    id: PrimId,
+    arg: Value,
+    out: &mut smallvec::SmallVec<[Value; 4]>,
+) -> Result<()> {
     let def = prim(id);
     match def.arity {
         0 => Ok(()),
@@ -359,6 +372,9 @@ pub fn spread(id: PrimId, arg: Value, out: &mut smallvec::SmallVec<[Value; 4]>) 
         n => {
             let mut cur = arg;
             for _ in 0..n - 1 {
+                if let Value::Lazy(_) = cur {
+                    cur = ops::hnf(m, &cur)?;
+                }
                 match cur {
                     Value::Pair(p) => {
                         out.push(p.car.clone());

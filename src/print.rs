@@ -48,6 +48,7 @@ pub fn write_value(out: &mut String, v: &Value) {
         Value::Rev(r) => {
             let _ = write!(out, "#<reversible {}>", r.display_name());
         }
+        Value::Vector(x) => crate::vec::write(out, x),
         Value::Pair(_) => {
             out.push('(');
             let mut cur = v.clone();
@@ -107,3 +108,6 @@ pub fn write_value(out: &mut String, v: &Value) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -25,6 +25,9 @@ pub enum CArgs {
 
 pub enum CExpr {
     Atom(CAtom),
+    /// A binary arithmetic or comparison primitive on two operands, with an
+    /// inline fast path for machine integers and doubles.
+    Arith2(Op2, CAtom, CAtom, PrimId, Span),
     App(CAtom, CArgs, Span),
     Prim(PrimId, CArgs, Span),
     Cons(CAtom, CAtom),
@@ -46,6 +49,35 @@ pub enum CBind {
 pub struct CBlock {
     pub binds: Vec<CBind>,
     pub tail: CExpr,
+}
+
+/// The primitives with an inline fast path.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Op2 {
+    Add,
+    Sub,
+    Mul,
+    Lt,
+    Gt,
+    Le,
+    Ge,
+    Eq,
+}
+
+impl Op2 {
+    fn of(name: &str) -> Option<Op2> {
+        Some(match name {
+            "+" => Op2::Add,
+            "-" => Op2::Sub,
+            "*" => Op2::Mul,
+            "<" => Op2::Lt,
+            ">" => Op2::Gt,
+            "<=" => Op2::Le,
+            ">=" => Op2::Ge,
+            "=" => Op2::Eq,
+            _ => return None,
+        })
+    }
 }
 
 /// How the parameter is bound.
@@ -232,6 +264,12 @@ impl Resolver {
         match e {
             Expr::Atom(a) => CExpr::Atom(self.atom(a)),
             Expr::App(f, args, s) => CExpr::App(self.atom(f), self.args(args), *s),
+            Expr::Prim(p, Args::Tuple(xs), s)
+                if xs.len() == 2 && Op2::of(crate::prims::prim(*p).name).is_some() =>
+            {
+                let op = Op2::of(crate::prims::prim(*p).name).unwrap();
+                CExpr::Arith2(op, self.atom(&xs[0]), self.atom(&xs[1]), *p, *s)
+            }
             Expr::Prim(p, args, s) => CExpr::Prim(*p, self.args(args), *s),
             Expr::Cons(a, d) => CExpr::Cons(self.atom(a), self.atom(d)),
             Expr::Lambda(g) => CExpr::Closure(g.clone(), self.captures(g)),
@@ -291,3 +329,6 @@ pub fn used_vars(b: &Block) -> FxHashSet<VarId> {
     count_uses_block(b, &mut uses);
     uses.into_keys().collect()
 }
+
+#[cfg(test)]
+mod tests;

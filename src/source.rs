@@ -30,6 +30,9 @@ pub struct SourceFile {
     pub name: String,
     pub text: Rc<str>,
     line_starts: Vec<u32>,
+    /// Lines before this text in the input it was cut from (the REPL reading a
+    /// pipe numbers `<stdin>` lines from the start of the stream).
+    line_offset: usize,
 }
 
 impl SourceFile {
@@ -40,7 +43,7 @@ impl SourceFile {
                 line_starts.push(i as u32 + 1);
             }
         }
-        SourceFile { name, text, line_starts }
+        SourceFile { name, text, line_starts, line_offset: 0 }
     }
 
     /// 1-based line and column (column counted in characters) of a byte offset.
@@ -52,11 +55,16 @@ impl SourceFile {
         let start = self.line_starts[line] as usize;
         let end = (offset as usize).min(self.text.len());
         let col = self.text.get(start..end).map(|s| s.chars().count()).unwrap_or(end - start);
-        (line + 1, col + 1)
+        (line + 1 + self.line_offset, col + 1)
     }
 
-    /// The text of a 1-based line, without its newline.
+    /// The text of a 1-based line (as numbered by [`SourceFile::line_col`]), without its newline.
     pub fn line_text(&self, line: usize) -> &str {
+        let Some(line) =
+            line.checked_sub(self.line_offset).filter(|&l| l >= 1 && l <= self.line_starts.len())
+        else {
+            return "";
+        };
         let start = self.line_starts[line - 1] as usize;
         let end = self.line_starts.get(line).map(|&e| e as usize).unwrap_or(self.text.len());
         self.text[start..end].trim_end_matches(['\n', '\r'])
@@ -82,6 +90,22 @@ impl SourceMap {
 
     pub fn file(&self, id: FileId) -> Option<&SourceFile> {
         self.files.get(id as usize)
+    }
+
+    /// How many texts have been added (the id the next one will get).
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Numbers the lines of text `id` from `first_line` instead of 1.
+    pub fn set_first_line(&mut self, id: FileId, first_line: usize) {
+        if let Some(f) = self.files.get_mut(id as usize) {
+            f.line_offset = first_line.saturating_sub(1);
+        }
     }
 
     /// `FILE:LINE:COL` of the start of a span.

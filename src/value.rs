@@ -26,6 +26,8 @@ pub enum Value {
     Tagged(Tag, Rc<Value>),
     /// A forward-mode bundle of a primal and a (perturbation-tagged) tangent.
     Bundle(Rc<(Value, Value)>),
+    /// A packed vector of doubles or a row-major matrix (`vec`): a leaf, like a real.
+    Vector(Rc<crate::vec::RealVec>),
     /// A pair or closure seen through `zero` and tag operations that have not been
     /// applied yet (AD.md: `zero`, `*j`, `*j-inverse`, `sensitize`... are lazy, so a
     /// sensitivity that is passed along or never touched costs nothing).
@@ -67,14 +69,46 @@ pub struct Pair {
 }
 
 impl Drop for Pair {
-    // Long lists would otherwise be dropped recursively, one Rust frame per cell.
+    // Deep lists (in either direction) would otherwise be dropped recursively,
+    // one native frame per cell.
     fn drop(&mut self) {
-        let mut next = std::mem::replace(&mut self.cdr, Value::Nil);
-        while let Value::Pair(rc) = next {
-            match Rc::try_unwrap(rc) {
-                Ok(mut p) => next = std::mem::replace(&mut p.cdr, Value::Nil),
-                Err(_) => break,
-            }
+        defer_drop(std::mem::replace(&mut self.car, Value::Nil));
+        defer_drop(std::mem::replace(&mut self.cdr, Value::Nil));
+    }
+}
+
+thread_local! {
+    static DROPPING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static PENDING: std::cell::RefCell<Vec<Value>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Drops a value without recursing more than a frame or two: aggregates owned
+/// only here are queued and dropped by the outermost call.
+fn defer_drop(v: Value) {
+    let heavy = match &v {
+        Value::Pair(p) => Rc::strong_count(p) == 1,
+        Value::Closure(i, _) => Rc::strong_count(i) == 1 && !i.env.is_empty(),
+        _ => false,
+    };
+    if !heavy {
+        return;
+    }
+    if DROPPING.with(|d| d.get()) {
+        PENDING.with(|p| p.borrow_mut().push(v));
+        return;
+    }
+    DROPPING.with(|d| d.set(true));
+    drop(v);
+    while let Some(x) = PENDING.with(|p| p.borrow_mut().pop()) {
+        drop(x);
+    }
+    DROPPING.with(|d| d.set(false));
+}
+
+impl Drop for Inst {
+    fn drop(&mut self) {
+        for v in std::mem::take(&mut self.env).into_vec() {
+            defer_drop(v);
         }
     }
 }
@@ -164,6 +198,8 @@ impl Value {
             Value::Real(_) => "a real",
             Value::Rat(_) => "an exact rational",
             Value::Rev(_) => "a reversible procedure",
+            Value::Vector(v) if v.is_matrix() => "a matrix",
+            Value::Vector(_) => "a vector",
             Value::Pair(_) => "a pair",
             Value::Prim(_) | Value::Closure(..) => "a procedure",
             Value::Tagged(Tag::Perturbation, _) => "a perturbation",
@@ -185,6 +221,7 @@ impl Value {
             Value::Lazy(z) => Some(Rc::as_ptr(z) as usize),
             Value::Rat(q) => Some(Rc::as_ptr(q) as usize),
             Value::Rev(r) => Some(Rc::as_ptr(r) as usize),
+            Value::Vector(v) => Some(Rc::as_ptr(v) as usize),
             _ => None,
         }
     }

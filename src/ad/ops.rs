@@ -83,6 +83,7 @@ pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
         Ok(match v {
             Value::Nil | Value::Bool(_) => v.clone(),
             Value::Int(_) | Value::Big(_) | Value::Real(_) | Value::Rat(_) => num::zero_like(v),
+            Value::Vector(x) => Value::Vector(Rc::new(x.zero_like())),
             Value::Pair(p) => Value::cons(zero(m, &p.car)?, zero(m, &p.cdr)?),
             // Like primitives, reversible procedures have `()` as their zero.
             Value::Prim(_) | Value::Rev(_) => Value::Nil,
@@ -208,16 +209,42 @@ pub fn hnf_detached(v: &Value) -> Result<Value> {
     hnf(&mut m, v)
 }
 
-/// `plus`: adds two conformant values.
-#[allow(clippy::only_used_in_recursion)]
+/// `plus`: adds two conformant values. Shared substructure is added once
+/// (memoized by identity), so sums of values with sharing stay their size.
 pub fn plus(m: &mut Machine, a: &Value, b: &Value) -> Result<Value> {
-    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+    let mut memo = None;
+    plus_rec(m, a, b, &mut memo)
+}
+
+type PlusMemo = Option<rustc_hash::FxHashMap<(usize, usize), Value>>;
+
+fn shared(v: &Value) -> bool {
+    match v {
+        Value::Pair(p) => Rc::strong_count(p) > 1,
+        Value::Closure(i, _) => Rc::strong_count(i) > 1,
+        Value::Lazy(z) => Rc::strong_count(z) > 1,
+        Value::Vector(x) => Rc::strong_count(x) > 1,
+        _ => false,
+    }
+}
+
+fn plus_rec(m: &mut Machine, a: &Value, b: &Value, memo: &mut PlusMemo) -> Result<Value> {
+    let key = if shared(a) && shared(b) {
+        let k = (a.ptr_id().unwrap_or(0), b.ptr_id().unwrap_or(0));
+        if let Some(v) = memo.as_ref().and_then(|mm| mm.get(&k)) {
+            return Ok(v.clone());
+        }
+        Some(k)
+    } else {
+        None
+    };
+    let r = stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match (a, b) {
             (Value::Lazy(z), _) if z.zero => b.clone(),
             (_, Value::Lazy(z)) if z.zero => a.clone(),
             (Value::Lazy(_), _) | (_, Value::Lazy(_)) => {
                 let (x, y) = (hnf(m, a)?, hnf(m, b)?);
-                plus(m, &x, &y)?
+                plus_rec(m, &x, &y, memo)?
             }
             (Value::Nil, Value::Nil) => Value::Nil,
             (Value::Bool(_), Value::Bool(_)) => a.clone(),
@@ -225,8 +252,9 @@ pub fn plus(m: &mut Machine, a: &Value, b: &Value) -> Result<Value> {
                 Some(r) => r.map_err(err)?,
                 None => unreachable!(),
             },
+            (Value::Vector(x), Value::Vector(y)) => crate::vec::prims::plus(m, x, y)?,
             (Value::Pair(p), Value::Pair(q)) => {
-                Value::cons(plus(m, &p.car, &q.car)?, plus(m, &p.cdr, &q.cdr)?)
+                Value::cons(plus_rec(m, &p.car, &q.car, memo)?, plus_rec(m, &p.cdr, &q.cdr, memo)?)
             }
             (Value::Prim(p), Value::Prim(q)) if p == q => a.clone(),
             (Value::Rev(p), Value::Rev(q)) if Rc::ptr_eq(p, q) => a.clone(),
@@ -235,12 +263,16 @@ pub fn plus(m: &mut Machine, a: &Value, b: &Value) -> Result<Value> {
             {
                 let mut env = Vec::with_capacity(i1.env.len());
                 for (x, y) in i1.env.iter().zip(i2.env.iter()) {
-                    env.push(plus(m, x, y)?);
+                    env.push(plus_rec(m, x, y, memo)?);
                 }
                 Value::Closure(Rc::new(Inst { group: i1.group.clone(), env: env.into_boxed_slice() }), *k1)
             }
-            (Value::Tagged(t1, x), Value::Tagged(t2, y)) if t1 == t2 => Value::tagged(*t1, plus(m, x, y)?),
-            (Value::Bundle(x), Value::Bundle(y)) => Value::bundle(plus(m, &x.0, &y.0)?, plus(m, &x.1, &y.1)?),
+            (Value::Tagged(t1, x), Value::Tagged(t2, y)) if t1 == t2 => {
+                Value::tagged(*t1, plus_rec(m, x, y, memo)?)
+            }
+            (Value::Bundle(x), Value::Bundle(y)) => {
+                Value::bundle(plus_rec(m, &x.0, &y.0, memo)?, plus_rec(m, &x.1, &y.1, memo)?)
+            }
             _ => {
                 return Err(err(format!(
                     "plus: values do not conform: {} ({}) and {} ({})",
@@ -251,7 +283,11 @@ pub fn plus(m: &mut Machine, a: &Value, b: &Value) -> Result<Value> {
                 )))
             }
         })
-    })
+    })?;
+    if let Some(k) = key {
+        memo.get_or_insert_with(Default::default).insert(k, r.clone());
+    }
+    Ok(r)
 }
 
 /// `perturb`, `sensitize`, `*j`: tags every leaf; closures get the transformed group.
@@ -434,6 +470,47 @@ pub fn outer_tag(v: &Value) -> Option<OuterTag> {
         }),
         _ => None,
     }
+}
+
+/// Why an argument cannot be passed to a procedure transformed by `k`, if it
+/// cannot: the procedure's tags must be a prefix of its argument's.
+pub fn tag_mismatch(k: Kind, arg: &Value) -> Option<String> {
+    let want = match k {
+        Kind::F => OuterTag::F,
+        Kind::R => OuterTag::R,
+        _ => return None,
+    };
+    // Look at the first non-empty leaf of a (small) tuple or list.
+    let mut arg = arg;
+    for _ in 0..16 {
+        match arg {
+            Value::Pair(p) if matches!(p.car, Value::Nil) => arg = &p.cdr,
+            Value::Pair(p) => arg = &p.car,
+            _ => break,
+        }
+    }
+    let got = match arg {
+        Value::Nil | Value::Lazy(_) | Value::Pair(_) => return None,
+        Value::Int(_) | Value::Big(_) | Value::Real(_) | Value::Bool(_) | Value::Prim(_) => None,
+        Value::Closure(..) if is_prim_based(arg) => return None,
+        _ => match outer_tag(arg) {
+            Some(t) => Some(t),
+            None if matches!(arg, Value::Closure(..)) => return None,
+            None => None,
+        },
+    };
+    if got == Some(want) {
+        return None;
+    }
+    let (what, how) = match k {
+        Kind::F => ("forward", "(bundle x (perturb dx)) or (j* x)"),
+        _ => ("reverse", "(*j x)"),
+    };
+    Some(format!(
+        "a {what}-transformed procedure must be applied to a {what} value such as {how}, got {} ({})",
+        short(arg),
+        arg.kind_name()
+    ))
 }
 
 /// Strips AD tags down to the base value of a leaf.

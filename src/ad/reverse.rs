@@ -236,6 +236,8 @@ fn branch(l: &mut Lifter, b: &Block, vars: &[VarId]) -> Result<Block> {
 struct Backward {
     binds: Vec<Bind>,
     acc: FxHashMap<VarId, Atom>,
+    /// Variables bound to `(unsensitize a)`, so `(sensitize x)` of them is just `a`.
+    unsensitized: FxHashMap<VarId, Atom>,
 }
 
 impl Backward {
@@ -245,8 +247,21 @@ impl Backward {
         Atom::Var(t)
     }
 
-    fn prim1(&mut self, p: PrimId, a: Atom) -> Atom {
-        self.bind(Expr::Prim(p, Args::One(a), Span::default()))
+    fn prim1(&mut self, pid: PrimId, a: Atom) -> Atom {
+        if pid == p("sensitize") {
+            if let Atom::Var(v) = &a {
+                if let Some(orig) = self.unsensitized.get(v) {
+                    return orig.clone();
+                }
+            }
+        }
+        let r = self.bind(Expr::Prim(pid, Args::One(a.clone()), Span::default()));
+        if pid == p("unsensitize") {
+            if let Atom::Var(v) = &r {
+                self.unsensitized.insert(*v, a);
+            }
+        }
+        r
     }
 
     /// Adds a contribution to a variable's sensitivity.

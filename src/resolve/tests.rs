@@ -1,0 +1,156 @@
+//! Unit tests of resolution: how parameters are bound (the tuple fast path) and
+//! where variables live (slots, environment, siblings); the fast path must give
+//! the same results as the general path.
+
+use super::*;
+use crate::anf::tests::norm as group;
+use crate::toplevel::Session;
+
+fn code(g: &Group) -> GroupCode {
+    resolve_group(g, g.members.get().unwrap())
+}
+
+/// (number of parts, bindings skipped) of a tuple parameter; None for a plain slot.
+fn param_shape(src: &str) -> Option<(usize, usize)> {
+    let g = group(src);
+    match &code(&g).members[0].param {
+        Param::Slot(_) => None,
+        Param::Tuple { parts, skip, .. } => Some((parts.len(), *skip)),
+    }
+}
+
+#[test]
+fn tuple_parameters_get_the_first_slots() {
+    assert_eq!(param_shape("(lambda (x) x)"), None);
+    assert_eq!(param_shape("(lambda () 1)"), None);
+    assert_eq!(param_shape("(lambda (a b) a)"), Some((2, 1)));
+    assert_eq!(param_shape("(lambda (a b c d) a)"), Some((4, 3)));
+    assert_eq!(param_shape("(lambda ((cons a b)) a)"), Some((2, 1)));
+    // nested patterns: the first component is destructured after the fast path fills it
+    assert_eq!(param_shape("(lambda ((cons a b) c) a)"), Some((2, 1)));
+    assert_eq!(param_shape("(lambda (0 x) x)"), Some((2, 1)));
+    assert_eq!(param_shape("(lambda ((list a b)) a)"), Some((3, 2)));
+    let g = group("(lambda (a b c) (list c b a))");
+    let c = code(&g);
+    match &c.members[0].param {
+        Param::Tuple { parts, .. } => assert_eq!(&parts[..], &[0, 1, 2]),
+        Param::Slot(_) => unreachable!(),
+    }
+    assert!(c.members[0].nslots >= 3);
+}
+
+/// Collects every resolved atom of a block.
+fn atoms(b: &CBlock, out: &mut Vec<String>) {
+    let a = |x: &CAtom, out: &mut Vec<String>| {
+        out.push(match x {
+            CAtom::Local(s) => format!("local {s}"),
+            CAtom::Env(i) => format!("env {i}"),
+            CAtom::Sibling(j) => format!("sibling {j}"),
+            CAtom::Global(g) => format!("global {g}"),
+            CAtom::Const(v) => format!("const {}", crate::print::to_string(v)),
+        })
+    };
+    let args = |x: &CArgs, out: &mut Vec<String>| match x {
+        CArgs::One(y) => a(y, out),
+        CArgs::Tuple(ys) => ys.iter().for_each(|y| a(y, out)),
+    };
+    let expr = |e: &CExpr, out: &mut Vec<String>| match e {
+        CExpr::Atom(x) => a(x, out),
+        CExpr::App(f, xs, _) => {
+            a(f, out);
+            args(xs, out)
+        }
+        CExpr::Prim(_, xs, _) => args(xs, out),
+        CExpr::Arith2(_, x, y, _, _) => {
+            a(x, out);
+            a(y, out)
+        }
+        CExpr::Cons(x, y) => {
+            a(x, out);
+            a(y, out)
+        }
+        CExpr::Closure(_, caps) => caps.iter().for_each(|c| a(c, out)),
+        CExpr::If(c, t, f) => {
+            a(c, out);
+            atoms(t, out);
+            atoms(f, out)
+        }
+        CExpr::MakeEnvSens(..) | CExpr::MakeEnvSensLike(..) => {}
+    };
+    for bind in &b.binds {
+        match bind {
+            CBind::Let(_, e) => expr(e, out),
+            CBind::Uncons(_, _, x, _) | CBind::Check(_, x, _) | CBind::EnvSens(_, x) => a(x, out),
+            CBind::Letrec(_, _, caps) => caps.iter().for_each(|c| a(c, out)),
+        }
+    }
+    expr(&b.tail, out);
+}
+
+#[test]
+fn captured_variables_and_siblings_resolve_to_environment_and_sibling_slots() {
+    let g = group(
+        "(lambda (k) (letrec ((ev (lambda (n) (if (= n 0) #t (od (- n k))))) (od (lambda (n) (ev n)))) ev))",
+    );
+    let lg = g.members.get().unwrap()[0]
+        .body
+        .binds
+        .iter()
+        .find_map(|b| match b {
+            crate::anf::Bind::Letrec(_, g) => Some(g.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let c = code(&lg);
+    let mut ev = Vec::new();
+    atoms(&c.members[0].body, &mut ev);
+    // ev reads n (its parameter, a local), k (captured: env 0), and calls od (sibling 1)
+    assert!(ev.contains(&"env 0".to_string()), "{ev:?}");
+    assert!(ev.contains(&"sibling 1".to_string()), "{ev:?}");
+    assert!(!ev.iter().any(|a| a.starts_with("global")), "{ev:?}");
+    let mut od = Vec::new();
+    atoms(&c.members[1].body, &mut od);
+    assert!(od.contains(&"sibling 0".to_string()), "{od:?}");
+    // the body of ev is an if in tail position, and od's body is a tail call
+    assert!(matches!(c.members[0].body.tail, CExpr::If(..)));
+    assert!(matches!(c.members[1].body.tail, CExpr::App(..)));
+}
+
+fn eval_all(src: &str) -> Vec<String> {
+    let mut s = Session::new();
+    match s.run_text("t.vlad", src) {
+        Ok(v) => v.iter().map(crate::print::to_string).collect(),
+        Err(e) => vec![format!("error: {}", e.message)],
+    }
+}
+
+/// Each pair: a call that passes its arguments on the stack (fast path when the
+/// count matches the parameters) and the same call with the tuple built first.
+#[test]
+fn tuple_fast_path_gives_the_same_results_as_the_general_path() {
+    let defs = "(define (f a b c) (list c b a))
+                (define (g (cons a b) c) (list a b c))
+                (define (h 0 x) x)
+                (define (k x) x)
+                (define (call p x y z) (p x y z))";
+    let cases = [
+        ("(f 1 2 3)", "(f (cons* 1 2 3))", "(3 2 1)"),
+        ("(let ((t (cons* 1 2 3))) (f t))", "(f (cons 1 (cons 2 3)))", "(3 2 1)"),
+        // through an unknown procedure
+        ("(call f 1 2 3)", "(call (lambda (t) (f t)) 1 2 3)", "(3 2 1)"),
+        // more arguments than parameters: the last parameter takes the rest
+        ("(f 1 2 3 4)", "(f (cons* 1 2 3 4))", "((3 . 4) 2 1)"),
+        ("(g (cons 1 2) 3)", "(g (cons (cons 1 2) 3))", "(1 2 3)"),
+        ("(h 0 5)", "(h (cons 0 5))", "5"),
+        ("(h 1 5)", "(h (cons 1 5))", "error: pattern mismatch: expected 0, got 1"),
+        ("(f 1 2)", "(f (cons 1 2))", "error: pattern mismatch: expected a pair, got 2 (an exact integer)"),
+        ("(g 1 2)", "(g (cons 1 2))", "error: pattern mismatch: expected a pair, got 1 (an exact integer)"),
+        ("(k 1 2 3)", "(k (cons* 1 2 3))", "(1 2 . 3)"),
+    ];
+    for (fast, slow, expected) in cases {
+        let a = eval_all(&format!("{defs} {fast}"));
+        let b = eval_all(&format!("{defs} {slow}"));
+        assert_eq!(a, [expected], "{fast}");
+        assert_eq!(b, [expected], "{slow}");
+    }
+}

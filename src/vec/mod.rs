@@ -1,0 +1,363 @@
+//! Packed real vectors and row-major matrices (spec: VECTORS.md; docs/vectors.md).
+//!
+//! A [`RealVec`] is a leaf value (`Value::Vector`): AD tags wrap it like a real. Its
+//! numbers live on the host, on the GPU, or both (a copy is made the first time the
+//! other side needs it, and kept); a vector with neither is a symbolic zero that costs
+//! nothing until it is touched. Operations ([`ops`]) pick where to run from the
+//! machine's [`Backend`] and where their inputs are: the CPU loops are in [`cpu`], the
+//! CUDA kernels in `cuda` (only with the `cuda` feature, and only when a driver and a
+//! device are found at run time). The primitives and their derivative rules are in
+//! [`prims`].
+
+pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+#[cfg(not(feature = "cuda"))]
+#[path = "nocuda.rs"]
+pub mod cuda;
+pub mod ops;
+pub mod prims;
+
+use std::cell::{OnceCell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+/// Where vector primitives run (`--backend`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Backend {
+    /// The GPU when one is usable and the vector is long enough; otherwise the CPU.
+    Auto,
+    Cpu,
+    /// The GPU, always (checked at start-up: a missing device is an error).
+    Cuda,
+}
+
+impl Backend {
+    pub fn parse(s: &str) -> Option<Backend> {
+        match s {
+            "auto" => Some(Backend::Auto),
+            "cpu" => Some(Backend::Cpu),
+            "cuda" => Some(Backend::Cuda),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
+        }
+    }
+}
+
+static DEFAULT_BACKEND: AtomicU8 = AtomicU8::new(0);
+
+/// The backend new machines start with (set once from the command line).
+pub fn set_default_backend(b: Backend) {
+    DEFAULT_BACKEND.store(b as u8, Ordering::Relaxed);
+}
+
+pub fn default_backend() -> Backend {
+    match DEFAULT_BACKEND.load(Ordering::Relaxed) {
+        1 => Backend::Cpu,
+        2 => Backend::Cuda,
+        _ => Backend::Auto,
+    }
+}
+
+/// Is a CUDA device usable (feature built in, driver found, a device present, kernels loaded)?
+pub fn cuda_available() -> bool {
+    cuda::available()
+}
+
+/// Why the GPU is not usable, for `--backend cuda`'s error message.
+pub fn cuda_unavailable_reason() -> String {
+    cuda::unavailable_reason()
+}
+
+/// The shape of a vector value: a plain vector, or a row-major matrix.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Shape {
+    Vector,
+    Matrix(usize, usize),
+}
+
+impl Shape {
+    pub fn describe(self, len: usize) -> String {
+        match self {
+            Shape::Vector => format!("a vector of length {}", len),
+            Shape::Matrix(r, c) => format!("a {}x{} matrix", r, c),
+        }
+    }
+}
+
+/// Counts of copies between host and device (for residency tests and `vlad` users who
+/// want to know). Whole-vector copies and single numbers read back are counted apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transfers {
+    /// Vectors copied host → device.
+    pub to_device: u64,
+    /// Vectors copied device → host.
+    pub to_host: u64,
+    /// Scalars read back (reductions, `vec-ref`).
+    pub scalars: u64,
+}
+
+static TO_DEVICE: AtomicU64 = AtomicU64::new(0);
+static TO_HOST: AtomicU64 = AtomicU64::new(0);
+static SCALARS: AtomicU64 = AtomicU64::new(0);
+
+/// The transfer counters so far (process-wide).
+pub fn transfers() -> Transfers {
+    Transfers {
+        to_device: TO_DEVICE.load(Ordering::Relaxed),
+        to_host: TO_HOST.load(Ordering::Relaxed),
+        scalars: SCALARS.load(Ordering::Relaxed),
+    }
+}
+
+pub(crate) fn count_to_device() {
+    TO_DEVICE.fetch_add(1, Ordering::Relaxed);
+}
+pub(crate) fn count_to_host() {
+    TO_HOST.fetch_add(1, Ordering::Relaxed);
+}
+pub(crate) fn count_scalar() {
+    SCALARS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A host buffer. Large buffers go back to a small per-thread pool when dropped, so a
+/// chain of operations on long vectors reuses memory that is already mapped instead of
+/// faulting fresh pages in for every result.
+pub struct HostBuf(Vec<f64>);
+
+const POOL_MIN: usize = 1 << 14;
+const POOL_MAX_BUFFERS: usize = 16;
+const POOL_MAX_BYTES: usize = 1 << 30;
+
+thread_local! {
+    static POOL: RefCell<Vec<Vec<f64>>> = const { RefCell::new(Vec::new()) };
+}
+
+impl HostBuf {
+    /// A buffer of `n` numbers whose contents the caller overwrites entirely.
+    pub fn for_overwrite(n: usize) -> HostBuf {
+        HostBuf::pooled(n).unwrap_or_else(|| HostBuf(vec![0.0; n]))
+    }
+    /// A buffer of `n` zeros.
+    pub fn zeroed(n: usize) -> HostBuf {
+        match HostBuf::pooled(n) {
+            Some(mut b) => {
+                b.0.fill(0.0);
+                b
+            }
+            None => HostBuf(vec![0.0; n]),
+        }
+    }
+    fn pooled(n: usize) -> Option<HostBuf> {
+        if n < POOL_MIN {
+            return None;
+        }
+        POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            p.iter().position(|v| v.len() == n).map(|i| HostBuf(p.swap_remove(i)))
+        })
+        .ok()
+        .flatten()
+    }
+    pub fn from_vec(v: Vec<f64>) -> HostBuf {
+        HostBuf(v)
+    }
+    pub fn as_slice(&self) -> &[f64] {
+        &self.0
+    }
+    pub fn as_mut_slice(&mut self) -> &mut [f64] {
+        &mut self.0
+    }
+}
+
+impl Drop for HostBuf {
+    fn drop(&mut self) {
+        if self.0.len() < POOL_MIN {
+            return;
+        }
+        let v = std::mem::take(&mut self.0);
+        let _ = POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            let bytes: usize = p.iter().map(|b| b.len() * 8).sum();
+            if p.len() >= POOL_MAX_BUFFERS || bytes + v.len() * 8 > POOL_MAX_BYTES {
+                // Make room by dropping the oldest buffer.
+                if !p.is_empty() {
+                    p.remove(0);
+                }
+                let bytes: usize = p.iter().map(|b| b.len() * 8).sum();
+                if bytes + v.len() * 8 > POOL_MAX_BYTES {
+                    return;
+                }
+            }
+            p.push(v);
+        });
+    }
+}
+
+/// A packed vector of doubles (or a row-major matrix), immutable. The numbers are on
+/// the host, on the device, or both; with neither, the vector is a symbolic zero.
+pub struct RealVec {
+    len: usize,
+    shape: Shape,
+    host: OnceCell<Rc<HostBuf>>,
+    dev: OnceCell<Rc<cuda::DevBuf>>,
+}
+
+impl RealVec {
+    pub fn from_host(buf: HostBuf, shape: Shape) -> RealVec {
+        let len = buf.as_slice().len();
+        debug_assert!(match shape {
+            Shape::Matrix(r, c) => r * c == len,
+            Shape::Vector => true,
+        });
+        let host = OnceCell::new();
+        let _ = host.set(Rc::new(buf));
+        RealVec { len, shape, host, dev: OnceCell::new() }
+    }
+
+    pub fn from_vec(v: Vec<f64>, shape: Shape) -> RealVec {
+        RealVec::from_host(HostBuf::from_vec(v), shape)
+    }
+
+    pub fn from_dev(buf: cuda::DevBuf, len: usize, shape: Shape) -> RealVec {
+        let dev = OnceCell::new();
+        let _ = dev.set(Rc::new(buf));
+        RealVec { len, shape, host: OnceCell::new(), dev }
+    }
+
+    /// A symbolic zero: no storage until something needs its numbers.
+    pub fn zeros(len: usize, shape: Shape) -> RealVec {
+        RealVec { len, shape, host: OnceCell::new(), dev: OnceCell::new() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+    pub fn is_matrix(&self) -> bool {
+        matches!(self.shape, Shape::Matrix(..))
+    }
+    pub fn describe(&self) -> String {
+        self.shape.describe(self.len)
+    }
+
+    /// Is this a symbolic zero (no numbers anywhere yet)?
+    pub fn is_zero(&self) -> bool {
+        self.host.get().is_none() && self.dev.get().is_none()
+    }
+
+    /// Are the numbers on the device (and not on the host)?
+    pub fn on_device_only(&self) -> bool {
+        self.host.get().is_none() && self.dev.get().is_some()
+    }
+
+    /// Are the numbers on the device (possibly also on the host)?
+    pub fn on_device(&self) -> bool {
+        self.dev.get().is_some()
+    }
+
+    /// Are the numbers on the host (possibly also on the device)?
+    pub fn on_host(&self) -> bool {
+        self.host.get().is_some()
+    }
+
+    /// The numbers on the host: copied back from the device (once) if they live there,
+    /// materialised if this is a symbolic zero.
+    pub fn host(&self) -> &[f64] {
+        self.host
+            .get_or_init(|| match self.dev.get() {
+                Some(d) => {
+                    count_to_host();
+                    Rc::new(cuda::to_host(d, self.len))
+                }
+                None => Rc::new(HostBuf::zeroed(self.len)),
+            })
+            .as_slice()
+    }
+
+    /// The device buffer, if the numbers are there already.
+    pub fn dev(&self) -> Option<&cuda::DevBuf> {
+        self.dev.get().map(|d| &**d)
+    }
+
+    /// The device buffer, copying the numbers over (once) if needed.
+    pub fn dev_or_upload(&self, g: &cuda::Gpu) -> Result<&cuda::DevBuf, String> {
+        if let Some(d) = self.dev.get() {
+            return Ok(&**d);
+        }
+        let d = match self.host.get() {
+            Some(h) => {
+                count_to_device();
+                g.upload(h.as_slice())?
+            }
+            None => g.zeros(self.len)?,
+        };
+        let _ = self.dev.set(Rc::new(d));
+        Ok(self.dev.get().unwrap()).map(|d| &**d)
+    }
+
+    /// The same numbers seen with another shape of the same length (shares the storage).
+    pub fn reshaped(&self, shape: Shape) -> RealVec {
+        RealVec { len: self.len, shape, host: self.host.clone(), dev: self.dev.clone() }
+    }
+
+    /// One element (reads back a single number if the vector lives on the device).
+    pub fn get(&self, i: usize) -> f64 {
+        if let Some(h) = self.host.get() {
+            return h.as_slice()[i];
+        }
+        match self.dev.get() {
+            Some(d) => {
+                count_scalar();
+                cuda::read_one(d, i)
+            }
+            None => 0.0,
+        }
+    }
+
+    /// A symbolic zero of the same shape.
+    pub fn zero_like(&self) -> RealVec {
+        RealVec::zeros(self.len, self.shape)
+    }
+}
+
+/// Writes a vector readably: `(vector 1.0 2.0)`, `(matrix (1.0 2.0) (3.0 4.0))`.
+pub fn write(out: &mut String, v: &RealVec) {
+    let fmt = crate::print::format_real;
+    let xs = v.host();
+    match v.shape {
+        Shape::Vector => {
+            out.push_str("(vector");
+            for x in xs {
+                out.push(' ');
+                out.push_str(&fmt(*x));
+            }
+            out.push(')');
+        }
+        Shape::Matrix(r, c) => {
+            out.push_str("(matrix");
+            for i in 0..r {
+                out.push_str(" (");
+                for j in 0..c {
+                    if j > 0 {
+                        out.push(' ');
+                    }
+                    out.push_str(&fmt(xs[i * c + j]));
+                }
+                out.push(')');
+            }
+            out.push(')');
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! The `vlad` binary: error reports (location, wording, call trace, exit
+//! status), `vlad test` output, `vlad run` output and options, `vlad anf`.
+//! Programs are written to a fresh directory and run from there, so file names
+//! in messages are the relative names given on the command line.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// A scratch directory, removed when dropped.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new() -> Dir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "vlad-cli-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Dir(p)
+    }
+    fn file(&self, name: &str, text: &str) -> &Dir {
+        let p = self.0.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+        self
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn vlad(dir: &Dir, args: &[&str]) -> Out {
+    let o = Command::new(env!("CARGO_BIN_EXE_vlad")).args(args).current_dir(dir.path()).output().unwrap();
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// Runs `bad.vlad` holding `src` with `vlad run`; it must fail without printing anything.
+fn run_bad(src: &str, extra: &[&str]) -> Out {
+    let d = Dir::new();
+    d.file("bad.vlad", src);
+    let mut args = vec!["run", "bad.vlad"];
+    args.extend(extra);
+    let o = vlad(&d, &args);
+    assert_ne!(o.code, 0, "{src}: exit status 0\n{}", o.stderr);
+    o
+}
+
+fn assert_stderr(o: &Out, expected: &str) {
+    assert_eq!(o.stderr, expected, "\nstdout: {}", o.stdout);
+}
+
+// ---- errors found before anything runs ----
+
+#[test]
+fn unbound_variable() {
+    // reported before the first line runs: nothing is printed
+    let o = run_bad("(write 1)\n(define (f x) (+ x y))\n(f 1)\n", &[]);
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stdout, "");
+    assert_stderr(
+        &o,
+        "bad.vlad:2:20: error: unbound variable `y`\n  | (define (f x) (+ x y))\n  |                    ^\n",
+    );
+}
+
+#[test]
+fn an_expression_sees_only_earlier_definitions() {
+    let o = run_bad("(f 1)\n(define (f x) x)\n", &[]);
+    assert!(o.stderr.starts_with("bad.vlad:1:2: error: unbound variable `f`\n"), "{}", o.stderr);
+}
+
+#[test]
+fn unbalanced_parentheses() {
+    // line 1 would print, line 3 is malformed: nothing runs
+    let o = run_bad("(write 1)\n(+ 1 2)\n(car (cons 1 2)))\n", &[]);
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stdout, "");
+    assert_stderr(&o, "bad.vlad:3:17: error: unexpected `)`\n  | (car (cons 1 2)))\n  |                 ^\n");
+    let o = run_bad("(write 1)\n(+ 1\n   2\n", &[]);
+    assert_eq!(o.stdout, "");
+    assert_stderr(&o, "bad.vlad:2:1: error: unclosed list (missing `)`)\n  | (+ 1\n  | ^\n");
+    let o = run_bad("(write 1)\n#| never closed\n", &[]);
+    assert_eq!(o.stdout, "");
+    assert!(o.stderr.starts_with("bad.vlad:2:1: error: unterminated block comment\n"), "{}", o.stderr);
+}
+
+#[test]
+fn bad_syntax_is_reported_before_anything_runs() {
+    let o = run_bad("(write 1)\n(if 1 2)\n", &[]);
+    assert_eq!(o.stdout, "");
+    assert_stderr(
+        &o,
+        "bad.vlad:2:1: error: `if` needs a test, a consequent and an alternative\n  | (if 1 2)\n  | ^\n",
+    );
+    let o = run_bad("(write 1)\n(define (f x)\n  (let ((y)) y))\n", &[]);
+    assert_eq!(o.stdout, "");
+    assert!(
+        o.stderr.starts_with("bad.vlad:3:9: error: a binding is `(pattern expression)`\n"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn duplicate_definition() {
+    let o = run_bad("(write 1)\n(define (f x) x)\n(define x 3)\n(define (f y) y)\n", &[]);
+    assert_eq!(o.stdout, "");
+    assert_stderr(
+        &o,
+        "bad.vlad:4:10: error: `f` is defined twice; the first definition is at bad.vlad:2:10\n  | (define (f y) y)\n  |          ^\n",
+    );
+}
+
+#[test]
+fn duplicate_definition_across_an_include() {
+    let d = Dir::new();
+    d.file("main.vlad", "(include \"lib\")\n(define (helper) 2)\n")
+        .file("lib.vlad", "\n(define (helper) 1)\n");
+    let o = vlad(&d, &["main.vlad"]);
+    assert_eq!(o.code, 1);
+    assert_stderr(
+        &o,
+        "main.vlad:2:10: error: `helper` is defined twice; the first definition is at lib.vlad:2:10
+  | (define (helper) 2)
+  |          ^
+",
+    );
+}
+
+#[test]
+fn include_not_found() {
+    let o = run_bad("(write 1)\n(include \"nope\")\n", &[]);
+    assert_eq!(o.stdout, "");
+    assert_stderr(
+        &o,
+        "bad.vlad:2:1: error: include: cannot find \"nope\" (searched the including file's directory, -I directories, and the prelude)\n  | (include \"nope\")\n  | ^\n",
+    );
+}
+
+#[test]
+fn include_cycle() {
+    let d = Dir::new();
+    d.file("a.vlad", "(write 1)\n(include \"b\")\n").file("b.vlad", "\n  (include \"a.vlad\")\n");
+    let o = vlad(&d, &["a.vlad"]);
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stdout, "");
+    assert!(
+        o.stderr.starts_with("b.vlad:2:3: error: include cycle: a.vlad includes itself\n"),
+        "{}",
+        o.stderr
+    );
+    d.file("self.vlad", "(include \"self\")\n");
+    let o = vlad(&d, &["self.vlad"]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.starts_with("self.vlad:1:1: error: include cycle: self.vlad includes itself\n"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn missing_program_file() {
+    let d = Dir::new();
+    let o = vlad(&d, &["nonexistent.vlad"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.starts_with("error: cannot read nonexistent.vlad: "), "{}", o.stderr);
+}
+
+// ---- run-time errors ----
+
+#[test]
+fn pattern_mismatch() {
+    let o = run_bad("(define (f (cons a b)) a)\n(define (g x) (+ 1 (f x)))\n(g 5)\n", &[]);
+    assert_eq!(o.code, 1);
+    assert_stderr(
+        &o,
+        "bad.vlad:1:12: error: pattern mismatch: expected a pair, got 5 (an exact integer)
+  | (define (f (cons a b)) a)
+  |            ^
+  in f called at bad.vlad:2:20
+  in g called at bad.vlad:3:1
+",
+    );
+}
+
+#[test]
+fn wrong_argument_type_to_a_primitive() {
+    let o = run_bad("(define (f x) (+ x #t))\n(define (g x) (* 2 (f x)))\n(g 1)\n", &[]);
+    assert_eq!(o.code, 1);
+    assert_stderr(
+        &o,
+        "bad.vlad:1:15: error: +: expected two numbers, got #t (a boolean)
+  | (define (f x) (+ x #t))
+  |               ^
+  in f called at bad.vlad:2:20
+  in g called at bad.vlad:3:1
+",
+    );
+}
+
+#[test]
+fn applying_a_non_procedure() {
+    let o = run_bad("(define (g x) (+ 1 (x 2)))\n(g 5)\n", &[]);
+    assert_eq!(o.code, 1);
+    assert_stderr(
+        &o,
+        "bad.vlad:1:20: error: cannot apply 5 (an exact integer): not a procedure
+  | (define (g x) (+ 1 (x 2)))
+  |                    ^
+  in g called at bad.vlad:2:1
+",
+    );
+}
+
+#[test]
+fn error_in_the_prelude_shows_the_user_call() {
+    let o = run_bad("(define (g x) (+ 1 (car x)))\n(g 5)\n", &[]);
+    assert_stderr(
+        &o,
+        "prelude/base.vlad:4:14: error: pattern mismatch: expected a pair, got 5 (an exact integer)
+  | (define (car (cons a d)) a)                                 ; first part of a pair
+  |              ^
+  in car called at bad.vlad:1:20
+  in g called at bad.vlad:2:1
+",
+    );
+}
+
+#[test]
+fn output_before_a_run_time_error_is_kept() {
+    let o = run_bad("(write 1)\n(+ 2 3)\n(car 5)\n(write 4)\n", &[]);
+    assert_eq!(o.code, 1);
+    // `write` prints 1 and returns it, which is printed too; nothing after the error runs
+    assert_eq!(o.stdout, "1\n1\n5\n");
+    assert!(o.stderr.contains("error: pattern mismatch"), "{}", o.stderr);
+}
+
+#[test]
+fn max_depth_stops_deep_recursion() {
+    for args in [&["--max-depth", "1000"][..], &[][..]] {
+        let d = Dir::new();
+        d.file("deep.vlad", "(define (f n) (+ 1 (f n)))\n(f 1)\n");
+        let mut a = vec![];
+        a.extend_from_slice(args);
+        a.push("deep.vlad");
+        if args.is_empty() {
+            // `vlad run FILE --max-depth N` works as well
+            a = vec!["run", "deep.vlad", "--max-depth", "1000"];
+        }
+        let o = vlad(&d, &a);
+        assert_eq!(o.code, 1);
+        let mut expected = String::from(
+            "deep.vlad:1:20: error: recursion too deep (more than 1000 nested calls; see --max-depth)
+  | (define (f n) (+ 1 (f n)))
+  |                    ^
+",
+        );
+        for _ in 0..8 {
+            expected.push_str("  in f called at deep.vlad:1:20\n");
+        }
+        expected.push_str("  ... 992 more frames\n");
+        assert_stderr(&o, &expected);
+    }
+}
+
+#[test]
+fn max_steps_stops_an_infinite_loop() {
+    let o = run_bad("(define (spin n) (spin (+ n 1)))\n(spin 0)\n", &["--max-steps", "100000"]);
+    assert_eq!(o.code, 3);
+    assert_stderr(
+        &o,
+        "bad.vlad:1:18: error: step limit of 100000 exceeded (--max-steps)
+  | (define (spin n) (spin (+ n 1)))
+  |                  ^
+  in spin called at bad.vlad:1:18
+",
+    );
+}
+
+#[test]
+fn timeout_stops_an_infinite_loop() {
+    let t = Instant::now();
+    let o = run_bad("(write 7)\n(define (spin n) (spin (+ n 1)))\n(spin 0)\n", &["--timeout", "0.5"]);
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    assert_eq!(o.code, 3);
+    assert_eq!(o.stdout, "7\n7\n");
+    assert!(o.stderr.starts_with("bad.vlad:2:18: error: time limit exceeded (--timeout)\n"), "{}", o.stderr);
+}
+
+// ---- vlad run ----
+
+#[test]
+fn run_prints_each_top_level_value() {
+    let d = Dir::new();
+    d.file(
+        "p.vlad",
+        "'()\n#t\n#f\n42\n1.0\n0.25\n-0.0\n1e21\n(/ 1 3)\n(/ 1.0 0)\n(/ -1.0 0)\n(* 4294967296 4294967296)\n\
+         (list 1 2 3)\n(cons 1 2)\n(cons* 1 2 3)\n'(1 (2 . 3) #t ())\n+\n(define (f x) x)\n(f 5)\n",
+    );
+    let o = vlad(&d, &["p.vlad"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        o.stdout,
+        "()\n#t\n#f\n42\n1.0\n0.25\n-0.0\n1e21\n0.3333333333333333\n+inf.0\n-inf.0\n18446744073709551616\n\
+         (1 2 3)\n(1 . 2)\n(1 2 . 3)\n(1 (2 . 3) #t ())\n+\n5\n"
+    );
+    assert_eq!(o.stderr, "");
+    // `vlad run FILE` is the same
+    assert_eq!(vlad(&d, &["run", "p.vlad"]).stdout, o.stdout);
+}
+
+#[test]
+fn run_prints_closures_as_their_lambda() {
+    let d = Dir::new();
+    d.file("c.vlad", "(lambda (x) (* x x))\n");
+    let o = vlad(&d, &["c.vlad"]);
+    let re = regex::Regex::new(
+        r"^\(lambda \(x_(\d+)\)\n +\(let\* \(\(t_(\d+) \(\* x_(\d+) x_(\d+)\)\)\)\n +t_(\d+)\)\)\n$",
+    )
+    .unwrap();
+    assert!(re.is_match(&o.stdout), "{}", o.stdout);
+}
+
+#[test]
+fn run_with_include_search_path() {
+    let d = Dir::new();
+    d.file("src/main.vlad", "(include \"sub/a\")\n(include \"lib\")\n(list (a) (b) (c))\n")
+        .file("src/sub/a.vlad", "(include \"b.vlad\")\n(define (a) 1)\n")
+        .file("src/sub/b.vlad", "(define (b) 2)\n")
+        .file("libdir/lib.vlad", "(define (c) 3)\n");
+    let o = vlad(&d, &["run", "src/main.vlad", "-I", "libdir"]);
+    assert_eq!((o.code, o.stdout.as_str(), o.stderr.as_str()), (0, "(1 2 3)\n", ""));
+    let o = vlad(&d, &["src/main.vlad", "--include", "libdir"]);
+    assert_eq!(o.stdout, "(1 2 3)\n");
+    // without -I, lib is not found
+    let o = vlad(&d, &["run", "src/main.vlad"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.starts_with("src/main.vlad:2:1: error: include: cannot find \"lib\""), "{}", o.stderr);
+}
+
+#[test]
+fn annotations_are_ignored_when_running() {
+    let d = Dir::new();
+    d.file("a.vlad", "(+ 1 2) ===> 4\n(* 2 3)\n");
+    let o = vlad(&d, &["a.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "3\n6\n"));
+}
+
+#[test]
+fn metered_counts_primitive_arithmetic() {
+    let d = Dir::new();
+    d.file("m.vlad", "(define (f x) (* x (+ x 1)))\n(f 3)\n(f 2.5)\n");
+    let o = vlad(&d, &["--metered", "m.vlad"]);
+    assert_eq!(o.code, 0);
+    assert_eq!(o.stdout, "12\n8.75\n");
+    assert_eq!(o.stderr, "metered: 4 primitive operations (+ 2, * 2)\n");
+}
+
+// ---- vlad test ----
+
+#[test]
+fn test_command_reports_each_failure_and_a_summary() {
+    let d = Dir::new();
+    d.file(
+        "t.vlad",
+        "(+ 1 2) ===> 3\n(+ 1 2) ===> 4\n(= 1 2)\n(car 5) ===> (error \"pattern\")\n\
+         (car 5) ===> (error \"zzz\")\n(+ 1 1) ===> (error \"x\")\n'(1 2) ===> (1 2)\n(list 1 2.0) ===> (1.0 2)\n\
+         (list 1 2) ===>\n  (1 2 3)\n",
+    );
+    let o = vlad(&d, &["test", "t.vlad"]);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stdout,
+        "t.vlad:2: expected 4, got 3
+t.vlad:3: expected #t, got #f
+t.vlad:5: expected an error matching \"zzz\", got error: pattern mismatch: expected a pair, got 5 (an exact integer)
+t.vlad:6: expected an error matching \"x\", got 2
+t.vlad:9: expected (1 2 3), got (1 2)
+4 passed, 5 failed
+"
+    );
+}
+
+#[test]
+fn test_command_passes_and_sums_over_files_and_directories() {
+    let d = Dir::new();
+    d.file("ok/a.vlad", "(+ 1 2) ===> 3\n(< 1 2)\n")
+        .file("ok/b.vlad", "(* 2 3) ===> 6\n")
+        .file("ok/notes.txt", "(+ 1 1) ===> 3\n")
+        .file("bad.vlad", "(+ 1 2) ===> 5\n");
+    let o = vlad(&d, &["test", "ok"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "3 passed, 0 failed\n"));
+    let o = vlad(&d, &["test", "ok/a.vlad", "bad.vlad", "ok/b.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (1, "bad.vlad:1: expected 5, got 3\n3 passed, 1 failed\n"));
+}
+
+#[test]
+fn test_command_counts_a_file_that_does_not_compile_as_a_failure() {
+    let d = Dir::new();
+    d.file("a.vlad", "(+ 1 2) ===> 3\n").file("b.vlad", "(+ 1 2) ===> 3\n(+ 1\n");
+    let o = vlad(&d, &["test", "a.vlad", "b.vlad"]);
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stdout, "b.vlad:2:1: error: unclosed list (missing `)`)\n1 passed, 1 failed\n");
+}
+
+#[test]
+fn test_command_with_include_path() {
+    let d = Dir::new();
+    d.file("t/t.vlad", "(include \"lib\")\n(c) ===> 3\n").file("libdir/lib.vlad", "(define (c) 3)\n");
+    let o = vlad(&d, &["test", "t/t.vlad", "-I", "libdir"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "1 passed, 0 failed\n"));
+}
+
+// ---- vlad anf ----
+
+#[test]
+fn anf_prints_the_alpha_renamed_a_normal_form() {
+    let d = Dir::new();
+    d.file("m.vlad", "(define (f x) (* x (+ x 1)))\n(f 3)\n");
+    let o = vlad(&d, &["anf", "m.vlad"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let re = regex::Regex::new(
+        r"^\(define f\n  \(lambda \(x_(\d+)\)\n    \(let\* \(\(t_(\d+) \(\+ x_(\d+) 1\)\)\n +\(t_(\d+) \(\* x_(\d+) t_(\d+)\)\)\)\n      t_(\d+)\)\)\)\n\(let\* \(\(t_(\d+) \(f 3\)\)\)\n  t_(\d+)\)\n$",
+    )
+    .unwrap();
+    let c = re.captures(&o.stdout).unwrap_or_else(|| panic!("{}", o.stdout));
+    // x is one variable; the two temporaries are distinct; the result is the product
+    assert!(c[1] == c[3] && c[3] == c[5], "{}", o.stdout);
+    assert!(c[2] == c[6] && c[2] != c[4] && c[4] == c[7], "{}", o.stdout);
+    // the top-level expression is shown too
+    assert_eq!(&c[8], &c[9], "{}", o.stdout);
+    let o = vlad(&d, &["anf", "--reverse", "m.vlad"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains(";; reverse transform of f\n"), "{}", o.stdout);
+}

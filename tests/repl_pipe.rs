@@ -1,0 +1,130 @@
+//! The REPL when standard input is not a terminal: it reads inputs from the pipe,
+//! prints each value as it is evaluated, reports errors on stderr and goes on,
+//! and exits non-zero if anything failed.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+struct Out {
+    stdout: String,
+    stderr: String,
+    code: i32,
+}
+
+fn pipe(input: &str, args: &[&str]) -> Out {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vlad"))
+        .args(args)
+        .env("VLAD_HISTORY", "")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run vlad");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    Out {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: out.status.code().unwrap_or(-1),
+    }
+}
+
+#[test]
+fn echo_expression_prints_its_value() {
+    let o = pipe("(+ 1 2)\n", &[]);
+    assert_eq!(o.stdout, "3\n");
+    assert_eq!(o.stderr, "");
+    assert_eq!(o.code, 0);
+    let o = pipe("(+ 1 2)\n", &["repl"]);
+    assert_eq!(o.stdout, "3\n");
+}
+
+#[test]
+fn definitions_accumulate_and_inputs_span_lines() {
+    let o = pipe(
+        "(define (sq x)\n  ; a comment with ( in it\n  (* x x))\n(sq 5) (sq 6)\n(sq #| ) |#\n 7)\n",
+        &[],
+    );
+    assert_eq!(o.stdout, "25\n36\n49\n", "stderr: {}", o.stderr);
+    assert_eq!(o.code, 0);
+}
+
+#[test]
+fn errors_go_to_stderr_and_the_session_continues() {
+    let o = pipe("(define (half x) (/ x 2))\n\n(car 5)\n(half 10)\n(nope)\n(half 4)\n", &[]);
+    assert_eq!(o.stdout, "5\n2\n");
+    assert!(o.stderr.contains("error: pattern mismatch"), "{}", o.stderr);
+    // Locations count the lines of standard input.
+    assert!(o.stderr.contains("<stdin>:3:1"), "{}", o.stderr);
+    assert!(o.stderr.contains("<stdin>:5:2: error: unbound"), "{}", o.stderr);
+    assert_ne!(o.code, 0);
+    // No prompts, no colours.
+    assert!(!o.stdout.contains("vlad>") && !o.stdout.contains('\x1b'));
+    assert!(!o.stderr.contains('\x1b'));
+}
+
+#[test]
+fn redefinition_replaces_a_name_for_later_inputs() {
+    let o = pipe(
+        "(define k 1)\n(define (get) k)\n(define k 2)\nk\n(get)\n(define (car p) 99)\n(car '(1 2))\n",
+        &[],
+    );
+    // `get` was compiled against the first `k`; a prelude name can be replaced too.
+    assert_eq!(o.stdout, "2\n1\n99\n", "{}", o.stderr);
+    assert_eq!(o.code, 0);
+}
+
+#[test]
+fn an_unfinished_input_is_an_error() {
+    let o = pipe("(+ 1 2)\n(+ 1\n", &[]);
+    assert_eq!(o.stdout, "3\n");
+    assert!(o.stderr.contains("<stdin>:2:1"), "{}", o.stderr);
+    assert_ne!(o.code, 0);
+}
+
+#[test]
+fn commands_work_without_a_terminal() {
+    let o = pipe(
+        ":help\n(define (sq x) (* x x))\n:anf (sq (+ 1 2))\n:reverse sq\n:forward sq\n:time (sq 3)\n:meter ((gradient sq) 3)\n:env\n:bogus\n:anf\n:quit\n(sq 100)\n",
+        &[],
+    );
+    let s = &o.stdout;
+    assert!(s.contains(":load FILE"), "{}", s);
+    assert!(s.contains("(sq t_"), "{}", s);
+    assert!(s.contains("(reverse *)"), "{}", s);
+    assert!(s.contains("(forward *)"), "{}", s);
+    assert!(s.contains("9\ntime: "), "{}", s);
+    assert!(s.contains("6\nprimitive operations: "), "{}", s);
+    assert!(s.contains("derivative"), "{}", s);
+    assert!(s.contains("sq  procedure"), "{}", s);
+    // :quit stops reading.
+    assert!(!s.contains("10000"), "{}", s);
+    assert!(o.stderr.contains("unknown command `:bogus`"), "{}", o.stderr);
+    assert!(o.stderr.contains("usage: :anf EXPR"), "{}", o.stderr);
+}
+
+#[test]
+fn load_reads_a_file_like_include() {
+    let dir = std::env::temp_dir().join(format!("vlad-repl-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("lib.vlad"), "(define (triple x) (* 3 x))\n").unwrap();
+    let o = pipe(
+        &format!(
+            ":load {}\n(triple 14)\n:load \"{}\"\n",
+            dir.join("lib").display(),
+            dir.join("lib.vlad").display()
+        ),
+        &[],
+    );
+    assert_eq!(o.stdout, "42\n", "{}", o.stderr);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}
+
+#[test]
+fn meter_separates_primal_and_derivative_work() {
+    let o = pipe(":meter (* 2 (sin 1.))\n:meter ((gradient (lambda (x) (* x (sin x)))) 2.)\n", &[]);
+    let lines: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("primitive operations")).collect();
+    assert_eq!(lines.len(), 2, "{}", o.stdout);
+    assert_eq!(lines[0], "primitive operations: 2 (primal 2, derivative 0)");
+    assert!(lines[1].contains("primal 0, derivative "), "{}", lines[1]);
+}
