@@ -24,6 +24,12 @@ pub enum Rule {
     Rules { jvp: &'static str, vjp: &'static str },
     /// `if-procedure`: selects without computing; sensitivity flows to the branch taken.
     Select,
+    /// A type predicate: zero derivative, and a result that depends only on the outer
+    /// shape of the argument. `test` is a VLAD expression computing it from the
+    /// transformed argument `v`, where `STRIP` stands for `primal` or `*j-inverse`;
+    /// it only strips leaves, so the transformed predicate takes constant time even on a
+    /// long list (the generic rule would strip the whole list on every call).
+    Shape { test: &'static str },
 }
 
 /// Counted by `--metered`.
@@ -45,6 +51,13 @@ pub struct PrimDef {
 }
 
 const ZERO_RULES: Rule = Rule::Rules { jvp: "(lambda (x y dx) (zero y))", vjp: "(lambda (x y yb) (zero x))" };
+
+/// A type predicate's rule. `()`, pairs and procedures keep their kind under every AD
+/// transform, so `null?`, `pair?` and `procedure?` test the transformed value as is;
+/// booleans and reals become tagged leaves, stripped after ruling out aggregates.
+const fn shape(test: &'static str) -> Rule {
+    Rule::Shape { test }
+}
 
 macro_rules! rules {
     ($jvp:expr, $vjp:expr) => {
@@ -134,11 +147,23 @@ fn table() -> Vec<PrimDef> {
         p("zero?", 1, |_, a| sign("zero?", &a[0], |o| o == Ordering::Equal), ZERO_RULES, Compare),
         p("positive?", 1, |_, a| sign("positive?", &a[0], |o| o == Ordering::Greater), ZERO_RULES, Compare),
         p("negative?", 1, |_, a| sign("negative?", &a[0], |o| o == Ordering::Less), ZERO_RULES, Compare),
-        p("null?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Nil))), ZERO_RULES, Other),
-        p("boolean?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Bool(_)))), ZERO_RULES, Other),
-        p("real?", 1, |_, a| Ok(Value::Bool(a[0].is_number())), ZERO_RULES, Other),
-        p("pair?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Pair(_)))), ZERO_RULES, Other),
-        p("procedure?", 1, |_, a| Ok(Value::Bool(a[0].is_procedure())), ZERO_RULES, Other),
+        p("null?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Nil))), shape("(null? v)"), Other),
+        p(
+            "boolean?",
+            1,
+            |_, a| Ok(Value::Bool(matches!(a[0], Value::Bool(_)))),
+            shape("(if (pair? v) #f (if (procedure? v) #f (boolean? (STRIP v))))"),
+            Other,
+        ),
+        p(
+            "real?",
+            1,
+            |_, a| Ok(Value::Bool(a[0].is_number())),
+            shape("(if (pair? v) #f (if (procedure? v) #f (real? (STRIP v))))"),
+            Other,
+        ),
+        p("pair?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Pair(_)))), shape("(pair? v)"), Other),
+        p("procedure?", 1, |_, a| Ok(Value::Bool(a[0].is_procedure())), shape("(procedure? v)"), Other),
         p(
             "if-procedure",
             3,

@@ -30,6 +30,14 @@ pub fn rule_source(p: PrimId, k: Kind) -> String {
             "(lambda (v) (let* ((x (*j-inverse v)) (y ({name} x))) \
                (cons (*j y) (lambda (s) (sensitize (cons '() ({vjp} x y (unsensitize s))))))))"
         ),
+        (Rule::Shape { test }, Kind::F) => format!(
+            "(lambda (v) (let ((y {})) (bundle y (perturb (zero y)))))",
+            test.replace("STRIP", "primal")
+        ),
+        (Rule::Shape { test }, _) => format!(
+            "(lambda (v) (let ((y {})) (cons (*j y) (lambda (s) (sensitize (cons '() (zero (*j-inverse v))))))))",
+            test.replace("STRIP", "*j-inverse")
+        ),
         (Rule::Select, Kind::F) => "(lambda (v) (if-procedure v))".to_string(),
         (Rule::Select, _) => "(lambda ((cons c (cons t e))) \
             (if-procedure c \

@@ -124,3 +124,33 @@ fn gradient_time_is_linear() {
     eprintln!("gradient of a 250-list: {:.3}s, of a 1000-list: {:.3}s, ratio {:.1}", t1, t4, t4 / t1);
     assert!(t4 / t1 < 8.0, "4x longer list took {:.1}x the time", t4 / t1);
 }
+
+/// Forward mode over a list loop that tests `null?` takes time linear in the
+/// list length (the transformed `null?` must not strip the whole list).
+#[test]
+fn forward_time_is_linear() {
+    let time = |n: usize| {
+        let mut s = session();
+        run_in(
+            &mut s,
+            "defs",
+            &format!(
+                "(define (mk n) (let loop ((i 0) (acc '())) (if (= i n) acc (loop (+ i 1) (cons (+ 1.0 (* 0.001 i)) acc)))))\n\
+                 (define (f l) (let loop ((l l) (acc 0.0)) (if (null? l) acc (let (((cons x xs) l)) (loop xs (+ acc (* x x)))))))\n\
+                 (define x0 (mk {n}))\nx0"
+            ),
+        );
+        let g = s.compile_expr("(jvp f x0 x0)", "jvp").unwrap();
+        (0..3)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                s.run_thunk(&g).unwrap();
+                t.elapsed().as_secs_f64()
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let t1 = time(500);
+    let t8 = time(4000);
+    eprintln!("jvp of a 500-list: {:.4}s, of a 4000-list: {:.4}s, ratio {:.1}", t1, t8, t8 / t1);
+    assert!(t8 / t1 < 16.0, "8x longer list took {:.1}x the time", t8 / t1);
+}

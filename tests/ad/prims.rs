@@ -295,3 +295,31 @@ fn identity_rules_print_primal() {
     let out = String::from_utf8(buf.borrow().clone()).unwrap();
     assert!(out.lines().next().is_some_and(|l| l.contains("9.0")), "write printed: {:?}", out);
 }
+
+/// Type predicates answer for the untransformed value at every level of
+/// transformation, on leaves, aggregates and procedures alike.
+#[test]
+fn type_predicates_under_ad() {
+    let defs = "(define (score v) (+ (if (null? v) 1 0) (+ (if (pair? v) 2 0) (+ (if (real? v) 4 0)\n\
+                  (+ (if (boolean? v) 8 0) (if (procedure? v) 16 0))))))\n\
+                (define (total x) (reduce + 0 (map2 * (map score (list '() (cons x x) x #t sin (lambda (y) (* x y)) (list x)))\n\
+                                                 (list 1 10 100 1000 10000 100000 1000000))))\n\
+                (define (f x) (* x (total x)))\n\
+                (define (g x) (* (* x x) (total x)))\n";
+    let s = 1.0 + 20.0 + 400.0 + 8000.0 + 160000.0 + 1600000.0 + 2000000.0;
+    let mut src = format!("{defs}(total 2.0)\n");
+    for (_, op) in nestings(1, "f") {
+        src.push_str(&format!("({} 2.0)\n", op));
+    }
+    for (_, op) in nestings(2, "g") {
+        src.push_str(&format!("({} 2.0)\n", op));
+    }
+    for (_, op) in nestings(3, "g") {
+        src.push_str(&format!("({} 2.0)\n", op));
+    }
+    let v = nums(&src);
+    let mut expect = vec![s, s, s];
+    expect.extend([2.0 * s; 4]);
+    expect.extend([0.0; 8]);
+    assert_all_close(&v, &expect, 0.0, "type predicates");
+}
