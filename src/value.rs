@@ -70,6 +70,41 @@ pub struct Inst {
     pub env: Box<[Value]>,
 }
 
+/// Closures nested this deep are dropped later, iteratively (see `Drop for Inst`).
+const MAX_DROP_DEPTH: u32 = 64;
+
+thread_local! {
+    static DROP_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    static DEFERRED_ENVS: std::cell::RefCell<Vec<Box<[Value]>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Drop for Inst {
+    // A chain of closures each capturing the next (reverse mode's backpropagators
+    // over a long loop, closures composed in a loop) would otherwise be dropped
+    // recursively, several Rust frames per closure: past a fixed depth,
+    // environments are queued and the outermost drop empties the queue.
+    fn drop(&mut self) {
+        if self.env.is_empty() {
+            return;
+        }
+        let env = std::mem::take(&mut self.env);
+        let depth = DROP_DEPTH.get();
+        if depth >= MAX_DROP_DEPTH {
+            // Fails only while the thread is being torn down: then drop it here.
+            let _ = DEFERRED_ENVS.try_with(|q| q.borrow_mut().push(env));
+            return;
+        }
+        DROP_DEPTH.set(depth + 1);
+        drop(env);
+        if depth == 0 {
+            while let Some(env) = DEFERRED_ENVS.try_with(|q| q.borrow_mut().pop()).ok().flatten() {
+                drop(env);
+            }
+        }
+        DROP_DEPTH.set(depth);
+    }
+}
+
 impl Value {
     pub fn cons(car: Value, cdr: Value) -> Value {
         Value::Pair(Rc::new(Pair { car, cdr }))

@@ -189,3 +189,24 @@ fn derivative_through_iteration() {
         assert_all_close(&v, &[0.5 / 2f64.sqrt(), 1.0 / 6.0], 1e-14, l);
     }
 }
+
+/// Reverse mode over a long loop builds a chain of backpropagators, each
+/// closing over the next; creating, running and dropping such chains (and long
+/// chains of ordinary closures) must not overflow the native stack of an
+/// ordinary thread using the library.
+#[test]
+fn long_closure_chains() {
+    let r = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(|| {
+            let v = nums(
+                "(let loop ((k 100000) (h (lambda (y) y))) (if (= k 0) 1.0 (loop (- k 1) (lambda (y) (h y)))))\n\
+                 (define (powt x n) (let loop ((k n) (acc 1.0)) (if (= k 0) acc (loop (- k 1) (* acc x)))))\n\
+                 ((derivative-R (lambda (x) (powt x 20000))) 1.0)",
+            );
+            assert_all_close(&v, &[1.0, 20000.0], 0.0, "long chains");
+        })
+        .unwrap()
+        .join();
+    assert!(r.is_ok());
+}
