@@ -178,3 +178,33 @@ fn misuse_is_a_clear_error() {
         assert!(re.is_match(&msg), "{}: error {:?} does not match {:?}", src, msg, pat);
     }
 }
+
+/// Errors raised in code the interpreter generates (primitive rules,
+/// backpropagators) are located at the nearest call in source code, never at
+/// `<unknown>` or at the start of the prelude.
+#[test]
+fn errors_in_generated_code_are_located() {
+    let cases: &[(&str, Option<&str>)] = &[
+        (
+            "\n((*j (lambda (x) (* x x))) 3.0)",
+            Some("misuse:2:18: error: \\*j-inverse: expected a reverse value"),
+        ),
+        ("\n((cdr ((*j (lambda (x) (* x x))) (*j 3.0))) 1.0)", Some("misuse:2:1: error: unsensitize")),
+        ("(vjp (lambda (x) (cons x x)) 1.0 2.0)", None),
+        ("(vjp (lambda (x) (if (< x 0) x (cons x x))) 1.0 2.0)", None),
+        ("(vjp sin 1.0 (cons 1 2))", None),
+    ];
+    for (src, first_line) in cases {
+        let mut s = session();
+        let e = match s.run_text("misuse", src) {
+            Ok(_) => panic!("{} succeeded", src),
+            Err(e) => e.render(&s.sources),
+        };
+        assert!(!e.contains("<unknown>") && !e.contains("base.vlad:1:1"), "{}:\n{}", src, e);
+        assert!(e.lines().next().unwrap().contains(": error: "), "{}:\n{}", src, e);
+        if let Some(re) = first_line {
+            let re = regex::Regex::new(re).unwrap();
+            assert!(re.is_match(e.lines().next().unwrap()), "{}:\n{}", src, e);
+        }
+    }
+}
