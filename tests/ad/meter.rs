@@ -126,10 +126,12 @@ fn gradient_time_is_linear() {
 }
 
 /// Forward mode over a list loop that tests `null?` takes time linear in the
-/// list length (the transformed `null?` must not strip the whole list).
+/// list length (the transformed `null?` must not strip the whole list). Timing
+/// based, so generous: linear is a ratio of about 8 for an 8 times longer list,
+/// the quadratic behaviour this guards against gave 80.
 #[test]
 fn forward_time_is_linear() {
-    let time = |n: usize| {
+    let setup = |n: usize| {
         let mut s = session();
         run_in(
             &mut s,
@@ -141,16 +143,21 @@ fn forward_time_is_linear() {
             ),
         );
         let g = s.compile_expr("(jvp f x0 x0)", "jvp").unwrap();
-        (0..3)
-            .map(|_| {
-                let t = std::time::Instant::now();
-                s.run_thunk(&g).unwrap();
-                t.elapsed().as_secs_f64()
-            })
-            .fold(f64::INFINITY, f64::min)
+        (s, g)
     };
-    let t1 = time(500);
-    let t8 = time(4000);
+    let (mut s1, g1) = setup(500);
+    let (mut s8, g8) = setup(4000);
+    let time = |s: &mut vlad::toplevel::Session, g| {
+        let t = std::time::Instant::now();
+        s.run_thunk(g).unwrap();
+        t.elapsed().as_secs_f64()
+    };
+    // interleaved, best of five, so that load from other tests affects both alike
+    let (mut t1, mut t8) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..5 {
+        t1 = t1.min(time(&mut s1, &g1));
+        t8 = t8.min(time(&mut s8, &g8));
+    }
     eprintln!("jvp of a 500-list: {:.4}s, of a 4000-list: {:.4}s, ratio {:.1}", t1, t8, t8 / t1);
-    assert!(t8 / t1 < 16.0, "8x longer list took {:.1}x the time", t8 / t1);
+    assert!(t8 / t1 < 24.0, "8x longer list took {:.1}x the time", t8 / t1);
 }
