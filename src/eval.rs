@@ -382,7 +382,7 @@ impl Machine {
             Err((mut e, name)) => {
                 if let Some(s) = span {
                     e.push_frame(&name, s);
-                    if e.span.is_none() {
+                    if e.span.is_none() && s.is_known() {
                         e.span = Some(s);
                     }
                 }
@@ -439,7 +439,7 @@ impl Machine {
         if let Some(s) = tail_site {
             // The running procedure was reached by a tail call: show where.
             e.push_frame(&inst.group.display_name(idx as usize), s);
-            if e.span.is_none() {
+            if e.span.is_none() && s.is_known() {
                 e.span = Some(s);
             }
         }
