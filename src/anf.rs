@@ -557,4 +557,4 @@ impl<'a> Normalizer<'a> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

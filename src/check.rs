@@ -28,6 +28,7 @@ fn num_of(d: &Datum) -> Option<f64> {
         DatumKind::Int(i) => Some(*i as f64),
         DatumKind::Big(b) => num_traits::ToPrimitive::to_f64(&**b),
         DatumKind::Real(r) => Some(*r),
+        DatumKind::Rat(q) => Some(crate::num::rat_f64(q)),
         _ => None,
     }
 }
@@ -37,6 +38,7 @@ pub fn datum_matches(actual: &Datum, expected: &Datum) -> bool {
     match (&actual.kind, &expected.kind) {
         (DatumKind::Int(a), DatumKind::Int(b)) => a == b,
         (DatumKind::Big(a), DatumKind::Big(b)) => a == b,
+        (DatumKind::Rat(a), DatumKind::Rat(b)) => a == b,
         (DatumKind::Bool(a), DatumKind::Bool(b)) => a == b,
         (DatumKind::Symbol(a), DatumKind::Symbol(b)) => a == b,
         (DatumKind::Str(a), DatumKind::Str(b)) => a == b,
@@ -122,6 +124,7 @@ pub fn datum_text(d: &Datum) -> String {
     match &d.kind {
         DatumKind::Int(i) => i.to_string(),
         DatumKind::Big(b) => b.to_string(),
+        DatumKind::Rat(q) => q.to_string(),
         DatumKind::Real(r) => crate::print::format_real(*r),
         DatumKind::Bool(b) => if *b { "#t" } else { "#f" }.into(),
         DatumKind::Str(s) => format!("{:?}", s),

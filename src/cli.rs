@@ -49,6 +49,9 @@ pub enum Cmd {
         /// Also print the forward (`bundle`) transform of each top-level procedure
         #[arg(long)]
         forward: bool,
+        /// Also print the inverse of each reversible procedure (`define-reversible`)
+        #[arg(long)]
+        inverse: bool,
         #[command(flatten)]
         opts: Opts,
     },
@@ -172,7 +175,9 @@ fn dispatch(cli: Cli) -> i32 {
     match cli.cmd {
         Some(Cmd::Run { file, opts }) => run_file(&file, &opts),
         Some(Cmd::Test { files, opts }) => test_files(&files, &opts),
-        Some(Cmd::Anf { file, reverse, forward, opts }) => anf_file(&file, reverse, forward, &opts),
+        Some(Cmd::Anf { file, reverse, forward, inverse, opts }) => {
+            anf_file(&file, reverse, forward, inverse, &opts)
+        }
         Some(Cmd::Repl { opts }) => crate::repl::run(&opts),
         None => match cli.file {
             Some(f) => run_file(&f, &cli.opts),
@@ -270,7 +275,7 @@ fn test_files(files: &[PathBuf], opts: &Opts) -> i32 {
     }
 }
 
-fn anf_file(file: &Path, reverse: bool, forward: bool, opts: &Opts) -> i32 {
+fn anf_file(file: &Path, reverse: bool, forward: bool, inverse: bool, opts: &Opts) -> i32 {
     let mut s = new_session(opts);
     let items = match s.read_file(file) {
         Ok(i) => i,
@@ -282,7 +287,7 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, opts: &Opts) -> i32 {
     let names: Vec<Option<std::rc::Rc<str>>> = items
         .iter()
         .map(|it| match it {
-            Item::Define { name, .. } => Some(name.clone()),
+            Item::Define { name, .. } | Item::DefineReversible { name, .. } => Some(name.clone()),
             Item::Expr { .. } => None,
         })
         .collect();
@@ -293,18 +298,52 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, opts: &Opts) -> i32 {
             return 1;
         }
     };
-    drop(unit);
+    // The expressions' thunks, in order (definitions are found through the scope).
+    let mut exprs = unit.steps.iter().filter_map(|st| match st {
+        Step::Expr { thunk, .. } => Some(thunk.clone()),
+        Step::Define(..) => None,
+    });
     let mut code = 0;
     let mut out = String::new();
-    for name in names.iter().flatten() {
-        let g = s.scope[name];
-        let group = match &s.m.globals[g as usize].state {
-            crate::eval::GState::Value(crate::value::Value::Closure(inst, _)) => Some(inst.group.clone()),
-            crate::eval::GState::Thunk(grp) => Some(grp.clone()),
-            _ => None,
+    for name in &names {
+        let (group, title, is_thunk) = match name {
+            Some(name) => {
+                let g = s.scope[name];
+                if let crate::eval::GState::Value(crate::value::Value::Rev(r)) =
+                    &s.m.globals[g as usize].state
+                {
+                    out.push_str(&crate::rev::proc_text(r));
+                    if inverse {
+                        out.push_str(&format!(";; inverse of {} (what `uncall {}` runs)\n", name, name));
+                        out.push_str(&crate::rev::inverse_text(r));
+                    }
+                    continue;
+                }
+                match &s.m.globals[g as usize].state {
+                    crate::eval::GState::Value(crate::value::Value::Closure(inst, _)) => {
+                        (inst.group.clone(), name.to_string(), false)
+                    }
+                    crate::eval::GState::Thunk(grp) => (grp.clone(), name.to_string(), true),
+                    _ => continue,
+                }
+            }
+            None => match exprs.next() {
+                Some(t) => (t, String::new(), true),
+                None => continue,
+            },
         };
-        let Some(group) = group else { continue };
-        out.push_str(&format!("(define {}\n  ", name));
+        if is_thunk {
+            // A constant or a top-level expression: show its body.
+            let body =
+                group.members.get().map(|ms| crate::show::block_to_string(&ms[0].body)).unwrap_or_default();
+            if title.is_empty() {
+                out.push_str(&format!("{}\n", body));
+            } else {
+                out.push_str(&format!("(define {}\n  {})\n", title, body.replace('\n', "\n  ")));
+            }
+            continue;
+        }
+        out.push_str(&format!("(define {}\n  ", title));
         crate::show::write_group_member(&mut out, &group, 0, 1);
         out.push_str(")\n");
         for (flag, kind) in [(forward, crate::anf::Kind::F), (reverse, crate::anf::Kind::R)] {
@@ -314,7 +353,7 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, opts: &Opts) -> i32 {
             let t = crate::ad::transform_group(&group, kind);
             match s.m.group_members(&t) {
                 Ok(_) => {
-                    out.push_str(&format!(";; {} transform of {}\n  ", kind.name(), name));
+                    out.push_str(&format!(";; {} transform of {}\n  ", kind.name(), title));
                     crate::show::write_group_member(&mut out, &t, 0, 1);
                     out.push('\n');
                 }

@@ -17,6 +17,8 @@ pub enum DatumKind {
     Int(i64),
     /// An exact integer that does not fit in `i64`.
     Big(Rc<BigInt>),
+    /// An exact rational that is not an integer (`1/3`), normalised.
+    Rat(Rc<num_rational::BigRational>),
     /// A double (`1.5`, `1e10`, `+inf.0`, `-nan.0`, `1.`).
     Real(f64),
     Bool(bool),

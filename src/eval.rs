@@ -176,6 +176,7 @@ impl Machine {
                         Some(crate::datum::DatumKind::Int(i)) => Ok(Value::Int(*i)),
                         Some(crate::datum::DatumKind::Big(b)) => Ok(Value::Big(b.clone())),
                         Some(crate::datum::DatumKind::Real(r)) => Ok(Value::Real(*r)),
+                        Some(crate::datum::DatumKind::Rat(q)) => Ok(Value::Rat(q.clone())),
                         _ => Err(Error::runtime(None, format!("read-real: not a number: {}", t))),
                     };
                 }
@@ -400,13 +401,13 @@ impl Machine {
         mut nargs: usize,
     ) -> std::result::Result<Value, (Error, String)> {
         let base = self.stack.len() - nargs;
-        // The last tail call's site, and the procedure first entered (set on the first tail call).
+        // Where the running procedure was tail-called from, and the procedure first
+        // entered (both unset until the first tail call).
         let mut tail_site: Option<Span> = None;
         // The procedure originally called, kept once a tail call replaces it.
         let mut entered: Option<(Rc<Group>, u32)> = None;
-        loop {
-            let r = self.enter(base, &inst, idx, nargs);
-            match r {
+        let mut e = loop {
+            match self.enter(base, &inst, idx, nargs) {
                 Ok(Next::Return(v)) => {
                     self.stack.truncate(base);
                     return Ok(v);
@@ -424,31 +425,29 @@ impl Machine {
                             nargs = n;
                             tail_site = Some(span);
                         }
-                        other => {
-                            return self.call(other, n, Some(span)).map_err(|e| {
-                                let (g, i) = entered.as_ref().unwrap();
-                                (e, g.display_name(*i as usize))
-                            });
-                        }
+                        // A primitive (or a non-procedure) in tail position.
+                        other => match self.call(other, n, Some(span)) {
+                            Ok(v) => return Ok(v),
+                            Err(e) => break e,
+                        },
                     }
                 }
-                Err(mut e) => {
-                    self.stack.truncate(base);
-                    if let Some(s) = tail_site {
-                        // The procedure that failed was reached by a tail call: show where.
-                        e.push_frame(&inst.group.display_name(idx as usize), s);
-                        if e.span.is_none() {
-                            e.span = Some(s);
-                        }
-                    }
-                    let name = match &entered {
-                        Some((g, i)) => g.display_name(*i as usize),
-                        None => inst.group.display_name(idx as usize),
-                    };
-                    return Err((e, name));
-                }
+                Err(e) => break e,
+            }
+        };
+        self.stack.truncate(base);
+        if let Some(s) = tail_site {
+            // The running procedure was reached by a tail call: show where.
+            e.push_frame(&inst.group.display_name(idx as usize), s);
+            if e.span.is_none() {
+                e.span = Some(s);
             }
         }
+        let name = match &entered {
+            Some((g, i)) => g.display_name(*i as usize),
+            None => inst.group.display_name(idx as usize),
+        };
+        Err((e, name))
     }
 
     /// Sets up the frame of member `idx` with its arguments and runs its body.
@@ -605,7 +604,7 @@ impl Machine {
                         return Err(Error::runtime(
                             None,
                             format!(
-                                "internal error: expected a closure with {} captured values, got {}",
+                                "sensitivity does not conform: expected the sensitivity of a procedure with {} captured values, got {}",
                                 xs.len(),
                                 crate::print::to_string(other)
                             ),
@@ -699,7 +698,7 @@ impl Machine {
                         return Err(Error::runtime(
                             None,
                             format!(
-                                "internal error: expected an environment sensitivity of {} values, got {}",
+                                "sensitivity does not conform: expected the sensitivity of a procedure with {} captured values (a value shaped like the procedure), got {}",
                                 slots.len(),
                                 crate::print::to_string(other)
                             ),

@@ -33,6 +33,7 @@ pub enum DatumKindValue {
     Bool(bool),
     Int(i64),
     Big(Rc<num_bigint::BigInt>),
+    Rat(Rc<num_rational::BigRational>),
     Real(f64),
     Pair(Box<DatumKindValue>, Box<DatumKindValue>),
 }
@@ -44,6 +45,7 @@ impl DatumKindValue {
             DatumKindValue::Bool(b) => Value::Bool(*b),
             DatumKindValue::Int(i) => Value::Int(*i),
             DatumKindValue::Big(b) => Value::Big(b.clone()),
+            DatumKindValue::Rat(q) => Value::Rat(q.clone()),
             DatumKindValue::Real(r) => Value::Real(*r),
             DatumKindValue::Pair(a, d) => Value::cons(a.to_value(), d.to_value()),
         }
@@ -97,8 +99,25 @@ impl Core {
 
 /// Names that are syntax, not variables.
 pub const KEYWORDS: &[&str] = &[
-    "lambda", "let", "let*", "letrec", "if", "cond", "and", "or", "cons", "cons*", "list", "quote", "define",
-    "include", "else",
+    "lambda",
+    "let",
+    "let*",
+    "letrec",
+    "if",
+    "cond",
+    "and",
+    "or",
+    "cons",
+    "cons*",
+    "list",
+    "quote",
+    "define",
+    "include",
+    "else",
+    "call",
+    "uncall",
+    "rev-grad",
+    "define-reversible",
 ];
 
 fn bad(d: &Datum, msg: impl Into<String>) -> Error {
@@ -111,6 +130,7 @@ pub fn datum_const(d: &Datum) -> Result<ConstVal> {
         Ok(match &d.kind {
             DatumKind::Int(i) => DatumKindValue::Int(*i),
             DatumKind::Big(b) => DatumKindValue::Big(b.clone()),
+            DatumKind::Rat(q) => DatumKindValue::Rat(q.clone()),
             DatumKind::Real(r) => DatumKindValue::Real(*r),
             DatumKind::Bool(b) => DatumKindValue::Bool(*b),
             DatumKind::List(items, tail) => {
@@ -135,9 +155,11 @@ pub fn datum_const(d: &Datum) -> Result<ConstVal> {
 pub fn expand(d: &Datum) -> Result<Core> {
     let sp = d.span;
     match &d.kind {
-        DatumKind::Int(_) | DatumKind::Big(_) | DatumKind::Real(_) | DatumKind::Bool(_) => {
-            Ok(Core::Const(datum_const(d)?, sp))
-        }
+        DatumKind::Int(_)
+        | DatumKind::Big(_)
+        | DatumKind::Rat(_)
+        | DatumKind::Real(_)
+        | DatumKind::Bool(_) => Ok(Core::Const(datum_const(d)?, sp)),
         DatumKind::Str(_) => Err(bad(d, "a string is not a VLAD expression")),
         DatumKind::Symbol(s) => {
             if KEYWORDS.contains(&&**s) {
@@ -194,6 +216,10 @@ pub fn expand(d: &Datum) -> Result<Core> {
                         )
                     }
                     "define" => return Err(bad(d, "`define` is allowed only at top level")),
+                    "define-reversible" => {
+                        return Err(bad(d, "`define-reversible` is allowed only at top level"))
+                    }
+                    "call" | "uncall" | "rev-grad" => return expand_rev(d, head, items),
                     "include" => return Err(bad(d, "`include` is allowed only at top level")),
                     "else" => return Err(bad(d, "`else` outside `cond`")),
                     _ => {}
@@ -204,6 +230,34 @@ pub fn expand(d: &Datum) -> Result<Core> {
             Ok(Core::App(Box::new(f), args, sp))
         }
     }
+}
+
+/// `(call p a ...)` is `(%rev-call p (list a ...))`; likewise `uncall` and
+/// `(rev-grad p k a ...)` (REVERSIBLE.md).
+fn expand_rev(d: &Datum, head: &str, items: &[Datum]) -> Result<Core> {
+    let fixed = if head == "rev-grad" { 3 } else { 2 };
+    if items.len() < fixed {
+        return Err(bad(
+            d,
+            if head == "rev-grad" {
+                "`rev-grad` needs a reversible procedure, a variable position and the initial values: (rev-grad p k a ...)"
+            } else {
+                "expected a reversible procedure and the initial values of its variables: (call p a ...)"
+            },
+        ));
+    }
+    let prim = match head {
+        "call" => "%rev-call",
+        "uncall" => "%rev-uncall",
+        _ => "%rev-grad",
+    };
+    let mut args = items[1..fixed].iter().map(expand).collect::<Result<Vec<_>>>()?;
+    args.push(expand_cons_star(
+        d,
+        &items[fixed..],
+        Some(Core::Const(ConstVal(DatumKindValue::Nil), d.span)),
+    )?);
+    Ok(Core::App(Box::new(Core::Var(prim.into(), items[0].span)), args, d.span))
 }
 
 fn expand_quote(d: &Datum, items: &[Datum]) -> Result<Core> {
@@ -264,9 +318,11 @@ pub fn pattern(d: &Datum) -> Result<Pat> {
             }
             Ok(Pat::Var(s.clone(), d.span))
         }
-        DatumKind::Int(_) | DatumKind::Big(_) | DatumKind::Real(_) | DatumKind::Bool(_) => {
-            Ok(Pat::Const(datum_const(d)?, d.span))
-        }
+        DatumKind::Int(_)
+        | DatumKind::Big(_)
+        | DatumKind::Rat(_)
+        | DatumKind::Real(_)
+        | DatumKind::Bool(_) => Ok(Pat::Const(datum_const(d)?, d.span)),
         DatumKind::List(items, None) if items.is_empty() => {
             Ok(Pat::Const(ConstVal(DatumKindValue::Nil), d.span))
         }

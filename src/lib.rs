@@ -18,6 +18,7 @@ pub mod print;
 pub mod reader;
 pub mod repl;
 pub mod resolve;
+pub mod rev;
 pub mod show;
 pub mod source;
 pub mod toplevel;

@@ -1,9 +1,11 @@
-//! The numeric tower: machine integers that promote to big integers, and doubles.
-//! Exact arithmetic stays exact; any double makes the result a double.
+//! The numeric tower: machine integers that promote to big integers, exact
+//! rationals (which arise from literals such as `1/3` and from reversible `*=`/`/=`),
+//! and doubles. Exact arithmetic stays exact; any double makes the result a double.
 
 use crate::value::Value;
 use num_bigint::BigInt;
 use num_integer::Integer;
+use num_rational::BigRational;
 use num_traits::{Signed, ToPrimitive, Zero};
 use std::cmp::Ordering;
 use std::rc::Rc;
@@ -16,7 +18,34 @@ pub fn from_big(b: BigInt) -> Value {
     }
 }
 
-fn big(v: &Value) -> Option<BigInt> {
+/// A rational as a value: an integer when the denominator is 1.
+pub fn from_rat(r: BigRational) -> Value {
+    if r.is_integer() {
+        from_big(r.to_integer())
+    } else {
+        Value::Rat(Rc::new(r))
+    }
+}
+
+/// An exact number (integer or rational) as a rational.
+pub fn rat(v: &Value) -> Option<BigRational> {
+    match v {
+        Value::Rat(q) => Some((**q).clone()),
+        _ => big(v).map(BigRational::from_integer),
+    }
+}
+
+/// The nearest double to a rational.
+pub fn rat_f64(q: &BigRational) -> f64 {
+    ratio_f64(q.numer(), q.denom())
+}
+
+/// Is this an exact number (integer or rational)?
+pub fn is_exact_num(v: &Value) -> bool {
+    matches!(v, Value::Int(_) | Value::Big(_) | Value::Rat(_))
+}
+
+pub fn big(v: &Value) -> Option<BigInt> {
     match v {
         Value::Int(i) => Some(BigInt::from(*i)),
         Value::Big(b) => Some((**b).clone()),
@@ -70,6 +99,20 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
             }
         }));
     }
+    if is_exact_num(a) && is_exact_num(b) {
+        let (x, y) = (rat(a)?, rat(b)?);
+        return Some(Ok(match op {
+            '+' => from_rat(x + y),
+            '-' => from_rat(x - y),
+            '*' => from_rat(x * y),
+            _ => {
+                if y.is_zero() {
+                    return Some(Err("division by exact zero".into()));
+                }
+                from_rat(x / y)
+            }
+        }));
+    }
     let (x, y) = (a.as_f64()?, b.as_f64()?);
     Some(Ok(Value::Real(match op {
         '+' => x + y,
@@ -97,6 +140,17 @@ pub fn compare(a: &Value, b: &Value) -> Option<Option<Ordering>> {
         (Value::Int(x), Value::Int(y)) => Some(Some(x.cmp(y))),
         _ if is_exact(a) && is_exact(b) => Some(Some(big(a)?.cmp(&big(b)?))),
         (Value::Real(x), Value::Real(y)) => Some(x.partial_cmp(y)),
+        _ if is_exact_num(a) && is_exact_num(b) => Some(Some(rat(a)?.cmp(&rat(b)?))),
+        (Value::Rat(q), Value::Real(r)) | (Value::Real(r), Value::Rat(q)) => {
+            let o = if r.is_nan() {
+                None
+            } else if r.is_infinite() {
+                Some(if *r > 0.0 { Ordering::Less } else { Ordering::Greater })
+            } else {
+                Some((**q).cmp(&BigRational::from_float(*r)?))
+            };
+            Some(if matches!(a, Value::Real(_)) { o.map(Ordering::reverse) } else { o })
+        }
         _ => {
             // Mixed exact/inexact: compare exactly where the double is finite.
             let (ex, r, flip) = match (a, b) {
@@ -143,6 +197,7 @@ pub fn sign(a: &Value) -> Option<Option<Ordering>> {
         Value::Int(i) => Some(Some(i.cmp(&0))),
         Value::Big(b) => Some(Some(if b.is_negative() { Ordering::Less } else { Ordering::Greater })),
         Value::Real(r) => Some(r.partial_cmp(&0.0)),
+        Value::Rat(q) => Some(Some(if q.is_negative() { Ordering::Less } else { Ordering::Greater })),
         _ => None,
     }
 }
@@ -161,6 +216,15 @@ pub fn sqrt(a: &Value) -> Option<Value> {
             Some(Value::Real(a.as_f64()?.sqrt()))
         }
         Value::Real(r) => Some(Value::Real(r.sqrt())),
+        Value::Rat(q) => {
+            if !q.is_negative() {
+                let (n, d) = (q.numer().sqrt(), q.denom().sqrt());
+                if &n * &n == *q.numer() && &d * &d == *q.denom() {
+                    return Some(from_rat(BigRational::new(n, d)));
+                }
+            }
+            Some(Value::Real(rat_f64(q).sqrt()))
+        }
         _ => None,
     }
 }

@@ -82,7 +82,7 @@ fn table() -> Vec<PrimDef> {
                 | "procedure?"
         ),
     };
-    vec![
+    let mut t = vec![
         p("+", 2, |_, a| arith('+', a), rules!("(lambda (x y (cons d1 d2)) (+ d1 d2))", "(lambda (x y yb) (cons yb yb))"), Arith),
         p("-", 2, |_, a| arith('-', a), rules!("(lambda (x y (cons d1 d2)) (- d1 d2))", "(lambda (x y yb) (cons yb (- 0 yb)))"), Arith),
         p(
@@ -276,7 +276,10 @@ fn table() -> Vec<PrimDef> {
         p("forward?", 1, |_, a| Ok(Value::Bool(ops::outer_tag(&a[0]) == Some(ops::OuterTag::F))), ZERO_RULES, Other),
         p("sensitivity?", 1, |_, a| Ok(Value::Bool(ops::outer_tag(&a[0]) == Some(ops::OuterTag::S))), ZERO_RULES, Other),
         p("reverse?", 1, |_, a| Ok(Value::Bool(ops::outer_tag(&a[0]) == Some(ops::OuterTag::R))), ZERO_RULES, Other),
-    ]
+    ];
+    // Reversible procedures (REVERSIBLE.md): call/uncall/rev-grad and their helpers.
+    t.extend(crate::rev::prims());
+    t
 }
 
 static TABLE: OnceLock<Vec<PrimDef>> = OnceLock::new();

@@ -43,6 +43,12 @@ pub fn write_value(out: &mut String, v: &Value) {
         }
         Value::Real(r) => out.push_str(&format_real(*r)),
         Value::Vector(x) => crate::vec::write(out, x),
+        Value::Rat(q) => {
+            let _ = write!(out, "{}/{}", q.numer(), q.denom());
+        }
+        Value::Rev(r) => {
+            let _ = write!(out, "#<reversible {}>", r.display_name());
+        }
         Value::Pair(_) => {
             out.push('(');
             let mut cur = v.clone();

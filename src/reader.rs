@@ -530,9 +530,35 @@ impl<'a> Reader<'a> {
 ///   parsed with Rust's correctly rounded `str::parse::<f64>`; and `+inf.0`,
 ///   `-inf.0`, `+nan.0`, `-nan.0`.
 ///
-/// Everything else is a symbol, including `1+`, `-`, `...`, `->x`, `inf`, `nan`, and
-/// rationals such as `1/2` (VLAD has no exact rationals, so `1/2` reads as a symbol).
+/// - exact rationals: `[+-]?D+/D+` with a non-zero denominator (`1/2`, `-6/4`),
+///   normalised (`4/2` reads as the integer 2).
+///
+/// Everything else is a symbol, including `1+`, `-`, `...`, `->x`, `inf`, `nan`, `1/0`.
 fn parse_number(tok: &str) -> Option<DatumKind> {
+    if let Some((n, d)) = tok.split_once('/') {
+        let int = |t: &str| match parse_number(t) {
+            Some(DatumKind::Int(i)) => Some(BigInt::from(i)),
+            Some(DatumKind::Big(b)) => Some((*b).clone()),
+            _ => None,
+        };
+        if d.starts_with(['+', '-']) || d.contains('/') {
+            return None;
+        }
+        let (n, d) = (int(n)?, int(d)?);
+        if num_traits::Zero::is_zero(&d) {
+            return None;
+        }
+        let q = num_rational::BigRational::new(n, d);
+        return Some(if q.is_integer() {
+            match crate::num::from_big(q.to_integer()) {
+                crate::value::Value::Int(i) => DatumKind::Int(i),
+                crate::value::Value::Big(b) => DatumKind::Big(b),
+                _ => return None,
+            }
+        } else {
+            DatumKind::Rat(Rc::new(q))
+        });
+    }
     match tok {
         "+inf.0" => return Some(DatumKind::Real(f64::INFINITY)),
         "-inf.0" => return Some(DatumKind::Real(f64::NEG_INFINITY)),
@@ -638,6 +664,7 @@ mod tests {
         match &d.kind {
             DatumKind::Int(n) => n.to_string(),
             DatumKind::Big(n) => format!("big:{n}"),
+            DatumKind::Rat(q) => format!("rat:{q}"),
             DatumKind::Real(x) => format!("{x:?}f"),
             DatumKind::Bool(b) => (if *b { "#t" } else { "#f" }).to_string(),
             DatumKind::Str(s) => format!("{s:?}"),
@@ -878,6 +905,13 @@ mod tests {
     }
 
     #[test]
+    fn rationals() {
+        check("1/2 -6/4 +3/9 4/2 -0/5", "rat:1/2 rat:-3/2 rat:1/3 2 0");
+        check("123456789012345678901234567891/2", "rat:123456789012345678901234567891/2");
+        check("(1/3 . 2/3)", "(rat:1/3 . rat:2/3)");
+    }
+
+    #[test]
     fn integers() {
         check("0 42 -12 +7 -0", "0 42 -12 7 0");
         check("9223372036854775807 -9223372036854775808", "9223372036854775807 -9223372036854775808");
@@ -931,7 +965,12 @@ mod tests {
             "-",
             "+",
             "...",
-            "1/2",
+            "1/0",
+            "1/-2",
+            "1/2/3",
+            "1./2",
+            "/2",
+            "1/",
             "->x",
             "*j",
             "*j-inverse",

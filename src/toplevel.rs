@@ -6,7 +6,7 @@ use crate::anf::{Atom, GlobalScope, Group, Normalizer};
 use crate::datum::{Datum, DatumKind};
 use crate::error::{Error, ErrorKind, Result};
 use crate::eval::{GState, Machine};
-use crate::expand::{self, ConstVal, Core, CoreLambda, DatumKindValue, Pat};
+use crate::expand::{self, Core, CoreLambda, Pat};
 use crate::source::{SourceMap, Span};
 use crate::value::{Inst, Value};
 use rustc_hash::FxHashMap;
@@ -14,16 +14,34 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 /// The prelude files, embedded so the binary runs from anywhere.
-pub const PRELUDE: &[(&str, &str)] =
-    &[("base.vlad", include_str!("../prelude/base.vlad")), ("ad.vlad", include_str!("../prelude/ad.vlad"))];
+pub const PRELUDE: &[(&str, &str)] = &[
+    ("base.vlad", include_str!("../prelude/base.vlad")),
+    ("ad.vlad", include_str!("../prelude/ad.vlad")),
+    ("optimize.vlad", include_str!("../prelude/optimize.vlad")),
+];
 
 /// Prelude files loaded at start-up, in order.
 const PRELUDE_LOAD: &[&str] = &["base.vlad", "ad.vlad"];
 
 /// One top-level item.
 pub enum Item {
-    Define { name: Rc<str>, name_span: Span, value: Datum, lambda: bool, span: Span },
-    Expr { datum: Datum, expected: Option<Datum> },
+    Define {
+        name: Rc<str>,
+        name_span: Span,
+        value: Datum,
+        lambda: bool,
+        span: Span,
+    },
+    /// `(define-reversible (name var ...) stmt ...)` (REVERSIBLE.md), already parsed.
+    DefineReversible {
+        name: Rc<str>,
+        name_span: Span,
+        def: Box<crate::rev::syntax::ProcDef>,
+    },
+    Expr {
+        datum: Datum,
+        expected: Option<Datum>,
+    },
 }
 
 /// A session: the machine, the sources, and the names defined so far.
@@ -167,6 +185,19 @@ impl Session {
                         items.push(parse_define(&d, list)?);
                         continue;
                     }
+                    Some("define-reversible") => {
+                        if expected.is_some() {
+                            return Err(Error::syntax(d.span, "a definition has no value to check"));
+                        }
+                        let def = crate::rev::syntax::parse_define(&d)?;
+                        check_name(&list[1].as_list().unwrap()[0], &def.name)?;
+                        items.push(Item::DefineReversible {
+                            name: def.name.clone(),
+                            name_span: def.name_span,
+                            def: Box::new(def),
+                        });
+                        continue;
+                    }
                     _ => {}
                 }
             }
@@ -229,10 +260,33 @@ impl Session {
     /// Compiles items: allocates globals, checks duplicates and scopes, and
     /// converts every definition and expression. Nothing runs.
     pub fn compile(&mut self, items: Vec<Item>) -> Result<Unit> {
+        // A library file included from the prelude directory behaves like the
+        // prelude: the program's own definition of a name replaces the library's.
+        let from_prelude =
+            |sm: &SourceMap, sp: Span| sm.file(sp.file).is_some_and(|f| f.name.starts_with("prelude/"));
+        let user_names: rustc_hash::FxHashSet<Rc<str>> = items
+            .iter()
+            .filter_map(|it| match it {
+                Item::Define { name, name_span, .. } if !from_prelude(&self.sources, *name_span) => {
+                    Some(name.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let items: Vec<Item> = items
+            .into_iter()
+            .filter(|it| match it {
+                Item::Define { name, name_span, .. } => {
+                    !(from_prelude(&self.sources, *name_span) && user_names.contains(name))
+                }
+                _ => true,
+            })
+            .collect();
         let mut defined: FxHashMap<Rc<str>, (u32, Span)> = FxHashMap::default();
         let mut full: FxHashMap<Rc<str>, u32> = FxHashMap::default();
         for it in &items {
-            if let Item::Define { name, name_span, .. } = it {
+            if let Item::Define { name, name_span, .. } | Item::DefineReversible { name, name_span, .. } = it
+            {
                 if let Some((_, prev)) = defined.get(name) {
                     return Err(Error::syntax(
                         *name_span,
@@ -275,6 +329,15 @@ impl Session {
                     })();
                     if let Err(e) = r {
                         errors.push(e);
+                    }
+                }
+                Item::DefineReversible { name, def, .. } => {
+                    let g = defined[&name].0;
+                    visible.insert(name.clone(), g);
+                    let scope = Scope { base: &self.scope, local: &full };
+                    match crate::rev::define(*def, &scope) {
+                        Ok(v) => self.m.globals[g as usize].state = GState::Value(v),
+                        Err(e) => errors.push(e),
                     }
                 }
                 Item::Expr { datum, expected } => {
@@ -343,7 +406,8 @@ impl Session {
 /// `(lambda () e)` for a top-level expression.
 fn thunk(body: Core, name: Option<Rc<str>>) -> CoreLambda {
     let span = body.span();
-    CoreLambda { param: Pat::Const(ConstVal(DatumKindValue::Nil), span), body, span, name }
+    // The parameter (always `'()`) is ignored, so the thunk's code is just the expression's.
+    CoreLambda { param: Pat::Var(" unit".into(), span), body, span, name }
 }
 
 fn parse_define(d: &Datum, list: &[Datum]) -> Result<Item> {

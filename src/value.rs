@@ -16,6 +16,8 @@ pub enum Value {
     /// An exact integer that does not (always normalised: never fits in `i64`).
     Big(Rc<BigInt>),
     Real(f64),
+    /// An exact rational that is not an integer (always normalised: denominator > 1).
+    Rat(Rc<num_rational::BigRational>),
     Pair(Rc<Pair>),
     Prim(PrimId),
     /// Member `.1` of a closure group instance (a plain lambda is a group of one).
@@ -30,6 +32,8 @@ pub enum Value {
     /// applied yet (AD.md: `zero`, `*j`, `*j-inverse`, `sensitize`... are lazy, so a
     /// sensitivity that is passed along or never touched costs nothing).
     Lazy(Rc<Lazy>),
+    /// A reversible procedure (REVERSIBLE.md), run with `call` / `uncall`.
+    Rev(Rc<crate::rev::RevProc>),
 }
 
 /// `ops` applied (innermost first; `true` = tag, `false` = untag) to `base`, or to
@@ -65,14 +69,46 @@ pub struct Pair {
 }
 
 impl Drop for Pair {
-    // Long lists would otherwise be dropped recursively, one Rust frame per cell.
+    // Deep lists (in either direction) would otherwise be dropped recursively,
+    // one native frame per cell.
     fn drop(&mut self) {
-        let mut next = std::mem::replace(&mut self.cdr, Value::Nil);
-        while let Value::Pair(rc) = next {
-            match Rc::try_unwrap(rc) {
-                Ok(mut p) => next = std::mem::replace(&mut p.cdr, Value::Nil),
-                Err(_) => break,
-            }
+        defer_drop(std::mem::replace(&mut self.car, Value::Nil));
+        defer_drop(std::mem::replace(&mut self.cdr, Value::Nil));
+    }
+}
+
+thread_local! {
+    static DROPPING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static PENDING: std::cell::RefCell<Vec<Value>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Drops a value without recursing more than a frame or two: aggregates owned
+/// only here are queued and dropped by the outermost call.
+fn defer_drop(v: Value) {
+    let heavy = match &v {
+        Value::Pair(p) => Rc::strong_count(p) == 1,
+        Value::Closure(i, _) => Rc::strong_count(i) == 1 && !i.env.is_empty(),
+        _ => false,
+    };
+    if !heavy {
+        return;
+    }
+    if DROPPING.with(|d| d.get()) {
+        PENDING.with(|p| p.borrow_mut().push(v));
+        return;
+    }
+    DROPPING.with(|d| d.set(true));
+    drop(v);
+    while let Some(x) = PENDING.with(|p| p.borrow_mut().pop()) {
+        drop(x);
+    }
+    DROPPING.with(|d| d.set(false));
+}
+
+impl Drop for Inst {
+    fn drop(&mut self) {
+        for v in std::mem::take(&mut self.env).into_vec() {
+            defer_drop(v);
         }
     }
 }
@@ -122,12 +158,12 @@ impl Value {
     }
 
     pub fn is_number(&self) -> bool {
-        matches!(self, Value::Int(_) | Value::Big(_) | Value::Real(_))
+        matches!(self, Value::Int(_) | Value::Big(_) | Value::Real(_) | Value::Rat(_))
     }
 
     pub fn is_procedure(&self) -> bool {
         match self {
-            Value::Prim(_) | Value::Closure(..) => true,
+            Value::Prim(_) | Value::Closure(..) | Value::Rev(_) => true,
             Value::Lazy(z) => z.base.is_procedure(),
             _ => false,
         }
@@ -148,6 +184,7 @@ impl Value {
             Value::Int(i) => Some(*i as f64),
             Value::Big(b) => Some(num_traits::ToPrimitive::to_f64(&**b).unwrap_or(f64::NAN)),
             Value::Real(r) => Some(*r),
+            Value::Rat(q) => Some(crate::num::rat_f64(q)),
             _ => None,
         }
     }
@@ -161,6 +198,8 @@ impl Value {
             Value::Real(_) => "a real",
             Value::Vector(v) if v.is_matrix() => "a matrix",
             Value::Vector(_) => "a vector",
+            Value::Rat(_) => "an exact rational",
+            Value::Rev(_) => "a reversible procedure",
             Value::Pair(_) => "a pair",
             Value::Prim(_) | Value::Closure(..) => "a procedure",
             Value::Tagged(Tag::Perturbation, _) => "a perturbation",
@@ -181,6 +220,8 @@ impl Value {
             Value::Big(b) => Some(Rc::as_ptr(b) as usize),
             Value::Lazy(z) => Some(Rc::as_ptr(z) as usize),
             Value::Vector(v) => Some(Rc::as_ptr(v) as usize),
+            Value::Rat(q) => Some(Rc::as_ptr(q) as usize),
+            Value::Rev(r) => Some(Rc::as_ptr(r) as usize),
             _ => None,
         }
     }

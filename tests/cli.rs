@@ -442,13 +442,15 @@ fn anf_prints_the_alpha_renamed_a_normal_form() {
     let o = vlad(&d, &["anf", "m.vlad"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let re = regex::Regex::new(
-        r"^\(define f\n  \(lambda \(x_(\d+)\)\n    \(let\* \(\(t_(\d+) \(\+ x_(\d+) 1\)\)\n +\(t_(\d+) \(\* x_(\d+) t_(\d+)\)\)\)\n      t_(\d+)\)\)\)\n$",
+        r"^\(define f\n  \(lambda \(x_(\d+)\)\n    \(let\* \(\(t_(\d+) \(\+ x_(\d+) 1\)\)\n +\(t_(\d+) \(\* x_(\d+) t_(\d+)\)\)\)\n      t_(\d+)\)\)\)\n\(let\* \(\(t_(\d+) \(f 3\)\)\)\n  t_(\d+)\)\n$",
     )
     .unwrap();
     let c = re.captures(&o.stdout).unwrap_or_else(|| panic!("{}", o.stdout));
     // x is one variable; the two temporaries are distinct; the result is the product
     assert!(c[1] == c[3] && c[3] == c[5], "{}", o.stdout);
     assert!(c[2] == c[6] && c[2] != c[4] && c[4] == c[7], "{}", o.stdout);
+    // the top-level expression is shown too
+    assert_eq!(&c[8], &c[9], "{}", o.stdout);
     let o = vlad(&d, &["anf", "--reverse", "m.vlad"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stdout.contains(";; reverse transform of f\n"), "{}", o.stdout);

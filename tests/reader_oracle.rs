@@ -97,6 +97,7 @@ fn from_vlad(d: &Datum) -> Norm {
     match &d.kind {
         DatumKind::Int(n) => Norm::Int(*n),
         DatumKind::Big(n) => Norm::Other(format!("big {n}")),
+        DatumKind::Rat(q) => Norm::Other(format!("rat {q}")),
         DatumKind::Real(x) => Norm::Real(x.to_bits()),
         DatumKind::Bool(b) => Norm::Bool(*b),
         DatumKind::Str(s) => Norm::Str(s.to_string()),

@@ -1,6 +1,7 @@
 //! Runs every `tests/vlad/*.vlad` file through the checker behind `vlad test`
 //! (`EXPR ===> EXPECTED` annotations), with `tests/vlad_include` on the include
-//! search path as `-I` would put it, and fails listing every failing annotation.
+//! search path as `-I` would put it and a fixed standard input for `read-real`,
+//! and fails listing every failing annotation.
 
 use std::path::{Path, PathBuf};
 use vlad::check::{check_file, expand_paths, Report};
@@ -10,6 +11,9 @@ fn tests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
 }
 
+/// What `read-real` reads in every file (see tests/vlad/read_real.vlad).
+const INPUT: &str = "2.5\n-7\n\n100000000000000000000\n";
+
 /// Checks one file in a fresh session; `write` output is discarded.
 fn check(path: &Path) -> Report {
     let include = tests_dir().join("vlad_include");
@@ -17,6 +21,7 @@ fn check(path: &Path) -> Report {
         let mut s = Session::new();
         s.include_dirs = vec![include.clone()];
         s.m.out = Box::new(std::io::sink());
+        s.m.input = Box::new(std::io::Cursor::new(INPUT));
         s
     };
     let mut report = Report::default();
@@ -57,43 +62,41 @@ fn vlad_files_pass() {
     assert!(failures.is_empty(), "{} passed, {} failed:\n{}", passed, failures.len(), failures.join("\n"));
 }
 
-/// The checker really fails: a file of wrong expectations fails each one.
-#[test]
-fn wrong_expectations_are_reported() {
-    let dir = std::env::temp_dir().join(format!("vlad-files-{}", std::process::id()));
+/// Checks `text` as a file `wrong-N.vlad` in a scratch directory; returns the
+/// report and the file's name as the report shows it.
+fn check_text(n: u32, text: &str) -> (Report, String) {
+    let dir = std::env::temp_dir().join(format!("vlad-files-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join("wrong.vlad");
-    std::fs::write(
-        &f,
-        "(+ 1 2) ===> 4\n(list 1 2) ===> (1 2 3)\n(= 1 2)\n(car '(1)) ===> (error \"\")\n\
-         (car 5) ===> (error \"^zzz\")\n(fact 25) ===> 1\n(+ 1 1) ===> 2\n\
-         (define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))\n\
-         (+ (fact 25) 1) ===> 15511210043330985984000000\n",
-    )
-    .unwrap();
+    let f = dir.join(format!("wrong-{n}.vlad"));
+    std::fs::write(&f, text).unwrap();
     let r = check(&f);
     let _ = std::fs::remove_dir_all(&dir);
-    // (fact 25) is used before its definition: a compile error fails the whole file
-    assert_eq!((r.passed, r.failed), (0, 1), "{:?}", r.failures);
-    assert!(r.failures[0].contains("wrong.vlad:6:2: error: unbound variable `fact`"), "{:?}", r.failures);
+    (r, f.display().to_string())
 }
 
 #[test]
+fn a_file_that_does_not_compile_is_one_failure() {
+    // (fact 25) is used before its definition: a compile error fails the whole file
+    let (r, name) = check_text(
+        1,
+        "(+ 1 2) ===> 4\n(list 1 2) ===> (1 2 3)\n(= 1 2)\n(car '(1)) ===> (error \"\")\n\
+         (car 5) ===> (error \"^zzz\")\n(fact 25) ===> 1\n(+ 1 1) ===> 2\n\
+         (define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))\n",
+    );
+    assert_eq!(r.failures, [format!("{name}:6:2: error: unbound variable `fact`")]);
+    assert_eq!((r.passed, r.failed), (0, 1));
+}
+
+/// The checker really fails: each wrong expectation is one failure line.
+#[test]
 fn each_wrong_expectation_is_one_failure() {
-    let dir = std::env::temp_dir().join(format!("vlad-files-each-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join("wrong.vlad");
-    std::fs::write(
-        &f,
+    let (r, name) = check_text(
+        2,
         "(define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))\n\
          (+ 1 2) ===> 4\n(list 1 2) ===> (1 2 3)\n(= 1 2)\n(car '(1)) ===> (error \"\")\n\
          (car 5) ===> (error \"^zzz\")\n(+ 1 1) ===> 2\n\
          (+ (fact 25) 1) ===> 15511210043330985984000000\n(fact 25) ===> 15511210043330985984000000\n",
-    )
-    .unwrap();
-    let r = check(&f);
-    let _ = std::fs::remove_dir_all(&dir);
-    let name = f.display().to_string();
+    );
     let expected = [
         format!("{name}:2: expected 4, got 3"),
         format!("{name}:3: expected (1 2 3), got (1 2)"),

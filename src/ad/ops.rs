@@ -82,10 +82,11 @@ pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match v {
             Value::Nil | Value::Bool(_) => v.clone(),
-            Value::Int(_) | Value::Big(_) | Value::Real(_) => num::zero_like(v),
+            Value::Int(_) | Value::Big(_) | Value::Real(_) | Value::Rat(_) => num::zero_like(v),
             Value::Vector(x) => Value::Vector(Rc::new(x.zero_like())),
             Value::Pair(p) => Value::cons(zero(m, &p.car)?, zero(m, &p.cdr)?),
-            Value::Prim(_) => Value::Nil,
+            // Like primitives, reversible procedures have `()` as their zero.
+            Value::Prim(_) | Value::Rev(_) => Value::Nil,
             Value::Closure(_, _) if is_prim_based(v) => Value::Nil,
             Value::Closure(inst, i) => {
                 let env = map_env(m, inst, &mut |m, x| zero(m, x))?;
@@ -256,6 +257,7 @@ fn plus_rec(m: &mut Machine, a: &Value, b: &Value, memo: &mut PlusMemo) -> Resul
                 Value::cons(plus_rec(m, &p.car, &q.car, memo)?, plus_rec(m, &p.cdr, &q.cdr, memo)?)
             }
             (Value::Prim(p), Value::Prim(q)) if p == q => a.clone(),
+            (Value::Rev(p), Value::Rev(q)) if Rc::ptr_eq(p, q) => a.clone(),
             (Value::Closure(i1, k1), Value::Closure(i2, k2))
                 if k1 == k2 && Rc::ptr_eq(&i1.group, &i2.group) && i1.env.len() == i2.env.len() =>
             {
@@ -296,6 +298,8 @@ pub fn tag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
             Value::Lazy(z) => with_op(m, z, (true, t))?,
             Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![(true, t)])?,
             Value::Prim(p) if t == Tag::Reverse => rules::prim_rule(m, *p, Kind::R)?,
+            // A reversible procedure is its own transform: `%rev-call`'s rules see through it.
+            Value::Rev(_) => v.clone(),
             Value::Closure(inst, i) => {
                 let g = transform_group(&inst.group, tag_kind(t));
                 let env = map_env(m, inst, &mut |m, x| tag(m, t, x))?;
@@ -313,6 +317,7 @@ pub fn untag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
             Value::Nil => Value::Nil,
             Value::Lazy(z) => with_op(m, z, (false, t))?,
             Value::Tagged(t2, x) if *t2 == t => (**x).clone(),
+            Value::Rev(_) => v.clone(),
             Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![(false, t)])?,
             Value::Closure(inst, i) => match &inst.group.origin {
                 Origin::Transformed(k, parent) if *k == tag_kind(t) => {
@@ -346,6 +351,7 @@ pub fn bundle(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match (p, t) {
             (Value::Nil, Value::Nil) => Value::Nil,
+            (Value::Rev(_), Value::Nil) => p.clone(),
             (Value::Closure(inst, i), Value::Nil) if is_prim_based(p) => Value::Closure(
                 Rc::new(Inst { group: transform_group(&inst.group, Kind::F), env: Box::new([]) }),
                 *i,
@@ -394,6 +400,7 @@ pub fn primal(m: &mut Machine, v: &Value) -> Result<Value> {
                 primal(m, &f)?
             }
             Value::Nil => Value::Nil,
+            Value::Rev(_) => v.clone(),
             Value::Bundle(b) => b.0.clone(),
             Value::Pair(p) => Value::cons(primal(m, &p.car)?, primal(m, &p.cdr)?),
             Value::Closure(inst, i) => match &inst.group.origin {
@@ -417,7 +424,7 @@ pub fn tangent(m: &mut Machine, v: &Value) -> Result<Value> {
                 let f = hnf(m, v)?;
                 tangent(m, &f)?
             }
-            Value::Nil => Value::Nil,
+            Value::Nil | Value::Rev(_) => Value::Nil,
             Value::Closure(..) if is_prim_based(v) => Value::Nil,
             Value::Bundle(b) => b.1.clone(),
             Value::Pair(p) => Value::cons(tangent(m, &p.car)?, tangent(m, &p.cdr)?),

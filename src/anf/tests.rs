@@ -5,7 +5,7 @@ use super::*;
 use crate::expand::expand;
 
 /// Top-level names: the primitives only.
-struct PrimsOnly;
+pub(crate) struct PrimsOnly;
 
 impl GlobalScope for PrimsOnly {
     fn lookup(&self, name: &str) -> Option<Atom> {
@@ -14,7 +14,7 @@ impl GlobalScope for PrimsOnly {
 }
 
 /// Converts a `(lambda ...)` expression.
-fn normalize(src: &str) -> Result<Rc<Group>> {
+pub(crate) fn normalize(src: &str) -> Result<Rc<Group>> {
     let d = crate::reader::read_all(src, 0).unwrap().pop().unwrap();
     match expand(&d)? {
         Core::Lambda(l) => Normalizer::new(&PrimsOnly).lambda(&l),
@@ -22,7 +22,7 @@ fn normalize(src: &str) -> Result<Rc<Group>> {
     }
 }
 
-fn norm(src: &str) -> Rc<Group> {
+pub(crate) fn norm(src: &str) -> Rc<Group> {
     normalize(src).unwrap_or_else(|e| panic!("{src}: {}", e.message))
 }
 

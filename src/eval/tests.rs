@@ -299,7 +299,16 @@ fn applying_a_non_procedure() {
     assert_eq!(e.message, "cannot apply 5 (an exact integer): not a procedure");
     assert!(text.starts_with("t.vlad:1:20: error: "), "{text}");
     assert!(text.ends_with("  in g called at t.vlad:2:1\n"), "{text}");
-    // in tail position too
-    let (e, _) = fail_in(&mut s, "(define (k x) (x 2))\n(k #t)");
-    assert_eq!(e.message, "cannot apply #t (a boolean): not a procedure");
+    // in tail position, at the end of a chain of tail calls: each procedure is named
+    // at the site it was called from
+    let (_, text) =
+        fail_in(&mut s, "(define (k x) (x 2))\n(define (j x) (k x))\n(define (h x) (+ 1 (j x)))\n(h #t)");
+    let expected = "t.vlad:1:15: error: cannot apply #t (a boolean): not a procedure
+  | (define (k x) (x 2))
+  |               ^
+  in k called at t.vlad:2:15
+  in j called at t.vlad:3:20
+  in h called at t.vlad:4:1
+";
+    assert_eq!(text, expected);
 }

@@ -3,25 +3,8 @@
 //! the same results as the general path.
 
 use super::*;
-use crate::anf::{GlobalScope, Normalizer};
-use crate::expand::{expand, Core};
+use crate::anf::tests::norm as group;
 use crate::toplevel::Session;
-
-struct PrimsOnly;
-
-impl GlobalScope for PrimsOnly {
-    fn lookup(&self, name: &str) -> Option<Atom> {
-        crate::prims::lookup(name).map(|p| Atom::Const(Value::Prim(p)))
-    }
-}
-
-fn group(src: &str) -> Rc<Group> {
-    let d = crate::reader::read_all(src, 0).unwrap().pop().unwrap();
-    match expand(&d).unwrap() {
-        Core::Lambda(l) => Normalizer::new(&PrimsOnly).lambda(&l).unwrap(),
-        _ => panic!("not a lambda"),
-    }
-}
 
 fn code(g: &Group) -> GroupCode {
     resolve_group(g, g.members.get().unwrap())

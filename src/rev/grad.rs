@@ -1,0 +1,418 @@
+//! Derivatives of reversible code, NiLang's way: no tape. Forward mode carries a
+//! tangent next to every variable. Reverse mode runs the procedure forward, then
+//! backward on (value, adjoint) pairs: each update uncomputes its value and applies
+//! the rule of its inverse update to the adjoints (backward of `y += a*b` is
+//! `y -= a*b; a-bar += y-bar*b; b-bar += y-bar*a`), ancillas start with a zero
+//! adjoint and drop theirs at `delocal`. Memory is the store, whatever the number
+//! of loop iterations.
+//!
+//! Right-hand sides are differentiated natively when they are simple arithmetic,
+//! otherwise with VLAD's own AD (`*j` for adjoints, `bundle` for tangents).
+
+use super::compile::{CExpr, CPlace, Deriv, RExpr};
+use super::exec::{apply_op, get_path, get_path_mut, tuple, val_value, Dir, Exec, Frame, Val};
+use super::syntax::UpOp;
+use crate::ad::ops;
+use crate::anf::Kind;
+use crate::error::{Error, Result};
+use crate::eval::Machine;
+use crate::num;
+use crate::source::Span;
+use crate::value::{Tag, Value};
+use smallvec::{smallvec, SmallVec};
+
+fn arith(op: char, a: &Value, b: &Value) -> Result<Value> {
+    match num::arith(op, a, b) {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(m)) => Err(Error::runtime(None, format!("derivative: {}", m))),
+        None => Err(Error::runtime(
+            None,
+            format!(
+                "derivative: expected numbers, got {} and {}",
+                super::exec::describe(a),
+                super::exec::describe(b)
+            ),
+        )),
+    }
+}
+
+/// Is a derivative zero (`()` stands for zero)?
+pub fn is_zero_der(v: &Value) -> bool {
+    match v {
+        Value::Nil | Value::Int(0) => true,
+        Value::Real(r) => *r == 0.0,
+        _ => false,
+    }
+}
+
+/// Sum of derivatives (`()` is zero; lists add elementwise).
+pub fn dadd(a: &Value, b: &Value) -> Result<Value> {
+    match (a, b) {
+        (Value::Nil, _) => Ok(b.clone()),
+        (_, Value::Nil) => Ok(a.clone()),
+        (Value::Pair(p), Value::Pair(q)) => Ok(Value::cons(dadd(&p.car, &q.car)?, dadd(&p.cdr, &q.cdr)?)),
+        (x, y) if x.is_number() && y.is_number() => arith('+', x, y),
+        _ => Ok(a.clone()),
+    }
+}
+
+fn dmul(a: &Value, b: &Value) -> Result<Value> {
+    if matches!(a, Value::Nil) || matches!(b, Value::Nil) {
+        return Ok(Value::Nil);
+    }
+    arith('*', a, b)
+}
+
+fn ddiv(a: &Value, b: &Value) -> Result<Value> {
+    if matches!(a, Value::Nil) {
+        return Ok(Value::Nil);
+    }
+    arith('/', a, b)
+}
+
+fn dneg(a: &Value) -> Result<Value> {
+    if matches!(a, Value::Nil) {
+        return Ok(Value::Nil);
+    }
+    arith('-', &Value::Int(0), a)
+}
+
+fn dsub(a: &Value, b: &Value) -> Result<Value> {
+    dadd(a, &dneg(b)?)
+}
+
+/// A derivative store entry shaped like a value (non-numbers get `()`).
+pub fn der_val(v: &Val, d: &Value) -> Val {
+    match v {
+        Val::S(x) if x.is_number() && d.is_number() => Val::S(d.clone()),
+        Val::S(x) if x.is_number() => Val::S(num::zero_like(x)),
+        Val::S(_) => Val::S(Value::Nil),
+        Val::A(items) => {
+            let mut cur = d;
+            let mut out = std::collections::VecDeque::with_capacity(items.len());
+            for it in items {
+                match cur {
+                    Value::Pair(p) => {
+                        out.push_back(der_val(it, &p.car));
+                        cur = &p.cdr;
+                    }
+                    _ => out.push_back(der_val(it, &Value::Nil)),
+                }
+            }
+            Val::A(out)
+        }
+    }
+}
+
+/// Adds a derivative into a store entry.
+fn der_add(slot: &mut Val, d: &Value) -> Result<()> {
+    match slot {
+        Val::S(x) => {
+            *x = dadd(x, d)?;
+        }
+        Val::A(items) => {
+            let mut cur = d;
+            for it in items.iter_mut() {
+                match cur {
+                    Value::Pair(p) => {
+                        der_add(it, &p.car)?;
+                        cur = &p.cdr;
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A derivative shaped exactly like `x` (what VLAD's AD operations expect):
+/// numbers where `x` has numbers (zero for `()`), `(zero x)` elsewhere.
+pub fn conform(m: &mut Machine, x: &Value, d: &Value) -> Result<Value> {
+    if x.is_number() {
+        return Ok(if d.is_number() { d.clone() } else { num::zero_like(x) });
+    }
+    if let Value::Pair(_) = x {
+        let mut xs = Vec::new();
+        let (mut cx, mut cd) = (x.clone(), d.clone());
+        while let Value::Pair(p) = cx.clone() {
+            let (dcar, dcdr) = match &cd {
+                Value::Pair(q) => (q.car.clone(), q.cdr.clone()),
+                _ => (Value::Nil, Value::Nil),
+            };
+            xs.push(conform(m, &p.car, &dcar)?);
+            cx = p.cdr.clone();
+            cd = dcdr;
+        }
+        let tail = conform(m, &cx, &cd)?;
+        return Ok(xs.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)));
+    }
+    ops::zero(m, x)
+}
+
+fn partials(m: &mut Machine, dv: Deriv, xs: &[Value], y: &Value) -> Result<SmallVec<[Value; 2]>> {
+    let one = Value::Int(1);
+    let both_ints = || xs.iter().all(|x| matches!(x, Value::Int(_) | Value::Big(_)));
+    let _ = m;
+    Ok(match dv {
+        Deriv::Add => smallvec![one.clone(), one],
+        Deriv::Sub => smallvec![one, Value::Int(-1)],
+        Deriv::Mul => smallvec![xs[1].clone(), xs[0].clone()],
+        Deriv::FloorDiv if both_ints() => smallvec![],
+        Deriv::Div | Deriv::FloorDiv => {
+            smallvec![arith('/', &one, &xs[1])?, dneg(&arith('/', y, &xs[1])?)?]
+        }
+        Deriv::Mod if xs.iter().all(num::is_exact_num) => smallvec![],
+        Deriv::Mod => smallvec![one, dneg(&arith('/', &arith('-', &xs[0], y)?, &xs[1])?)?],
+        Deriv::Sqrt => smallvec![arith('/', &one, &arith('*', &Value::Int(2), y)?)?],
+        Deriv::Exp => smallvec![y.clone()],
+        Deriv::Log => smallvec![arith('/', &one, &xs[0])?],
+        Deriv::Sin => smallvec![num::real_fn(f64::cos, &xs[0]).unwrap_or(Value::Nil)],
+        Deriv::Cos => smallvec![dneg(&num::real_fn(f64::sin, &xs[0]).unwrap_or(Value::Nil))?],
+        Deriv::Atan => {
+            let r = arith('+', &arith('*', &xs[0], &xs[0])?, &arith('*', &xs[1], &xs[1])?)?;
+            smallvec![arith('/', &xs[1], &r)?, dneg(&arith('/', &xs[0], &r)?)?]
+        }
+        Deriv::Id => smallvec![one],
+        Deriv::Zero => smallvec![],
+    })
+}
+
+fn needs_result(dv: Deriv) -> bool {
+    matches!(dv, Deriv::Div | Deriv::FloorDiv | Deriv::Mod | Deriv::Sqrt | Deriv::Exp)
+}
+
+/// Forward mode through a VLAD procedure: `(y, dy)` for `f` at `x` with tangent `dx`.
+pub fn apply_jvp(m: &mut Machine, f: Value, x: Value, dx: &Value, sp: Span) -> Result<(Value, Value)> {
+    let ff = ops::lift(m, Kind::F, &f)?;
+    let dxc = conform(m, &x, dx)?;
+    let dxp = ops::tag(m, Tag::Perturbation, &dxc)?;
+    let xb = ops::bundle(m, &x, &dxp)?;
+    let r = m.apply_value(ff, xb, Some(sp))?;
+    let y = ops::primal(m, &r)?;
+    let y = ops::force(m, &y)?;
+    let t = ops::tangent(m, &r)?;
+    let dy = ops::untag(m, Tag::Perturbation, &t)?;
+    let dy = ops::force(m, &dy)?;
+    Ok((y, dy))
+}
+
+/// Reverse mode through a VLAD procedure: the cotangent of `x` for cotangent `ybar` of `(f x)`.
+pub fn apply_vjp(m: &mut Machine, f: Value, x: Value, ybar: &Value, sp: Span) -> Result<Value> {
+    let internal = |what: &str, v: &Value| {
+        Error::runtime(
+            Some(sp),
+            format!("internal error: expected {}, got {}", what, super::exec::describe(v)),
+        )
+    };
+    let fr = ops::tag(m, Tag::Reverse, &f)?;
+    let xr = ops::tag(m, Tag::Reverse, &x)?;
+    let r = m.apply_value(fr, xr, Some(sp))?;
+    let r = ops::hnf(m, &r)?;
+    let Value::Pair(p) = &r else { return Err(internal("a (value . backpropagator) pair", &r)) };
+    let y = ops::untag(m, Tag::Reverse, &p.car)?;
+    let y = ops::force(m, &y)?;
+    let yc = conform(m, &y, ybar)?;
+    let s = ops::tag(m, Tag::Sensitivity, &yc)?;
+    let out = m.apply_value(p.cdr.clone(), s, Some(sp))?;
+    let out = ops::untag(m, Tag::Sensitivity, &out)?;
+    let out = ops::hnf(m, &out)?;
+    let Value::Pair(q) = &out else { return Err(internal("a (f-bar . x-bar) pair", &out)) };
+    ops::force(m, &q.cdr)
+}
+
+impl Exec<'_> {
+    /// Value and tangent of an expression.
+    pub fn eval_t(&mut self, f: Frame, e: &RExpr) -> Result<(Value, Value)> {
+        match e {
+            RExpr::Const(_) | RExpr::Global(_) | RExpr::And(_) | RExpr::Or(_) => {
+                Ok((self.eval(f, e)?, Value::Nil))
+            }
+            RExpr::Var(s) => {
+                let i = f.base + *s as usize;
+                Ok((val_value(&self.vals[i]), val_value(&self.ders[i])))
+            }
+            RExpr::Elem(s, idx, _) => {
+                let v = self.eval(f, e)?;
+                let iv = self.eval_all(f, idx)?;
+                let d = get_path(&self.ders[f.base + *s as usize], &iv).map(val_value).unwrap_or(Value::Nil);
+                Ok((v, d))
+            }
+            RExpr::Prim(p, dv, args, sp) => {
+                let mut xs: SmallVec<[Value; 3]> = SmallVec::new();
+                let mut dxs: SmallVec<[Value; 3]> = SmallVec::new();
+                for a in args.iter() {
+                    let (x, dx) = self.eval_t(f, a)?;
+                    xs.push(x);
+                    dxs.push(dx);
+                }
+                let y = self.call_prim(*p, xs.clone(), *sp)?;
+                if *dv == Deriv::Zero || dxs.iter().all(is_zero_der) {
+                    return Ok((y, Value::Nil));
+                }
+                let ps = partials(self.m, *dv, &xs, &y).map_err(|e| e.at(*sp))?;
+                let mut dy = Value::Nil;
+                for (pd, dx) in ps.iter().zip(&dxs) {
+                    dy = dadd(&dy, &dmul(pd, dx)?)?;
+                }
+                Ok((y, dy))
+            }
+            RExpr::If(b) => {
+                let c = self.eval(f, &b[0])?;
+                self.eval_t(f, if c.is_true_stripped() { &b[1] } else { &b[2] })
+            }
+            RExpr::Apply(fe, args, sp) => {
+                let fv = self.eval(f, fe)?;
+                let mut xs: SmallVec<[Value; 3]> = SmallVec::new();
+                let mut dxs: SmallVec<[Value; 3]> = SmallVec::new();
+                for a in args.iter() {
+                    let (x, dx) = self.eval_t(f, a)?;
+                    xs.push(x);
+                    dxs.push(dx);
+                }
+                if dxs.iter().all(is_zero_der) {
+                    let y = self.m.apply_value(fv, tuple(xs), Some(*sp))?;
+                    return Ok((y, Value::Nil));
+                }
+                apply_jvp(self.m, fv, tuple(xs), &tuple(dxs), *sp)
+            }
+        }
+    }
+
+    /// Accumulates the cotangent `cot` of an expression into the adjoints of the
+    /// variables it reads.
+    pub fn vjp(&mut self, f: Frame, e: &RExpr, cot: Value) -> Result<()> {
+        if is_zero_der(&cot) {
+            return Ok(());
+        }
+        match e {
+            RExpr::Const(_) | RExpr::Global(_) | RExpr::And(_) | RExpr::Or(_) => Ok(()),
+            RExpr::Var(s) => der_add(&mut self.ders[f.base + *s as usize], &cot),
+            RExpr::Elem(s, idx, _) => {
+                let iv = self.eval_all(f, idx)?;
+                if let Ok(d) = get_path_mut(&mut self.ders[f.base + *s as usize], &iv) {
+                    der_add(d, &cot)?;
+                }
+                Ok(())
+            }
+            RExpr::Prim(p, dv, args, sp) => {
+                if *dv == Deriv::Zero {
+                    return Ok(());
+                }
+                let xs = self.eval_all(f, args)?;
+                let y = if needs_result(*dv) { self.call_prim(*p, xs.clone(), *sp)? } else { Value::Nil };
+                let ps = partials(self.m, *dv, &xs, &y).map_err(|e| e.at(*sp))?;
+                for (a, pd) in args.iter().zip(ps.iter()) {
+                    if !is_zero_der(pd) {
+                        let c = dmul(&cot, pd)?;
+                        self.vjp(f, a, c)?;
+                    }
+                }
+                Ok(())
+            }
+            RExpr::If(b) => {
+                let c = self.eval(f, &b[0])?;
+                self.vjp(f, if c.is_true_stripped() { &b[1] } else { &b[2] }, cot)
+            }
+            RExpr::Apply(fe, args, sp) => {
+                if args.is_empty() {
+                    return Ok(());
+                }
+                let fv = self.eval(f, fe)?;
+                let xs = self.eval_all(f, args)?;
+                let xbar = apply_vjp(self.m, fv, tuple(xs), &cot, *sp)?;
+                let n = args.len();
+                let mut cur = xbar;
+                for (i, a) in args.iter().enumerate() {
+                    let part = if i + 1 == n {
+                        std::mem::replace(&mut cur, Value::Nil)
+                    } else {
+                        match &cur {
+                            Value::Pair(p) => {
+                                let (car, cdr) = (p.car.clone(), p.cdr.clone());
+                                cur = cdr;
+                                car
+                            }
+                            _ => Value::Nil,
+                        }
+                    };
+                    self.vjp(f, a, part)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// An update in a derivative mode: the value as in plain mode, plus the
+    /// tangent rule (forward mode) or the adjoint rule of the inverse update.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_deriv(
+        &mut self,
+        f: Frame,
+        dir: Dir,
+        op: UpOp,
+        place: &CPlace,
+        iv: &[Value],
+        rhs: &CExpr,
+        span: Span,
+    ) -> Result<()> {
+        let slot = f.base + place.slot as usize;
+        let mod32 = f.code.options.mod32;
+        let (e, de) = if self.mode == super::exec::Mode::Tangent {
+            self.eval_t(f, &rhs.e)?
+        } else {
+            (self.eval(f, &rhs.e)?, Value::Nil)
+        };
+        let t = match get_path(&self.vals[slot], iv) {
+            Ok(Val::S(t)) => t.clone(),
+            Ok(Val::A(_)) => {
+                let v = ("not a number", format!("{} is a vector, not a number", place.text));
+                return Err(self.update_error(f, dir, span, op, place, rhs, &e, v));
+            }
+            Err(v) => return Err(self.update_error(f, dir, span, op, place, rhs, &e, v)),
+        };
+        let td = match get_path(&self.ders[slot], iv) {
+            Ok(Val::S(d)) => d.clone(),
+            _ => Value::Nil,
+        };
+        let nt = apply_op(op, &t, &e, mod32)
+            .map_err(|v| self.update_error(f, dir, span, op, place, rhs, &e, v))?;
+        let ntd = if self.mode == super::exec::Mode::Tangent {
+            match op {
+                UpOp::Add => dadd(&td, &de)?,
+                UpOp::Sub => dsub(&td, &de)?,
+                UpOp::Mul => dadd(&dmul(&td, &e)?, &dmul(&t, &de)?)?,
+                UpOp::Div => ddiv(&dsub(&td, &dmul(&nt, &de)?)?, &e)?,
+                UpOp::Xor => td,
+            }
+        } else {
+            // The executed update undoes the forward run's inverse update.
+            match op {
+                UpOp::Add => {
+                    self.vjp(f, &rhs.e, dneg(&td)?)?;
+                    td
+                }
+                UpOp::Sub => {
+                    self.vjp(f, &rhs.e, td.clone())?;
+                    td
+                }
+                UpOp::Div => {
+                    self.vjp(f, &rhs.e, dmul(&td, &nt)?)?;
+                    dmul(&td, &e)?
+                }
+                UpOp::Mul => {
+                    self.vjp(f, &rhs.e, dneg(&ddiv(&dmul(&td, &t)?, &e)?)?)?;
+                    ddiv(&td, &e)?
+                }
+                UpOp::Xor => td,
+            }
+        };
+        if let Ok(Val::S(x)) = get_path_mut(&mut self.vals[slot], iv) {
+            *x = nt;
+        }
+        if let Ok(d) = get_path_mut(&mut self.ders[slot], iv) {
+            *d = Val::S(ntd);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,472 @@
+//! Reversible (Janus-style) procedures inside VLAD (REVERSIBLE.md, docs/reversible.md).
+//!
+//! - [`syntax`]: statements parsed from data, static rules, printing;
+//! - [`invert`]: local syntactic inversion (for printing; involutive);
+//! - [`compile`]: slots, callees and right-hand sides resolved;
+//! - [`exec`]: one executor with a direction flag over a private store;
+//! - [`grad`]: tangents and NiLang-style adjoints (gradients by running backward).
+//!
+//! From VLAD's side a reversible procedure is a value ([`Value::Rev`]) and a pure
+//! function from the tuple of its variables' initial values to their final values.
+//! `(call p a ...)`, `(uncall p a ...)` and `(rev-grad p k a ...)` are syntax for the
+//! primitives `%rev-call`, `%rev-uncall` and `%rev-grad` applied to `(list a ...)`.
+
+pub mod compile;
+pub mod exec;
+pub mod grad;
+pub mod invert;
+pub mod syntax;
+
+use crate::ad::ops::force;
+use crate::anf::GlobalScope;
+use crate::error::{Error, Result};
+use crate::eval::Machine;
+use crate::prims::{Class, PrimDef, Rule};
+use crate::value::Value;
+use compile::ProcCode;
+use exec::{describe, to_val, val_value, zero_der, Dir, Exec, Mode, Val};
+use num_bigint::BigInt;
+use num_integer::Integer;
+use std::rc::Rc;
+
+/// A reversible procedure value: compiled code, run backward when `inverted`
+/// (`rev-inverse` flips the flag; the code is shared).
+pub struct RevProc {
+    pub code: Rc<ProcCode>,
+    pub inverted: bool,
+}
+
+impl RevProc {
+    pub fn name(&self) -> &str {
+        &self.code.name
+    }
+    pub fn display_name(&self) -> String {
+        if self.inverted {
+            format!("(rev-inverse {})", self.code.name)
+        } else {
+            self.code.name.to_string()
+        }
+    }
+}
+
+/// Parses and compiles `(define-reversible ...)` against the visible names.
+pub fn define(def: syntax::ProcDef, scope: &dyn GlobalScope) -> Result<Value> {
+    let code = compile::compile(def, scope)?;
+    Ok(Value::Rev(Rc::new(RevProc { code: Rc::new(code), inverted: false })))
+}
+
+/// The source text of a procedure value (its inverse's, printed as `NAME-inverse`).
+pub fn proc_text(p: &RevProc) -> String {
+    if p.inverted {
+        syntax::proc_text(&invert::invert_proc(&p.code.def), &format!("{}-inverse", p.code.name))
+    } else {
+        syntax::proc_text(&p.code.def, &p.code.name)
+    }
+}
+
+/// The source text of the inverse of a procedure value.
+pub fn inverse_text(p: &RevProc) -> String {
+    proc_text(&RevProc { code: p.code.clone(), inverted: !p.inverted })
+}
+
+fn err(msg: String) -> Error {
+    Error::runtime(None, msg)
+}
+
+fn expect_rev(p: &Value, what: &str) -> Result<Rc<RevProc>> {
+    match p {
+        Value::Rev(r) => Ok(r.clone()),
+        other => Err(err(format!(
+            "{}: expected a reversible procedure (defined with define-reversible), got {} ({})",
+            what,
+            describe(other),
+            other.kind_name()
+        ))),
+    }
+}
+
+/// The elements of a proper list (forced: primitives may receive pairs with lazy parts).
+fn list_items(m: &mut Machine, v: &Value) -> Option<Vec<Value>> {
+    let v = crate::ad::ops::force(m, v).ok()?;
+    let mut out = Vec::new();
+    let mut cur = &v;
+    loop {
+        match cur {
+            Value::Nil => return Some(out),
+            Value::Pair(p) => {
+                out.push(p.car.clone());
+                cur = &p.cdr;
+            }
+            _ => return None,
+        }
+    }
+}
+
+fn check_mod32(v: &Val) -> bool {
+    match v {
+        Val::S(Value::Int(i)) => (0..1i64 << 32).contains(i),
+        Val::S(x) => !x.is_number(),
+        Val::A(items) => items.iter().all(check_mod32),
+    }
+}
+
+/// The argument list of a run as store values (arity and mod32 range checked).
+fn in_vals(m: &mut Machine, p: &RevProc, args: &Value, what: &str) -> Result<Vec<Val>> {
+    let items = list_items(m, args)
+        .ok_or_else(|| err(format!("{}: internal error: arguments are not a list", what)))?;
+    let code = &p.code;
+    if items.len() != code.nparams {
+        return Err(err(format!(
+            "{}: {} takes {} values ({}), got {}",
+            what,
+            p.display_name(),
+            code.nparams,
+            code.def.params.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>().join(" "),
+            items.len()
+        )));
+    }
+    let mut vals = Vec::with_capacity(items.len());
+    for (i, v) in items.iter().enumerate() {
+        let sv = to_val(m, v)?;
+        if code.options.mod32 && !check_mod32(&sv) {
+            return Err(err(format!(
+                "{}: {} is a mod32 procedure: its variables hold integers in [0, 2^32), but {} is {}",
+                what,
+                p.display_name(),
+                code.def.params[i].0,
+                describe(v)
+            )));
+        }
+        vals.push(sv);
+    }
+    Ok(vals)
+}
+
+fn dir_of(flag: &Value) -> Dir {
+    if flag.is_true() {
+        Dir::Fwd
+    } else {
+        Dir::Bwd
+    }
+}
+
+/// `call` (`Dir::Fwd`) or `uncall` (`Dir::Bwd`): the list of final values.
+pub fn run(m: &mut Machine, p: &Value, args: &Value, dir: Dir) -> Result<Value> {
+    let what = if dir == Dir::Fwd { "call" } else { "uncall" };
+    let rp = expect_rev(p, what)?;
+    let vals = in_vals(m, &rp, args, what)?;
+    let mut ex = Exec::new(m, Mode::Plain);
+    let base = ex.push_frame(&rp.code, vals, None);
+    ex.run(&rp.code, base, dir.xor(rp.inverted))?;
+    Ok(Value::list(ex.vals[..rp.code.nparams].iter().map(val_value).collect::<Vec<_>>()))
+}
+
+/// `(rev-grad p k a ...)`: d(final value of variable k)/d(a_i) for every i, by a forward
+/// run and then a backward run on (value, adjoint) pairs.
+pub fn grad(m: &mut Machine, p: &Value, k: &Value, args: &Value) -> Result<Value> {
+    let rp = expect_rev(p, "rev-grad")?;
+    let orig = list_items(m, args).unwrap_or_default();
+    let vals = in_vals(m, &rp, args, "rev-grad")?;
+    let n = rp.code.nparams;
+    let k = match k {
+        Value::Int(i) if *i >= 0 && (*i as usize) < n => *i as usize,
+        other => {
+            return Err(err(format!(
+                "rev-grad: the variable to differentiate is given by its position, an exact integer from 0 to {}; got {}",
+                n.saturating_sub(1),
+                describe(other)
+            )))
+        }
+    };
+    let d = Dir::Fwd.xor(rp.inverted);
+    let mut ex = Exec::new(m, Mode::Plain);
+    let base = ex.push_frame(&rp.code, vals, None);
+    ex.run(&rp.code, base, d)?;
+    ex.mode = Mode::Adjoint;
+    ex.ders = ex.vals.iter().map(zero_der).collect();
+    match &ex.vals[k] {
+        Val::S(x) if x.is_number() => ex.ders[k] = Val::S(Value::Int(1)),
+        other => {
+            return Err(err(format!(
+                "rev-grad: variable {} ({}) of {} ends as {}, not a number",
+                k,
+                rp.code.def.params[k].0,
+                rp.display_name(),
+                exec::describe_val(other)
+            )))
+        }
+    }
+    ex.run(&rp.code, base, d.flip())?;
+    let ders: Vec<Value> = ex.ders[..n].iter().map(val_value).collect();
+    let mut out = Vec::with_capacity(n);
+    for (a, dv) in orig.iter().zip(&ders) {
+        out.push(grad::conform(ex.m, a, dv)?);
+    }
+    Ok(Value::list(out))
+}
+
+/// The backpropagator of `%rev-call` (`flag` #t) / `%rev-uncall`: starting from the
+/// outputs `y` with adjoints `ybar`, runs backward and returns the adjoints of the inputs `a`.
+pub fn vjp(m: &mut Machine, p: &Value, flag: &Value, a: &Value, y: &Value, ybar: &Value) -> Result<Value> {
+    let rp = expect_rev(p, "call")?;
+    let d = dir_of(flag).xor(rp.inverted);
+    let (a, y, ybar) = (&force(m, a)?, &force(m, y)?, &force(m, ybar)?);
+    let vals = in_vals(m, &rp, y, "call")?;
+    let ybar = grad::conform(m, y, ybar)?;
+    let yb = list_items(m, &ybar).unwrap_or_default();
+    let ders: Vec<Val> = vals.iter().zip(&yb).map(|(v, b)| grad::der_val(v, b)).collect();
+    let mut ex = Exec::new(m, Mode::Adjoint);
+    let base = ex.push_frame(&rp.code, vals, Some(ders));
+    ex.run(&rp.code, base, d.flip())?;
+    let n = rp.code.nparams;
+    let ders: Vec<Value> = ex.ders[..n].iter().map(val_value).collect();
+    let ins = list_items(ex.m, a).unwrap_or_default();
+    let mut out = Vec::with_capacity(n);
+    for (x, dv) in ins.iter().zip(&ders) {
+        out.push(grad::conform(ex.m, x, dv)?);
+    }
+    Ok(Value::list(out))
+}
+
+/// The tangent rule of `%rev-call` / `%rev-uncall`: runs with tangents, returns the
+/// tangents of the outputs.
+pub fn jvp(m: &mut Machine, p: &Value, flag: &Value, a: &Value, da: &Value) -> Result<Value> {
+    let rp = expect_rev(p, "call")?;
+    let d = dir_of(flag).xor(rp.inverted);
+    let (a, da) = (&force(m, a)?, &force(m, da)?);
+    let vals = in_vals(m, &rp, a, "call")?;
+    let da = grad::conform(m, a, da)?;
+    let dl = list_items(m, &da).unwrap_or_default();
+    let ders: Vec<Val> = vals.iter().zip(&dl).map(|(v, b)| grad::der_val(v, b)).collect();
+    let mut ex = Exec::new(m, Mode::Tangent);
+    let base = ex.push_frame(&rp.code, vals, Some(ders));
+    ex.run(&rp.code, base, d)?;
+    let n = rp.code.nparams;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let y = val_value(&ex.vals[i]);
+        let dy = val_value(&ex.ders[i]);
+        out.push(grad::conform(ex.m, &y, &dy)?);
+    }
+    Ok(Value::list(out))
+}
+
+// ----- primitives used by reversible code and by the syntax above -----
+
+fn int_pair(a: &Value, b: &Value) -> Option<(BigInt, BigInt)> {
+    match (a, b) {
+        (Value::Int(_) | Value::Big(_), Value::Int(_) | Value::Big(_)) => {
+            Some((crate::num::big(a)?, crate::num::big(b)?))
+        }
+        _ => None,
+    }
+}
+
+fn num_err(name: &str, a: &Value, b: &Value) -> Error {
+    err(format!("{}: expected two numbers, got {} and {}", name, describe(a), describe(b)))
+}
+
+fn floor_div(a: &Value, b: &Value) -> Result<Value> {
+    if let (Value::Int(x), Value::Int(y)) = (a, b) {
+        if *y != 0 && !(*x == i64::MIN && *y == -1) {
+            return Ok(Value::Int(x.div_floor(y)));
+        }
+    }
+    if let Some((x, y)) = int_pair(a, b) {
+        if num_traits::Zero::is_zero(&y) {
+            return Err(err("/: division by zero (integer division in reversible code)".into()));
+        }
+        return Ok(crate::num::from_big(x.div_floor(&y)));
+    }
+    match exec::div_exact(a, b) {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(m)) => Err(err(format!("/: {}", m))),
+        None => Err(num_err("/", a, b)),
+    }
+}
+
+fn floor_mod(a: &Value, b: &Value) -> Result<Value> {
+    if let (Value::Int(x), Value::Int(y)) = (a, b) {
+        if *y == -1 {
+            return Ok(Value::Int(0));
+        }
+        if *y != 0 {
+            return Ok(Value::Int(x.mod_floor(y)));
+        }
+    }
+    if let Some((x, y)) = int_pair(a, b) {
+        if y == BigInt::from(0) {
+            return Err(err("%: division by zero".into()));
+        }
+        return Ok(crate::num::from_big(x.mod_floor(&y)));
+    }
+    if crate::num::is_exact_num(a) && crate::num::is_exact_num(b) {
+        let (x, y) = (crate::num::rat(a).unwrap(), crate::num::rat(b).unwrap());
+        if num_traits::Zero::is_zero(&y) {
+            return Err(err("%: division by zero".into()));
+        }
+        let q = (&x / &y).floor();
+        return Ok(crate::num::from_rat(x - y * q));
+    }
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => Ok(Value::Real(x - y * (x / y).floor())),
+        _ => Err(num_err("%", a, b)),
+    }
+}
+
+fn int_op(name: &str, a: &Value, b: &Value, f: fn(BigInt, BigInt) -> BigInt) -> Result<Value> {
+    match int_pair(a, b) {
+        Some((x, y)) => Ok(crate::num::from_big(f(x, y))),
+        None => Err(err(format!(
+            "{}: expected two exact integers, got {} and {}",
+            name,
+            describe(a),
+            describe(b)
+        ))),
+    }
+}
+
+const NESTED: Rule =
+    Rule::Rules { jvp: "(lambda (x y dx) (%rev-nested x))", vjp: "(lambda (x y yb) (%rev-nested x))" };
+const ZERO: Rule = Rule::Rules { jvp: "(lambda (x y dx) (zero y))", vjp: "(lambda (x y yb) (zero x))" };
+
+/// The primitives of this module, appended to the primitive table.
+pub fn prims() -> Vec<PrimDef> {
+    let p = |name: &'static str, arity: u8, imp: crate::prims::PrimFn, rule: Rule, class: Class| PrimDef {
+        name,
+        lazy: false,
+        arity,
+        imp,
+        rule,
+        class,
+    };
+    vec![
+        p(
+            "%rev-call",
+            2,
+            |m, a| run(m, &a[0], &a[1], Dir::Fwd),
+            Rule::Rules {
+                jvp: "(lambda ((cons p a) y (cons dp da)) (%rev-jvp p (cons #t a) da))",
+                vjp: "(lambda ((cons p a) y yb) (cons '() (%rev-vjp p (cons #t (cons a y)) yb)))",
+            },
+            Class::Other,
+        ),
+        p(
+            "%rev-uncall",
+            2,
+            |m, a| run(m, &a[0], &a[1], Dir::Bwd),
+            Rule::Rules {
+                jvp: "(lambda ((cons p a) y (cons dp da)) (%rev-jvp p (cons #f a) da))",
+                vjp: "(lambda ((cons p a) y yb) (cons '() (%rev-vjp p (cons #f (cons a y)) yb)))",
+            },
+            Class::Other,
+        ),
+        p("%rev-grad", 3, |m, a| grad(m, &a[0], &a[1], &a[2]), NESTED, Class::Other),
+        // (Primitives take at most 3 arguments; the extra ones travel in pairs.)
+        p(
+            "%rev-vjp",
+            3,
+            |m, a| match &a[1] {
+                Value::Pair(p) => match &p.cdr {
+                    Value::Pair(q) => vjp(m, &a[0], &p.car, &q.car, &q.cdr, &a[2]),
+                    _ => Err(err("%rev-vjp: bad arguments".into())),
+                },
+                _ => Err(err("%rev-vjp: bad arguments".into())),
+            },
+            NESTED,
+            Class::Other,
+        ),
+        p(
+            "%rev-jvp",
+            3,
+            |m, a| match &a[1] {
+                Value::Pair(p) => jvp(m, &a[0], &p.car, &p.cdr, &a[2]),
+                _ => Err(err("%rev-jvp: bad arguments".into())),
+            },
+            NESTED,
+            Class::Other,
+        ),
+        p(
+            "%rev-nested",
+            1,
+            |_, _| {
+                Err(err(
+                    "nested differentiation through a reversible procedure (a derivative of call/uncall/rev-grad's own derivative) is not supported"
+                        .into(),
+                ))
+            },
+            ZERO,
+            Class::Other,
+        ),
+        p(
+            "rev-inverse",
+            1,
+            |_, a| {
+                let r = expect_rev(&a[0], "rev-inverse")?;
+                Ok(Value::Rev(Rc::new(RevProc { code: r.code.clone(), inverted: !r.inverted })))
+            },
+            ZERO,
+            Class::Other,
+        ),
+        p(
+            "show-inverse",
+            1,
+            |m, a| {
+                let r = expect_rev(&a[0], "show-inverse")?;
+                let text = inverse_text(&r);
+                let _ = write!(m.out, "{}", text);
+                Ok(Value::Bool(true))
+            },
+            ZERO,
+            Class::Other,
+        ),
+        p(
+            "%rev-div",
+            2,
+            |_, a| floor_div(&a[0], &a[1]),
+            Rule::Rules {
+                jvp: "(lambda ((cons x1 x2) y (cons d1 d2)) (if (%rev-ints? x1 x2) (zero y) (/ (- d1 (* y d2)) x2)))",
+                vjp: "(lambda ((cons x1 x2) y yb) (if (%rev-ints? x1 x2) (cons (zero x1) (zero x2)) (cons (/ yb x2) (- 0 (/ (* yb y) x2)))))",
+            },
+            Class::Arith,
+        ),
+        p(
+            "%rev-mod",
+            2,
+            |_, a| floor_mod(&a[0], &a[1]),
+            Rule::Rules {
+                jvp: "(lambda ((cons x1 x2) y (cons d1 d2)) (if (%rev-ints? x1 x2) (zero y) (- d1 (* d2 (/ (- x1 y) x2)))))",
+                vjp: "(lambda ((cons x1 x2) y yb) (if (%rev-ints? x1 x2) (cons (zero x1) (zero x2)) (cons yb (- 0 (* yb (/ (- x1 y) x2))))))",
+            },
+            Class::Arith,
+        ),
+        p(
+            "%rev-fracmul",
+            2,
+            |_, a| match (&a[0], &a[1]) {
+                (Value::Int(x), Value::Int(y)) => {
+                    let r = (*x as i128 * *y as i128) >> 32; // floored
+                    Ok(i64::try_from(r).map(Value::Int).unwrap_or_else(|_| crate::num::from_big(BigInt::from(r))))
+                }
+                _ => int_op("*/", &a[0], &a[1], |x, y| (x * y).div_floor(&(BigInt::from(1) << 32))),
+            },
+            ZERO,
+            Class::Arith,
+        ),
+        p("%rev-and", 2, |_, a| int_op("bitwise-and", &a[0], &a[1], |x, y| x & y), ZERO, Class::Arith),
+        p("%rev-or", 2, |_, a| int_op("bitwise-or", &a[0], &a[1], |x, y| x | y), ZERO, Class::Arith),
+        p("%rev-xor", 2, |_, a| int_op("bitwise-xor", &a[0], &a[1], |x, y| x ^ y), ZERO, Class::Arith),
+        p(
+            "%rev-ints?",
+            2,
+            |_, a| {
+                let (x, y) = (crate::ad::ops::strip(&a[0]), crate::ad::ops::strip(&a[1]));
+                Ok(Value::Bool(int_pair(x, y).is_some()))
+            },
+            Rule::Predicate,
+            Class::Other,
+        ),
+    ]
+}
+
+use std::io::Write;

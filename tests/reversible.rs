@@ -1,0 +1,726 @@
+//! Reversible procedures (REVERSIBLE.md): examples, round trips (examples and random
+//! programs), the inverter, every error in both directions, and gradients
+//! (rev-grad against finite differences, `*j` and forward mode).
+
+use proptest::prelude::*;
+use std::path::Path;
+use vlad::error::{Error, ErrorKind};
+use vlad::toplevel::Session;
+
+fn session() -> Session {
+    Session::new()
+}
+
+/// Runs program text; the printed values of its expressions.
+fn run(s: &mut Session, text: &str) -> Result<Vec<String>, Error> {
+    let vals = s.run_text("test.vlad", text)?;
+    Ok(vals.iter().map(vlad::print::to_string).collect())
+}
+
+fn last(s: &mut Session, text: &str) -> String {
+    match run(s, text) {
+        Ok(v) => v.last().cloned().unwrap_or_default(),
+        Err(e) => panic!("{}\nin:\n{}", e.render(&s.sources), text),
+    }
+}
+
+fn eval1(text: &str) -> String {
+    last(&mut session(), text)
+}
+
+fn num(s: &str) -> f64 {
+    if let Some((n, d)) = s.split_once('/') {
+        return n.parse::<f64>().unwrap() / d.parse::<f64>().unwrap();
+    }
+    s.parse::<f64>().unwrap_or_else(|_| panic!("not a number: {s}"))
+}
+
+fn nums(s: &str) -> Vec<f64> {
+    s.trim_matches(|c| c == '(' || c == ')').split_whitespace().map(num).collect()
+}
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol * a.abs().max(b.abs()).max(1.0)
+}
+
+// ----- examples and the acceptance file -----
+
+#[test]
+fn examples_and_acceptance_pass() {
+    let mut files = vlad::check::expand_paths(&[Path::new("examples/reversible").to_path_buf()]);
+    assert!(files.len() >= 8, "examples missing: {files:?}");
+    files.push(Path::new("tests/reversible_acceptance.vlad").to_path_buf());
+    let mut report = vlad::check::Report::default();
+    for f in &files {
+        vlad::check::check_file(&session, f, &mut report);
+    }
+    assert_eq!(report.failed, 0, "{:#?}", report.failures);
+    assert!(report.passed >= 60);
+}
+
+/// `uncall` after `call` (and `call` after `uncall`) gives the inputs back.
+fn round_trip(s: &mut Session, p: &str, args: &str) {
+    let text = format!(
+        "(let ((in (list {args})))
+           (let ((out (%rev-call {p} in)))
+             (list (equal? (%rev-uncall {p} out) in) (equal? (%rev-call {p} (%rev-uncall {p} out)) out))))"
+    );
+    let out = run(s, &text).unwrap_or_else(|e| panic!("{}: {}", p, e.render(&s.sources)));
+    assert_eq!(out[0], "(#t #t)", "round trip of ({p} {args})");
+}
+
+fn load(path: &str) -> Session {
+    let mut s = session();
+    let items = s.read_file(Path::new(path)).unwrap();
+    let unit = s.compile(items).unwrap();
+    for step in unit.steps {
+        if let vlad::toplevel::Step::Define(g, _) = step {
+            s.m.global(g).unwrap();
+        }
+    }
+    s
+}
+
+#[test]
+fn round_trip_on_every_example() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("fib", "fib", &["0 0 0", "0 0 7", "0 0 60"]),
+        ("sqrt", "root", &["1 0", "15 0", "16 0", "99999999999 0"]),
+        ("sqrt", "doublebit", &["0", "17", "-5"]),
+        (
+            "factor",
+            "factor",
+            &["840 (zeros 12)", "9973 (zeros 4)", "720720 (zeros 20)", "3 (zeros 3)", "4 (zeros 4)"],
+        ),
+        ("factor", "nexttry", &["0", "2", "9"]),
+        ("rle", "encode", &["'(1 1 2 2 2 1 0) (zeros 8)", "'(4 4 4 4 0) (zeros 4)", "'(1 2 3 0) (zeros 8)"]),
+        ("perm", "perm-to-code", &["'(0)", "'(5 3 1 0 2 4)", "'(1 0 2)", "'()"]),
+        ("schrodinger", "simulate", &["X0 Y0 alpha eps 0 3"]),
+        ("schrodinger", "update-y", &["X0 Y0 alpha eps 5"]),
+        ("bennett", "bennett", &["3 0 8", "2 0 1", "17 5 4"]),
+    ];
+    for (file, p, argss) in cases {
+        let mut s = load(&format!("examples/reversible/{file}.vlad"));
+        for args in argss.iter() {
+            round_trip(&mut s, p, args);
+        }
+    }
+    // doubles: within the tolerance
+    let mut s = load("examples/reversible/exp.vlad");
+    for x in ["0.5", "1.6", "-2.5", "3.0"] {
+        let out = nums(&last(&mut s, &format!("(uncall iexp (car (call iexp 0.5 {x})) {x})")));
+        assert!(close(out[0], 0.5, 1e-9) && out[1] == num(x), "iexp round trip at {x}: {out:?}");
+    }
+}
+
+#[test]
+fn rationals_make_multiplication_reversible() {
+    let mut s = session();
+    let r = run(
+        &mut s,
+        "(define-reversible (scale x k) (*= x k) (/= x 3) (*= x 5/7))
+         (call scale 1 2)
+         (uncall scale 10/21 2)
+         (call scale 1/3 2/5)
+         (+ 1/2 1/3)
+         (* 2/3 3/2)
+         (< 1/3 0.34)
+         (call scale 1.5 2)",
+    )
+    .unwrap();
+    assert_eq!(r, vec!["(10/21 2)", "(1 2)", "(2/63 2/5)", "5/6", "1", "#t", "(0.7142857142857143 2)"]);
+    round_trip(&mut s, "scale", "7 -3/4");
+    round_trip(&mut s, "scale", "123456789012345678901234567890 11");
+}
+
+// ----- random well-formed programs -----
+
+struct Gen {
+    state: u64,
+    fresh: u32,
+    rational: bool,
+}
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        self.state
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<'a>(&mut self, v: &'a [String]) -> &'a String {
+        &v[self.below(v.len() as u64) as usize]
+    }
+    fn fresh(&mut self, base: &str) -> String {
+        self.fresh += 1;
+        format!("{}{}", base, self.fresh)
+    }
+
+    fn expr(&mut self, vars: &[String], depth: u32) -> String {
+        if depth == 0 || self.below(3) == 0 {
+            if vars.is_empty() || self.below(3) == 0 {
+                return format!("{}", self.below(11) as i64 - 5);
+            }
+            return self.pick(vars).clone();
+        }
+        let op = ["+", "-", "*"][self.below(3) as usize];
+        format!("({} {} {})", op, self.expr(vars, depth - 1), self.expr(vars, depth - 1))
+    }
+
+    /// A statement that only updates `w` (scalars) and, when `vec_w`, the vector `v`;
+    /// it may read `r`.
+    fn stmt(&mut self, depth: u32, w: &[String], r: &[String], vec_w: bool) -> String {
+        let choice = self.below(if depth == 0 { 4 } else { 10 });
+        match choice {
+            0 | 1 if !w.is_empty() => {
+                let x = self.pick(w).clone();
+                let others: Vec<String> = r.iter().filter(|v| **v != x).cloned().collect();
+                let e = self.expr(&others, 2);
+                let ops: &[&str] =
+                    if self.rational { &["+=", "-=", "*=", "/="] } else { &["+=", "-=", "^="] };
+                let op = ops[self.below(ops.len() as u64) as usize];
+                if op == "*=" || op == "/=" {
+                    format!("({op} {x} (+ 1 (* {e} {e})))")
+                } else {
+                    format!("({op} {x} {e})")
+                }
+            }
+            2 if w.len() >= 2 => {
+                let a = self.pick(w).clone();
+                let b = loop {
+                    let b = self.pick(w).clone();
+                    if b != a {
+                        break b;
+                    }
+                };
+                if self.below(2) == 0 {
+                    format!("(swap {a} {b})")
+                } else {
+                    format!("({} h {a} {b})", if self.below(2) == 0 { "call" } else { "uncall" })
+                }
+            }
+            3 if vec_w => {
+                let k = self.below(3);
+                if self.below(3) == 0 && !w.is_empty() {
+                    let x = self.pick(w).clone();
+                    return format!("(swap (ref v {k}) {x})");
+                }
+                let e = self.expr(r, 2);
+                format!("(+= (ref v {k}) {e})")
+            }
+            4 if !r.is_empty() => {
+                let c = self.pick(r).clone();
+                let w2: Vec<String> = w.iter().filter(|v| **v != c).cloned().collect();
+                let k = self.below(7) as i64 - 3;
+                let t = self.stmt(depth - 1, &w2, r, vec_w);
+                let e = self.stmt(depth - 1, &w2, r, vec_w);
+                format!("(if-rev (> {c} {k}) {t} {e} (> {c} {k}))")
+            }
+            5 => {
+                let i = self.fresh("i");
+                let k = 1 + self.below(3);
+                let mut r2 = r.to_vec();
+                r2.push(i.clone());
+                let body = self.stmt(depth - 1, w, &r2, vec_w);
+                format!("(local ({i} 0) (from-loop (= {i} 0) (skip) (begin-rev {body} (+= {i} 1)) (= {i} {k})) (delocal {i} {k}))")
+            }
+            6 => {
+                let t = self.fresh("t");
+                let reads: Vec<String> = r.iter().filter(|_| self.below(2) == 0).cloned().collect();
+                let e = self.expr(&reads, 2);
+                let w2: Vec<String> = w.iter().filter(|v| !reads.contains(v)).cloned().collect();
+                let mut r2 = r.to_vec();
+                r2.push(t.clone());
+                let body = self.stmt(depth - 1, &w2, &r2, vec_w);
+                format!("(local ({t} 0) (with-uncompute ((+= {t} {e})) {body}) (delocal {t} 0))")
+            }
+            7 if !w.is_empty() => {
+                let s = self.fresh("s");
+                let x = self.pick(w).clone();
+                let w2: Vec<String> = w.iter().filter(|v| **v != x).cloned().collect();
+                let body = self.stmt(depth - 1, &w2, r, vec_w);
+                format!("(local ({s} '()) (push {x} {s}) {body} (pop {x} {s}) (delocal {s} '()))")
+            }
+            8 | 9 => {
+                let n = 1 + self.below(3);
+                let parts: Vec<String> = (0..n).map(|_| self.stmt(depth - 1, w, r, vec_w)).collect();
+                format!("(begin-rev {})", parts.join(" "))
+            }
+            _ => "(skip)".to_string(),
+        }
+    }
+
+    fn program(&mut self) -> String {
+        let vars: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        let n = 1 + self.below(4);
+        let body: Vec<String> = (0..n).map(|_| self.stmt(3, &vars, &vars, true)).collect();
+        format!(
+            "(define-reversible (h p q) (+= p (* q 3)) (swap p q) (-= p 1))\n(define-reversible (g a b c d v)\n  {})",
+            body.join("\n  ")
+        )
+    }
+}
+
+fn check_random_program(seed: u64, rational: bool) {
+    let mut g = Gen { state: seed | 1, fresh: 0, rational };
+    let prog = g.program();
+    let mut s = session();
+    if let Err(e) = run(&mut s, &prog) {
+        panic!("generated program does not compile: {}\n{}", e.render(&s.sources), prog);
+    }
+    let ins: Vec<i64> = (0..7).map(|_| g.below(41) as i64 - 20).collect();
+    let args = format!("{} {} {} {} (list {} {} {})", ins[0], ins[1], ins[2], ins[3], ins[4], ins[5], ins[6]);
+    let text = format!(
+        "(define in (list {args}))
+         (define out (%rev-call g in))
+         (equal? (%rev-uncall g out) in)
+         (equal? (%rev-call g (%rev-uncall g in)) in)
+         (equal? (%rev-call (rev-inverse g) out) in)"
+    );
+    match run(&mut s, &text) {
+        Ok(v) => assert_eq!(v, vec!["#t", "#t", "#t"], "round trip failed for\n{prog}\non {args}"),
+        Err(e) => panic!("{}\nfor\n{}\non {}", e.render(&s.sources), prog, args),
+    }
+    // The syntactic inverse, printed and read back, runs like uncall; inverting twice
+    // gives the procedure back.
+    let Ok(vlad::value::Value::Rev(rp)) = s.run_text("t", "g").map(|v| v[0].clone()) else { panic!() };
+    let inv = vlad::rev::inverse_text(&rp);
+    let text = format!("{inv}\n(equal? (%rev-call g-inverse out) (%rev-uncall g out))");
+    assert_eq!(last(&mut s, &text), "#t", "printed inverse differs from uncall:\n{inv}");
+    let d = &vlad::reader::read_all(&prog, 0).unwrap()[1];
+    let def = vlad::rev::syntax::parse_define(d).unwrap();
+    let twice = vlad::rev::invert::invert_proc(&vlad::rev::invert::invert_proc(&def));
+    assert_eq!(vlad::rev::syntax::proc_text(&twice, "g"), vlad::rev::syntax::proc_text(&def, "g"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_integer_programs_round_trip(seed in any::<u64>()) {
+        check_random_program(seed, false);
+    }
+
+    #[test]
+    fn random_rational_programs_round_trip(seed in any::<u64>()) {
+        check_random_program(seed, true);
+    }
+}
+
+#[test]
+fn inverter_is_an_involution_on_the_examples() {
+    let mut n = 0;
+    for f in vlad::check::expand_paths(&[Path::new("examples/reversible").to_path_buf()]) {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for d in vlad::reader::read_all(&text, 0).unwrap() {
+            let is_rev =
+                d.as_list().and_then(|l| l.first()).and_then(|h| h.as_symbol()) == Some("define-reversible");
+            if !is_rev {
+                continue;
+            }
+            let def = vlad::rev::syntax::parse_define(&d).unwrap();
+            let once = vlad::rev::invert::invert_proc(&def);
+            let twice = vlad::rev::invert::invert_proc(&once);
+            let t = |p| vlad::rev::syntax::proc_text(p, "p");
+            assert_eq!(t(&twice), t(&def), "{}", f.display());
+            assert_ne!(t(&once), t(&def));
+            for (s1, s2) in def.body.iter().zip(&twice.body) {
+                assert_eq!(vlad::rev::syntax::stmt_text(s1), vlad::rev::syntax::stmt_text(s2));
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 15);
+}
+
+#[test]
+fn show_inverse_and_anf_inverse_print_the_inverse() {
+    #[derive(Clone, Default)]
+    struct Buf(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut s = session();
+    let buf = Buf::default();
+    s.m.out = Box::new(buf.clone());
+    let r = last(
+        &mut s,
+        "(define-reversible (p x y) (+= x 1) (if-rev (= x 1) (swap x y) (*= y 2) (= y 1)) (call p x y))
+         (show-inverse p)",
+    );
+    assert_eq!(r, "#t");
+    let out = String::from_utf8(buf.0.borrow().clone()).unwrap();
+    assert_eq!(
+        out,
+        "(define-reversible (p-inverse x y)\n  (uncall p x y)\n  (if-rev (= y 1)\n          (swap x y)\n          (/= y 2)\n          (= x 1))\n  (-= x 1))\n"
+    );
+    let exe = env!("CARGO_BIN_EXE_vlad");
+    let o = std::process::Command::new(exe)
+        .args(["anf", "--inverse", "examples/reversible/sqrt.vlad"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(text.contains(";; inverse of root"), "{text}");
+    assert!(text.contains("(define-reversible (doublebit-inverse bit)\n  (local (z (/ bit 2))\n    (-= bit z)\n    (delocal z bit)))"), "{text}");
+}
+
+// ----- errors -----
+
+fn error_of(s: &mut Session, text: &str) -> Error {
+    match s.run_text("err.vlad", text) {
+        Ok(v) => panic!(
+            "expected an error from {text}, got {}",
+            v.iter().map(vlad::print::to_string).collect::<Vec<_>>().join(" ")
+        ),
+        Err(e) => e,
+    }
+}
+
+fn line_of(s: &Session, e: &Error) -> usize {
+    let loc = s.sources.location(e.span.expect("error has a location"));
+    loc.split(':').nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn run_time_errors_fire_in_both_directions_with_their_location() {
+    // (definitions, forward call, backward call, rule, line of the offending statement)
+    let cases: &[(&str, &str, &str, &str, usize, usize)] = &[
+        (
+            "(define-reversible (p x y)\n  (if-rev (> x 0) (+= y 1) (skip) (> y 100)))",
+            "(call p 1 0)",
+            "(uncall p 1 5)",
+            "if-rev exit assertion failed",
+            2,
+            2,
+        ),
+        (
+            "(define-reversible (p i n)\n  (from-loop (= i 0) (skip) (+= i 1) (= i n)))",
+            "(call p 1 3)",
+            "(uncall p 2 3)",
+            "from-loop entry assertion failed",
+            2,
+            2,
+        ),
+        (
+            "(define-reversible (p i n)\n  (from-loop (= i 0) (skip) (+= i 0) (= i n)))",
+            "(call p 0 3)",
+            "(uncall p 3 3)",
+            "from-loop entry assertion failed",
+            2,
+            2,
+        ),
+        (
+            "(define-reversible (p x)\n  (local (t 0)\n    (+= t x)\n    (delocal t 0)))",
+            "(call p 3)",
+            "(uncall p 3)",
+            "delocal mismatch",
+            4,
+            2,
+        ),
+        (
+            "(define-reversible (p x s)\n  (pop x s))\n(define-reversible (q x s)\n  (push x s))",
+            "(call p 1 '(2))",
+            "(uncall q 1 '(2))",
+            "pop into a non-zero variable",
+            2,
+            4,
+        ),
+        (
+            "(define-reversible (p x s)\n  (pop x s))\n(define-reversible (q x s)\n  (push x s))",
+            "(call p 0 '())",
+            "(uncall q 0 '())",
+            "pop from an empty stack",
+            2,
+            4,
+        ),
+        (
+            "(define-reversible (p v i)\n  (+= (ref v i) 1))",
+            "(call p '(1 2) 5)",
+            "(uncall p '(1 2) -1)",
+            "index out of range",
+            2,
+            2,
+        ),
+        (
+            "(define-reversible (p x y)\n  (/= x y))",
+            "(call p 1 0)",
+            "(uncall p 1 0)",
+            "division by zero",
+            2,
+            2,
+        ),
+        (
+            "(define-reversible (p x y)\n  (+= x (/ 5 y)))",
+            "(call p 1 0)",
+            "(uncall p 1 0)",
+            "division by zero",
+            2,
+            2,
+        ),
+        (
+            "(define-reversible (p x)\n  (+= x 1)\n  (call p x))",
+            "(call p 0)",
+            "(uncall p 0)",
+            "recursion limit exceeded",
+            3,
+            3,
+        ),
+    ];
+    for (defs, fwd, bwd, rule, fline, bline) in cases {
+        for (expr, dir, line) in [(fwd, "forward", fline), (bwd, "backward", bline)] {
+            let mut s = session();
+            s.m.max_depth = 200;
+            run(&mut s, defs).unwrap();
+            let e = error_of(&mut s, expr);
+            let want = if *rule == "division by zero" && e.message.starts_with("/:") {
+                "/: division by zero".to_string()
+            } else {
+                format!("{} ({}, in ", rule, dir)
+            };
+            assert!(e.message.contains(&want), "{expr}: expected `{want}`, got: {}", e.message);
+            assert_eq!(e.kind, ErrorKind::Runtime);
+            let l = line_of(&s, &e);
+            assert_eq!(l, *line, "{expr}: wrong line for {}", e.render(&s.sources));
+            // the session goes on; VLAD values are untouched
+            assert_eq!(last(&mut s, "(+ 1 2)"), "3");
+        }
+    }
+}
+
+#[test]
+fn step_limit_and_messages_name_the_values() {
+    let mut s = session();
+    run(&mut s, "(define-reversible (p i)\n  (from-loop (= i 0) (skip) (+= i 1) (= i -1)))").unwrap();
+    for (e, dir) in [("(call p 0)", "forward"), ("(uncall p -1)", "backward")] {
+        s.m.max_steps = s.m.steps + 10_000;
+        let err = error_of(&mut s, e);
+        assert_eq!(err.kind, ErrorKind::Limit, "{}", err.message);
+        assert!(err.message.contains("step limit") && err.message.contains(dir), "{}", err.message);
+        s.m.max_steps = u64::MAX;
+    }
+    let e = error_of(
+        &mut s,
+        "(define-reversible (q x y)\n  (if-rev (> x 0) (+= y 1) (skip) (> y 100)))\n(call q 1 5)",
+    );
+    assert!(e.message.contains("(> y 100)") && e.message.contains("where y = 6"), "{}", e.message);
+    // a failed call leaves the caller's values as they were
+    let r = run(&mut s, "(define v '(1 2 3))\n(define-reversible (bad v) (+= (ref v 0) 1) (+= (ref v 9) 1))");
+    assert!(r.is_ok());
+    let _ = error_of(&mut s, "(call bad v)");
+    assert_eq!(last(&mut s, "v"), "(1 2 3)");
+}
+
+#[test]
+fn static_rules_are_checked_at_definition_time() {
+    let cases: &[(&str, &str, usize)] = &[
+        (
+            "(define-reversible (p x)\n  (+= x (* 2 x)))",
+            "updated variable used in its own right-hand side (in p)",
+            2,
+        ),
+        (
+            "(define-reversible (p v i)\n  (+= (ref v i) (ref v 0)))",
+            "updated variable used in its own right-hand side",
+            2,
+        ),
+        (
+            "(define-reversible (p v)\n  (+= (ref v (ref v 0)) 1))",
+            "updated variable used in its own index",
+            2,
+        ),
+        ("(define-reversible (p v x)\n  (swap (ref v x) x))", "updated variable used in its own index", 2),
+        ("(define-reversible (p x)\n  (+= y 1))", "undeclared variable (in p)", 2),
+        ("(define-reversible (p x)\n  (+= x zz))", "undeclared variable (in p)", 2),
+        (
+            "(define-reversible (q a b) (skip))\n(define-reversible (p x)\n  (call q x x))",
+            "aliasing (in p)",
+            3,
+        ),
+        ("(define-reversible (p x f)\n  (call f x f))", "aliasing (in p)", 2),
+        ("(define-reversible (p x)\n  (swap x x))", "aliasing (in p)", 2),
+        ("(define-reversible (p x s)\n  (push s s))", "aliasing (in p)", 2),
+        ("(define-reversible (p x)\n  (call nosuch x))", "undeclared procedure (in p)", 2),
+        ("(define-reversible (p x)\n  (declare mod32)\n  (*= x 3))", "no *= or /= in mod32 procedures", 3),
+        ("(define-reversible (p x)\n  (local (t 0) (+= t 1)))", "must end with (delocal t", 2),
+        ("(define-reversible (p x)\n  (local (x 0) (delocal x 0)))", "local shadows a variable", 2),
+        ("(define-reversible (p x)\n  (frob x))", "unknown reversible statement `frob`", 2),
+        ("(define-reversible (p x)\n  (if-rev (= x 0) (skip) (skip)))", "bad `if-rev`", 2),
+        ("(define-reversible (p x x)\n  (skip))", "declared twice", 1),
+        ("(define (f x)\n  (call))", "expected a reversible procedure", 2),
+    ];
+    for (text, msg, line) in cases {
+        let mut s = session();
+        let e = error_of(&mut s, text);
+        assert_eq!(e.kind, ErrorKind::Syntax, "{text}: {}", e.message);
+        assert!(e.message.contains(msg), "{text}: expected `{msg}`, got {}", e.message);
+        assert_eq!(line_of(&s, &e), *line, "{}", e.render(&s.sources));
+    }
+}
+
+#[test]
+fn type_and_arity_errors_are_clear() {
+    let mut s = session();
+    run(&mut s, "(define-reversible (p x y) (+= x y))\n(define-reversible (m x) (declare mod32) (+= x 1))")
+        .unwrap();
+    for (e, msg) in [
+        ("(call p 1)", "p takes 2 values (x y), got 1"),
+        ("(call p #t 1)", "not a number"),
+        ("(call car 1 2)", "expected a reversible procedure"),
+        ("(p 1 2)", "cannot apply #<reversible p>"),
+        ("(call m -1)", "mod32 procedure"),
+        ("(rev-grad p 5 1.0 2.0)", "exact integer from 0 to 1"),
+    ] {
+        let err = error_of(&mut s, e);
+        assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);
+    }
+}
+
+// ----- first-class procedures -----
+
+#[test]
+fn reversible_procedures_are_first_class() {
+    let r = eval1(
+        "(define-reversible (inc x) (+= x 1))
+         (define-reversible (dbl x) (*= x 2))
+         ;; a reversible procedure held in a variable and called by reference
+         (define-reversible (twice f x) (call f x) (call f x))
+         (define (apply-all ps x) (if (null? ps) x (apply-all (cdr ps) (car (call (car ps) x)))))
+         (list (procedure? inc)
+               (call twice dbl 3)
+               (uncall twice dbl 12)
+               (call twice (rev-inverse inc) 5)
+               (apply-all (list inc dbl (rev-inverse inc)) 10)
+               (call (rev-inverse (rev-inverse inc)) 0))",
+    );
+    assert_eq!(
+        r,
+        "(#t (#<reversible dbl> 12) (#<reversible dbl> 3) (#<reversible (rev-inverse inc)> 3) 21 (1))"
+    );
+}
+
+// ----- gradients -----
+
+const GRAD_DEFS: &str = "
+(define (car (cons a d)) a)
+(define (cdr (cons a d)) d)
+(define (square u) (* u u))
+(define-reversible (sq-into y x) (+= y (square x)))
+(define-reversible (f y x a)
+  (local (t 0.0)
+    (call sq-into t x)
+    (+= y (* a (sin t)))
+    (*= y (+ 2.0 (cos x)))
+    (+= y (let ((u (* a x))) (exp (/ u 4))))
+    (local (i 0)
+      (from-loop (= i 0) (skip) (begin-rev (+= i 1) (+= y (/ (* x a) i))) (= i 3))
+      (delocal i 3))
+    (local (s '())
+      (push t s)
+      (+= t (* a a))
+      (swap t y)
+      (swap t y)
+      (-= t (* a a))
+      (pop t s)
+      (delocal s '()))
+    (uncall sq-into t x)
+    (delocal t 0.0)))
+(define (fx y x a) (car (call f y x a)))
+(define ((deriv-R g) x) (cdr (unsensitize ((cdr ((*j g) (*j x))) (sensitize 1)))))
+(define ((deriv-F g) x) (unperturb (tangent ((j* g) (bundle x (perturb 1.0))))))
+(define (grad-R g xs) (cdr (unsensitize ((cdr ((*j g) (*j xs))) (sensitize 1)))))
+";
+
+#[test]
+fn rev_grad_agrees_with_finite_differences_and_with_star_j() {
+    let mut s = session();
+    run(&mut s, GRAD_DEFS).unwrap();
+    let mut g = Gen { state: 0x9e3779b97f4a7c15, fresh: 0, rational: false };
+    for _ in 0..6 {
+        let mut r = || (g.below(3000) as f64 / 1000.0) - 1.5;
+        let (y, x, a) = (r(), r(), r());
+        let rg = nums(&last(&mut s, &format!("(rev-grad f 0 {y} {x} {a})")));
+        let h = 1e-5;
+        let fd = |s: &mut Session, dy: f64, dx: f64, da: f64| {
+            let p = num(&last(s, &format!("(fx {} {} {})", y + dy, x + dx, a + da)));
+            let m = num(&last(s, &format!("(fx {} {} {})", y - dy, x - dx, a - da)));
+            (p - m) / (2.0 * h)
+        };
+        let fds = [fd(&mut s, h, 0.0, 0.0), fd(&mut s, 0.0, h, 0.0), fd(&mut s, 0.0, 0.0, h)];
+        for i in 0..3 {
+            assert!(
+                close(rg[i], fds[i], 1e-5),
+                "rev-grad {rg:?} vs finite differences {fds:?} at {y} {x} {a}"
+            );
+        }
+        // *j, with respect to all three at once and to x alone; forward mode
+        let jr =
+            nums(&last(&mut s, &format!("(grad-R (lambda (v) (car (%rev-call f v))) (list {y} {x} {a}))")));
+        let dr = num(&last(&mut s, &format!("((deriv-R (lambda (x) (fx {y} x {a}))) {x})")));
+        let df = num(&last(&mut s, &format!("((deriv-F (lambda (x) (fx {y} x {a}))) {x})")));
+        for i in 0..3 {
+            assert!(close(rg[i], jr[i], 1e-9), "rev-grad {rg:?} vs *j {jr:?}");
+        }
+        assert!(close(rg[1], dr, 1e-9) && close(rg[1], df, 1e-9), "{rg:?} {dr} {df}");
+        // the inverse procedure: gradients of uncall, by running forward
+        let out = last(&mut s, &format!("(call f {y} {x} {a})"));
+        let o = nums(&out);
+        let ig = nums(&last(&mut s, &format!("(rev-grad (rev-inverse f) 0 {} {} {})", o[0], o[1], o[2])));
+        let ufd = |s: &mut Session| {
+            let p = num(&last(s, &format!("(car (uncall f {} {} {}))", o[0] + h, o[1], o[2])));
+            let m = num(&last(s, &format!("(car (uncall f {} {} {}))", o[0] - h, o[1], o[2])));
+            (p - m) / (2.0 * h)
+        };
+        assert!(close(ig[0], ufd(&mut s), 1e-5), "{ig:?}");
+        // *j through uncall
+        let ju = nums(&last(
+            &mut s,
+            &format!("(grad-R (lambda (v) (car (%rev-uncall f v))) (list {} {} {}))", o[0], o[1], o[2]),
+        ));
+        for i in 0..3 {
+            assert!(close(ig[i], ju[i], 1e-9), "{ig:?} vs {ju:?}");
+        }
+    }
+}
+
+#[test]
+fn rev_grad_of_the_taylor_exp_and_of_integer_code() {
+    let mut s = load("examples/reversible/exp.vlad");
+    let g = nums(&last(&mut s, "(rev-grad iexp 0 0.0 1.6)"));
+    assert!(close(g[1], 4.95303242, 1e-8), "{g:?}");
+    assert_eq!(g[0], 1.0);
+    // exact code has exact derivatives; floored division and % have none
+    let r = eval1(
+        "(define-reversible (p y x k) (+= y (* x x)) (+= y (/ x 2)) (+= y (% x 3)) (*= y k))
+         (rev-grad p 0 1 5 3)",
+    );
+    assert_eq!(r, "(3 30 30)");
+}
+
+#[test]
+fn rev_grad_memory_does_not_grow_with_iterations() {
+    // 20000 iterations, run forward and then backward with adjoints, with no tape:
+    // the store has three variables (a tape would hold 20000 records).
+    let mut s = session();
+    let r = last(
+        &mut s,
+        "(define-reversible (decay y x n)
+           (local (i 0)
+             (from-loop (= i 0) (skip) (begin-rev (+= i 1) (*= y x)) (= i n))
+             (delocal i n)))
+         (rev-grad decay 0 1.0 0.99999 20000)",
+    );
+    let g = nums(&r);
+    let want = 0.99999f64.powi(20000);
+    assert!(close(g[0], want, 1e-9), "{r}");
+    assert!(close(g[1], 20000.0 * 0.99999f64.powi(19999), 1e-7), "{r}");
+}
