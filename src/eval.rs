@@ -284,6 +284,11 @@ impl Machine {
     pub fn call(&mut self, f: Value, nargs: usize, span: Option<Span>) -> Result<Value> {
         match f {
             Value::Closure(inst, idx) => self.call_closure(inst, idx, nargs, span),
+            Value::Lazy(_) => {
+                // A lazily zeroed or tagged closure: build it, then call it.
+                let h = crate::ad::ops::hnf(self, &f)?;
+                self.call(h, nargs, span)
+            }
             Value::Prim(p) => self.call_prim(p, nargs).map_err(|e| match span {
                 Some(s) => e.at(s),
                 None => e,
