@@ -48,7 +48,10 @@ impl std::ops::DerefMut for Error {
 pub const MAX_TRACE: usize = 8;
 
 impl Error {
+    /// An error at `span`; an unknown span (generated code) counts as none, so the
+    /// error is located at the nearest call site in user code as it unwinds.
     pub fn new(kind: ErrorKind, span: Option<Span>, message: impl Into<String>) -> Error {
+        let span = span.filter(|s| s.is_known());
         Error(Box::new(ErrorData { kind, span, message: message.into(), trace: Vec::new(), trace_elided: 0 }))
     }
     pub fn syntax(span: Span, message: impl Into<String>) -> Error {
@@ -57,9 +60,9 @@ impl Error {
     pub fn runtime(span: Option<Span>, message: impl Into<String>) -> Error {
         Error::new(ErrorKind::Runtime, span, message)
     }
-    /// Gives a location to an error raised without one.
+    /// Gives a location to an error raised without one (unless `span` is unknown).
     pub fn at(mut self, span: Span) -> Error {
-        if self.span.is_none() {
+        if self.span.is_none() && span.is_known() {
             self.span = Some(span);
         }
         self
@@ -88,7 +91,11 @@ impl Error {
             None => out.push_str(&format!("error: {}\n", self.message)),
         }
         for (name, sp) in &self.trace {
-            out.push_str(&format!("  in {} called at {}\n", name, sm.location(*sp)));
+            if sm.file(sp.file).is_some() {
+                out.push_str(&format!("  in {} called at {}\n", name, sm.location(*sp)));
+            } else {
+                out.push_str(&format!("  in {}\n", name));
+            }
         }
         if self.trace_elided > 0 {
             out.push_str(&format!("  ... {} more frames\n", self.trace_elided));

@@ -284,6 +284,11 @@ impl Machine {
     pub fn call(&mut self, f: Value, nargs: usize, span: Option<Span>) -> Result<Value> {
         match f {
             Value::Closure(inst, idx) => self.call_closure(inst, idx, nargs, span),
+            Value::Lazy(_) => {
+                // A lazily zeroed or tagged closure: build it, then call it.
+                let h = crate::ad::ops::hnf(self, &f)?;
+                self.call(h, nargs, span)
+            }
             Value::Prim(p) => self.call_prim(p, nargs).map_err(|e| match span {
                 Some(s) => e.at(s),
                 None => e,
@@ -382,7 +387,7 @@ impl Machine {
             Err((mut e, name)) => {
                 if let Some(s) = span {
                     e.push_frame(&name, s);
-                    if e.span.is_none() {
+                    if e.span.is_none() && s.is_known() {
                         e.span = Some(s);
                     }
                 }
@@ -439,7 +444,7 @@ impl Machine {
         if let Some(s) = tail_site {
             // The running procedure was reached by a tail call: show where.
             e.push_frame(&inst.group.display_name(idx as usize), s);
-            if e.span.is_none() {
+            if e.span.is_none() && s.is_known() {
                 e.span = Some(s);
             }
         }

@@ -2,7 +2,7 @@
 //! is destructured, its implementation, and its derivative rules (AD.md). The
 //! evaluator, `bundle` and `*j` all read this table.
 
-use crate::ad::ops::{self, strip};
+use crate::ad::ops;
 use crate::error::{Error, Result};
 use crate::eval::Machine;
 use crate::num;
@@ -24,9 +24,14 @@ pub enum Rule {
     Rules { jvp: &'static str, vjp: &'static str },
     /// `if-procedure`: selects without computing; sensitivity flows to the branch taken.
     Select,
-    /// A predicate that sees through AD tags (comparisons, type tests): its forward
-    /// and reverse versions apply it directly, with zero derivative, without
-    /// untransforming the argument (so `null?` on a long list stays O(1)).
+    /// A type predicate: zero derivative, and a result that depends only on the outer
+    /// shape of the argument. `test` is a VLAD expression computing it from the
+    /// transformed argument `v`, where `STRIP` stands for `primal` or `*j-inverse`;
+    /// it only strips leaves, so the transformed predicate takes constant time even on a
+    /// long list (the generic rule would strip the whole list on every call).
+    Shape { test: &'static str },
+    /// A primitive with zero derivative that accepts transformed arguments as they
+    /// are (e.g. `vec-length`): its forward and reverse versions apply it directly.
     Predicate,
 }
 
@@ -50,8 +55,14 @@ pub struct PrimDef {
     pub class: Class,
 }
 
-const PRED: Rule = Rule::Predicate;
 const ZERO_RULES: Rule = Rule::Rules { jvp: "(lambda (x y dx) (zero y))", vjp: "(lambda (x y yb) (zero x))" };
+
+/// A type predicate's rule. `()`, pairs and procedures keep their kind under every AD
+/// transform, so `null?`, `pair?` and `procedure?` test the transformed value as is;
+/// booleans and reals become tagged leaves, stripped after ruling out aggregates.
+const fn shape(test: &'static str) -> Rule {
+    Rule::Shape { test }
+}
 
 macro_rules! rules {
     ($jvp:expr, $vjp:expr) => {
@@ -153,19 +164,31 @@ fn table() -> Vec<PrimDef> {
             ),
             Arith,
         ),
-        p("=", 2, |_, a| cmp("=", a, |o| o == Ordering::Equal), PRED, Compare),
-        p("<", 2, |_, a| cmp("<", a, |o| o == Ordering::Less), PRED, Compare),
-        p(">", 2, |_, a| cmp(">", a, |o| o == Ordering::Greater), PRED, Compare),
-        p("<=", 2, |_, a| cmp("<=", a, |o| o != Ordering::Greater), PRED, Compare),
-        p(">=", 2, |_, a| cmp(">=", a, |o| o != Ordering::Less), PRED, Compare),
-        p("zero?", 1, |_, a| sign("zero?", &a[0], |o| o == Ordering::Equal), PRED, Compare),
-        p("positive?", 1, |_, a| sign("positive?", &a[0], |o| o == Ordering::Greater), PRED, Compare),
-        p("negative?", 1, |_, a| sign("negative?", &a[0], |o| o == Ordering::Less), PRED, Compare),
-        p("null?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Nil))), PRED, Other),
-        p("boolean?", 1, |_, a| Ok(Value::Bool(matches!(strip(&a[0]), Value::Bool(_)))), PRED, Other),
-        p("real?", 1, |_, a| Ok(Value::Bool(strip(&a[0]).is_number())), PRED, Other),
-        p("pair?", 1, |_, a| Ok(Value::Bool(a[0].is_pair())), PRED, Other),
-        p("procedure?", 1, |_, a| Ok(Value::Bool(a[0].is_procedure())), PRED, Other),
+        p("=", 2, |_, a| cmp("=", a, |o| o == Ordering::Equal), ZERO_RULES, Compare),
+        p("<", 2, |_, a| cmp("<", a, |o| o == Ordering::Less), ZERO_RULES, Compare),
+        p(">", 2, |_, a| cmp(">", a, |o| o == Ordering::Greater), ZERO_RULES, Compare),
+        p("<=", 2, |_, a| cmp("<=", a, |o| o != Ordering::Greater), ZERO_RULES, Compare),
+        p(">=", 2, |_, a| cmp(">=", a, |o| o != Ordering::Less), ZERO_RULES, Compare),
+        p("zero?", 1, |_, a| sign("zero?", &a[0], |o| o == Ordering::Equal), ZERO_RULES, Compare),
+        p("positive?", 1, |_, a| sign("positive?", &a[0], |o| o == Ordering::Greater), ZERO_RULES, Compare),
+        p("negative?", 1, |_, a| sign("negative?", &a[0], |o| o == Ordering::Less), ZERO_RULES, Compare),
+        p("null?", 1, |_, a| Ok(Value::Bool(matches!(a[0], Value::Nil))), shape("(null? v)"), Other),
+        p(
+            "boolean?",
+            1,
+            |_, a| Ok(Value::Bool(matches!(a[0], Value::Bool(_)))),
+            shape("(if (pair? v) #f (if (procedure? v) #f (boolean? (STRIP v))))"),
+            Other,
+        ),
+        p(
+            "real?",
+            1,
+            |_, a| Ok(Value::Bool(a[0].is_number())),
+            shape("(if (pair? v) #f (if (procedure? v) #f (real? (STRIP v))))"),
+            Other,
+        ),
+        p("pair?", 1, |_, a| Ok(Value::Bool(a[0].is_pair())), shape("(pair? v)"), Other),
+        p("procedure?", 1, |_, a| Ok(Value::Bool(a[0].is_procedure())), shape("(procedure? v)"), Other),
         p(
             "if-procedure",
             3,
@@ -338,7 +361,7 @@ fn unary(name: &str, v: &Value, f: fn(&Value) -> Option<Value>) -> Result<Value>
 }
 
 fn cmp(name: &str, a: &[Value], f: fn(Ordering) -> bool) -> Result<Value> {
-    match num::compare(strip(&a[0]), strip(&a[1])) {
+    match num::compare(&a[0], &a[1]) {
         Some(o) => Ok(Value::Bool(o.map(f).unwrap_or(false))),
         None => {
             let bad = if a[0].is_number() { &a[1] } else { &a[0] };
@@ -348,7 +371,7 @@ fn cmp(name: &str, a: &[Value], f: fn(Ordering) -> bool) -> Result<Value> {
 }
 
 fn sign(name: &str, v: &Value, f: fn(Ordering) -> bool) -> Result<Value> {
-    match num::sign(strip(v)) {
+    match num::sign(v) {
         Some(o) => Ok(Value::Bool(o.map(f).unwrap_or(false))),
         None => Err(err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name()))),
     }

@@ -7,14 +7,30 @@ use std::rc::Rc;
 pub type FileId = u32;
 
 /// A half-open byte range `start..end` in one source file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Span {
     pub file: FileId,
     pub start: u32,
     pub end: u32,
 }
 
+/// The default span is [`Span::UNKNOWN`].
+impl Default for Span {
+    fn default() -> Span {
+        Span::UNKNOWN
+    }
+}
+
 impl Span {
+    /// No location: code the interpreter generates (AD transforms, primitive rules).
+    pub const UNKNOWN: Span = Span { file: FileId::MAX, start: 0, end: 0 };
+
+    /// Whether this is a location in a source file (not [`Span::UNKNOWN`] or in
+    /// text read with `FileId::MAX`, like primitive rules).
+    pub fn is_known(&self) -> bool {
+        self.file != FileId::MAX
+    }
+
     pub fn new(file: FileId, start: usize, end: usize) -> Span {
         Span { file, start: start as u32, end: end as u32 }
     }

@@ -382,7 +382,11 @@ impl Session {
                     self.m.depth = 0;
                     self.m.global(g)?;
                 }
-                Step::Expr { thunk, .. } => values.push(self.run_thunk(&thunk)?),
+                Step::Expr { thunk, .. } => {
+                    // Callers get plain data: pending lazy AD operations are applied.
+                    let v = self.run_thunk(&thunk)?;
+                    values.push(crate::ad::ops::force(&mut self.m, &v)?);
+                }
             }
         }
         Ok(values)

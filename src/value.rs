@@ -93,13 +93,16 @@ fn defer_drop(v: Value) {
     if !heavy {
         return;
     }
-    if DROPPING.with(|d| d.get()) {
-        PENDING.with(|p| p.borrow_mut().push(v));
+    // While the thread is being torn down the queue is gone: drop in place.
+    let Ok(dropping) = DROPPING.try_with(|d| d.get()) else { return };
+    if dropping {
+        // If the queue is already gone, the closure (and `v`) is dropped right here.
+        let _ = PENDING.try_with(|p| p.borrow_mut().push(v));
         return;
     }
     DROPPING.with(|d| d.set(true));
     drop(v);
-    while let Some(x) = PENDING.with(|p| p.borrow_mut().pop()) {
+    while let Some(x) = PENDING.try_with(|p| p.borrow_mut().pop()).ok().flatten() {
         drop(x);
     }
     DROPPING.with(|d| d.set(false));

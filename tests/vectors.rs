@@ -666,11 +666,11 @@ fn examples_learn() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let tmp = std::env::temp_dir().join(format!("vlad-vec-examples-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
-    // The MLP trains for 300 steps instead of 2000 here, to keep the debug build quick.
+    // The MLP trains for 300 steps instead of 1000 here, to keep the debug build quick.
     let run = |file: &str| {
         let text = std::fs::read_to_string(root.join(file))
             .unwrap()
-            .replace("(train params0 2000 ", "(train params0 300 ");
+            .replace("(train params0 1000 ", "(train params0 300 ");
         let f = tmp.join(file.replace('/', "_"));
         std::fs::write(&f, text).unwrap();
         let o = std::process::Command::new(exe).args(["--backend", "cpu"]).arg(&f).output().unwrap();
@@ -678,7 +678,9 @@ fn examples_learn() {
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     let out = run("examples/least_squares.vlad");
-    let last = out.lines().last().unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.last(), Some(&"#t"), "{}", out);
+    let last = lines[lines.len() - 2];
     let w: Vec<f64> =
         last.trim_matches(|c| c == '(' || c == ')').split(' ').map(|x| x.parse().unwrap()).collect();
     assert_close("least-squares weights", &w, &[1.0, -2.0, 3.0, -4.0, 0.5, -0.25, 2.0, 1.5], 1e-3);
@@ -687,7 +689,8 @@ fn examples_learn() {
     assert!(lines.len() >= 3, "{}", out);
     let first: f64 =
         lines[0].trim_matches(|c| c == '(' || c == ')').split(' ').nth(1).unwrap().parse().unwrap();
-    let last: f64 = lines.last().unwrap().parse().unwrap();
+    // (300 steps here: the final check of the file, loss < 0.02 after 1000 steps, may not hold.)
+    let last: f64 = lines[lines.len() - 2].parse().unwrap();
     assert!(last < 0.2 * first && last < 0.05, "loss {} -> {}", first, last);
     let _ = std::fs::remove_dir_all(&tmp);
 }

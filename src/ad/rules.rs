@@ -34,6 +34,14 @@ pub fn rule_source(p: PrimId, k: Kind) -> String {
         (Rule::Predicate, _) => format!(
             "(lambda (v) (cons (*j ({name} v)) (lambda (s) (sensitize (cons '() (*j-inverse (zero v)))))))"
         ),
+        (Rule::Shape { test }, Kind::F) => format!(
+            "(lambda (v) (let ((y {})) (bundle y (perturb (zero y)))))",
+            test.replace("STRIP", "primal")
+        ),
+        (Rule::Shape { test }, _) => format!(
+            "(lambda (v) (let ((y {})) (cons (*j y) (lambda (s) (sensitize (cons '() (zero (*j-inverse v))))))))",
+            test.replace("STRIP", "*j-inverse")
+        ),
         (Rule::Select, Kind::F) => "(lambda (v) (if-procedure v))".to_string(),
         (Rule::Select, _) => "(lambda ((cons c (cons t e))) \
             (if-procedure c \

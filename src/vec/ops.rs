@@ -145,10 +145,11 @@ pub fn one_hot(be: Backend, like: &RealVec, i: usize, x: f64) -> R<Rc<RealVec>> 
 
 pub fn unary(be: Backend, op: Un, a: &Rc<RealVec>) -> R<Rc<RealVec>> {
     let (n, shape) = (a.len(), a.shape());
-    if let Un::Affine(s, 0.0) = op {
-        if s == 1.0 {
-            return Ok(a.clone());
-        }
+    match op {
+        Un::Affine(s, q) if s == 1.0 && q == 0.0 => return Ok(a.clone()),
+        // 0 x + q: a constant (a symbolic zero when q is 0), e.g. a zero tangent scaling a vector.
+        Un::Affine(0.0, q) => return fill(be, n, shape, q, Some(a)),
+        _ => {}
     }
     if a.is_zero() {
         let y = op.apply(0.0);

@@ -1,0 +1,120 @@
+//! AD benchmarks: a 1,000-term scalar function f(x) = Σ c_i x_i² of a list of
+//! reals, its value (primal), its gradient by reverse mode (`gradient-R`, one
+//! `*j` pass), one directional derivative by forward mode (`jvp`), and a
+//! Hessian-vector product (forward over reverse, `hvp`; and reverse over
+//! reverse, `hvp-RR`).
+//!
+//! Two formulations of f: `loop` walks the lists with a named let that
+//! destructures them, `map2` is the prelude style `(reduce + 0 (map2 ... l cs))`.
+//!
+//! The Hessian-vector products use 100 terms: reverse mode currently takes time
+//! quadratic in the length of the lists it walks (eager tagging of aggregate
+//! sensitivities at every backpropagator boundary), which makes `hvp-RR` of the
+//! 1,000-term `map2` function take minutes and gigabytes.
+//!
+//! `cargo bench --bench ad -- --test` runs each once.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::hint::black_box;
+use std::rc::Rc;
+use std::time::Duration;
+use vlad::anf::Group;
+use vlad::toplevel::Session;
+
+const N: usize = 1000;
+const N_HVP: usize = 100;
+
+fn defs() -> String {
+    format!(
+        "(define (mk n s) (let loop ((i 0) (acc '())) (if (= i n) acc (loop (+ i 1) (cons (+ 1.0 (* s i)) acc)))))\n\
+         (define cs (mk {N} 0.001))\n\
+         (define xs (mk {N} 0.002))\n\
+         (define vs (mk {N} -0.003))\n\
+         (define cs100 (mk {N_HVP} 0.001))\n\
+         (define xs100 (mk {N_HVP} 0.002))\n\
+         (define vs100 (mk {N_HVP} -0.003))\n\
+         (define (f-loop l)\n\
+           (let loop ((l l) (c cs) (acc 0.0))\n\
+             (if (null? l) acc (let (((cons x xt) l) ((cons k kt) c)) (loop xt kt (+ acc (* x (* x k))))))))\n\
+         (define (f-map2 l) (reduce + 0 (map2 (lambda (x c) (* x (* x c))) l cs)))\n\
+         (define (f-loop100 l)\n\
+           (let loop ((l l) (c cs100) (acc 0.0))\n\
+             (if (null? l) acc (let (((cons x xt) l) ((cons k kt) c)) (loop xt kt (+ acc (* x (* x k))))))))\n\
+         (define (f-map2100 l) (reduce + 0 (map2 (lambda (x c) (* x (* x c))) l cs100)))\n\
+         xs cs vs xs100 cs100 vs100"
+    )
+}
+
+struct Prog {
+    s: Session,
+}
+
+impl Prog {
+    fn new() -> Prog {
+        let mut s = Session::new();
+        s.m.out = Box::new(std::io::sink());
+        if let Err(e) = s.run_text("bench-defs", &defs()) {
+            panic!("{}", e.render(&s.sources));
+        }
+        Prog { s }
+    }
+
+    fn compile(&mut self, expr: &str) -> Rc<Group> {
+        match self.s.compile_expr(expr, "bench") {
+            Ok(g) => g,
+            Err(e) => panic!("{}", e.render(&self.s.sources)),
+        }
+    }
+
+    fn run(&mut self, g: &Rc<Group>) -> vlad::value::Value {
+        match self.s.run_thunk(g) {
+            Ok(v) => v,
+            Err(e) => panic!("{}", e.render(&self.s.sources)),
+        }
+    }
+}
+
+fn bench_ad(c: &mut Criterion) {
+    let mut p = Prog::new();
+    for style in ["loop", "map2"] {
+        let mut group = c.benchmark_group(format!("ad-{}-{}", style, N));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(3));
+        let cases = [
+            ("primal", format!("(f-{style} xs)")),
+            ("gradient-R", format!("((gradient-R f-{style}) xs)")),
+            ("jvp-F", format!("(jvp f-{style} xs vs)")),
+        ];
+        for (name, expr) in cases {
+            let g = p.compile(&expr);
+            // check once that it runs and gives a result of the right shape
+            let v = p.run(&g);
+            if name.starts_with("primal") || name.starts_with("jvp") {
+                assert!(v.as_f64().is_some(), "{}: {}", expr, vlad::print::to_string(&v));
+            }
+            group.bench_function(name, |b| b.iter(|| black_box(p.run(&g))));
+        }
+        group.finish();
+        let mut group = c.benchmark_group(format!("ad-{}-{}", style, N_HVP));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(3));
+        let cases = [
+            ("primal", format!("(f-{style}{N_HVP} xs{N_HVP})")),
+            ("gradient-R", format!("((gradient-R f-{style}{N_HVP}) xs{N_HVP})")),
+            ("hvp-FR", format!("(hvp f-{style}{N_HVP} xs{N_HVP} vs{N_HVP})")),
+            ("hvp-RR", format!("(hvp-RR f-{style}{N_HVP} xs{N_HVP} vs{N_HVP})")),
+        ];
+        for (name, expr) in cases {
+            let g = p.compile(&expr);
+            group.bench_function(name, |b| b.iter(|| black_box(p.run(&g))));
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench_ad);
+criterion_main!(benches);

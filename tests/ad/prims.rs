@@ -1,0 +1,325 @@
+//! Item 1: every primitive's derivative rules, checked at several points against
+//! closed forms and central finite differences (computed here in Rust with
+//! `f64`), and forward mode against reverse mode, for first and second
+//! derivatives; the primitive itself and a closure wrapping it are both
+//! differentiated.
+
+use crate::common::*;
+
+struct Unary {
+    name: &'static str,
+    f: fn(f64) -> f64,
+    d1: fn(f64) -> f64,
+    d2: fn(f64) -> f64,
+    points: &'static [f64],
+}
+
+fn unaries() -> Vec<Unary> {
+    vec![
+        Unary {
+            name: "sqrt",
+            f: f64::sqrt,
+            d1: |x| 0.5 / x.sqrt(),
+            d2: |x| -0.25 / (x * x.sqrt()),
+            points: &[0.25, 1.0, 2.0, 9.5],
+        },
+        Unary { name: "exp", f: f64::exp, d1: f64::exp, d2: f64::exp, points: &[-1.5, 0.0, 0.5, 2.0] },
+        Unary {
+            name: "log",
+            f: f64::ln,
+            d1: |x| 1.0 / x,
+            d2: |x| -1.0 / (x * x),
+            points: &[0.3, 1.0, 2.0, 7.5],
+        },
+        Unary { name: "sin", f: f64::sin, d1: f64::cos, d2: |x| -x.sin(), points: &[-1.0, 0.0, 0.5, 2.5] },
+        Unary {
+            name: "cos",
+            f: f64::cos,
+            d1: |x| -x.sin(),
+            d2: |x| -x.cos(),
+            points: &[-1.0, 0.0, 0.5, 2.5],
+        },
+        Unary { name: "real", f: |x| x, d1: |_| 1.0, d2: |_| 0.0, points: &[-2.0, 0.5, 3.0] },
+        Unary { name: "write", f: |x| x, d1: |_| 1.0, d2: |_| 0.0, points: &[-2.0, 0.5] },
+        Unary { name: "write-real", f: |x| x, d1: |_| 1.0, d2: |_| 0.0, points: &[1.5] },
+    ]
+}
+
+/// First and second derivatives of each unary primitive, applied directly and
+/// through a closure, in every mode.
+#[test]
+fn unary_primitives() {
+    for u in unaries() {
+        let mut src = String::from("(define (g x) (");
+        src.push_str(u.name);
+        src.push_str(" x))\n");
+        let mut labels = Vec::new();
+        for &x in u.points {
+            let x = lit(x);
+            for f in [u.name, "g"] {
+                for (l, op) in nestings(1, f) {
+                    src.push_str(&format!("({} {})\n", op, x));
+                    labels.push((1, format!("d{} {} at {}", l, f, x)));
+                }
+                for (l, op) in nestings(2, f) {
+                    src.push_str(&format!("({} {})\n", op, x));
+                    labels.push((2, format!("d{} {} at {}", l, f, x)));
+                }
+            }
+        }
+        let got = nums(&src);
+        let mut i = 0;
+        for &x in u.points {
+            let fd_1 = fd1(&u.f, x, 1e-3 * x.abs().max(0.1));
+            let fd_2 = fd2(&u.f, x, 1e-2 * x.abs().max(0.1));
+            assert_close(fd_1, (u.d1)(x), 1e-8, &format!("sanity: FD of {} at {}", u.name, x));
+            for _ in 0..2 {
+                let first = &got[i..i + 2];
+                // forward and reverse agree
+                assert_close(first[0], first[1], 1e-14, &labels[i].1);
+                for k in 0..2 {
+                    assert_close(first[k], (u.d1)(x), 1e-14, &labels[i + k].1);
+                    assert_close(first[k], fd_1, 1e-8, &format!("{} vs finite differences", labels[i + k].1));
+                }
+                i += 2;
+                let second = &got[i..i + 4];
+                for k in 0..4 {
+                    assert_close(second[k], (u.d2)(x), 1e-13, &labels[i + k].1);
+                    assert_close(second[k], second[0], 1e-14, &format!("{} vs FF", labels[i + k].1));
+                    assert_close(
+                        second[k],
+                        fd_2,
+                        1e-6,
+                        &format!("{} vs finite differences", labels[i + k].1),
+                    );
+                }
+                i += 4;
+            }
+        }
+        assert_eq!(i, got.len());
+    }
+}
+
+struct Binary {
+    name: &'static str,
+    f: fn(f64, f64) -> f64,
+    /// (df/da, df/db)
+    grad: fn(f64, f64) -> (f64, f64),
+    points: &'static [(f64, f64)],
+}
+
+fn binaries() -> Vec<Binary> {
+    vec![
+        Binary { name: "+", f: |a, b| a + b, grad: |_, _| (1.0, 1.0), points: &[(3.0, 4.0), (-1.5, 0.25)] },
+        Binary { name: "-", f: |a, b| a - b, grad: |_, _| (1.0, -1.0), points: &[(3.0, 4.0), (-1.5, 0.25)] },
+        Binary {
+            name: "*",
+            f: |a, b| a * b,
+            grad: |a, b| (b, a),
+            points: &[(3.0, 4.0), (-1.5, 0.25), (0.0, 2.0)],
+        },
+        Binary {
+            name: "/",
+            f: |a, b| a / b,
+            grad: |a, b| (1.0 / b, -a / (b * b)),
+            points: &[(3.0, 4.0), (-1.5, 0.25), (2.0, -3.0)],
+        },
+        Binary {
+            name: "atan",
+            f: f64::atan2,
+            grad: |y, x| (x / (x * x + y * y), -y / (x * x + y * y)),
+            points: &[(3.0, 4.0), (-1.5, 0.25), (1.0, -2.0), (0.5, 0.0)],
+        },
+    ]
+}
+
+/// Partial derivatives of binary primitives: `vjp` on the primitive itself gives
+/// both at once, `jvp` gives each along a basis direction, and closures fixing
+/// one argument give each by `derivative-F`/`-R`; second derivatives including
+/// the mixed partial by all four nestings.
+#[test]
+fn binary_primitives() {
+    for b in binaries() {
+        for &(x, y) in b.points {
+            let (xs, ys) = (lit(x), lit(y));
+            let n = b.name;
+            let src = format!(
+                "(define (fa a) ({n} a {ys}))\n\
+                 (define (fb b) ({n} {xs} b))\n\
+                 (define (g p) ({n} (car p) (cdr p)))\n\
+                 (vjp {n} (cons {xs} {ys}) 1.0)\n\
+                 (vjp g (cons {xs} {ys}) 1.0)\n\
+                 (jvp {n} (cons {xs} {ys}) (cons 1.0 0.0))\n\
+                 (jvp {n} (cons {xs} {ys}) (cons 0.0 1.0))\n\
+                 (jvp g (cons {xs} {ys}) (cons 1.0 0.0))\n\
+                 (jvp g (cons {xs} {ys}) (cons 0.0 1.0))\n\
+                 ((derivative-F fa) {xs})\n((derivative-R fa) {xs})\n\
+                 ((derivative-F fb) {ys})\n((derivative-R fb) {ys})\n\
+                 (vjp {n} (cons {xs} {ys}) 2.5)\n"
+            );
+            let mut src = src;
+            // second derivatives: d²/da², d²/db², d²/dadb in every nesting
+            for (_, op) in nestings(2, "fa") {
+                src.push_str(&format!("({} {})\n", op, xs));
+            }
+            for (_, op) in nestings(2, "fb") {
+                src.push_str(&format!("({} {})\n", op, ys));
+            }
+            for (_, outer) in MODES {
+                for (_, inner) in MODES {
+                    src.push_str(&format!(
+                        "(({outer} (lambda (a) (({inner} (lambda (b) ({n} a b))) {ys}))) {xs})\n"
+                    ));
+                }
+            }
+            let v = run(&src);
+            let what = format!("{} at ({}, {})", n, xs, ys);
+            let (ga, gb) = (b.grad)(x, y);
+            let fda = fd1(&|a| (b.f)(a, y), x, 1e-3);
+            let fdb = fd1(&|c| (b.f)(x, c), y, 1e-3);
+            assert_close(fda, ga, 1e-8, "sanity");
+            assert_close(fdb, gb, 1e-8, "sanity");
+            assert_all_close(&flat(&v[0]), &[ga, gb], 1e-14, &format!("vjp {}", what));
+            assert_all_close(&flat(&v[1]), &[ga, gb], 1e-14, &format!("vjp closure {}", what));
+            assert_all_close(&flat(&v[0]), &[fda, fdb], 1e-8, &format!("vjp vs FD {}", what));
+            let firsts: Vec<f64> = v[2..10].iter().map(num).collect();
+            let exp = [ga, gb, ga, gb, ga, ga, gb, gb];
+            assert_all_close(&firsts, &exp, 1e-14, &format!("jvp/derivative {}", what));
+            assert_all_close(&flat(&v[10]), &[2.5 * ga, 2.5 * gb], 1e-14, &format!("vjp scaled {}", what));
+            let daa = fd2(&|a| (b.f)(a, y), x, 1e-2 * x.abs().max(0.1));
+            let dbb = fd2(&|c| (b.f)(x, c), y, 1e-2 * y.abs().max(0.1));
+            let dab = fd_mixed(&|a, c| (b.f)(a, c), x, y, 1e-4);
+            let seconds: Vec<f64> = v[11..].iter().map(num).collect();
+            assert_eq!(seconds.len(), 12);
+            for k in 0..4 {
+                assert_close(seconds[k], daa, 1e-6, &format!("d²/da² #{} {}", k, what));
+                assert_close(seconds[4 + k], dbb, 1e-6, &format!("d²/db² #{} {}", k, what));
+                assert_close(seconds[8 + k], dab, 1e-6, &format!("d²/dadb #{} {}", k, what));
+                assert_close(seconds[k], seconds[0], 1e-13, "nestings agree");
+                assert_close(seconds[4 + k], seconds[4], 1e-13, "nestings agree");
+                assert_close(seconds[8 + k], seconds[8], 1e-13, "nestings agree");
+            }
+        }
+    }
+}
+
+/// Exact integer arguments keep exact arithmetic where the rule allows it.
+#[test]
+fn exact_arguments() {
+    let v = run("((derivative-R (lambda (x) (* x (* x x)))) 2)\n\
+                 ((derivative-F (lambda (x) (* x (* x x)))) 2)\n\
+                 (vjp * (cons 3 4) 1)\n\
+                 (jvp - (cons 3 4) (cons 1 1))");
+    let shown: Vec<String> = v.iter().map(vlad::print::to_string).collect();
+    assert_eq!(shown, ["12", "12", "(4 . 3)", "0"]);
+}
+
+/// Comparisons and predicates have zero derivatives: their sensitivity to their
+/// arguments is zero, and a function whose value only depends on a comparison
+/// through a branch choice has the derivative of the branch taken.
+#[test]
+fn comparisons_and_predicates_are_flat() {
+    for c in ["=", "<", ">", "<=", ">="] {
+        let v = run(&format!(
+            "(vjp {c} (cons 3.0 4.0) #t)\n\
+             (vjp (lambda (p) ({c} (car p) (cdr p))) (cons 3.0 4.0) #f)\n\
+             (jvp {c} (cons 3.0 4.0) (cons 1.0 1.0))\n\
+             ((derivative-R (lambda (x) (if ({c} x 2.0) (* 3.0 x) (* 5.0 x)))) 1.0)\n\
+             ((derivative-F (lambda (x) (if ({c} x 2.0) (* 3.0 x) (* 5.0 x)))) 1.0)\n\
+             ((derivative-R (lambda (x) (if ({c} x 2.0) (* 3.0 x) (* 5.0 x)))) 4.0)\n\
+             ((derivative-F (lambda (x) (if ({c} x 2.0) (* 3.0 x) (* 5.0 x)))) 4.0)"
+        ));
+        assert_all_close(&flat(&v[0]), &[0.0, 0.0], 0.0, c);
+        assert_all_close(&flat(&v[1]), &[0.0, 0.0], 0.0, c);
+        // the tangent of a boolean is the boolean's zero (the boolean itself)
+        assert!(matches!(v[2], vlad::value::Value::Bool(_)), "{}: {}", c, vlad::print::to_string(&v[2]));
+        let expect_lo = if c == "<" || c == "<=" { 3.0 } else { 5.0 };
+        let expect_hi = if c == ">" || c == ">=" { 3.0 } else { 5.0 };
+        assert_all_close(
+            &v[3..].iter().map(num).collect::<Vec<_>>(),
+            &[expect_lo, expect_lo, expect_hi, expect_hi],
+            0.0,
+            c,
+        );
+    }
+    for p in ["zero?", "positive?", "negative?", "real?", "null?", "pair?", "boolean?", "procedure?"] {
+        let v = run(&format!(
+            "(vjp {p} 3.0 #t)\n\
+             (jvp {p} 3.0 1.0)\n\
+             ((derivative-R (lambda (x) (if ({p} x) (* x x) (* 7.0 x)))) 3.0)\n\
+             ((derivative-F (lambda (x) (if ({p} x) (* x x) (* 7.0 x)))) 3.0)\n\
+             ((derivative-R (derivative-R (lambda (x) (if ({p} x) (* x (* x x)) (* 7.0 (* x x)))))) 3.0)\n\
+             ((derivative-F (derivative-R (lambda (x) (if ({p} x) (* x (* x x)) (* 7.0 (* x x)))))) 3.0)"
+        ));
+        assert_close(num(&v[0]), 0.0, 0.0, p);
+        let truth = p == "positive?" || p == "real?";
+        assert!(
+            matches!(v[1], vlad::value::Value::Bool(b) if b == truth),
+            "{}: {}",
+            p,
+            vlad::print::to_string(&v[1])
+        );
+        let (d1, d2) = if truth { (6.0, 18.0) } else { (7.0, 14.0) };
+        assert_close(num(&v[2]), d1, 0.0, p);
+        assert_close(num(&v[3]), d1, 0.0, p);
+        assert_close(num(&v[4]), d2, 0.0, p);
+        assert_close(num(&v[5]), d2, 0.0, p);
+    }
+}
+
+/// `real`, `write` and `write-real` are identities for AD in both modes and at
+/// second order, and `write` still prints (the value, not a tagged value).
+#[test]
+fn identity_rules_print_primal() {
+    let mut s = session();
+    let buf = std::rc::Rc::new(std::cell::RefCell::new(Vec::<u8>::new()));
+    struct W(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+    impl std::io::Write for W {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    s.m.out = Box::new(W(buf.clone()));
+    let v = run_in(
+        &mut s,
+        "write",
+        "((derivative-R (lambda (x) (* x (write (* x x))))) 3.0)\n\
+         ((derivative-F (lambda (x) (* x (write-real (* x x))))) 3.0)\n\
+         ((derivative-F (derivative-R (lambda (x) (* x (real (* x x)))))) 3.0)",
+    );
+    assert_all_close(&v.iter().map(num).collect::<Vec<_>>(), &[27.0, 27.0, 18.0], 0.0, "d(x*id(x²))");
+    let out = String::from_utf8(buf.borrow().clone()).unwrap();
+    assert!(out.lines().next().is_some_and(|l| l.contains("9.0")), "write printed: {:?}", out);
+}
+
+/// Type predicates answer for the untransformed value at every level of
+/// transformation, on leaves, aggregates and procedures alike.
+#[test]
+fn type_predicates_under_ad() {
+    let defs = "(define (score v) (+ (if (null? v) 1 0) (+ (if (pair? v) 2 0) (+ (if (real? v) 4 0)\n\
+                  (+ (if (boolean? v) 8 0) (if (procedure? v) 16 0))))))\n\
+                (define (total x) (reduce + 0 (map2 * (map score (list '() (cons x x) x #t sin (lambda (y) (* x y)) (list x)))\n\
+                                                 (list 1 10 100 1000 10000 100000 1000000))))\n\
+                (define (f x) (* x (total x)))\n\
+                (define (g x) (* (* x x) (total x)))\n";
+    let s = 1.0 + 20.0 + 400.0 + 8000.0 + 160000.0 + 1600000.0 + 2000000.0;
+    let mut src = format!("{defs}(total 2.0)\n");
+    for (_, op) in nestings(1, "f") {
+        src.push_str(&format!("({} 2.0)\n", op));
+    }
+    for (_, op) in nestings(2, "g") {
+        src.push_str(&format!("({} 2.0)\n", op));
+    }
+    for (_, op) in nestings(3, "g") {
+        src.push_str(&format!("({} 2.0)\n", op));
+    }
+    let v = nums(&src);
+    let mut expect = vec![s, s, s];
+    expect.extend([2.0 * s; 4]);
+    expect.extend([0.0; 8]);
+    assert_all_close(&v, &expect, 0.0, "type predicates");
+}

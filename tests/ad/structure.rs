@@ -1,0 +1,210 @@
+//! Item 9: the AD primitives as operations on values: how tagged values print,
+//! that inverses undo, `zero`/`plus` on aggregates, and clear errors (never
+//! panics) on misuse.
+
+use crate::common::*;
+use vlad::print::to_string;
+use vlad::value::Value;
+
+fn shown(src: &str) -> Vec<String> {
+    run(src).iter().map(to_string).collect()
+}
+
+#[test]
+fn tagged_values_print() {
+    assert_eq!(
+        shown(
+            "(*j 3)\n(bundle 1 (perturb 2))\n(sensitize 4)\n(perturb 5)\n(*j 2.5)\n\
+             (*j '())\n(*j (list 1 2))\n(perturb (cons 1 2))\n(bundle '() '())\n(*j (*j 3))"
+        ),
+        [
+            "(reverse 3)",
+            "(forward 1 (perturbation 2))",
+            "(sensitivity 4)",
+            "(perturbation 5)",
+            "(reverse 2.5)",
+            "()",
+            "((reverse 1) (reverse 2))",
+            "((perturbation 1) . (perturbation 2))",
+            "()",
+            "(reverse (reverse 3))",
+        ]
+    );
+}
+
+#[test]
+fn predicates_see_the_outer_tag() {
+    assert_eq!(
+        shown(
+            "(reverse? (*j 3))\n(reverse? 3)\n(sensitivity? (sensitize 1))\n(perturbation? (perturb 1))\n\
+             (forward? (bundle 1 (perturb 2)))\n(forward? (perturb 2))\n(reverse? (*j (lambda (x) x)))\n\
+             (forward? (j* (lambda (x) x)))\n(reverse? (*j (cons 1 2)))\n(procedure? (*j sin))\n\
+             (procedure? (j* (lambda (x) x)))\n(real? (*j 1))"
+        ),
+        ["#t", "#f", "#t", "#t", "#t", "#f", "#t", "#t", "#t", "#t", "#t", "#f"]
+    );
+}
+
+#[test]
+fn inverses_undo() {
+    let v = shown(
+        "(*j-inverse (*j 3))\n(*j-inverse (*j 2.5))\n(*j-inverse (*j (cons 1 (cons 2.5 '()))))\n\
+         (*j-inverse (*j '()))\n(*j-inverse (*j (*j 4)))\n(*j-inverse (*j-inverse (*j (*j 4))))\n\
+         (unsensitize (sensitize (list 1 2)))\n(unperturb (perturb 7))\n\
+         (primal (bundle 1 (perturb 2)))\n(tangent (bundle 1 (perturb 2)))\n\
+         (primal (bundle (cons 1 2) (perturb (cons 3 4))))\n(tangent (bundle (cons 1 2) (perturb (cons 3 4))))\n\
+         (*j-inverse (*j sin))\n(primal (j* cos))\n(*j-inverse (*j #t))",
+    );
+    assert_eq!(
+        v,
+        [
+            "3",
+            "2.5",
+            "(1 2.5)",
+            "()",
+            "(reverse 4)",
+            "4",
+            "(1 2)",
+            "7",
+            "1",
+            "(perturbation 2)",
+            "(1 . 2)",
+            "((perturbation 3) . (perturbation 4))",
+            "sin",
+            "cos",
+            "#t",
+        ]
+    );
+}
+
+/// `*j-inverse` of a transformed closure is a closure that behaves like the
+/// original (same code, same environment), including recursive closures and
+/// closures capturing closures; likewise `primal` of a bundled closure.
+#[test]
+fn inverses_undo_on_closures() {
+    let v = run("(define (mk a) (lambda (z) (+ (* a z) 1.0)))\n\
+         (define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))\n\
+         (define (compose f g) (lambda (x) (f (g x))))\n\
+         ((*j-inverse (*j (mk 3.0))) 2.0)\n\
+         ((*j-inverse (*j fact)) 5)\n\
+         ((*j-inverse (*j (compose (mk 2.0) (mk 5.0)))) 1.0)\n\
+         ((primal (j* (mk 3.0))) 2.0)\n\
+         ((primal (bundle (mk 3.0) (perturb (mk 1.0)))) 2.0)\n\
+         ((*j-inverse (*j-inverse (*j (*j (compose sin (mk 2.0)))))) 0.25)\n\
+         (procedure? (tangent (bundle (mk 3.0) (perturb (mk 1.0)))))");
+    assert_close(num(&v[0]), 7.0, 0.0, "mk");
+    assert_close(num(&v[1]), 120.0, 0.0, "fact");
+    assert_close(num(&v[2]), 13.0, 0.0, "compose");
+    assert_close(num(&v[3]), 7.0, 0.0, "primal of j*");
+    assert_close(num(&v[4]), 7.0, 0.0, "primal of bundle");
+    assert_close(num(&v[5]), 1.5f64.sin(), 1e-15, "double *j");
+    assert!(matches!(v[6], Value::Bool(true)));
+    // the closures print as the same lambda as the original
+    let p = shown("(define (mk a) (lambda (z) (+ (* a z) 1.0)))\n(mk 3.0)\n(*j-inverse (*j (mk 3.0)))");
+    assert_eq!(p[0], p[1]);
+}
+
+#[test]
+fn zero_and_plus() {
+    assert_eq!(
+        shown(
+            "(zero 3)\n(zero 2.5)\n(zero (cons 1 2.5))\n(zero (list 1 (cons 2 3) '()))\n(zero #t)\n(zero '())\n\
+             (plus (cons 1 2) (cons 3 4))\n(plus (list 1.5 (cons 2 3)) (list 1 (cons 1 1)))\n(plus '() '())\n\
+             (plus (sensitize 1) (sensitize 2))\n(plus (*j 1) (*j 2))\n(zero (*j (cons 1 2.0)))\n(zero sin)"
+        ),
+        [
+            "0",
+            "0.0",
+            "(0 . 0.0)",
+            "(0 (0 . 0) ())",
+            "#t",
+            "()",
+            "(4 . 6)",
+            "(2.5 (3 . 4))",
+            "()",
+            "(sensitivity 3)",
+            "(reverse 3)",
+            "((reverse 0) . (reverse 0.0))",
+            "()",
+        ]
+    );
+    // zero of a closure is the closure with a zeroed environment; plus adds environments
+    let v = run("(define (mk a) (lambda (z) (* a z)))\n\
+         ((zero (mk 3.0)) 2.0)\n((plus (mk 3.0) (mk 4.5)) 2.0)");
+    assert_close(num(&v[0]), 0.0, 0.0, "zero closure");
+    assert_close(num(&v[1]), 15.0, 0.0, "plus closures");
+}
+
+/// Misuse is a VLAD error with a message naming the primitive, not a panic.
+#[test]
+fn misuse_is_a_clear_error() {
+    let cases: &[(&str, &str)] = &[
+        ("(*j-inverse 3)", "\\*j-inverse: expected a reverse value, got 3"),
+        ("(*j-inverse (cons 1 2))", "\\*j-inverse"),
+        ("(*j-inverse (lambda (x) x))", "\\*j-inverse"),
+        ("(*j-inverse sin)", "\\*j-inverse"),
+        ("(primal 3)", "primal: expected a forward"),
+        ("(tangent 3)", "tangent: expected a forward"),
+        ("(primal (*j 3))", "primal"),
+        ("(tangent (lambda (x) x))", "tangent"),
+        ("(unperturb 3)", "unperturb: expected a perturbation"),
+        ("(unsensitize (perturb 3))", "unsensitize: expected a sensitivity"),
+        ("(plus 1 (cons 1 2))", "plus: values do not conform"),
+        ("(plus (cons 1 2) (cons 1 '()))", "plus"),
+        ("(plus (sensitize 1) (perturb 1))", "plus"),
+        ("(plus (lambda (x) x) (lambda (y) y))", "plus"),
+        ("(plus #t 1)", "plus"),
+        ("(bundle 1 2)", "bundle: the tangent must be a perturbation"),
+        ("(bundle (cons 1 2) (perturb 3))", "bundle"),
+        ("(bundle 1 (perturb (cons 1 2)))", "bundle"),
+        ("(bundle (lambda (x) x) (perturb 1))", "bundle"),
+        ("(+ (*j 1) 2)", "\\+"),
+        ("(sin (perturb 1))", "sin"),
+        ("(sin (bundle 1 (perturb 2)))", "sin"),
+        ("((derivative-R (lambda (x) (car x))) 1.0)", "pair"),
+        ("((derivative-F (lambda (x) (car x))) 1.0)", "pair"),
+        ("(vjp sin 1.0 (cons 1 2))", "expected two numbers"),
+        ("(jvp sin 1.0 (cons 1 2))", "bundle"),
+        ("(plus 1)", "plus"),
+    ];
+    for (src, pat) in cases {
+        let r = std::panic::catch_unwind(|| session().run_text("misuse", src).map(|v| v.len()))
+            .unwrap_or_else(|_| panic!("{} panicked instead of failing with an error", src));
+        let msg = match r {
+            Ok(_) => panic!("{} succeeded; expected an error", src),
+            Err(e) => e.message.clone(),
+        };
+        let re = regex::Regex::new(pat).unwrap();
+        assert!(re.is_match(&msg), "{}: error {:?} does not match {:?}", src, msg, pat);
+    }
+}
+
+/// Errors raised in code the interpreter generates (primitive rules,
+/// backpropagators) are located at the nearest call in source code, never at
+/// `<unknown>` or at the start of the prelude.
+#[test]
+fn errors_in_generated_code_are_located() {
+    let cases: &[(&str, Option<&str>)] = &[
+        (
+            "\n((*j (lambda (x) (* x x))) 3.0)",
+            Some("misuse:2:1: error: .*must be applied to a reverse value"),
+        ),
+        ("\n((cdr ((*j (lambda (x) (* x x))) (*j 3.0))) 1.0)", Some("misuse:2:1: error: unsensitize")),
+        ("(vjp (lambda (x) (cons x x)) 1.0 2.0)", None),
+        ("(vjp (lambda (x) (if (< x 0) x (cons x x))) 1.0 2.0)", None),
+        ("(vjp sin 1.0 (cons 1 2))", None),
+    ];
+    for (src, first_line) in cases {
+        let mut s = session();
+        let e = match s.run_text("misuse", src) {
+            Ok(_) => panic!("{} succeeded", src),
+            Err(e) => e.render(&s.sources),
+        };
+        assert!(!e.contains("<unknown>") && !e.contains("base.vlad:1:1"), "{}:\n{}", src, e);
+        assert!(e.lines().next().unwrap().contains(": error: "), "{}:\n{}", src, e);
+        if let Some(re) = first_line {
+            let re = regex::Regex::new(re).unwrap();
+            assert!(re.is_match(e.lines().next().unwrap()), "{}:\n{}", src, e);
+        }
+    }
+}
