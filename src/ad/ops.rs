@@ -484,13 +484,14 @@ pub fn tag_mismatch(k: Kind, arg: &Value) -> Option<String> {
     let mut arg = arg;
     for _ in 0..16 {
         match arg {
-            Value::Pair(p) if matches!(p.car, Value::Nil) => arg = &p.cdr,
+            // `()` and reversible procedures look the same at every tag depth.
+            Value::Pair(p) if matches!(p.car, Value::Nil | Value::Rev(_)) => arg = &p.cdr,
             Value::Pair(p) => arg = &p.car,
             _ => break,
         }
     }
     let got = match arg {
-        Value::Nil | Value::Lazy(_) | Value::Pair(_) => return None,
+        Value::Nil | Value::Lazy(_) | Value::Pair(_) | Value::Rev(_) => return None,
         Value::Int(_) | Value::Big(_) | Value::Real(_) | Value::Bool(_) | Value::Prim(_) => None,
         Value::Closure(..) if is_prim_based(arg) => return None,
         _ => match outer_tag(arg) {
