@@ -323,8 +323,8 @@ pub fn jvp(m: &mut Machine, p: &Value, flag: &Value, a: &Value, da: &Value) -> R
     let n = rp.code.nparams;
     let mut out = Vec::with_capacity(n);
     let ins = list_items(ex.m, a).unwrap_or_default();
-    for i in 0..n {
-        let y = exec::repack(val_value(&ex.vals[i]), &ins[i]);
+    for (i, a_i) in ins.iter().enumerate().take(n) {
+        let y = exec::repack(val_value(&ex.vals[i]), a_i);
         let dy = val_value(&ex.ders[i]);
         out.push(grad::conform(ex.m, &y, &dy)?);
     }
