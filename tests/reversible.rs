@@ -592,6 +592,30 @@ fn type_and_arity_errors_are_clear() {
     }
 }
 
+#[test]
+fn packed_vectors_are_vectors_too() {
+    let r = eval1(
+        "(define-reversible (dot s v w)
+           (local (i 0)
+             (from-loop (= i 0) (skip) (begin-rev (+= s (* (ref v i) (ref w i))) (+= i 1)) (= i 3))
+             (delocal i 3)))
+         (define-reversible (scale v k)
+           (local (i 0)
+             (from-loop (= i 0) (skip) (begin-rev (*= (ref v i) k) (+= i 1)) (= i 3))
+             (delocal i 3)))
+         (list (call dot 0.0 (vector-of '(1 2 3)) (vector-of '(4 5 6)))
+               (uncall scale (vector-of '(2 4 6)) 2.0)
+               (rev-grad dot 0 0.0 (vector-of '(1 2 3)) (vector-of '(4 5 6)))
+               ((gradient-R (lambda (v) (car (call dot 0.0 v (vector-of '(4 5 6)))))) (vector-of '(1 2 3)))
+               ((gradient-R (lambda (v) (vec-sum (car (call scale v 2.0))))) (vector-of '(1 2 3))))",
+    );
+    assert_eq!(
+        r,
+        "((32.0 (vector 1.0 2.0 3.0) (vector 4.0 5.0 6.0)) ((vector 1.0 2.0 3.0) 2.0) \
+         (1 (vector 4.0 5.0 6.0) (vector 1.0 2.0 3.0)) (vector 4.0 5.0 6.0) (vector 2.0 2.0 2.0))"
+    );
+}
+
 // ----- first-class procedures -----
 
 #[test]

@@ -46,6 +46,8 @@ pub fn to_val(m: &mut Machine, v: &Value) -> Result<Val> {
 fn to_val_forced(v: &Value) -> Val {
     match v {
         Value::Nil => Val::A(VecDeque::new()),
+        // A packed vector (or a matrix, row-major) is a vector of reals here.
+        Value::Vector(rv) => Val::A(rv.host().iter().map(|x| Val::S(Value::Real(*x))).collect()),
         Value::Pair(_) => {
             let mut items = VecDeque::new();
             let mut cur = v;
@@ -62,6 +64,24 @@ fn to_val_forced(v: &Value) -> Val {
         }
         _ => Val::S(v.clone()),
     }
+}
+
+/// A list of numbers packed like `like` when `like` is a packed vector of that length.
+pub fn repack(v: Value, like: &Value) -> Value {
+    let Value::Vector(rv) = like else { return v };
+    let mut xs = Vec::with_capacity(rv.len());
+    let mut cur = &v;
+    while let Value::Pair(p) = cur {
+        match p.car.as_f64() {
+            Some(x) => xs.push(x),
+            None => return v,
+        }
+        cur = &p.cdr;
+    }
+    if !matches!(cur, Value::Nil) || xs.len() != rv.len() {
+        return v;
+    }
+    Value::Vector(Rc::new(crate::vec::RealVec::from_vec(xs, rv.shape())))
 }
 
 /// Converts back to a VLAD value (vectors become lists).

@@ -83,6 +83,10 @@ fn dsub(a: &Value, b: &Value) -> Result<Value> {
 
 /// A derivative store entry shaped like a value (non-numbers get `()`).
 pub fn der_val(v: &Val, d: &Value) -> Val {
+    if let (Val::A(_), Value::Vector(rv)) = (v, d) {
+        let l = Value::list(rv.host().iter().map(|x| Value::Real(*x)).collect::<Vec<_>>());
+        return der_val(v, &l);
+    }
     match v {
         Val::S(x) if x.is_number() && d.is_number() => Val::S(d.clone()),
         Val::S(x) if x.is_number() => Val::S(num::zero_like(x)),
@@ -131,6 +135,16 @@ fn der_add(slot: &mut Val, d: &Value) -> Result<()> {
 pub fn conform(m: &mut Machine, x: &Value, d: &Value) -> Result<Value> {
     if x.is_number() {
         return Ok(if d.is_number() { d.clone() } else { num::zero_like(x) });
+    }
+    if let Value::Vector(_) = x {
+        return Ok(match d {
+            Value::Vector(_) => d.clone(),
+            Value::Pair(_) => match super::exec::repack(d.clone(), x) {
+                v @ Value::Vector(_) => v,
+                _ => ops::zero(m, x)?,
+            },
+            _ => ops::zero(m, x)?,
+        });
     }
     if let Value::Pair(_) = x {
         let mut xs = Vec::new();

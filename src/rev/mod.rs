@@ -231,10 +231,13 @@ pub fn run(m: &mut Machine, p: &Value, args: &Value, dir: Dir) -> Result<Value> 
     let what = if dir == Dir::Fwd { "call" } else { "uncall" };
     let rp = expect_rev(p, what)?;
     let vals = in_vals(m, &rp, args, what)?;
+    let orig = list_items(m, args).unwrap_or_default();
     let mut ex = Exec::new(m, Mode::Plain);
     let base = ex.push_frame(&rp.code, vals, None);
     ex.run(&rp.code, base, dir.xor(rp.inverted))?;
-    Ok(Value::list(ex.vals[..rp.code.nparams].iter().map(val_value).collect::<Vec<_>>()))
+    // Packed vectors passed in come back packed.
+    let outs = ex.vals[..rp.code.nparams].iter().zip(&orig).map(|(v, a)| exec::repack(val_value(v), a));
+    Ok(Value::list(outs.collect::<Vec<_>>()))
 }
 
 /// `(rev-grad p k a ...)`: d(final value of variable k)/d(a_i) for every i, by a forward
@@ -319,8 +322,9 @@ pub fn jvp(m: &mut Machine, p: &Value, flag: &Value, a: &Value, da: &Value) -> R
     ex.run(&rp.code, base, d)?;
     let n = rp.code.nparams;
     let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let y = val_value(&ex.vals[i]);
+    let ins = list_items(ex.m, a).unwrap_or_default();
+    for (i, a_i) in ins.iter().enumerate().take(n) {
+        let y = exec::repack(val_value(&ex.vals[i]), a_i);
         let dy = val_value(&ex.ders[i]);
         out.push(grad::conform(ex.m, &y, &dy)?);
     }
