@@ -2,7 +2,7 @@
 ;;; Euler steps (dt = 0.1) in the potential of two charges, lands at x = 0;
 ;;; the inner gradient is of the potential at each step, the outer of the
 ;;; squared landing x with respect to w, by the benchmark's gradient descent.
-;;; Variants FF FR RF RR (outer mode first).  ARGS: reps variant ...
+;;; Variants FF FR RF RR (outer mode first).
 (define (multivariate-argmin gradient f x)
   (let ((g (gradient f)))
     (let loop ((x x) (fx (f x)) (gx (g x)) (eta 1e-5) (i 0))
@@ -33,11 +33,18 @@
               (sqr (car x-t-f))))))))
 (define (particle outer inner)
   (car (multivariate-argmin outer (lambda (w) (naive-euler inner (car w))) (list 0.0))))
+;; one outer gradient, through one whole simulation, at w = (0)
+(define (particle-grad outer inner)
+  ((outer (lambda (w) (naive-euler inner (car w)))) (list 0.0)))
 (define (grad-of name) (if (char=? name #\F) gradient-F gradient-R))
+;; ARGS: particle|particle-grad reps variant ...
 (define (main args)
-  (let ((reps (string->number (car args))))
+  (let ((which (car args)) (reps (string->number (cadr args))))
     (for-each
      (lambda (v)
        (let ((outer (grad-of (string-ref v 0))) (inner (grad-of (string-ref v 1))))
-         (bench (string-append "particle-" v) reps 1 (lambda () (particle outer inner)))))
-     (cdr args))))
+         (bench (string-append which "-" v) reps 1
+                (if (string=? which "particle")
+                    (lambda () (particle outer inner))
+                    (lambda () (particle-grad outer inner))))))
+     (cddr args))))

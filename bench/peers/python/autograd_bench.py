@@ -6,7 +6,8 @@ usage: python autograd_bench.py WORKLOAD REPS [PARAM ...]
   particle VARIANT...        full particle solve
   particle-grad VARIANT...   one outer gradient through one simulation
   hvp-quad CALLS             Hessian-vector product of 2x^2+3xy+4y^2 (FR and RR)
-  hvp-sum N                  HVP of sum_i x_i^3 over an array of N (FR)
+  hvp-sum N MODE...          HVP of sum_i x_i^3 over an array of N, x_i = i/N, v = 1
+                             (MODE FR: make_jvp of grad; RR: hessian_vector_product)
   product N                  d/dx prod_{i=1..N} (1 + x/i) at x = 0.5 (reverse)
   xor STEPS                  XOR backprop, STEPS gradient steps
 Forward mode is autograd's make_jvp; reverse is autograd's grad.
@@ -66,11 +67,14 @@ def main():
         x = onp.arange(n) / n
         v = onp.ones(n)
         hfr = make_jvp(grad(f))
+        hrr = hessian_vector_product(f)
+        for mode in params[1:]:
+            h = (lambda: hfr(x)(v)[1]) if mode == "FR" else (lambda: hrr(x, v))
 
-        def run():
-            h = hfr(x)(v)[1]
-            return [onp.sum(h), h[-1]]
-        bench(f"hvp-sum-{n}", reps, 1, run)
+            def run(h=h):
+                r = h()
+                return [onp.sum(r), r[-1]]
+            bench(f"hvp-sum-{mode}-{n}", reps, 1, run)
     elif workload == "product":
         n = int(params[0])
 
@@ -79,7 +83,7 @@ def main():
             for i in range(n, 0, -1):
                 p = (1.0 + x / i) * p
             return p
-        bench(f"product-{n}", reps, 1, lambda: grad(f)(0.5))
+        bench(f"product-R-{n}", reps, 1, lambda: grad(f)(0.5))
     elif workload == "xor":
         steps = int(params[0])
         X = onp.array([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])

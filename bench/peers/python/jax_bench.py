@@ -6,7 +6,8 @@ usage: python jax_bench.py WORKLOAD REPS [PARAM ...]
   particle VARIANT...        full particle solve, eager
   particle-grad VARIANT...   one outer gradient through one simulation, eager
   hvp-quad CALLS [jit]       HVP of 2x^2+3xy+4y^2: FR = jvp of grad, RR = grad of grad.v
-  hvp-sum N [jit]            HVP of sum_i x_i^3 over an array of N (jvp of grad)
+  hvp-sum N MODE... [jit]    HVP of sum_i x_i^3 over an array of N, x_i = i/N, v = 1
+                             (MODE FR: jvp of grad; RR: grad of grad.v)
   product N [jit]            d/dx prod_{i=1..N} (1 + x/i) at x = 0.5 (grad; jit: fori_loop)
   xor STEPS [jit]            XOR backprop (jit: the whole training loop in fori_loop)
 With `jit`, the function timed is jax.jit-compiled; it is called once before
@@ -79,13 +80,17 @@ def main():
             return jnp.sum(x * x * x)
         x = jnp.arange(n, dtype=jnp.float64) / n
         v = jnp.ones(n)
-        h = maybe_jit(lambda x, v: jax.jvp(jax.grad(f), (x,), (v,))[1])
-        ready(h(x, v))
+        for mode in params[1:]:
+            if mode == "FR":
+                h = maybe_jit(lambda x, v: jax.jvp(jax.grad(f), (x,), (v,))[1])
+            else:
+                h = maybe_jit(lambda x, v: jax.grad(lambda x: jnp.dot(jax.grad(f)(x), v))(x))
+            ready(h(x, v))
 
-        def run():
-            r = onp.asarray(h(x, v))
-            return [r.sum(), r[-1]]
-        bench(f"hvp-sum-{n}{tag}", reps, 1, run)
+            def run(h=h):
+                r = onp.asarray(h(x, v))
+                return [r.sum(), r[-1]]
+            bench(f"hvp-sum-{mode}-{n}{tag}", reps, 1, run)
     elif workload == "product":
         n = int(params[0])
         if jit:
@@ -100,7 +105,7 @@ def main():
         g = maybe_jit(jax.grad(f))
         x0 = jnp.float64(0.5)
         ready(g(x0))
-        bench(f"product-{n}{tag}", reps, 1, lambda: float(g(x0)))
+        bench(f"product-R-{n}{tag}", reps, 1, lambda: float(g(x0)))
     elif workload == "xor":
         steps = int(params[0])
         X = jnp.array([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
