@@ -73,7 +73,7 @@ PRIMAL["product-F-100000"] = "product-primal-100000"
 for s in (100, 1000, 10000):
     PRIMAL[f"xor-{s}"] = f"xor-primal-{s}"
 # how many units one vlad run is (per-call rows): key -> divisor
-VLAD_UNITS = {"hvp-quad-FR": 10000, "hvp-quad-RR": 10000, "hvp-quad-primal-10000": 10000}
+VLAD_UNITS = {"hvp-quad-FR-10000": 10000, "hvp-quad-RR-10000": 10000, "hvp-quad-primal-10000": 10000}
 
 
 def vlad_jobs(profile):
@@ -353,7 +353,7 @@ def main():
             t0 = time.time()
             res, err = (None, None)
             probe = " ".join(argv)
-            if only is not None and not any(wanted(k) and _job_may_fill(argv, k) for k, _ in ROWS):
+            if not any(wanted(k) for k in job_rows(argv)):
                 continue
             res, err = run_peer(argv, cap(reps), a.timeout, log)
             print(f"  {peer} {' '.join(x for x in argv[3:] if x != 'R')}: "
@@ -361,6 +361,8 @@ def main():
                   f"{'  ' + err if err else ''}  [{time.time() - t0:.0f} s wall]",
                   file=sys.stderr, flush=True)
             for k, (s, v) in res.items():
+                if k not in job_rows(argv):
+                    print(f"    (unexpected result {k})", file=sys.stderr)
                 cells[(k, peer)], values[(k, peer)] = s, v
             if err:
                 errors[(probe, peer)] = err
@@ -385,7 +387,7 @@ def main():
     lines.append("| " + " | ".join(hdr) + " |")
     lines.append("|" + "|".join(["---"] + ["--:"] * (len(hdr) - 1)) + "|")
     for key, desc in ROWS:
-        if not any((key, c) in cells for c in cols) and (key, "vlad") not in errors:
+        if not wanted(key) or (not any((key, c) in cells for c in cols) and (key, "vlad") not in errors):
             continue
         row = [f"{key}"]
         vs = cells.get((key, "vlad"))
@@ -443,12 +445,38 @@ def main():
     return 1 if disagree else 0
 
 
-def _job_may_fill(argv, key):
-    """a rough filter for --only: does this job's argument list mention the row?"""
-    words = [w for w in argv if w != "R"]
-    joined = " ".join(words)
-    base = key.split("-")[0]
-    return base in joined
+def job_rows(argv):
+    """the row keys a peer job reports (from its argument list)"""
+    if "-c" in argv:
+        return ["fib"]
+    i = next(k for k, w in enumerate(argv) if w == "R")
+    if argv[1] == "-q":                       # chez: ... MODE FILE [WHICH] R ARGS
+        head, rest = argv[5:i], argv[i + 1:]
+        f = head[0]
+        if f == "fib":
+            return ["fib"]
+        if f in ("saddle", "particle"):
+            return [f"{head[1]}-{v}" for v in rest]
+        if f == "hvp":
+            return (["hvp-quad-FR", "hvp-quad-RR"] if head[1] == "quad"
+                    else [f"hvp-sum-{m}-{rest[0]}" for m in rest[1:]])
+        if f == "product":
+            return [f"product-{m}-{rest[0]}" for m in rest[1:]]
+        if f == "xor":
+            return [f"xor-{rest[0]}"]
+    else:                                     # python: SCRIPT WORKLOAD R PARAMS
+        w, rest = argv[2], [x for x in argv[i + 1:] if x != "jit"]
+        if w in ("saddle", "saddle-grad", "particle", "particle-grad"):
+            return [f"{w}-{v}" for v in rest]
+        if w == "hvp-quad":
+            return ["hvp-quad-FR", "hvp-quad-RR"]
+        if w == "hvp-sum":
+            return [f"hvp-sum-{m}-{rest[0]}" for m in rest[1:]]
+        if w == "product":
+            return [f"product-R-{rest[0]}"]
+        if w == "xor":
+            return [f"xor-{rest[0]}"]
+    return []
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 ;;; Hessian-vector products.  ARGS:
 ;;;   quad reps K      f(x, y) = 2x^2 + 3xy + 4y^2 at (3 4) times (7 8), K calls, FR and RR
-;;;   sum reps N MODE  f(x) = sum_i x_i^3 over a list of N reals x_i = i/N, v = (1 ... 1),
+;;;   sum reps N MODE...  f(x) = sum_i x_i^3 over a list of N reals x_i = i/N, v = (1 ... 1),
 ;;;                    MODE FR (forward over reverse) or RR (reverse over reverse);
 ;;;                    value: (sum of the entries, last entry)
 ;;;   sum-primal reps N   f(x) alone
@@ -27,6 +27,8 @@
                   (vs (map (lambda (x) 1.0) xs)))
              (if (string=? which "sum-primal")
                  (bench (string-append "hvp-sum-primal-" (number->string n)) reps 1 (lambda () (cubes xs)))
-                 (let ((mode (cadddr args)))
-                   (bench (string-append "hvp-sum-" mode "-" (number->string n)) reps 1
-                          (lambda () (summary ((if (string=? mode "FR") hvp-FR hvp-RR) cubes xs vs)))))))))))
+                 (for-each
+                  (lambda (mode)
+                    (bench (string-append "hvp-sum-" mode "-" (number->string n)) reps 1
+                           (lambda () (summary ((if (string=? mode "FR") hvp-FR hvp-RR) cubes xs vs)))))
+                  (cdddr args))))))))
