@@ -11,7 +11,8 @@ median over repetitions: the machines this runs on may be shared, and CPU time
 is far less disturbed by other load than wall time.  Peers time themselves
 (around the workload only: no start-up, no imports, no JIT compilation);
 vlad is timed from outside, the whole process, less the CPU time of an empty
-program (start-up and prelude).  Every peer's result is checked against
+program (start-up and prelude).  The vlad binary is target/release/vlad, or
+$VLAD if set (to measure another build).  Every peer's result is checked against
 vlad's (or, where vlad has none, Chez's) to a relative 1e-6.
 """
 import argparse
@@ -27,7 +28,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-VLAD = os.path.join(ROOT, "target", "release", "vlad")
+VLAD = os.environ.get("VLAD") or os.path.join(ROOT, "target", "release", "vlad")
 VLAD_DIR = os.path.join(HERE, "vlad")
 VENV_PY = os.path.join(HERE, ".venv", "bin", "python")
 
@@ -76,6 +77,19 @@ for s in (100, 1000, 10000):
 VLAD_UNITS = {"hvp-quad-FR-10000": 10000, "hvp-quad-RR-10000": 10000, "hvp-quad-primal-10000": 10000}
 
 
+def vlad_not_run(profile):
+    """rows vlad leaves out in a profile -> why (shown in the table)"""
+    out = {"hvp-sum-FR-100000": "not run (superlinear: hours)"}
+    if profile != "full":
+        out["hvp-sum-FR-10000"] = "not run (≈160 s; --full)"
+        for v in VARIANTS:
+            out[f"particle-{v}"] = "not run (≈0.5–1.5 min; --full)"
+    if profile == "quick":
+        for k in ("saddle-FF", "saddle-FR", "saddle-RF", "hvp-sum-FR-1000", "hvp-sum-RR-100000"):
+            out[k] = "not run (--quick)"
+    return out
+
+
 def vlad_jobs(profile):
     """(file, reps) for vlad; the row key is the file name."""
     heavy = 1
@@ -108,73 +122,73 @@ def peer_jobs(profile):
     sizes = ["1000", "10000", "100000"]
     jobs = {}
     jobs["chez"] = [
-        (cz + ["compiled", "fib", "R"], 5),
-        (cz + ["compiled", "saddle", "saddle", "R"] + VARIANTS, 5),
-        (cz + ["compiled", "saddle", "saddle-grad", "R"] + VARIANTS, 5),
-        (cz + ["compiled", "particle", "particle", "R"] + VARIANTS, 3),
-        (cz + ["compiled", "particle", "particle-grad", "R"] + VARIANTS, 5),
-        (cz + ["compiled", "hvp", "quad", "R", "10000"], 5),
-    ] + [(cz + ["compiled", "hvp", "sum", "R", n, "FR", "RR"], 3) for n in sizes] + [
-        (cz + ["compiled", "product", "R", n, "R"], 5) for n in sizes] + [
-        (cz + ["compiled", "product", "R", "100000", "F"], 5)] + [
-        (cz + ["compiled", "xor", "R", s], 3) for s in ("100", "1000", "10000")]
+        (cz + ["compiled", "fib", "@REPS"], 5),
+        (cz + ["compiled", "saddle", "saddle", "@REPS"] + VARIANTS, 5),
+        (cz + ["compiled", "saddle", "saddle-grad", "@REPS"] + VARIANTS, 5),
+        (cz + ["compiled", "particle", "particle", "@REPS"] + VARIANTS, 3),
+        (cz + ["compiled", "particle", "particle-grad", "@REPS"] + VARIANTS, 5),
+        (cz + ["compiled", "hvp", "quad", "@REPS", "10000"], 5),
+    ] + [(cz + ["compiled", "hvp", "sum", "@REPS", n, "FR", "RR"], 3) for n in sizes] + [
+        (cz + ["compiled", "product", "@REPS", n, "R"], 5) for n in sizes] + [
+        (cz + ["compiled", "product", "@REPS", "100000", "F"], 5)] + [
+        (cz + ["compiled", "xor", "@REPS", s], 3) for s in ("100", "1000", "10000")]
     jobs["chez-interp"] = [
-        (cz + ["interpreted", "fib", "R"], 3),
-        (cz + ["interpreted", "saddle", "saddle", "R"] + VARIANTS, 1),
-        (cz + ["interpreted", "saddle", "saddle-grad", "R"] + VARIANTS, 3),
-        (cz + ["interpreted", "particle", "particle-grad", "R"] + VARIANTS, 3),
-        (cz + ["interpreted", "hvp", "quad", "R", "10000"], 3),
-        (cz + ["interpreted", "hvp", "sum", "R", "10000", "FR", "RR"], 3),
-        (cz + ["interpreted", "product", "R", "100000", "R", "F"], 3),
-        (cz + ["interpreted", "xor", "R", "10000"], 1),
+        (cz + ["interpreted", "fib", "@REPS"], 3),
+        (cz + ["interpreted", "saddle", "saddle", "@REPS"] + VARIANTS, 1),
+        (cz + ["interpreted", "saddle", "saddle-grad", "@REPS"] + VARIANTS, 3),
+        (cz + ["interpreted", "particle", "particle-grad", "@REPS"] + VARIANTS, 3),
+        (cz + ["interpreted", "hvp", "quad", "@REPS", "10000"], 3),
+        (cz + ["interpreted", "hvp", "sum", "@REPS", "10000", "FR", "RR"], 3),
+        (cz + ["interpreted", "product", "@REPS", "100000", "R", "F"], 3),
+        (cz + ["interpreted", "xor", "@REPS", "10000"], 1),
     ]
     if profile == "full":
-        jobs["chez-interp"].append((cz + ["interpreted", "particle", "particle", "R"] + VARIANTS, 1))
+        jobs["chez-interp"].append((cz + ["interpreted", "particle", "particle", "@REPS"] + VARIANTS, 1))
     jobs["autograd"] = [
-        (ag + ["saddle-grad", "R"] + VARIANTS, 3),
-        (ag + ["particle-grad", "R"] + VARIANTS, 1),
-        (ag + ["hvp-quad", "R", "1000"], 3),
-    ] + [(ag + ["hvp-sum", "R", n, "FR", "RR"], 3) for n in sizes] + [
-        (ag + ["product", "R", "1000"], 3), (ag + ["product", "R", "10000"], 1),
-        (ag + ["xor", "R", "100"], 3), (ag + ["xor", "R", "1000"], 1)]
+        (ag + ["saddle-grad", "@REPS"] + VARIANTS, 3),
+        (ag + ["particle-grad", "@REPS"] + VARIANTS, 1),
+        (ag + ["hvp-quad", "@REPS", "1000"], 3),
+    ] + [(ag + ["hvp-sum", "@REPS", n, "FR", "RR"], 3) for n in sizes] + [
+        (ag + ["product", "@REPS", "1000"], 3), (ag + ["product", "@REPS", "10000"], 1),
+        (ag + ["xor", "@REPS", "100"], 3), (ag + ["xor", "@REPS", "1000"], 1)]
     if profile != "quick":
-        jobs["autograd"].append((ag + ["saddle", "R", "RR"], 1))
+        jobs["autograd"].append((ag + ["saddle", "@REPS", "RR"], 1))
     if profile == "full":
-        jobs["autograd"] += [(ag + ["saddle", "R", "FF", "FR", "RF"], 1),
-                             (ag + ["particle", "R", "RR"], 1),
-                             (ag + ["xor", "R", "10000"], 1),
-                             (ag + ["product", "R", "100000"], 1)]
+        jobs["autograd"] += [(ag + ["saddle", "@REPS", "FF", "FR", "RF"], 1),
+                             (ag + ["particle", "@REPS", "RR"], 1),
+                             (ag + ["xor", "@REPS", "10000"], 1),
+                             (ag + ["product", "@REPS", "100000"], 1)]
     jobs["jax"] = [
-        (jx + ["saddle-grad", "R", "RR"], 1),
-        (jx + ["hvp-quad", "R", "200"], 1),
-    ] + [(jx + ["hvp-sum", "R", n, "FR", "RR"], 3) for n in sizes] + [
-        (jx + ["product", "R", "1000"], 1), (jx + ["xor", "R", "100"], 1)]
+        (jx + ["saddle-grad", "@REPS", "RR"], 1),
+        (jx + ["hvp-quad", "@REPS", "200"], 1),
+    ] + [(jx + ["hvp-sum", "@REPS", n, "FR", "RR"], 3) for n in sizes] + [
+        (jx + ["product", "@REPS", "1000"], 1), (jx + ["xor", "@REPS", "100"], 1)]
     if profile != "quick":
-        jobs["jax"] += [(jx + ["particle-grad", "R", "RR"], 1), (jx + ["saddle-grad", "R", "FF"], 1)]
+        jobs["jax"] += [(jx + ["particle-grad", "@REPS", "RR"], 1), (jx + ["saddle-grad", "@REPS", "FF"], 1)]
     if profile == "full":
-        jobs["jax"] += [(jx + ["saddle-grad", "R", "FR", "RF"], 1),
-                        (jx + ["particle-grad", "R", "FF", "FR", "RF"], 1),
-                        (jx + ["product", "R", "10000"], 1)]
+        jobs["jax"] += [(jx + ["saddle-grad", "@REPS", "FR", "RF"], 1),
+                        (jx + ["particle-grad", "@REPS", "FF", "FR", "RF"], 1),
+                        (jx + ["product", "@REPS", "10000"], 1)]
     jobs["jax-jit"] = [
-        (jx + ["hvp-quad", "R", "10000", "jit"], 3),
-    ] + [(jx + ["hvp-sum", "R", n, "FR", "RR", "jit"], 5) for n in sizes] + [
-        (jx + ["product", "R", n, "jit"], 5) for n in sizes] + [
-        (jx + ["xor", "R", s, "jit"], 3) for s in ("100", "1000", "10000")]
+        (jx + ["hvp-quad", "@REPS", "10000", "jit"], 3),
+    ] + [(jx + ["hvp-sum", "@REPS", n, "FR", "RR", "jit"], 5) for n in sizes] + [
+        (jx + ["product", "@REPS", n, "jit"], 5) for n in sizes] + [
+        (jx + ["xor", "@REPS", s, "jit"], 3) for s in ("100", "1000", "10000")]
     jobs["torch"] = [
-        (tc + ["saddle-grad", "R"] + VARIANTS, 3),
-        (tc + ["particle-grad", "R", "RR"], 1),
-        (tc + ["hvp-quad", "R", "200"], 3),
-    ] + [(tc + ["hvp-sum", "R", n, "FR", "RR"], 3) for n in sizes] + [
-        (tc + ["product", "R", "1000"], 3), (tc + ["xor", "R", "100"], 3)]
+        (tc + ["saddle-grad", "@REPS"] + VARIANTS, 3),
+        (tc + ["particle-grad", "@REPS", "RR"], 1),
+        (tc + ["hvp-quad", "@REPS", "200"], 3),
+    ] + [(tc + ["hvp-sum", "@REPS", n, "FR", "RR"], 3) for n in sizes] + [
+        (tc + ["product", "@REPS", "1000"], 3), (tc + ["xor", "@REPS", "100"], 3)]
     if profile != "quick":
-        jobs["torch"] += [(tc + ["product", "R", "10000"], 1), (tc + ["xor", "R", "1000"], 1)]
+        jobs["torch"] += [(tc + ["product", "@REPS", "10000"], 1), (tc + ["xor", "@REPS", "1000"], 1)]
     if profile == "full":
-        jobs["torch"] += [(tc + ["particle-grad", "R", "FF", "FR", "RF"], 1),
-                          (tc + ["saddle", "R", "RR"], 1)]
+        jobs["torch"] += [(tc + ["particle-grad", "@REPS", "FF", "FR", "RF"], 1),
+                          (tc + ["saddle", "@REPS", "RR"], 1)]
     jobs["cpython"] = [([py if os.path.exists(py) else sys.executable, "-c",
                         "import sys; sys.path.insert(0, %r); import common;"
                         "common.bench('fib', int(sys.argv[1]), 1, lambda: common.fib(30))"
-                        % os.path.join(HERE, "python"), "R"], 3)]
+                        % os.path.join(HERE, "python"), "@REPS"], 3)]
     return jobs
 
 
@@ -226,7 +240,7 @@ def run_vlad(name, reps, timeout, log):
 
 
 def run_peer(argv, reps, timeout, log):
-    argv = [str(reps) if a == "R" else a for a in argv]
+    argv = [str(reps) if a == "@REPS" else a for a in argv]
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=HERE)
     except subprocess.TimeoutExpired as e:
@@ -356,7 +370,7 @@ def main():
             if not any(wanted(k) for k in job_rows(argv)):
                 continue
             res, err = run_peer(argv, cap(reps), a.timeout, log)
-            print(f"  {peer} {' '.join(x for x in argv[3:] if x != 'R')}: "
+            print(f"  {peer} {' '.join(x for x in argv[3:] if x != '@REPS')}: "
                   f"{', '.join(f'{k} {fmt_t(v[0])}' for k, v in res.items()) or '-'}"
                   f"{'  ' + err if err else ''}  [{time.time() - t0:.0f} s wall]",
                   file=sys.stderr, flush=True)
@@ -387,14 +401,14 @@ def main():
     lines.append("| " + " | ".join(hdr) + " |")
     lines.append("|" + "|".join(["---"] + ["--:"] * (len(hdr) - 1)) + "|")
     for key, desc in ROWS:
-        if not wanted(key) or (not any((key, c) in cells for c in cols) and (key, "vlad") not in errors):
+        if not wanted(key) or not any((key, c) in cells for c in cols):
             continue
         row = [f"{key}"]
         vs = cells.get((key, "vlad"))
         if vs is not None:
             row.append(fmt_t(vs) + (" ✗" if (key, "vlad") in bad else ""))
         else:
-            row.append(errors.get((key, "vlad"), "—"))
+            row.append(errors.get((key, "vlad")) or vlad_not_run(profile).get(key, "—"))
         for c in cols[1:]:
             s = cells.get((key, c))
             if s is None:
@@ -449,7 +463,7 @@ def job_rows(argv):
     """the row keys a peer job reports (from its argument list)"""
     if "-c" in argv:
         return ["fib"]
-    i = next(k for k, w in enumerate(argv) if w == "R")
+    i = next(k for k, w in enumerate(argv) if w == "@REPS")
     if argv[1] == "-q":                       # chez: ... MODE FILE [WHICH] R ARGS
         head, rest = argv[5:i], argv[i + 1:]
         f = head[0]
