@@ -1,0 +1,50 @@
+;;; particle: choose the control w of a charge so that a particle, moved by
+;;; Euler steps (dt = 0.1) in the potential of two charges, lands at x = 0;
+;;; the inner gradient is of the potential at each step, the outer of the
+;;; squared landing x with respect to w, by the benchmark's gradient descent.
+;;; Variants FF FR RF RR (outer mode first).
+(define (multivariate-argmin gradient f x)
+  (let ((g (gradient f)))
+    (let loop ((x x) (fx (f x)) (gx (g x)) (eta 1e-5) (i 0))
+      (cond ((d<= (magnitude gx) 1e-5) x)
+            ((fx= i 10) (loop x fx gx (d* 2.0 eta) 0))
+            (else
+             (let ((x-prime (v- x (k*v eta gx))))
+               (if (d<= (distance x x-prime) 1e-5)
+                   x
+                   (let ((fx-prime (f x-prime)))
+                     (if (d< fx-prime fx)
+                         (loop x-prime fx-prime (g x-prime) eta (fx+ i 1))
+                         (loop x fx gx (d/ eta 2.0) 0))))))))))
+(define (naive-euler gradient w)
+  (let* ((charges (list (list 10.0 (d- 10.0 w)) (list 10.0 0.0)))
+         (x-initial (list 0.0 8.0))
+         (xdot-initial (list 0.75 0.0))
+         (delta-t 0.1)
+         (p (lambda (x)
+              (fold-right d+ 0.0 (map (lambda (c) (d/ 1.0 (distance x c))) charges)))))
+    (let loop ((x x-initial) (xdot xdot-initial))
+      (let* ((xddot (k*v -1.0 ((gradient p) x)))
+             (x-new (v+ x (k*v delta-t xdot))))
+        (if (dpositive? (cadr x-new))
+            (loop x-new (v+ xdot (k*v delta-t xddot)))
+            (let* ((delta-t-f (d/ (d- 0.0 (cadr x)) (cadr xdot)))
+                   (x-t-f (v+ x (k*v delta-t-f xdot))))
+              (sqr (car x-t-f))))))))
+(define (particle outer inner)
+  (car (multivariate-argmin outer (lambda (w) (naive-euler inner (car w))) (list 0.0))))
+;; one outer gradient, through one whole simulation, at w = (0)
+(define (particle-grad outer inner)
+  ((outer (lambda (w) (naive-euler inner (car w)))) (list 0.0)))
+(define (grad-of name) (if (char=? name #\F) gradient-F gradient-R))
+;; ARGS: particle|particle-grad reps variant ...
+(define (main args)
+  (let ((which (car args)) (reps (string->number (cadr args))))
+    (for-each
+     (lambda (v)
+       (let ((outer (grad-of (string-ref v 0))) (inner (grad-of (string-ref v 1))))
+         (bench (string-append which "-" v) reps 1
+                (if (string=? which "particle")
+                    (lambda () (particle outer inner))
+                    (lambda () (particle-grad outer inner))))))
+     (cddr args))))

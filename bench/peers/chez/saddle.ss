@@ -1,0 +1,50 @@
+;;; saddle: min over x of max over y of s^2 + t^2 - u^2 - v^2, from (1 1)/(1 1),
+;;; by the benchmark's gradient descent (multivariate-argmin below) nested in
+;;; itself; the outer gradient differentiates through the whole inner solve.
+;;; Variants FF FR RF RR (outer mode first).
+(define (multivariate-argmin gradient f x)
+  (let ((g (gradient f)))
+    (let loop ((x x) (fx (f x)) (gx (g x)) (eta 1e-5) (i 0))
+      (cond ((d<= (magnitude gx) 1e-5) x)
+            ((fx= i 10) (loop x fx gx (d* 2.0 eta) 0))
+            (else
+             (let ((x-prime (v- x (k*v eta gx))))
+               (if (d<= (distance x x-prime) 1e-5)
+                   x
+                   (let ((fx-prime (f x-prime)))
+                     (if (d< fx-prime fx)
+                         (loop x-prime fx-prime (g x-prime) eta (fx+ i 1))
+                         (loop x fx gx (d/ eta 2.0) 0))))))))))
+(define (multivariate-argmax gradient f x)
+  (multivariate-argmin gradient (lambda (x) (d- 0.0 (f x))) x))
+(define (multivariate-max gradient f x) (f (multivariate-argmax gradient f x)))
+(define (saddle outer inner)
+  (let* ((start (list 1.0 1.0))
+         (f (lambda (x1 y1 x2 y2) (d- (d+ (sqr x1) (sqr y1)) (d+ (sqr x2) (sqr y2)))))
+         (x* (multivariate-argmin
+              outer
+              (lambda (x)
+                (multivariate-max inner (lambda (y) (f (car x) (cadr x) (car y) (cadr y))) start))
+              start))
+         (y* (multivariate-argmax
+              inner (lambda (y) (f (car x*) (cadr x*) (car y) (cadr y))) start)))
+    (list x* y*)))
+;; one outer gradient, through one whole inner solve, at x = (1 1)
+(define (saddle-grad outer inner)
+  (let ((start (list 1.0 1.0))
+        (f (lambda (x1 y1 x2 y2) (d- (d+ (sqr x1) (sqr y1)) (d+ (sqr x2) (sqr y2))))))
+    ((outer (lambda (x)
+              (multivariate-max inner (lambda (y) (f (car x) (cadr x) (car y) (cadr y))) start)))
+     start)))
+(define (grad-of name) (if (char=? name #\F) gradient-F gradient-R))
+;; ARGS: saddle|saddle-grad reps variant ...
+(define (main args)
+  (let ((which (car args)) (reps (string->number (cadr args))))
+    (for-each
+     (lambda (v)
+       (let ((outer (grad-of (string-ref v 0))) (inner (grad-of (string-ref v 1))))
+         (bench (string-append which "-" v) reps 1
+                (if (string=? which "saddle")
+                    (lambda () (saddle outer inner))
+                    (lambda () (saddle-grad outer inner))))))
+     (cddr args))))

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Run vlad and every installed peer (bench/peers/install.sh installs them) on
+# the workloads of bench/peers and print a table of median CPU times, the
+# ratio peer/vlad, and vlad's gradient/primal time and metered-operation ratios.
+#   bench/run.sh            standard profile (about 10 minutes on 2 cores)
+#   bench/run.sh --quick    one repetition, skips the slowest runs
+#   bench/run.sh --full     adds the full particle solves and other slow runs
+#   bench/run.sh --help     all options (--only REGEX, --peers LIST, --reps N, --json FILE, --md FILE)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+cargo build --release --quiet
+py="python3"
+[ -x bench/peers/.venv/bin/python ] && py="bench/peers/.venv/bin/python"
+exec "$py" bench/peers/bench.py "$@"
