@@ -81,7 +81,7 @@ def vlad_not_run(profile):
     """rows vlad leaves out in a profile -> why (shown in the table)"""
     out = {"hvp-sum-FR-100000": "not run (superlinear: hours)"}
     if profile != "full":
-        out["hvp-sum-FR-10000"] = "not run (≈160 s; --full)"
+        out["hvp-sum-FR-10000"] = "not run (>160 s, superlinear; --full)"
         for v in VARIANTS:
             out[f"particle-{v}"] = "not run (≈0.5–1.5 min; --full)"
     if profile == "quick":
