@@ -82,6 +82,9 @@ fn table() -> Vec<PrimDef> {
             name,
             "zero"
                 | "plus"
+                | "primal"
+                | "tangent"
+                | "bundle"
                 | "perturb"
                 | "unperturb"
                 | "sensitize"
