@@ -55,7 +55,9 @@ pub struct PrimDef {
     pub class: Class,
 }
 
-const ZERO_RULES: Rule = Rule::Rules { jvp: "(lambda (x y dx) (zero y))", vjp: "(lambda (x y yb) (zero x))" };
+/// Zero derivative in both modes.
+pub const ZERO_RULES: Rule =
+    Rule::Rules { jvp: "(lambda (x y dx) (zero y))", vjp: "(lambda (x y yb) (zero x))" };
 
 /// A type predicate's rule. `()`, pairs and procedures keep their kind under every AD
 /// transform, so `null?`, `pair?` and `procedure?` test the transformed value as is;
@@ -70,15 +72,12 @@ macro_rules! rules {
     };
 }
 
-fn table() -> Vec<PrimDef> {
-    use Class::*;
-    let p = |name: &'static str, arity, imp: PrimFn, rule, class| PrimDef {
-        name,
-        arity,
-        imp,
-        rule,
-        class,
-        lazy: matches!(
+impl PrimDef {
+    /// A table entry. The AD primitives that take lazy values apart one level at
+    /// a time (and the predicates that only look at the outer shape) receive lazy
+    /// arguments as they are; every other primitive gets them built first.
+    pub fn new(name: &'static str, arity: u8, imp: PrimFn, rule: Rule, class: Class) -> PrimDef {
+        let lazy = matches!(
             name,
             "zero"
                 | "plus"
@@ -94,8 +93,14 @@ fn table() -> Vec<PrimDef> {
                 | "pair?"
                 | "null?"
                 | "procedure?"
-        ),
-    };
+        );
+        PrimDef { name, lazy, arity, imp, rule, class }
+    }
+}
+
+fn table() -> Vec<PrimDef> {
+    use Class::*;
+    let p = PrimDef::new;
     let mut t = vec![
         p("+", 2, |_, a| arith('+', a), rules!("(lambda (x y (cons d1 d2)) (+ d1 d2))", "(lambda (x y yb) (cons yb yb))"), Arith),
         p("-", 2, |_, a| arith('-', a), rules!("(lambda (x y (cons d1 d2)) (- d1 d2))", "(lambda (x y yb) (cons yb (- 0 yb)))"), Arith),

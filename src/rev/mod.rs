@@ -408,18 +408,11 @@ fn int_op(name: &str, a: &Value, b: &Value, f: fn(BigInt, BigInt) -> BigInt) -> 
 
 const NESTED: Rule =
     Rule::Rules { jvp: "(lambda (x y dx) (%rev-nested x))", vjp: "(lambda (x y yb) (%rev-nested x))" };
-const ZERO: Rule = Rule::Rules { jvp: "(lambda (x y dx) (zero y))", vjp: "(lambda (x y yb) (zero x))" };
+use crate::prims::ZERO_RULES as ZERO;
 
 /// The primitives of this module, appended to the primitive table.
 pub fn prims() -> Vec<PrimDef> {
-    let p = |name: &'static str, arity: u8, imp: crate::prims::PrimFn, rule: Rule, class: Class| PrimDef {
-        name,
-        lazy: false,
-        arity,
-        imp,
-        rule,
-        class,
-    };
+    let p = PrimDef::new;
     vec![
         p(
             "%rev-call",

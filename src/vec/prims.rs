@@ -297,14 +297,7 @@ macro_rules! bin {
 /// The vector primitives, appended to the primitive table.
 pub fn table() -> Vec<PrimDef> {
     use Class::*;
-    let p = |name: &'static str, arity: u8, imp: PrimFn, rule: Rule, class: Class| PrimDef {
-        name,
-        lazy: false,
-        arity,
-        imp,
-        rule,
-        class,
-    };
+    let p = PrimDef::new;
     vec![
         // Construction and conversion.
         p(
