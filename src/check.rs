@@ -165,9 +165,7 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
     for step in unit.steps {
         match step {
             Step::Define(g, span) => {
-                sess.m.stack.clear();
-                sess.m.depth = 0;
-                if let Err(e) = sess.m.global(g) {
+                if let Err(e) = sess.run_define(g) {
                     let loc = sess.sources.location(span);
                     fail(report, format!("{}: definition failed: {}", loc, e.message));
                 }

@@ -230,11 +230,7 @@ fn run_file(file: &Path, opts: &Opts) -> i32 {
     }
     for step in unit.steps {
         let r = match step {
-            Step::Define(g, _) => {
-                s.m.stack.clear();
-                s.m.depth = 0;
-                s.m.global(g).map(|_| ())
-            }
+            Step::Define(g, _) => s.run_define(g).map(|_| ()),
             Step::Expr { thunk, .. } => s.run_thunk(&thunk).map(|v| {
                 let text = crate::print::to_string(&v);
                 let _ = writeln!(s.m.out, "{}", text);

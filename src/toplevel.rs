@@ -360,6 +360,13 @@ impl Session {
         Ok(Unit { steps })
     }
 
+    /// Evaluates a constant definition (a `Step::Define`) from a clean stack.
+    pub fn run_define(&mut self, g: u32) -> Result<Value> {
+        self.m.stack.clear();
+        self.m.depth = 0;
+        self.m.global(g)
+    }
+
     /// Runs a thunk group.
     pub fn run_thunk(&mut self, g: &Rc<Group>) -> Result<Value> {
         self.m.stack.clear();
@@ -378,9 +385,7 @@ impl Session {
         for step in unit.steps {
             match step {
                 Step::Define(g, _) => {
-                    self.m.stack.clear();
-                    self.m.depth = 0;
-                    self.m.global(g)?;
+                    self.run_define(g)?;
                 }
                 Step::Expr { thunk, .. } => {
                     // Callers get plain data: pending lazy AD operations are applied.

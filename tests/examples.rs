@@ -41,11 +41,7 @@ fn run_example(name: &str) -> Session {
     let unit = s.compile(items).unwrap_or_else(|e| panic!("{}: {}", name, e.render(&s.sources)));
     for step in unit.steps {
         let r = match step {
-            Step::Define(g, _) => {
-                s.m.stack.clear();
-                s.m.depth = 0;
-                s.m.global(g).map(|_| ())
-            }
+            Step::Define(g, _) => s.run_define(g).map(|_| ()),
             Step::Expr { thunk, .. } => s.run_thunk(&thunk).map(|_| ()),
         };
         if let Err(e) = r {
