@@ -31,34 +31,109 @@ pub enum GState {
 }
 
 enum Next {
-    Return(Value),
-    /// Call this procedure with the given number of arguments on top of the stack.
-    TailCall(Value, usize, Span),
+    /// The result is on top of the value stack.
+    Return,
+    /// Call the procedure under the given number of arguments on top of the stack.
+    TailCall(usize, Span),
+}
+
+/// Reads an operand (a clone); a global not evaluated yet is evaluated, and an
+/// error returns from the enclosing function.
+macro_rules! atom {
+    ($m:expr, $base:expr, $inst:expr, $a:expr) => {
+        match $a {
+            CAtom::Local(s) => $m.stack[$base + *s as usize].clone(),
+            CAtom::Env(i) => $inst.env[*i as usize].clone(),
+            CAtom::Sibling(j) => Value::Closure($inst.clone(), *j),
+            CAtom::Const(v) => v.clone(),
+            CAtom::Global(g) => match &$m.globals[*g as usize].state {
+                GState::Value(v) => v.clone(),
+                _ => $m.global_slow(*g)?,
+            },
+        }
+    };
+}
+
+/// The address of a local: the native stack pointer, near enough.
+#[inline(always)]
+fn stack_pointer() -> usize {
+    let x = 0u8;
+    std::hint::black_box(&x) as *const u8 as usize
+}
+
+/// A result of the inline arithmetic.
+#[derive(Clone, Copy)]
+enum Num {
+    Int(i64),
+    Real(f64),
+    Bool(bool),
+}
+
+/// Stores a [`Num`] as a value at `p`, variant by variant: a value merged from
+/// several variants would be copied through a temporary, which the processor
+/// cannot forward from the partial stores that built it (a slow stall).
+///
+/// # Safety
+/// `p` must be valid for writes; what it held is overwritten without a drop.
+#[inline(always)]
+unsafe fn write_num(p: *mut Value, n: Num) {
+    match n {
+        Num::Int(x) => p.write(Value::Int(x)),
+        Num::Real(x) => p.write(Value::Real(x)),
+        Num::Bool(x) => p.write(Value::Bool(x)),
+    }
+}
+
+/// Moves a value from `src` to `dst`. Numbers and booleans are copied field by
+/// field: they were usually just stored that way (see [`write_num`]).
+///
+/// # Safety
+/// `src` must be a valid value, given up by the caller; `dst` must be valid
+/// for writes, not overlapping `src`; what it held is overwritten without a drop.
+#[inline(always)]
+unsafe fn move_value(src: *const Value, dst: *mut Value) {
+    match &*src {
+        Value::Int(x) => dst.write(Value::Int(*x)),
+        Value::Real(x) => dst.write(Value::Real(*x)),
+        Value::Bool(x) => dst.write(Value::Bool(*x)),
+        _ => std::ptr::copy_nonoverlapping(src, dst, 1),
+    }
+}
+
+impl Num {
+    #[inline(always)]
+    fn value(self) -> Value {
+        match self {
+            Num::Int(x) => Value::Int(x),
+            Num::Real(x) => Value::Real(x),
+            Num::Bool(x) => Value::Bool(x),
+        }
+    }
 }
 
 /// Machine-integer and double arithmetic without going through the primitive table.
-#[inline]
-fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Value> {
+#[inline(always)]
+fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Num> {
     match (x, y) {
         (Value::Int(a), Value::Int(b)) => Some(match op {
-            Op2::Add => Value::Int(a.checked_add(*b)?),
-            Op2::Sub => Value::Int(a.checked_sub(*b)?),
-            Op2::Mul => Value::Int(a.checked_mul(*b)?),
-            Op2::Lt => Value::Bool(a < b),
-            Op2::Gt => Value::Bool(a > b),
-            Op2::Le => Value::Bool(a <= b),
-            Op2::Ge => Value::Bool(a >= b),
-            Op2::Eq => Value::Bool(a == b),
+            Op2::Add => Num::Int(a.checked_add(*b)?),
+            Op2::Sub => Num::Int(a.checked_sub(*b)?),
+            Op2::Mul => Num::Int(a.checked_mul(*b)?),
+            Op2::Lt => Num::Bool(a < b),
+            Op2::Gt => Num::Bool(a > b),
+            Op2::Le => Num::Bool(a <= b),
+            Op2::Ge => Num::Bool(a >= b),
+            Op2::Eq => Num::Bool(a == b),
         }),
         (Value::Real(a), Value::Real(b)) => Some(match op {
-            Op2::Add => Value::Real(a + b),
-            Op2::Sub => Value::Real(a - b),
-            Op2::Mul => Value::Real(a * b),
-            Op2::Lt => Value::Bool(a < b),
-            Op2::Gt => Value::Bool(a > b),
-            Op2::Le => Value::Bool(a <= b),
-            Op2::Ge => Value::Bool(a >= b),
-            Op2::Eq => Value::Bool(a == b),
+            Op2::Add => Num::Real(a + b),
+            Op2::Sub => Num::Real(a - b),
+            Op2::Mul => Num::Real(a * b),
+            Op2::Lt => Num::Bool(a < b),
+            Op2::Gt => Num::Bool(a > b),
+            Op2::Le => Num::Bool(a <= b),
+            Op2::Ge => Num::Bool(a >= b),
+            Op2::Eq => Num::Bool(a == b),
         }),
         _ => None,
     }
@@ -101,6 +176,8 @@ fn shape_error(inst: &Inst, idx: u32) -> Error {
 /// Bytes of native stack kept free before growing onto a new segment.
 const RED_ZONE: usize = 256 * 1024;
 const SEGMENT: usize = 16 * 1024 * 1024;
+/// Steps between checks of the clock and of Ctrl-C (a mask: a power of two minus one).
+const CHECK_EVERY: u64 = 0x3fff;
 
 /// The interpreter state.
 pub struct Machine {
@@ -110,6 +187,10 @@ pub struct Machine {
     pub max_depth: usize,
     pub steps: u64,
     pub max_steps: u64,
+    /// The native stack the evaluator runs on can be used while the stack pointer
+    /// minus `stack_lo` is below `stack_span` (0: check with `stacker` on every call).
+    stack_lo: usize,
+    stack_span: usize,
     pub deadline: Option<Instant>,
     pub interrupt: Arc<AtomicBool>,
     /// Per-primitive call counts when metering.
@@ -140,6 +221,8 @@ impl Machine {
             max_depth: 10_000_000,
             steps: 0,
             max_steps: u64::MAX,
+            stack_lo: 0,
+            stack_span: 0,
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
             meter: None,
@@ -249,26 +332,34 @@ impl Machine {
         Ok(code)
     }
 
+    /// Counts a step; every so often checks the clock and Ctrl-C.
     #[inline]
     fn tick(&mut self) -> Result<()> {
         self.steps += 1;
-        if self.steps & 0x3fff == 0 {
-            if self.interrupt.load(Ordering::Relaxed) {
-                self.interrupt.store(false, Ordering::Relaxed);
-                return Err(Error::new(ErrorKind::Limit, None, "interrupted"));
-            }
-            if let Some(d) = self.deadline {
-                if Instant::now() > d {
-                    return Err(Error::new(ErrorKind::Limit, None, "time limit exceeded (--timeout)"));
-                }
-            }
+        if (self.steps & CHECK_EVERY == 0) | (self.steps > self.max_steps) {
+            return self.check_limits();
         }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn check_limits(&mut self) -> Result<()> {
         if self.steps > self.max_steps {
             return Err(Error::new(
                 ErrorKind::Limit,
                 None,
                 format!("step limit of {} exceeded (--max-steps)", self.max_steps),
             ));
+        }
+        if self.interrupt.load(Ordering::Relaxed) {
+            self.interrupt.store(false, Ordering::Relaxed);
+            return Err(Error::new(ErrorKind::Limit, None, "interrupted"));
+        }
+        if let Some(d) = self.deadline {
+            if Instant::now() > d {
+                return Err(Error::new(ErrorKind::Limit, None, "time limit exceeded (--timeout)"));
+            }
         }
         Ok(())
     }
@@ -282,17 +373,35 @@ impl Machine {
     /// Calls `f` with the `nargs` values on top of the value stack (an n-tuple when
     /// `nargs` > 1), removing them.
     pub fn call(&mut self, f: Value, nargs: usize, span: Option<Span>) -> Result<Value> {
+        self.call_push(f, nargs, span)?;
+        Ok(self.pop())
+    }
+
+    /// Pops the top of the value stack (a result left there by a call).
+    #[inline(always)]
+    fn pop(&mut self) -> Value {
+        self.stack.pop().unwrap_or(Value::Nil)
+    }
+
+    /// Like [`Machine::call`], but leaves the result on top of the value stack.
+    /// (The evaluator's own calls pass values through the value stack rather than
+    /// returning `Result<Value>`, which compiles to slow partial copies.)
+    fn call_push(&mut self, f: Value, nargs: usize, span: Option<Span>) -> Result<()> {
         match f {
-            Value::Closure(inst, idx) => self.call_closure(inst, idx, nargs, span),
+            Value::Closure(inst, idx) => self.call_closure_push(inst, idx, nargs, span),
             Value::Lazy(_) => {
                 // A lazily zeroed or tagged closure: build it, then call it.
                 let h = crate::ad::ops::hnf(self, &f)?;
-                self.call(h, nargs, span)
+                self.call_push(h, nargs, span)
             }
-            Value::Prim(p) => self.call_prim(p, nargs).map_err(|e| match span {
-                Some(s) => e.at(s),
-                None => e,
-            }),
+            Value::Prim(p) => {
+                let v = self.call_prim(p, nargs).map_err(|e| match span {
+                    Some(s) => e.at(s),
+                    None => e,
+                })?;
+                self.stack.push(v);
+                Ok(())
+            }
             other => {
                 let len = self.stack.len();
                 self.stack.truncate(len - nargs);
@@ -373,6 +482,19 @@ impl Machine {
         nargs: usize,
         span: Option<Span>,
     ) -> Result<Value> {
+        self.call_closure_push(inst, idx, nargs, span)?;
+        Ok(self.pop())
+    }
+
+    /// Calls a closure, leaving the result on top of the value stack.
+    #[inline]
+    fn call_closure_push(
+        &mut self,
+        inst: Rc<Inst>,
+        idx: u32,
+        nargs: usize,
+        span: Option<Span>,
+    ) -> Result<()> {
         self.depth += 1;
         if self.depth > self.max_depth {
             self.depth -= 1;
@@ -380,23 +502,61 @@ impl Machine {
             self.stack.truncate(len - nargs);
             return Err(too_deep(self.max_depth, span));
         }
-        let r = stacker::maybe_grow(RED_ZONE, SEGMENT, || self.call_loop(inst, idx, nargs));
+        let r = if stack_pointer().wrapping_sub(self.stack_lo) < self.stack_span {
+            self.call_loop(inst, idx, nargs)
+        } else {
+            self.call_loop_grow(inst, idx, nargs)
+        };
         self.depth -= 1;
         match r {
-            Ok(v) => Ok(v),
-            Err((mut e, name)) => {
-                if let Some(s) = span {
-                    e.push_frame(&name, s);
-                    if e.span.is_none() && s.is_known() {
-                        e.span = Some(s);
-                    }
-                }
-                Err(e)
-            }
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.call_error(e, span)),
         }
     }
 
-    /// Runs closure calls, looping on tail calls. On error, also returns the name
+    #[cold]
+    #[inline(never)]
+    fn call_error(&mut self, (mut e, name): (Error, String), span: Option<Span>) -> Error {
+        if let Some(s) = span {
+            e.push_frame(&name, s);
+            if e.span.is_none() && s.is_known() {
+                e.span = Some(s);
+            }
+        }
+        e
+    }
+
+    /// `call_loop` when the native stack may be running out (or its bounds are not
+    /// known yet): continues on a new segment if needed, and records the bounds of
+    /// the stack it runs on so that the calls it makes can check them cheaply.
+    #[cold]
+    #[inline(never)]
+    fn call_loop_grow(
+        &mut self,
+        inst: Rc<Inst>,
+        idx: u32,
+        nargs: usize,
+    ) -> std::result::Result<(), (Error, String)> {
+        let saved = (self.stack_lo, self.stack_span);
+        let r = stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+            let sp = stack_pointer();
+            match stacker::remaining_stack() {
+                Some(rem) if rem > RED_ZONE => {
+                    // Safe while the stack pointer is in (sp - rem + RED_ZONE, sp].
+                    self.stack_lo = sp - rem + RED_ZONE;
+                    self.stack_span = rem - RED_ZONE;
+                }
+                // Unknown bounds: check on every call.
+                _ => (self.stack_lo, self.stack_span) = (0, 0),
+            }
+            self.call_loop(inst, idx, nargs)
+        });
+        (self.stack_lo, self.stack_span) = saved;
+        r
+    }
+
+    /// Runs closure calls, looping on tail calls; leaves the result on top of the
+    /// value stack, where the arguments were. On error, also returns the name
     /// of the procedure this call entered (the caller's trace line names it even
     /// when the failure happened further down a chain of tail calls).
     fn call_loop(
@@ -404,7 +564,7 @@ impl Machine {
         mut inst: Rc<Inst>,
         mut idx: u32,
         mut nargs: usize,
-    ) -> std::result::Result<Value, (Error, String)> {
+    ) -> std::result::Result<(), (Error, String)> {
         let base = self.stack.len() - nargs;
         // Where the running procedure was tail-called from, and the procedure first
         // entered (both unset until the first tail call).
@@ -413,34 +573,34 @@ impl Machine {
         let mut entered: Option<(Rc<Group>, u32)> = None;
         let mut e = loop {
             match self.enter(base, &inst, idx, nargs) {
-                Ok(Next::Return(v)) => {
-                    self.stack.truncate(base);
-                    return Ok(v);
-                }
-                Ok(Next::TailCall(f, n, span)) => {
+                Ok(Next::Return) => return Ok(()),
+                Ok(Next::TailCall(n, span)) => {
+                    // The stack holds the frame, the procedure, then its n arguments.
                     let len = self.stack.len();
-                    self.stack.drain(base..len - n);
+                    let fpos = len - n - 1;
                     if entered.is_none() {
                         entered = Some((inst.group.clone(), idx));
                     }
-                    match f {
-                        Value::Closure(i2, k2) => {
-                            inst = i2;
-                            idx = k2;
-                            nargs = n;
-                            tail_site = Some(span);
-                        }
+                    if let Value::Closure(i2, k2) = &self.stack[fpos] {
+                        inst = i2.clone();
+                        idx = *k2;
+                        nargs = n;
+                        tail_site = Some(span);
+                        self.stack.drain(base..fpos + 1);
+                    } else {
                         // A primitive (or a non-procedure) in tail position.
-                        other => match self.call(other, n, Some(span)) {
-                            Ok(v) => return Ok(v),
+                        let f = std::mem::replace(&mut self.stack[fpos], Value::Nil);
+                        self.stack.drain(base..fpos + 1);
+                        match self.call_push(f, n, Some(span)) {
+                            Ok(()) => return Ok(()),
                             Err(e) => break e,
-                        },
+                        }
                     }
                 }
                 Err(e) => break e,
             }
         };
-        self.stack.truncate(base);
+        self.truncate_to(base);
         if let Some(s) = tail_site {
             // The running procedure was reached by a tail call: show where.
             e.push_frame(&inst.group.display_name(idx as usize), s);
@@ -456,8 +616,69 @@ impl Machine {
     }
 
     /// Sets up the frame of member `idx` with its arguments and runs its body.
+    #[inline]
     fn enter(&mut self, base: usize, inst: &Rc<Inst>, idx: u32, nargs: usize) -> Result<Next> {
         self.tick()?;
+        let holder;
+        let code: &GroupCode = match inst.group.code.get() {
+            Some(c) if c.plain => c,
+            _ => {
+                holder = self.enter_checks(base, inst, idx, nargs)?;
+                &holder
+            }
+        };
+        let lam = &code.members[idx as usize];
+        let nslots = lam.nslots as usize;
+        let start = match &lam.param {
+            Param::Tuple { parts, skip, .. } if parts.len() == nargs => {
+                self.push_nils(base + nslots);
+                *skip
+            }
+            // The one argument is already in its slot.
+            Param::Slot(0) if nargs == 1 => {
+                self.push_nils(base + nslots);
+                0
+            }
+            Param::Slot(slot) | Param::Tuple { slot, .. } => {
+                let v = self.pop_args_value(nargs);
+                self.push_nils(base + nslots);
+                self.stack[base + *slot as usize] = v;
+                0
+            }
+        };
+        self.run_block::<false>(base, inst, &lam.body, start)
+    }
+
+    /// Grows the value stack to `len` with `()` (the frame's unset slots).
+    #[inline]
+    fn push_nils(&mut self, len: usize) {
+        let cur = self.stack.len();
+        if len > cur {
+            self.stack.reserve(len - cur);
+            // SAFETY: the capacity was just reserved, and every element up to the
+            // new length is initialised before the length is set.
+            unsafe {
+                let p = self.stack.as_mut_ptr();
+                for i in cur..len {
+                    p.add(i).write(Value::Nil);
+                }
+                self.stack.set_len(len);
+            }
+        }
+    }
+
+    /// The checks made before entering a member of a group that is not plain
+    /// (shapes, forward/reverse transformed groups), and its code, computed on
+    /// first use.
+    #[cold]
+    #[inline(never)]
+    fn enter_checks(
+        &mut self,
+        base: usize,
+        inst: &Rc<Inst>,
+        idx: u32,
+        nargs: usize,
+    ) -> Result<Rc<GroupCode>> {
         if inst.group.is_shape() {
             return Err(shape_error(inst, idx));
         }
@@ -472,28 +693,20 @@ impl Machine {
                 }
             }
         }
-        let code = match inst.group.code.get() {
-            Some(c) => c.clone(),
-            None => self.group_code(&inst.group)?,
-        };
-        let lam = &code.members[idx as usize];
-        let nslots = lam.nslots as usize;
-        let start = match &lam.param {
-            Param::Tuple { parts, skip, .. } if parts.len() == nargs => {
-                self.stack.resize(base + nslots, Value::Nil);
-                *skip
-            }
-            Param::Slot(slot) | Param::Tuple { slot, .. } => {
-                let v = self.pop_args_value(nargs);
-                self.stack.resize(base + nslots, Value::Nil);
-                self.stack[base + *slot as usize] = v;
-                0
-            }
-        };
-        self.run_block(base, inst, &lam.body, start)
+        self.group_code(&inst.group)
     }
 
-    fn run_block(&mut self, base: usize, inst: &Rc<Inst>, block: &CBlock, start: usize) -> Result<Next> {
+    /// Runs a block. A procedure's body (`INNER` false) ends by leaving its result
+    /// alone at `base` (the frame is gone) or with a tail call: the procedure and
+    /// its arguments pushed above the frame. An inner block (a branch of an `if`
+    /// that is not in tail position) pushes its result above the frame.
+    fn run_block<const INNER: bool>(
+        &mut self,
+        base: usize,
+        inst: &Rc<Inst>,
+        block: &CBlock,
+        start: usize,
+    ) -> Result<Next> {
         let mut block = block;
         let mut start = start;
         loop {
@@ -503,44 +716,191 @@ impl Machine {
             start = 0;
             match &block.tail {
                 CExpr::If(c, t, e) => {
-                    block = if self.atom(base, inst, c)?.is_true_stripped() { t } else { e };
+                    block = if self.truth(base, inst, c)? { t } else { e };
+                    continue;
                 }
                 CExpr::App(f, args, span) => {
-                    let fv = self.atom(base, inst, f)?;
+                    let fv = atom!(self, base, inst, f);
+                    if INNER {
+                        let n = self.push_args(base, inst, args)?;
+                        self.call_push(fv, n, Some(*span))?;
+                        return Ok(Next::Return);
+                    }
+                    self.stack.push(fv);
                     let n = self.push_args(base, inst, args)?;
-                    return Ok(Next::TailCall(fv, n, *span));
+                    return Ok(Next::TailCall(n, *span));
                 }
-                other => return Ok(Next::Return(self.eval_expr(base, inst, other)?)),
+                // Each case leaves its value separately: a value merged from
+                // several cases is copied through memory piecewise (slowly).
+                CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
+                    Some(n) => {
+                        if !INNER {
+                            self.truncate_to(base);
+                        }
+                        self.stack.reserve(1);
+                        // SAFETY: room for one more was just reserved.
+                        unsafe {
+                            let len = self.stack.len();
+                            write_num(self.stack.as_mut_ptr().add(len), n);
+                            self.stack.set_len(len + 1);
+                        }
+                    }
+                    None => {
+                        let v = self.arith_slow(base, inst, a, b, *p, *span)?;
+                        self.ret::<INNER>(base, v)
+                    }
+                },
+                CExpr::Atom(a) => {
+                    let v = atom!(self, base, inst, a);
+                    self.ret::<INNER>(base, v)
+                }
+                other => {
+                    let v = self.eval_expr(base, inst, other)?;
+                    self.ret::<INNER>(base, v)
+                }
+            }
+            return Ok(Next::Return);
+        }
+    }
+
+    /// Leaves a block's result: alone at `base` for a procedure's body (dropping
+    /// its frame), above the frame for an inner block.
+    #[inline(always)]
+    fn ret<const INNER: bool>(&mut self, base: usize, v: Value) {
+        if !INNER {
+            self.truncate_to(base);
+        }
+        self.stack.push(v);
+    }
+
+    /// Truncates the value stack, dropping only values that need it.
+    #[inline(always)]
+    fn truncate_to(&mut self, len: usize) {
+        let cur = self.stack.len();
+        if cur > len {
+            // SAFETY: the length is lowered first, and each element past it is
+            // dropped once (or needs no drop).
+            unsafe {
+                self.stack.set_len(len);
+                let p = self.stack.as_mut_ptr();
+                for i in len..cur {
+                    let x = p.add(i);
+                    if (*x).needs_drop() {
+                        std::ptr::drop_in_place(x);
+                    }
+                }
             }
         }
     }
 
-    #[inline]
-    fn atom(&mut self, base: usize, inst: &Rc<Inst>, a: &CAtom) -> Result<Value> {
-        Ok(match a {
-            CAtom::Local(s) => self.stack[base + *s as usize].clone(),
-            CAtom::Env(i) => inst.env[*i as usize].clone(),
-            CAtom::Sibling(j) => Value::Closure(inst.clone(), *j),
-            CAtom::Global(g) => match &self.globals[*g as usize].state {
-                GState::Value(v) => v.clone(),
-                _ => return self.global(*g),
-            },
-            CAtom::Const(v) => v.clone(),
+    /// Sets a frame slot.
+    #[inline(always)]
+    fn set(&mut self, i: usize, v: Value) {
+        if self.stack[i].needs_drop() {
+            self.clear_slot(i);
+        }
+        // SAFETY: the old value owns nothing. (One plain store: the value is
+        // written field by field, never copied through a temporary.)
+        unsafe { std::ptr::write(&mut self.stack[i], v) }
+    }
+
+    /// Moves the top of the value stack into slot `i`.
+    #[inline(always)]
+    fn pop_into(&mut self, i: usize) {
+        if self.stack[i].needs_drop() {
+            self.clear_slot(i);
+        }
+        let top = self.stack.len() - 1;
+        assert!(i < top);
+        // SAFETY: both are elements of the stack (`i` below the top); the slot
+        // holds nothing to drop, and the top is given up by lowering the length.
+        unsafe {
+            let p = self.stack.as_mut_ptr();
+            move_value(p.add(top), p.add(i));
+            self.stack.set_len(top);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn clear_slot(&mut self, i: usize) {
+        self.stack[i] = Value::Nil;
+    }
+
+    /// Whether a condition holds.
+    #[inline(always)]
+    fn truth(&mut self, base: usize, inst: &Rc<Inst>, c: &CAtom) -> Result<bool> {
+        Ok(match self.peek(base, inst, c) {
+            Some(v) => v.is_true_stripped(),
+            None => atom!(self, base, inst, c).is_true_stripped(),
         })
     }
 
+    /// An operand by reference, where it is one (not a sibling closure, which is
+    /// built, nor a global not evaluated yet).
+    #[inline(always)]
+    fn peek<'a>(&'a self, base: usize, inst: &'a Rc<Inst>, a: &'a CAtom) -> Option<&'a Value> {
+        match a {
+            CAtom::Local(s) => Some(&self.stack[base + *s as usize]),
+            CAtom::Env(i) => Some(&inst.env[*i as usize]),
+            CAtom::Const(v) => Some(v),
+            CAtom::Global(g) => match &self.globals[*g as usize].state {
+                GState::Value(v) => Some(v),
+                _ => None,
+            },
+            CAtom::Sibling(_) => None,
+        }
+    }
+
+    /// Inline machine-integer and double arithmetic on operands read in place.
+    #[inline(always)]
+    fn arith_fast(&self, base: usize, inst: &Rc<Inst>, op: Op2, a: &CAtom, b: &CAtom) -> Option<Num> {
+        if self.meter.is_some() {
+            return None;
+        }
+        fast_arith(op, self.peek(base, inst, a)?, self.peek(base, inst, b)?)
+    }
+
+    /// Binary arithmetic through the primitive table (other numbers, AD values,
+    /// metering).
+    #[inline(never)]
+    fn arith_slow(
+        &mut self,
+        base: usize,
+        inst: &Rc<Inst>,
+        a: &CAtom,
+        b: &CAtom,
+        p: PrimId,
+        span: Span,
+    ) -> Result<Value> {
+        let x = atom!(self, base, inst, a);
+        let y = atom!(self, base, inst, b);
+        self.stack.push(x);
+        self.stack.push(y);
+        if self.meter_derivative.is_some() {
+            self.meter_site(p, inst);
+        }
+        self.call_prim(p, 2).map_err(|e| e.at(span))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn global_slow(&mut self, g: u32) -> Result<Value> {
+        self.global(g)
+    }
+
     /// Pushes the arguments; returns how many.
-    #[inline]
+    #[inline(always)]
     fn push_args(&mut self, base: usize, inst: &Rc<Inst>, a: &CArgs) -> Result<usize> {
         match a {
             CArgs::One(x) => {
-                let v = self.atom(base, inst, x)?;
+                let v = atom!(self, base, inst, x);
                 self.stack.push(v);
                 Ok(1)
             }
             CArgs::Tuple(xs) => {
                 for x in xs.iter() {
-                    let v = self.atom(base, inst, x)?;
+                    let v = atom!(self, base, inst, x);
                     self.stack.push(v);
                 }
                 Ok(xs.len())
@@ -548,29 +908,30 @@ impl Machine {
         }
     }
 
+    /// A call not in tail position, leaving the result on top of the value stack.
+    #[inline(always)]
+    fn app_push(&mut self, base: usize, inst: &Rc<Inst>, f: &CAtom, args: &CArgs, span: Span) -> Result<()> {
+        if let Some(Value::Closure(ci, k)) = self.peek(base, inst, f) {
+            let (ci, k) = (ci.clone(), *k);
+            let n = self.push_args(base, inst, args)?;
+            return self.call_closure_push(ci, k, n, Some(span));
+        }
+        let fv = atom!(self, base, inst, f);
+        let n = self.push_args(base, inst, args)?;
+        self.call_push(fv, n, Some(span))
+    }
+
     fn eval_expr(&mut self, base: usize, inst: &Rc<Inst>, e: &CExpr) -> Result<Value> {
         match e {
-            CExpr::Atom(a) => self.atom(base, inst, a),
+            CExpr::Atom(a) => Ok(atom!(self, base, inst, a)),
             CExpr::App(f, args, span) => {
-                let fv = self.atom(base, inst, f)?;
-                let n = self.push_args(base, inst, args)?;
-                self.call(fv, n, Some(*span))
+                self.app_push(base, inst, f, args, *span)?;
+                Ok(self.pop())
             }
-            CExpr::Arith2(op, a, b, p, span) => {
-                let x = self.atom(base, inst, a)?;
-                let y = self.atom(base, inst, b)?;
-                if self.meter.is_none() {
-                    if let Some(v) = fast_arith(*op, &x, &y) {
-                        return Ok(v);
-                    }
-                }
-                self.stack.push(x);
-                self.stack.push(y);
-                if self.meter_derivative.is_some() {
-                    self.meter_site(*p, inst);
-                }
-                self.call_prim(*p, 2).map_err(|e| e.at(*span))
-            }
+            CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
+                Some(n) => Ok(n.value()),
+                None => self.arith_slow(base, inst, a, b, *p, *span),
+            },
             CExpr::Prim(p, args, span) => {
                 let n = self.push_args(base, inst, args)?;
                 if self.meter_derivative.is_some() {
@@ -579,26 +940,24 @@ impl Machine {
                 self.call_prim(*p, n).map_err(|e| e.at(*span))
             }
             CExpr::Cons(a, d) => {
-                let av = self.atom(base, inst, a)?;
-                let dv = self.atom(base, inst, d)?;
+                let av = atom!(self, base, inst, a);
+                let dv = atom!(self, base, inst, d);
                 Ok(Value::cons(av, dv))
             }
             CExpr::Closure(g, caps) => {
                 let mut env = Vec::with_capacity(caps.len());
                 for c in caps.iter() {
-                    env.push(self.atom(base, inst, c)?);
+                    env.push(atom!(self, base, inst, c));
                 }
                 Ok(Value::closure(g.clone(), env, 0))
             }
             CExpr::If(c, t, f) => {
-                let b = if self.atom(base, inst, c)?.is_true_stripped() { t } else { f };
-                match self.run_block(base, inst, b, 0)? {
-                    Next::Return(v) => Ok(v),
-                    Next::TailCall(f, n, s) => self.call(f, n, Some(s)),
-                }
+                let b = if self.truth(base, inst, c)? { t } else { f };
+                self.run_block::<true>(base, inst, b, 0)?;
+                Ok(self.pop())
             }
             CExpr::MakeEnvSensLike(l, xs) => {
-                let lv = self.atom(base, inst, l)?;
+                let lv = atom!(self, base, inst, l);
                 let lv = crate::ad::ops::hnf(self, &lv)?;
                 if crate::ad::ops::is_prim_based(&lv) || matches!(lv, Value::Nil) {
                     return Ok(Value::Nil);
@@ -618,7 +977,7 @@ impl Machine {
                 };
                 let mut env = Vec::with_capacity(xs.len());
                 for c in xs.iter() {
-                    env.push(self.atom(base, inst, c)?);
+                    env.push(atom!(self, base, inst, c));
                 }
                 Ok(Value::closure(g, env, i))
             }
@@ -628,7 +987,7 @@ impl Machine {
                 }
                 let mut env = Vec::with_capacity(xs.len());
                 for c in xs.iter() {
-                    env.push(self.atom(base, inst, c)?);
+                    env.push(atom!(self, base, inst, c));
                 }
                 Ok(Value::closure(g.clone(), env, *i))
             }
@@ -638,11 +997,34 @@ impl Machine {
     fn exec_bind(&mut self, base: usize, inst: &Rc<Inst>, b: &CBind) -> Result<()> {
         match b {
             CBind::Let(s, e) => {
-                let v = self.eval_expr(base, inst, e)?;
-                self.stack[base + *s as usize] = v;
+                // Each case sets the slot separately (see `run_block`).
+                let i = base + *s as usize;
+                match e {
+                    CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
+                        Some(n) => {
+                            if self.stack[i].needs_drop() {
+                                self.clear_slot(i);
+                            }
+                            // SAFETY: an element of the stack, holding nothing to drop.
+                            unsafe { write_num(&mut self.stack[i], n) }
+                        }
+                        None => {
+                            let v = self.arith_slow(base, inst, a, b, *p, *span)?;
+                            self.set(i, v)
+                        }
+                    },
+                    CExpr::App(f, args, span) => {
+                        self.app_push(base, inst, f, args, *span)?;
+                        self.pop_into(i);
+                    }
+                    e => {
+                        let v = self.eval_expr(base, inst, e)?;
+                        self.set(i, v)
+                    }
+                }
             }
             CBind::Uncons(x, y, a, span) => {
-                let v = self.atom(base, inst, a)?;
+                let v = atom!(self, base, inst, a);
                 match v {
                     Value::Pair(p) => {
                         self.stack[base + *x as usize] = p.car.clone();
@@ -666,7 +1048,7 @@ impl Machine {
                 }
             }
             CBind::Check(c, a, span) => {
-                let v = self.atom(base, inst, a)?;
+                let v = atom!(self, base, inst, a);
                 let v = crate::ad::ops::force(self, &v)?;
                 if !crate::ad::ops::literal_matches(c, &v) {
                     return Err(Error::runtime(
@@ -682,7 +1064,7 @@ impl Machine {
             CBind::Letrec(slots, g, caps) => {
                 let mut env = Vec::with_capacity(caps.len());
                 for c in caps.iter() {
-                    env.push(self.atom(base, inst, c)?);
+                    env.push(atom!(self, base, inst, c));
                 }
                 let ni = Rc::new(Inst { group: g.clone(), env: env.into_boxed_slice() });
                 for (j, s) in slots.iter().enumerate() {
@@ -690,7 +1072,7 @@ impl Machine {
                 }
             }
             CBind::EnvSens(slots, a) => {
-                let v = self.atom(base, inst, a)?;
+                let v = atom!(self, base, inst, a);
                 let v = crate::ad::ops::hnf(self, &v)?;
                 match &v {
                     Value::Nil if slots.is_empty() => {}

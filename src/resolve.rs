@@ -103,6 +103,9 @@ pub struct LambdaCode {
 
 pub struct GroupCode {
     pub members: Vec<LambdaCode>,
+    /// False when entering a member needs checks first: a shape (never run) or
+    /// a forward/reverse transformed group (its argument's tags are checked).
+    pub plain: bool,
 }
 
 /// Resolves every member of a group whose A-normal form is known.
@@ -130,7 +133,9 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
             }
         })
         .collect();
-    GroupCode { members }
+    let plain = !g.is_shape()
+        && !matches!(g.origin, crate::anf::Origin::Transformed(crate::anf::Kind::F | crate::anf::Kind::R, _));
+    GroupCode { members, plain }
 }
 
 /// Decides how the parameter is bound. A tuple parameter's parts get slots

@@ -145,6 +145,12 @@ impl Value {
         items.into_iter().rev().fold(Value::Nil, |acc, v| Value::cons(v, acc))
     }
 
+    /// Whether dropping this value does anything (it holds a reference count).
+    #[inline(always)]
+    pub fn needs_drop(&self) -> bool {
+        !matches!(self, Value::Nil | Value::Bool(_) | Value::Int(_) | Value::Real(_) | Value::Prim(_))
+    }
+
     /// Everything except `#f` is true.
     pub fn is_true(&self) -> bool {
         !matches!(self, Value::Bool(false))
