@@ -55,6 +55,23 @@ fn closures(c: &mut Criterion) {
     c.bench_function("closure creation 10^5", |b| b.iter(|| black_box(run(&mut s, &t))));
 }
 
+fn real_arithmetic(c: &mut Criterion) {
+    // Inline double arithmetic in a tail loop: sum of i/2 for i = 1..n is n(n+1)/4.
+    let (mut s, t) = setup(
+        "(define (sum-halves n acc) (if (= n 0) acc (sum-halves (- n 1) (+ acc (* 0.5 (real n))))))",
+        "(sum-halves 100000 0.0)",
+    );
+    assert_eq!(shown(&run(&mut s, &t)), "2500025000.0");
+    c.bench_function("real arithmetic 10^5", |b| b.iter(|| black_box(run(&mut s, &t))));
+}
+
+fn deep_recursion(c: &mut Criterion) {
+    // Non-tail calls 10^5 deep: the native stack and the call path, not tail calls.
+    let (mut s, t) = setup("(define (deep n) (if (= n 0) 0 (+ 1 (deep (- n 1)))))", "(deep 100000)");
+    assert_eq!(shown(&run(&mut s, &t)), "100000");
+    c.bench_function("non-tail recursion 10^5 deep", |b| b.iter(|| black_box(run(&mut s, &t))));
+}
+
 fn big_integers(c: &mut Criterion) {
     let (mut s, t) =
         setup("(define (fact n acc) (if (= n 0) acc (fact (- n 1) (* acc n))))", "(fact 1000 1)");
@@ -71,5 +88,5 @@ fn big_integers(c: &mut Criterion) {
     c.bench_function("big integers: fib 10000 by addition", |b| b.iter(|| black_box(run(&mut s, &t))));
 }
 
-criterion_group!(benches, fib, tail_loop, closures, big_integers);
+criterion_group!(benches, fib, tail_loop, closures, real_arithmetic, deep_recursion, big_integers);
 criterion_main!(benches);

@@ -7,7 +7,6 @@ use num_bigint::BigInt;
 use std::rc::Rc;
 
 /// A VLAD value. 16 bytes.
-#[derive(Clone)]
 pub enum Value {
     Nil,
     Bool(bool),
@@ -34,6 +33,30 @@ pub enum Value {
     Lazy(Rc<Lazy>),
     /// A reversible procedure (REVERSIBLE.md), run with `call` / `uncall`.
     Rev(Rc<crate::rev::RevProc>),
+}
+
+impl Clone for Value {
+    // By hand and inlined: the evaluator clones a value on every variable read.
+    // The derived clone is an out-of-line call whose result is built field by
+    // field in a temporary and then copied whole, which stalls the processor.
+    #[inline(always)]
+    fn clone(&self) -> Value {
+        match self {
+            Value::Nil | Value::Bool(_) | Value::Int(_) | Value::Real(_) | Value::Prim(_) => {}
+            Value::Big(x) => std::mem::forget(Rc::clone(x)),
+            Value::Rat(x) => std::mem::forget(Rc::clone(x)),
+            Value::Pair(x) => std::mem::forget(Rc::clone(x)),
+            Value::Closure(x, _) => std::mem::forget(Rc::clone(x)),
+            Value::Tagged(_, x) => std::mem::forget(Rc::clone(x)),
+            Value::Bundle(x) => std::mem::forget(Rc::clone(x)),
+            Value::Vector(x) => std::mem::forget(Rc::clone(x)),
+            Value::Lazy(x) => std::mem::forget(Rc::clone(x)),
+            Value::Rev(x) => std::mem::forget(Rc::clone(x)),
+        }
+        // SAFETY: the reference count (if any) was just incremented, so the
+        // bitwise copy is one more owner.
+        unsafe { std::ptr::read(self) }
+    }
 }
 
 /// `ops` applied (innermost first; `true` = tag, `false` = untag) to `base`, or to
