@@ -110,6 +110,9 @@ pub struct Machine {
     pub max_depth: usize,
     pub steps: u64,
     pub max_steps: u64,
+    /// Value-level AD work done natively (lazy expansions, `plus`, `zero`, tag
+    /// and bundle steps): with `steps`, a deterministic measure of total work.
+    pub ad_work: u64,
     pub deadline: Option<Instant>,
     pub interrupt: Arc<AtomicBool>,
     /// Per-primitive call counts when metering.
@@ -140,6 +143,7 @@ impl Machine {
             max_depth: 10_000_000,
             steps: 0,
             max_steps: u64::MAX,
+            ad_work: 0,
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
             meter: None,
@@ -648,7 +652,7 @@ impl Machine {
                         self.stack[base + *x as usize] = p.car.clone();
                         self.stack[base + *y as usize] = p.cdr.clone();
                     }
-                    Value::Lazy(ref z) if matches!(z.base, Value::Pair(_)) => {
+                    Value::Lazy(_) if v.is_pair() => {
                         let Value::Pair(p) = crate::ad::ops::hnf(self, &v)? else { unreachable!() };
                         self.stack[base + *x as usize] = p.car.clone();
                         self.stack[base + *y as usize] = p.cdr.clone();
