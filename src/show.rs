@@ -29,6 +29,10 @@ pub fn write_atom(out: &mut String, a: &Atom) {
     match a {
         Atom::Var(v) => out.push_str(&var_name(*v)),
         Atom::Global(g) => out.push_str(&global_name(*g)),
+        Atom::Const(c @ Value::Lazy(_)) => match crate::ad::ops::hnf_detached(c) {
+            Ok(h) => write_atom(out, &Atom::Const(h)),
+            Err(_) => out.push_str("#<lazy value>"),
+        },
         Atom::Const(c) => match c {
             // By name: a transformed procedure's code may contain the procedure itself.
             Value::Closure(inst, i) => write_closure_name(out, &inst.group, *i as usize),
