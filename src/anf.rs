@@ -162,6 +162,9 @@ pub struct Group {
     /// primitives' derivative rules), so that metering can tell derivative work
     /// from primal work.
     pub in_derivative: Cell<bool>,
+    /// A native implementation of the group's code (primitives' derivative
+    /// rules, `ad::native`), used when the arguments suit it.
+    pub native: OnceCell<crate::ad::native::Native>,
 }
 
 impl Group {
@@ -186,6 +189,7 @@ impl Group {
             code: OnceCell::new(),
             computing: Cell::new(false),
             in_derivative: Cell::new(false),
+            native: OnceCell::new(),
         })
     }
 
@@ -202,6 +206,7 @@ impl Group {
             code: OnceCell::new(),
             computing: Cell::new(false),
             in_derivative: Cell::new(false),
+            native: OnceCell::new(),
         })
     }
 

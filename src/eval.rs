@@ -113,6 +113,9 @@ pub struct Machine {
     /// Value-level AD work done natively (lazy expansions, `plus`, `zero`, tag
     /// and bundle steps): with `steps`, a deterministic measure of total work.
     pub ad_work: u64,
+    /// Run primitives' derivative rules natively where possible (`ad::native`);
+    /// off only to check the native rules against the interpreted ones.
+    pub native_rules: bool,
     pub deadline: Option<Instant>,
     pub interrupt: Arc<AtomicBool>,
     /// Per-primitive call counts when metering.
@@ -144,6 +147,7 @@ impl Machine {
             steps: 0,
             max_steps: u64::MAX,
             ad_work: 0,
+            native_rules: true,
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
             meter: None,
@@ -462,6 +466,11 @@ impl Machine {
     /// Sets up the frame of member `idx` with its arguments and runs its body.
     fn enter(&mut self, base: usize, inst: &Rc<Inst>, idx: u32, nargs: usize) -> Result<Next> {
         self.tick()?;
+        if let (Some(nat), true) = (inst.group.native.get(), self.native_rules) {
+            if let Some(v) = crate::ad::native::run(self, nat, inst, base, nargs)? {
+                return Ok(Next::Return(v));
+            }
+        }
         if inst.group.is_shape() {
             return Err(shape_error(inst, idx));
         }
