@@ -33,6 +33,20 @@ pub enum Formula {
     Atan,
     /// `ZERO_RULES`: a zero tangent and zero cotangents (comparisons, predicates).
     Zero,
+    /// An AD primitive on values of any shape (`zero`, the taggers, `primal`...).
+    Struct(StructOp),
+}
+
+/// The AD primitives whose rules are themselves AD primitives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StructOp {
+    Zero,
+    Tag(Tag),
+    Untag(Tag),
+    Primal,
+    Tangent,
+    Bundle,
+    Plus,
 }
 
 /// What a closure group runs natively.
@@ -55,6 +69,17 @@ fn formula(p: PrimId) -> Option<Formula> {
         }
     }
     Some(match def.name {
+        "zero" => Formula::Struct(StructOp::Zero),
+        "perturb" => Formula::Struct(StructOp::Tag(Tag::Perturbation)),
+        "unperturb" => Formula::Struct(StructOp::Untag(Tag::Perturbation)),
+        "sensitize" => Formula::Struct(StructOp::Tag(Tag::Sensitivity)),
+        "unsensitize" => Formula::Struct(StructOp::Untag(Tag::Sensitivity)),
+        "*j" => Formula::Struct(StructOp::Tag(Tag::Reverse)),
+        "*j-inverse" => Formula::Struct(StructOp::Untag(Tag::Reverse)),
+        "primal" => Formula::Struct(StructOp::Primal),
+        "tangent" => Formula::Struct(StructOp::Tangent),
+        "bundle" => Formula::Struct(StructOp::Bundle),
+        "plus" => Formula::Struct(StructOp::Plus),
         "+" => Formula::Add,
         "-" => Formula::Sub,
         "*" => Formula::Mul,
@@ -121,6 +146,12 @@ pub fn attach(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
 /// Runs a native group on the `nargs` arguments at `stack[base..]`, if they
 /// are what the fast path handles; `None` leaves them for the interpreter.
 pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize) -> Result<Option<Value>> {
+    if let Native::F(_, Formula::Struct(op))
+    | Native::R { f: Formula::Struct(op), .. }
+    | Native::Bp { f: Formula::Struct(op), .. } = nat
+    {
+        return run_struct(m, nat, *op, inst, base, nargs).map(Some);
+    }
     match nat {
         Native::F(p, f) => {
             let Some(args) = leaves(m, *p, base, nargs) else { return Ok(None) };
@@ -294,6 +325,7 @@ fn jvp(m: &mut Machine, f: Formula, x: &[Value], y: &Value, d: &[Value]) -> Resu
         }
         // (zero y)
         Formula::Zero => super::ops::zero(m, y)?,
+        Formula::Struct(op) => struct_jvp(m, op, &d[0])?,
     })
 }
 
@@ -350,10 +382,140 @@ fn vjp(m: &mut Machine, f: Formula, x: &[Value], y: Option<&Value>, yb: &Value) 
             Value::cons(first, op(m, i.sub, &zero, &g)?)
         }
         // (zero x)
+        (Formula::Struct(op), _) => struct_vjp(m, op, x.first(), yb)?,
         (Formula::Zero, _) if !x.is_empty() => {
             let xv = if x.len() == 1 { x[0].clone() } else { Value::cons(x[0].clone(), x[1].clone()) };
             super::ops::zero(m, &xv)?
         }
         _ => return Ok(None),
     }))
+}
+
+/// The argument of a call as the rule closure's parameter sees it: one value,
+/// or several made into a tuple.
+fn arg_value(m: &Machine, base: usize, nargs: usize) -> Value {
+    let s = &m.stack[base..base + nargs];
+    match s.split_last() {
+        None => Value::Nil,
+        Some((last, init)) => init.iter().rev().fold(last.clone(), |acc, v| Value::cons(v.clone(), acc)),
+    }
+}
+
+/// An AD primitive's rule closure, run as the interpreter would run it: the
+/// same value operations in the same order (they are all lazy primitives, so
+/// their implementations take the values as they are).
+fn run_struct(
+    m: &mut Machine,
+    nat: &Native,
+    op: StructOp,
+    inst: &Inst,
+    base: usize,
+    nargs: usize,
+) -> Result<Value> {
+    use super::ops;
+    match nat {
+        // (let* ((x (primal v)) (y (p x))) (bundle y (perturb (jvp x y (unperturb (tangent v))))))
+        Native::F(p, _) => {
+            let v = arg_value(m, base, nargs);
+            let x = ops::primal(m, &v)?;
+            m.stack.push(x.clone());
+            let y = m.call_prim(*p, 1)?;
+            let t = ops::tangent(m, &v)?;
+            let dx = ops::untag(m, Tag::Perturbation, &t)?;
+            let d = struct_jvp(m, op, &dx)?;
+            let pd = ops::tag(m, Tag::Perturbation, &d)?;
+            ops::bundle(m, &y, &pd)
+        }
+        // (let* ((x (*j-inverse v)) (y (p x))) (cons (*j y) (lambda (s) ...)))
+        Native::R { prim, bp, env, .. } => {
+            let v = arg_value(m, base, nargs);
+            let x = ops::untag(m, Tag::Reverse, &v)?;
+            m.stack.push(x.clone());
+            let y = m.call_prim(*prim, 1)?;
+            let jy = ops::tag(m, Tag::Reverse, &y)?;
+            let captured: Vec<Value> =
+                env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
+            Ok(Value::cons(jy, Value::closure(bp.clone(), captured, 0)))
+        }
+        // (lambda (s) (sensitize (cons '() (vjp x y (unsensitize s)))))
+        Native::Bp { env, .. } => {
+            let s = arg_value(m, base, nargs);
+            let mut x = None;
+            for (is_y, v) in env.iter().zip(inst.env.iter()) {
+                if !*is_y {
+                    x = Some(v);
+                }
+            }
+            let yb = ops::untag(m, Tag::Sensitivity, &s)?;
+            let xb = struct_vjp(m, op, x, &yb)?;
+            ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, xb))
+        }
+    }
+}
+
+/// The tangent rules of the AD primitives (the primitive table's, natively).
+fn struct_jvp(m: &mut Machine, op: StructOp, dx: &Value) -> Result<Value> {
+    use super::ops;
+    match op {
+        StructOp::Zero => ops::lazy_zero(m, dx),
+        StructOp::Tag(t) => ops::tag(m, t, dx),
+        StructOp::Untag(t) => ops::untag(m, t, dx),
+        StructOp::Primal => ops::primal(m, dx),
+        StructOp::Tangent => ops::tangent(m, dx),
+        StructOp::Bundle | StructOp::Plus => {
+            let (a, b) = two(m, dx)?;
+            if op == StructOp::Bundle {
+                ops::bundle(m, &a, &b)
+            } else {
+                ops::plus(m, &a, &b)
+            }
+        }
+    }
+}
+
+/// The cotangent rules of the AD primitives; `x` is there when the rule uses it.
+fn struct_vjp(m: &mut Machine, op: StructOp, x: Option<&Value>, yb: &Value) -> Result<Value> {
+    use super::ops;
+    let need = |x: Option<&Value>| {
+        x.cloned().ok_or_else(|| {
+            crate::error::Error::runtime(None, "internal error: a rule's captured value is missing")
+        })
+    };
+    match op {
+        StructOp::Zero => ops::lazy_zero(m, &need(x)?),
+        StructOp::Tag(t) => ops::untag(m, t, yb),
+        StructOp::Untag(t) => ops::tag(m, t, yb),
+        // (bundle yb (zero (tangent x)))
+        StructOp::Primal => {
+            let t = ops::tangent(m, &need(x)?)?;
+            let z = ops::lazy_zero(m, &t)?;
+            ops::bundle(m, yb, &z)
+        }
+        // (bundle (zero (primal x)) yb)
+        StructOp::Tangent => {
+            let p = ops::primal(m, &need(x)?)?;
+            let z = ops::lazy_zero(m, &p)?;
+            ops::bundle(m, &z, yb)
+        }
+        // (cons (primal yb) (tangent yb))
+        StructOp::Bundle => {
+            let p = ops::primal(m, yb)?;
+            let t = ops::tangent(m, yb)?;
+            Ok(Value::cons(p, t))
+        }
+        // (cons yb yb)
+        StructOp::Plus => Ok(Value::cons(yb.clone(), yb.clone())),
+    }
+}
+
+/// The two parts of a tuple argument, as a binary primitive takes them.
+fn two(m: &mut Machine, v: &Value) -> Result<(Value, Value)> {
+    let h = super::ops::hnf(m, v)?;
+    match h {
+        Value::Pair(p) => Ok((p.car.clone(), p.cdr.clone())),
+        other => Err(crate::error::Error::runtime(
+            None,
+            format!("expected a pair of arguments, got {}", crate::print::to_string(&other)),
+        )),
+    }
 }

@@ -339,7 +339,11 @@ fn native_rules_agree_with_the_interpreted_rules() {
             ((derivative-R (derivative-R f)) 0.7) ((derivative-F (derivative-F f)) 0.7)
             ((derivative-R g) 1) ((derivative-F g) 1) ((derivative-R g) 5) ((derivative-R (derivative-R g)) 1)
             ((gradient-R h) (list 0.3 1.2)) ((gradient-F h) (list 3 2))
-            (hvp h (list 0.3 1.2) (list 1 -1)) (hvp-RR h (list 0.3 1.2) (list 1 -1)))";
+            (hvp h (list 0.3 1.2) (list 1 -1)) (hvp-RR h (list 0.3 1.2) (list 1 -1))
+            ((hessian (lambda (l) (fold-left (lambda (a x) (+ a (* x (* x x)))) 0.0 l))) (list 1.0 2.0 3.0))
+            ((jacobian-R (lambda (l) (map (lambda (x) (* x (car l))) l))) (list 1.0 2.0))
+            ((jacobian-F (lambda (l) (map (lambda (x) (* x (car l))) l))) (list 1.0 2.0))
+            (jvp (lambda (p) (cons (* (car p) (cdr p)) (zero p))) (cons 2.0 3.0) (cons 1.0 0.5)))";
     let run_with = |native: bool| {
         let mut s = session();
         s.m.native_rules = native;
