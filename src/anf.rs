@@ -162,6 +162,9 @@ pub struct Group {
     /// primitives' derivative rules), so that metering can tell derivative work
     /// from primal work.
     pub in_derivative: Cell<bool>,
+    /// A native implementation of the group's code (primitives' derivative
+    /// rules, `ad::native`), used when the arguments suit it.
+    pub native: OnceCell<crate::ad::native::Native>,
 }
 
 impl Group {
@@ -186,6 +189,7 @@ impl Group {
             code: OnceCell::new(),
             computing: Cell::new(false),
             in_derivative: Cell::new(false),
+            native: OnceCell::new(),
         })
     }
 
@@ -202,6 +206,7 @@ impl Group {
             code: OnceCell::new(),
             computing: Cell::new(false),
             in_derivative: Cell::new(false),
+            native: OnceCell::new(),
         })
     }
 
@@ -471,6 +476,34 @@ impl<'a> Normalizer<'a> {
         Ok(())
     }
 
+    /// Binds a parameter pattern to the arguments of a call as the callee would:
+    /// no argument is `'()`, one is passed as is, several as a tuple (taken
+    /// apart directly where the pattern is a chain of `cons`).
+    fn bind_args(&mut self, p: &Pat, mut atoms: Vec<Atom>, binds: &mut Vec<Bind>) -> Result<()> {
+        match atoms.len() {
+            0 => return self.destructure(p, Atom::Const(Value::Nil), binds),
+            1 => return self.destructure(p, atoms.pop().unwrap(), binds),
+            _ => {}
+        }
+        let mut p = p;
+        let mut rest = atoms.into_iter().peekable();
+        while let Pat::Cons(pa, pd, _) = p {
+            let a = rest.next().unwrap();
+            self.destructure(pa, a, binds)?;
+            p = pd;
+            if rest.len() == 1 {
+                return self.destructure(p, rest.next().unwrap(), binds);
+            }
+        }
+        // The pattern takes the remaining arguments as one tuple.
+        let rest: Vec<Atom> = rest.collect();
+        let mut acc = rest.last().cloned().unwrap();
+        for a in rest.iter().rev().skip(1) {
+            acc = self.bind_new("p", Expr::Cons(a.clone(), acc), binds);
+        }
+        self.destructure(p, acc, binds)
+    }
+
     fn bind_new(&mut self, name: &str, e: Expr, binds: &mut Vec<Bind>) -> Atom {
         let x = fresh_var(name);
         binds.push(Bind::Let(x, e));
@@ -484,6 +517,19 @@ impl<'a> Normalizer<'a> {
             Core::Lambda(l) => {
                 let g = self.lambda(l)?;
                 Ok(self.bind_new(l.name.as_deref().unwrap_or("f"), Expr::Lambda(g), binds))
+            }
+            Core::App(f, args, _) if matches!(&**f, Core::Lambda(_)) => {
+                // ((lambda (p) body) a ...) is (let ((p a ...)) body): no closure, no call.
+                let Core::Lambda(l) = &**f else { unreachable!() };
+                let mut atoms = Vec::with_capacity(args.len());
+                for a in args {
+                    atoms.push(self.norm(a, binds)?);
+                }
+                let mark = self.scope.len();
+                self.bind_args(&l.param, atoms, binds)?;
+                let r = self.norm(&l.body, binds)?;
+                self.pop_to(mark);
+                Ok(r)
             }
             Core::App(f, args, s) => {
                 let fa = self.norm(f, binds)?;

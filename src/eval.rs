@@ -191,6 +191,12 @@ pub struct Machine {
     /// minus `stack_lo` is below `stack_span` (0: check with `stacker` on every call).
     stack_lo: usize,
     stack_span: usize,
+    /// Value-level AD work done natively (lazy expansions, `plus`, `zero`, tag
+    /// and bundle steps): with `steps`, a deterministic measure of total work.
+    pub ad_work: u64,
+    /// Run primitives' derivative rules natively where possible (`ad::native`);
+    /// off only to check the native rules against the interpreted ones.
+    pub native_rules: bool,
     pub deadline: Option<Instant>,
     pub interrupt: Arc<AtomicBool>,
     /// Per-primitive call counts when metering.
@@ -223,6 +229,8 @@ impl Machine {
             max_steps: u64::MAX,
             stack_lo: 0,
             stack_span: 0,
+            ad_work: 0,
+            native_rules: true,
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
             meter: None,
@@ -619,6 +627,12 @@ impl Machine {
     #[inline]
     fn enter(&mut self, base: usize, inst: &Rc<Inst>, idx: u32, nargs: usize) -> Result<Next> {
         self.tick()?;
+        if let (Some(nat), true) = (inst.group.native.get(), self.native_rules) {
+            if let Some(v) = crate::ad::native::run(self, nat, inst, base, nargs)? {
+                self.ret::<false>(base, v);
+                return Ok(Next::Return);
+            }
+        }
         let holder;
         let code: &GroupCode = match inst.group.code.get() {
             Some(c) if c.plain => c,
@@ -1025,13 +1039,13 @@ impl Machine {
             }
             CBind::Uncons(x, y, a, span) => {
                 let v = atom!(self, base, inst, a);
+                // A lazy pair is taken apart one level.
+                let v = match v {
+                    Value::Lazy(_) if v.is_pair() => crate::ad::ops::hnf(self, &v)?,
+                    v => v,
+                };
                 match v {
                     Value::Pair(p) => {
-                        self.stack[base + *x as usize] = p.car.clone();
-                        self.stack[base + *y as usize] = p.cdr.clone();
-                    }
-                    Value::Lazy(ref z) if matches!(z.base, Value::Pair(_)) => {
-                        let Value::Pair(p) = crate::ad::ops::hnf(self, &v)? else { unreachable!() };
                         self.stack[base + *x as usize] = p.car.clone();
                         self.stack[base + *y as usize] = p.cdr.clone();
                     }

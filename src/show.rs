@@ -29,7 +29,13 @@ pub fn write_atom(out: &mut String, a: &Atom) {
     match a {
         Atom::Var(v) => out.push_str(&var_name(*v)),
         Atom::Global(g) => out.push_str(&global_name(*g)),
+        Atom::Const(c @ Value::Lazy(_)) => match crate::ad::ops::hnf_detached(c) {
+            Ok(h) => write_atom(out, &Atom::Const(h)),
+            Err(_) => out.push_str("#<lazy value>"),
+        },
         Atom::Const(c) => match c {
+            // By name: a transformed procedure's code may contain the procedure itself.
+            Value::Closure(inst, i) => write_closure_name(out, &inst.group, *i as usize),
             Value::Nil | Value::Pair(_) => {
                 out.push('\'');
                 crate::print::write_value(out, c)
@@ -194,6 +200,21 @@ pub fn write_group_member(out: &mut String, g: &Group, i: usize, depth: usize) {
             }
             _ => out.push_str("(lambda ...)"),
         },
+    }
+}
+
+/// A closure's name with its transforms, e.g. `(reverse walk)`.
+fn write_closure_name(out: &mut String, g: &Group, i: usize) {
+    match &g.origin {
+        Origin::PrimRule(k, p) => {
+            let _ = write!(out, "({} {})", k.name(), crate::prims::prim(*p).name);
+        }
+        Origin::Transformed(k, parent) => {
+            let _ = write!(out, "({} ", k.name());
+            write_closure_name(out, parent, i);
+            out.push(')');
+        }
+        Origin::Source => out.push_str(&g.display_name(i)),
     }
 }
 

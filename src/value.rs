@@ -59,12 +59,30 @@ impl Clone for Value {
     }
 }
 
-/// `ops` applied (innermost first; `true` = tag, `false` = untag) to `base`, or to
-/// `(zero base)` when `zero` is set. `base` is always a pair or a closure.
+/// `ops` applied (innermost first) to `base`, or to `(zero base)` when `zero` is
+/// set. `base` is always a pair, a closure, or a `Bundle` whose primal is one of
+/// those (a bundle not yet distributed over the aggregate's parts), or a lazy value.
+///
+/// `base` may itself be lazy: operations on a lazy value wrap it rather than
+/// copy its pending operations, and each lazy value remembers its head normal
+/// form (`hnf`), so values derived from one lazy value share its expansion.
 pub struct Lazy {
     pub base: Value,
     pub zero: bool,
-    pub ops: smallvec::SmallVec<[(bool, Tag); 2]>,
+    pub ops: smallvec::SmallVec<[LazyOp; 2]>,
+    pub hnf: std::cell::OnceCell<Value>,
+    /// Shaped like a pair (otherwise like a closure).
+    pub pair: bool,
+}
+
+/// A pending operation of a lazy value: a tag operation, or taking the primal
+/// or tangent of a forward value. `zero` commutes with all of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LazyOp {
+    Tag(Tag),
+    Untag(Tag),
+    Primal,
+    Tangent,
 }
 
 /// The tags that wrap non-aggregate values.
@@ -196,7 +214,7 @@ impl Value {
     pub fn is_procedure(&self) -> bool {
         match self {
             Value::Prim(_) | Value::Closure(..) | Value::Rev(_) => true,
-            Value::Lazy(z) => z.base.is_procedure(),
+            Value::Lazy(z) => !z.pair,
             _ => false,
         }
     }
@@ -205,7 +223,7 @@ impl Value {
     pub fn is_pair(&self) -> bool {
         match self {
             Value::Pair(_) => true,
-            Value::Lazy(z) => matches!(z.base, Value::Pair(_)),
+            Value::Lazy(z) => z.pair,
             _ => false,
         }
     }
@@ -238,7 +256,8 @@ impl Value {
             Value::Tagged(Tag::Sensitivity, _) => "a sensitivity",
             Value::Tagged(Tag::Reverse, _) => "a reverse value",
             Value::Bundle(_) => "a forward (bundled) value",
-            Value::Lazy(z) => z.base.kind_name(),
+            Value::Lazy(z) if z.pair => "a pair",
+            Value::Lazy(_) => "a procedure",
         }
     }
 

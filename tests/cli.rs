@@ -455,3 +455,15 @@ fn anf_prints_the_alpha_renamed_a_normal_form() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stdout.contains(";; reverse transform of f\n"), "{}", o.stdout);
 }
+
+#[test]
+fn anf_shows_the_transforms_of_a_recursive_procedure() {
+    // The transform refers to itself (through the lifted global): shown by name,
+    // not expanded forever.
+    let d = Dir::new();
+    d.file("w.vlad", "(define (walk l) (if (null? l) 0.0 (walk (cdr l))))\n");
+    let o = vlad(&d, &["anf", "--reverse", "--forward", "w.vlad"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("((reverse walk) t_"), "{}", o.stdout);
+    assert!(o.stdout.contains(";; forward transform of walk\n"), "{}", o.stdout);
+}

@@ -6,6 +6,7 @@
 //! a closure is transformed; its code is computed on first call.
 
 pub mod forward;
+pub mod native;
 pub mod ops;
 pub mod reverse;
 pub mod rules;

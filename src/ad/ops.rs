@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::eval::Machine;
 use crate::num;
 use crate::print::to_string;
-use crate::value::{Inst, Lazy, Tag, Value};
+use crate::value::{Inst, Lazy, LazyOp, Tag, Value};
 use smallvec::SmallVec;
 use std::rc::Rc;
 
@@ -79,6 +79,7 @@ pub fn group_is_prim_based(g: &crate::anf::Group) -> bool {
 
 /// `zero`: the same shape with every real replaced by zero (primitives become `()`).
 pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
+    m.ad_work += 1;
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match v {
             Value::Nil | Value::Bool(_) => v.clone(),
@@ -107,68 +108,150 @@ pub fn lazy_zero(m: &mut Machine, v: &Value) -> Result<Value> {
     make_lazy(m, v, true, SmallVec::new())
 }
 
-type Ops = SmallVec<[(bool, Tag); 2]>;
+type Ops = SmallVec<[LazyOp; 2]>;
+
+/// Is this an aggregate that tag, primal and tangent operations can be
+/// deferred on (a pair, a closure that is not a primitive's version, or a lazy value)?
+fn deferrable(v: &Value) -> bool {
+    match v {
+        Value::Pair(_) | Value::Lazy(_) => true,
+        Value::Closure(..) => !is_prim_based(v),
+        _ => false,
+    }
+}
+
+/// Applies one operation to a value now (one level deep: parts of aggregates
+/// stay lazy).
+fn apply_op(m: &mut Machine, op: LazyOp, v: &Value) -> Result<Value> {
+    match op {
+        LazyOp::Tag(t) => tag(m, t, v),
+        LazyOp::Untag(t) => untag(m, t, v),
+        LazyOp::Primal => primal(m, v),
+        LazyOp::Tangent => tangent(m, v),
+    }
+}
 
 /// `ops` applied to `base` (or to its zero): lazy when `base` is an aggregate.
 pub fn make_lazy(m: &mut Machine, base: &Value, zero_it: bool, ops: Ops) -> Result<Value> {
+    // `zero` is idempotent and commutes with every operation, so a value built
+    // from lazy zeros is flagged as one too (`plus` skips it in constant time).
+    let zero_it = zero_it
+        || match base {
+            Value::Bundle(b) => is_lazy_zero(&b.0) && is_lazy_zero(&b.1),
+            _ => false,
+        };
     match base {
         Value::Pair(_) => {}
         Value::Closure(..) if !is_prim_based(base) => {}
+        // A bundle not yet distributed over an aggregate primal.
+        Value::Bundle(b) if deferrable(&b.0) => {}
         Value::Lazy(z) => {
-            let mut all = z.ops.clone();
-            for op in ops {
-                push_op(&mut all, op);
+            if ops.is_empty() && (!zero_it || z.zero) {
+                return Ok(base.clone());
             }
-            return make_lazy(m, &z.base, z.zero || zero_it, all);
+            if let Some(first) = ops.first() {
+                if cancels(z.ops.last(), *first) {
+                    // (untag (tag x)) is x: drop the pair of operations.
+                    let mut all = z.ops.clone();
+                    all.pop();
+                    all.extend(ops.iter().skip(1).copied());
+                    return make_lazy(m, &z.base, z.zero || zero_it, all);
+                }
+            }
+            // Wrap it (sharing its expansion) rather than copy its operations.
+            let zero_it = zero_it || z.zero;
+            return Ok(new_lazy(base, zero_it, ops));
         }
         _ => {
             let mut r = if zero_it { zero(m, base)? } else { base.clone() };
-            for (on, t) in ops {
-                r = if on { tag(m, t, &r)? } else { untag(m, t, &r)? };
+            for op in ops {
+                r = apply_op(m, op, &r)?;
             }
             return Ok(r);
         }
     }
-    if ops.is_empty() && !zero_it {
+    if ops.is_empty() && !zero_it && !matches!(base, Value::Bundle(_)) {
         return Ok(base.clone());
     }
-    Ok(Value::Lazy(Rc::new(Lazy { base: base.clone(), zero: zero_it, ops })))
+    Ok(new_lazy(base, zero_it, ops))
 }
 
-fn push_op(ops: &mut Ops, op: (bool, Tag)) {
-    if ops.last() == Some(&(!op.0, op.1)) {
-        ops.pop();
-    } else {
-        ops.push(op);
+fn new_lazy(base: &Value, zero: bool, ops: Ops) -> Value {
+    let pair = match base {
+        Value::Bundle(b) => b.0.is_pair(),
+        _ => base.is_pair(),
+    };
+    Value::Lazy(Rc::new(Lazy { base: base.clone(), zero, ops, hnf: Default::default(), pair }))
+}
+
+fn cancels(last: Option<&LazyOp>, op: LazyOp) -> bool {
+    match (last, op) {
+        (Some(LazyOp::Tag(a)), LazyOp::Untag(b)) | (Some(LazyOp::Untag(a)), LazyOp::Tag(b)) => *a == b,
+        _ => false,
     }
 }
 
-fn with_op(m: &mut Machine, z: &Lazy, op: (bool, Tag)) -> Result<Value> {
-    let mut ops = z.ops.clone();
-    push_op(&mut ops, op);
-    make_lazy(m, &z.base, z.zero, ops)
+/// Is this a lazy zero?
+fn is_lazy_zero(v: &Value) -> bool {
+    matches!(v, Value::Lazy(z) if z.zero)
+}
+
+fn with_op(m: &mut Machine, v: &Value, z: &Lazy, op: LazyOp) -> Result<Value> {
+    if let (Value::Bundle(b), true) = (&z.base, z.ops.is_empty()) {
+        // The primal or tangent of a bundle not yet distributed: its own part.
+        match op {
+            LazyOp::Primal => return make_lazy(m, &b.0, z.zero, SmallVec::new()),
+            LazyOp::Tangent => return make_lazy(m, &b.1, z.zero, SmallVec::new()),
+            _ => {}
+        }
+    }
+    make_lazy(m, v, false, smallvec::smallvec![op])
 }
 
 /// Head normal form: applies a lazy value's pending operations one level down, so
-/// the result is a real pair or closure whose parts may still be lazy.
+/// the result is a real pair or closure whose parts may still be lazy. Computed
+/// once per lazy value.
 pub fn hnf(m: &mut Machine, v: &Value) -> Result<Value> {
     let Value::Lazy(z) = v else { return Ok(v.clone()) };
-    match &z.base {
+    if let Some(h) = z.hnf.get() {
+        return Ok(h.clone());
+    }
+    let h = stacker::maybe_grow(RED_ZONE, SEGMENT, || hnf_step(m, z))?;
+    let _ = z.hnf.set(h.clone());
+    Ok(h)
+}
+
+fn hnf_step(m: &mut Machine, z: &Lazy) -> Result<Value> {
+    m.ad_work += 1;
+    let base = match &z.base {
+        Value::Lazy(_) => hnf(m, &z.base)?,
+        // Distribute the bundle one level.
+        Value::Bundle(b) => bundle_step(m, &b.0, &b.1)?,
+        other => other.clone(),
+    };
+    match &base {
         Value::Pair(p) => {
             let car = make_lazy(m, &p.car, z.zero, z.ops.clone())?;
             let cdr = make_lazy(m, &p.cdr, z.zero, z.ops.clone())?;
             Ok(Value::cons(car, cdr))
         }
-        Value::Closure(inst, i) => {
+        Value::Closure(inst, i) if !is_prim_based(&base) => {
             let mut g = inst.group.clone();
-            for (on, t) in z.ops.iter() {
-                g = if *on {
-                    transform_group(&g, tag_kind(*t))
-                } else {
-                    match &g.origin {
-                        Origin::Transformed(k, parent) if *k == tag_kind(*t) => parent.clone(),
-                        _ => return Err(not_tagged(*t, &z.base)),
-                    }
+            for op in z.ops.iter() {
+                g = match *op {
+                    LazyOp::Tag(t) => transform_group(&g, tag_kind(t)),
+                    LazyOp::Untag(t) => match &g.origin {
+                        Origin::Transformed(k, parent) if *k == tag_kind(t) => parent.clone(),
+                        _ => return Err(not_tagged(t, &base)),
+                    },
+                    LazyOp::Primal | LazyOp::Tangent => match &g.origin {
+                        Origin::Transformed(Kind::F, parent) if *op == LazyOp::Primal => parent.clone(),
+                        Origin::Transformed(Kind::F, parent) => transform_group(parent, Kind::P),
+                        _ => {
+                            let name = if *op == LazyOp::Primal { "primal" } else { "tangent" };
+                            return Err(not_forward(name, &base));
+                        }
+                    },
                 };
             }
             let mut env = Vec::with_capacity(inst.env.len());
@@ -229,6 +312,7 @@ fn shared(v: &Value) -> bool {
 }
 
 fn plus_rec(m: &mut Machine, a: &Value, b: &Value, memo: &mut PlusMemo) -> Result<Value> {
+    m.ad_work += 1;
     let key = if shared(a) && shared(b) {
         let k = (a.ptr_id().unwrap_or(0), b.ptr_id().unwrap_or(0));
         if let Some(v) = memo.as_ref().and_then(|mm| mm.get(&k)) {
@@ -292,11 +376,12 @@ fn plus_rec(m: &mut Machine, a: &Value, b: &Value, memo: &mut PlusMemo) -> Resul
 
 /// `perturb`, `sensitize`, `*j`: tags every leaf; closures get the transformed group.
 pub fn tag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
+    m.ad_work += 1;
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match v {
             Value::Nil => Value::Nil,
-            Value::Lazy(z) => with_op(m, z, (true, t))?,
-            Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![(true, t)])?,
+            Value::Lazy(z) => with_op(m, v, z, LazyOp::Tag(t))?,
+            Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Tag(t)])?,
             Value::Prim(p) if t == Tag::Reverse => rules::prim_rule(m, *p, Kind::R)?,
             // A reversible procedure is its own transform: `%rev-call`'s rules see through it.
             Value::Rev(_) => v.clone(),
@@ -312,13 +397,14 @@ pub fn tag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
 
 /// `unperturb`, `unsensitize`, `*j-inverse`: removes the outermost tag everywhere.
 pub fn untag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
+    m.ad_work += 1;
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match v {
             Value::Nil => Value::Nil,
-            Value::Lazy(z) => with_op(m, z, (false, t))?,
+            Value::Lazy(z) => with_op(m, v, z, LazyOp::Untag(t))?,
             Value::Tagged(t2, x) if *t2 == t => (**x).clone(),
             Value::Rev(_) => v.clone(),
-            Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![(false, t)])?,
+            Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Untag(t)])?,
             Value::Closure(inst, i) => match &inst.group.origin {
                 Origin::Transformed(k, parent) if *k == tag_kind(t) => {
                     let env = map_env(m, inst, &mut |m, x| untag(m, t, x))?;
@@ -342,44 +428,72 @@ fn not_tagged(t: Tag, v: &Value) -> Error {
     ))
 }
 
-/// `bundle`: pairs a primal with a perturbation of the same shape.
+/// `bundle`: pairs a primal with a perturbation of the same shape. Over an
+/// aggregate it is lazy: distributed over the parts one level at a time.
 pub fn bundle(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
+    if let (Value::Lazy(zp), Value::Lazy(zt)) = (p, t) {
+        // (bundle (primal x) (tangent x)) is x.
+        if zp.ops.as_slice() == [LazyOp::Primal]
+            && zt.ops.as_slice() == [LazyOp::Tangent]
+            && zp.zero == zt.zero
+            && zp.base.ptr_id().is_some()
+            && zp.base.ptr_id() == zt.base.ptr_id()
+        {
+            return make_lazy(m, &zp.base, zp.zero, SmallVec::new());
+        }
+    }
+    if deferrable(p) {
+        // Check the outer shapes now; the parts are checked as they are reached.
+        let conform = match p {
+            Value::Pair(_) => t.is_pair(),
+            Value::Lazy(_) if p.is_pair() => t.is_pair(),
+            _ => matches!(t, Value::Closure(..) | Value::Lazy(_)) && !t.is_pair(),
+        };
+        if !conform {
+            return Err(bundle_mismatch(p, t));
+        }
+        return make_lazy(m, &Value::bundle(p.clone(), t.clone()), false, SmallVec::new());
+    }
+    bundle_step(m, p, t)
+}
+
+/// `bundle` one level deep: the parts of an aggregate are bundled lazily.
+fn bundle_step(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
+    m.ad_work += 1;
     if matches!(p, Value::Lazy(_)) || matches!(t, Value::Lazy(_)) {
         let (p, t) = (hnf(m, p)?, hnf(m, t)?);
-        return bundle(m, &p, &t);
+        return bundle_step(m, &p, &t);
     }
-    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
-        Ok(match (p, t) {
-            (Value::Nil, Value::Nil) => Value::Nil,
-            (Value::Rev(_), Value::Nil) => p.clone(),
-            (Value::Closure(inst, i), Value::Nil) if is_prim_based(p) => Value::Closure(
-                Rc::new(Inst { group: transform_group(&inst.group, Kind::F), env: Box::new([]) }),
-                *i,
-            ),
-            (Value::Pair(a), Value::Pair(b)) => {
-                Value::cons(bundle(m, &a.car, &b.car)?, bundle(m, &a.cdr, &b.cdr)?)
+    Ok(match (p, t) {
+        (Value::Nil, Value::Nil) => Value::Nil,
+        (Value::Rev(_), Value::Nil) => p.clone(),
+        (Value::Closure(inst, i), Value::Nil) if is_prim_based(p) => Value::Closure(
+            Rc::new(Inst { group: transform_group(&inst.group, Kind::F), env: Box::new([]) }),
+            *i,
+        ),
+        (Value::Pair(a), Value::Pair(b)) => {
+            Value::cons(bundle(m, &a.car, &b.car)?, bundle(m, &a.cdr, &b.cdr)?)
+        }
+        (Value::Prim(q), _) => rules::prim_rule(m, *q, Kind::F)?,
+        (Value::Closure(i1, k1), Value::Closure(i2, k2)) if k1 == k2 && i1.env.len() == i2.env.len() => {
+            match &i2.group.origin {
+                Origin::Transformed(Kind::P, g) if Rc::ptr_eq(g, &i1.group) => {}
+                _ => return Err(bundle_mismatch(p, t)),
             }
-            (Value::Prim(q), _) => rules::prim_rule(m, *q, Kind::F)?,
-            (Value::Closure(i1, k1), Value::Closure(i2, k2)) if k1 == k2 && i1.env.len() == i2.env.len() => {
-                match &i2.group.origin {
-                    Origin::Transformed(Kind::P, g) if Rc::ptr_eq(g, &i1.group) => {}
-                    _ => return Err(bundle_mismatch(p, t)),
-                }
-                let mut env = Vec::with_capacity(i1.env.len());
-                for (x, y) in i1.env.iter().zip(i2.env.iter()) {
-                    env.push(bundle(m, x, y)?);
-                }
-                Value::Closure(
-                    Rc::new(Inst { group: transform_group(&i1.group, Kind::F), env: env.into_boxed_slice() }),
-                    *k1,
-                )
+            let mut env = Vec::with_capacity(i1.env.len());
+            for (x, y) in i1.env.iter().zip(i2.env.iter()) {
+                env.push(bundle(m, x, y)?);
             }
-            (Value::Pair(_) | Value::Closure(..), _) | (_, Value::Pair(_) | Value::Closure(..)) => {
-                return Err(bundle_mismatch(p, t))
-            }
-            (_, Value::Tagged(Tag::Perturbation, _)) => Value::bundle(p.clone(), t.clone()),
-            _ => return Err(bundle_mismatch(p, t)),
-        })
+            Value::Closure(
+                Rc::new(Inst { group: transform_group(&i1.group, Kind::F), env: env.into_boxed_slice() }),
+                *k1,
+            )
+        }
+        (Value::Pair(_) | Value::Closure(..), _) | (_, Value::Pair(_) | Value::Closure(..)) => {
+            return Err(bundle_mismatch(p, t))
+        }
+        (_, Value::Tagged(Tag::Perturbation, _)) => Value::bundle(p.clone(), t.clone()),
+        _ => return Err(bundle_mismatch(p, t)),
     })
 }
 
@@ -393,16 +507,14 @@ fn bundle_mismatch(p: &Value, t: &Value) -> Error {
 
 /// `primal` of a forward value.
 pub fn primal(m: &mut Machine, v: &Value) -> Result<Value> {
+    m.ad_work += 1;
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match v {
-            Value::Lazy(_) => {
-                let f = hnf(m, v)?;
-                primal(m, &f)?
-            }
+            Value::Lazy(z) => with_op(m, v, z, LazyOp::Primal)?,
             Value::Nil => Value::Nil,
             Value::Rev(_) => v.clone(),
             Value::Bundle(b) => b.0.clone(),
-            Value::Pair(p) => Value::cons(primal(m, &p.car)?, primal(m, &p.cdr)?),
+            Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Primal])?,
             Value::Closure(inst, i) => match &inst.group.origin {
                 Origin::Transformed(Kind::F, parent) => {
                     let env = map_env(m, inst, &mut |m, x| primal(m, x))?;
@@ -418,16 +530,14 @@ pub fn primal(m: &mut Machine, v: &Value) -> Result<Value> {
 
 /// `tangent` of a forward value (a perturbation).
 pub fn tangent(m: &mut Machine, v: &Value) -> Result<Value> {
+    m.ad_work += 1;
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
         Ok(match v {
-            Value::Lazy(_) => {
-                let f = hnf(m, v)?;
-                tangent(m, &f)?
-            }
+            Value::Lazy(z) => with_op(m, v, z, LazyOp::Tangent)?,
             Value::Nil | Value::Rev(_) => Value::Nil,
             Value::Closure(..) if is_prim_based(v) => Value::Nil,
             Value::Bundle(b) => b.1.clone(),
-            Value::Pair(p) => Value::cons(tangent(m, &p.car)?, tangent(m, &p.cdr)?),
+            Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Tangent])?,
             Value::Closure(inst, i) => match &inst.group.origin {
                 Origin::Transformed(Kind::F, parent) => {
                     let env = map_env(m, inst, &mut |m, x| tangent(m, x))?;

@@ -75,6 +75,9 @@ pub fn prim_rule(m: &mut Machine, p: PrimId, k: Kind) -> Result<Value> {
         vec![lam.span],
         Origin::PrimRule(k, p),
     );
+    if let Some(ms) = g.members.get() {
+        super::native::attach(&g, p, k, &ms[0]);
+    }
     let v = Value::Closure(Rc::new(Inst { group: g, env: Box::new([]) }), 0);
     m.prim_rules.insert((p, k as u8), v.clone());
     Ok(v)

@@ -175,7 +175,7 @@ fn alpha_renaming_gives_every_binder_a_fresh_name() {
     let src = "(lambda (x)
                  (let ((x (+ x 1)))
                    (let* ((x (* x 2)) ((cons x y) (cons x x)))
-                     ((lambda (x) (letrec ((x (lambda (x) x))) (x y))) x))))";
+                     (let ((f (lambda (x) (letrec ((x (lambda (x) x))) (x y))))) (f x)))))";
     let g = norm(src);
     let mut binders = Vec::new();
     binders_group(&g, &mut binders);
@@ -187,6 +187,7 @@ fn alpha_renaming_gives_every_binder_a_fresh_name() {
     // pattern (cons x y), the inner lambda's parameter, the letrec name and its lambda's
     // parameter. The two `let` binders of x only name a call's result, which already
     // has its own variable.
+    // (A lambda applied where it stands would be a `let`, hence the binding of f.)
     let xs = binders.iter().filter(|v| &*var_base_name(**v) == "x").count();
     assert_eq!(xs, 5);
     check_scopes_group(&g, &[]);
@@ -303,4 +304,21 @@ fn unbound_variables_are_reported_at_their_use() {
     let e = normalize("(lambda (x) (cons (let ((y 1)) y) y))").err().unwrap();
     assert_eq!(e.message, "unbound variable `y`");
     assert_eq!(e.span.unwrap().start, 34);
+}
+
+#[test]
+fn a_lambda_applied_where_it_stands_is_a_let() {
+    // No closure is made and nothing is called; a tuple parameter is taken
+    // apart without building the tuple.
+    let g = norm("(lambda (a) ((lambda ((cons x y) z) (+ x z)) a 2))");
+    let m = &members(&g)[0];
+    assert!(
+        !m.body
+            .binds
+            .iter()
+            .any(|b| matches!(b, Bind::Let(_, Expr::Lambda(_) | Expr::App(..) | Expr::Cons(..)))),
+        "{}",
+        crate::show::lambda_to_string(m)
+    );
+    assert!(m.body.binds.iter().any(|b| matches!(b, Bind::Uncons(..))));
 }

@@ -162,3 +162,60 @@ fn forward_time_is_linear() {
     eprintln!("jvp of a 500-list: {:.4}s, of a 4000-list: {:.4}s, ratio {:.1}", t1, t8, t8 / t1);
     assert!(t8 / t1 < 24.0, "8x longer list took {:.1}x the time", t8 / t1);
 }
+
+/// Work (interpreted calls plus native AD value operations: lazy expansions,
+/// `plus`, `zero`, tag and bundle steps) to evaluate `expr` after `defs` with
+/// `(define n N)`. Deterministic, so complexity is checked without timings.
+fn work(defs: &str, expr: &str, n: usize) -> u64 {
+    let mut s = session();
+    run_in(&mut s, "defs", &format!("(define n {n})\n{defs}\n(define x0 (mk n))\nx0"));
+    let (s0, w0) = (s.m.steps, s.m.ad_work);
+    run_in(&mut s, "measured", expr);
+    (s.m.steps - s0) + (s.m.ad_work - w0)
+}
+
+const MK: &str = "(define (mk n) (let loop ((i 0) (acc '())) (if (= i n) acc (loop (+ i 1) (cons (+ 1.0 (* 0.001 i)) acc)))))";
+
+/// Asserts that 4 times the input takes at most about 4 times the work.
+fn check_linear(name: &str, defs: &str, expr: &str) {
+    let defs = format!("{MK}\n{defs}");
+    let (w1, w4) = (work(&defs, expr, 300), work(&defs, expr, 1200));
+    let r = w4 as f64 / w1 as f64;
+    eprintln!("{name}: work {w1} at n = 300, {w4} at n = 1200, ratio {r:.2}");
+    assert!(r < 4.6, "{name}: 4x the input took {r:.2}x the work ({w1} -> {w4}): not linear");
+}
+
+#[test]
+fn forward_over_reverse_on_a_list_is_linear() {
+    // Was quadratic: the forward versions of the structural AD primitives walked
+    // the whole list (primal, tangent and bundle of a list were eager).
+    check_linear(
+        "jvp of the gradient of a list walk",
+        "(define (walk l) (if (null? l) 0.0 (walk (cdr l))))",
+        "(length (jvp (gradient-R walk) x0 x0))",
+    );
+    check_linear(
+        "Hessian-vector product of a sum of cubes (forward over reverse)",
+        "(define (f x) (fold-left (lambda (acc xi) (+ acc (* (* xi xi) xi))) 0.0 x))",
+        "(length (hvp f x0 x0))",
+    );
+}
+
+#[test]
+fn reverse_over_reverse_and_gradients_on_a_list_are_linear() {
+    check_linear(
+        "Hessian-vector product of a sum of cubes (reverse over reverse)",
+        "(define (f x) (fold-left (lambda (acc xi) (+ acc (* (* xi xi) xi))) 0.0 x))",
+        "(length (hvp-RR f x0 x0))",
+    );
+    check_linear(
+        "gradient of a sum of squares",
+        "(define (f l) (reduce + 0 (map (lambda (x) (* x x)) l)))",
+        "(length ((gradient-R f) x0))",
+    );
+    check_linear(
+        "forward-mode directional derivative of a loop",
+        "(define (f l) (let loop ((l l) (acc 0.0)) (if (null? l) acc (let (((cons x xs) l)) (loop xs (+ acc (* x x)))))))",
+        "(jvp f x0 x0)",
+    );
+}

@@ -323,3 +323,56 @@ fn type_predicates_under_ad() {
     expect.extend([0.0; 8]);
     assert_all_close(&v, &expect, 0.0, "type predicates");
 }
+
+/// The native versions of the primitives' derivative rules (`ad::native`) give
+/// exactly what the interpreted rule closures give, in every mode and nesting,
+/// exact and inexact, and the same operation counts.
+#[test]
+fn native_rules_agree_with_the_interpreted_rules() {
+    let program = "
+      (define (f x) (let ((a (* x x)) (b (/ 3.0 (+ x 1))) (c (- (sqrt (+ x 2)) (exp (* 0.1 x)))))
+                      (+ (* a (sin x)) (- (cos b) (+ (log (+ 1 c)) (atan a b))))))
+      (define (g x) (if (< x 2) (* x (* x x)) (- (/ x 3) (sqrt x))))
+      (define (h p) (let ((x (car p)) (y (cadr p))) (+ (* x (exp y)) (atan y x))))
+      (list ((derivative-F f) 0.7) ((derivative-R f) 0.7)
+            ((derivative-F (derivative-R f)) 0.7) ((derivative-R (derivative-F f)) 0.7)
+            ((derivative-R (derivative-R f)) 0.7) ((derivative-F (derivative-F f)) 0.7)
+            ((derivative-R g) 1) ((derivative-F g) 1) ((derivative-R g) 5) ((derivative-R (derivative-R g)) 1)
+            ((gradient-R h) (list 0.3 1.2)) ((gradient-F h) (list 3 2))
+            (hvp h (list 0.3 1.2) (list 1 -1)) (hvp-RR h (list 0.3 1.2) (list 1 -1))
+            ((hessian (lambda (l) (fold-left (lambda (a x) (+ a (* x (* x x)))) 0.0 l))) (list 1.0 2.0 3.0))
+            ((jacobian-R (lambda (l) (map (lambda (x) (* x (car l))) l))) (list 1.0 2.0))
+            ((jacobian-F (lambda (l) (map (lambda (x) (* x (car l))) l))) (list 1.0 2.0))
+            (jvp (lambda (p) (cons (* (car p) (cdr p)) (zero p))) (cons 2.0 3.0) (cons 1.0 0.5)))";
+    let run_with = |native: bool| {
+        let mut s = session();
+        s.m.native_rules = native;
+        s.m.meter = Some(vec![0; vlad::prims::prims().len()]);
+        let v = run_in(&mut s, "native", program);
+        let out: Vec<String> = v.iter().map(vlad::print::to_string).collect();
+        (out, s.m.meter.take().unwrap())
+    };
+    let (native, native_ops) = run_with(true);
+    let (interpreted, interpreted_ops) = run_with(false);
+    assert_eq!(native, interpreted);
+    assert_eq!(native_ops, interpreted_ops, "the native rules count different operations");
+    // and they are the right numbers: the first two against a central difference
+    let fd = {
+        let f = |x: f64| {
+            let a = x * x;
+            let b = 3.0 / (x + 1.0);
+            let c = (x + 2.0).sqrt() - (0.1 * x).exp();
+            a * x.sin() + (b.cos() - ((1.0 + c).ln() + a.atan2(b)))
+        };
+        let h = 1e-6;
+        (f(0.7 + h) - f(0.7 - h)) / (2.0 * h)
+    };
+    let last = native.last().unwrap();
+    let d: Vec<f64> = native[0]
+        .trim_matches(|c| c == '(' || c == ')')
+        .split(' ')
+        .take(2)
+        .map(|t| t.parse().unwrap())
+        .collect();
+    assert!((d[0] - fd).abs() < 1e-6 && (d[1] - fd).abs() < 1e-6, "{:?} vs {fd} ({last})", d);
+}

@@ -1,0 +1,521 @@
+//! Native versions of the forward and reverse rules of the scalar primitives.
+//!
+//! The forward and reverse versions of a primitive are VLAD closures compiled
+//! from its rules ([`super::rules`]), so that they can be transformed again when
+//! AD is nested. Running them through the evaluator costs a dozen interpreted
+//! steps per arithmetic operation, so when such a closure (or the
+//! backpropagator closure its reverse version returns) is called on numbers
+//! carrying exactly the tags it expects, it is run here instead: same
+//! arithmetic (the primitives' own implementations, metered alike), same
+//! result, same backpropagator closure (group and environment) as the
+//! interpreted code builds. Anything else (vectors, lazy or deeper-tagged
+//! values, a transformed rule closure) takes the interpreted path.
+
+use crate::anf::{Bind, Expr, Group, Kind, Lambda, VarId};
+use crate::error::Result;
+use crate::eval::Machine;
+use crate::prims::{self, Class, PrimId, Rule};
+use crate::value::{Inst, Tag, Value};
+use std::rc::Rc;
+
+/// A primitive's derivative rules, as native arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Formula {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Sqrt,
+    Exp,
+    Log,
+    Sin,
+    Cos,
+    Atan,
+    /// `ZERO_RULES`: a zero tangent and zero cotangents (comparisons, predicates).
+    Zero,
+    /// An AD primitive on values of any shape (`zero`, the taggers, `primal`...).
+    Struct(StructOp),
+}
+
+/// The AD primitives whose rules are themselves AD primitives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StructOp {
+    Zero,
+    Tag(Tag),
+    Untag(Tag),
+    Primal,
+    Tangent,
+    Bundle,
+    Plus,
+}
+
+/// What a closure group runs natively.
+pub enum Native {
+    /// The forward version of primitive `p`.
+    F(PrimId, Formula),
+    /// The reverse version: returns `(cons (*j y) bp)` with `bp` a closure of
+    /// group `bp`, whose environment holds `x` or `y` (`true`) at each position.
+    R { prim: PrimId, f: Formula, bp: Rc<Group>, env: Box<[bool]> },
+    /// The backpropagator of the reverse version.
+    Bp { f: Formula, env: Box<[bool]> },
+}
+
+fn formula(p: PrimId) -> Option<Formula> {
+    let def = prims::prim(p);
+    let Rule::Rules { jvp, vjp } = def.rule else { return None };
+    if let Rule::Rules { jvp: zj, vjp: zv } = prims::ZERO_RULES {
+        if jvp == zj && vjp == zv {
+            return Some(Formula::Zero);
+        }
+    }
+    Some(match def.name {
+        "zero" => Formula::Struct(StructOp::Zero),
+        "perturb" => Formula::Struct(StructOp::Tag(Tag::Perturbation)),
+        "unperturb" => Formula::Struct(StructOp::Untag(Tag::Perturbation)),
+        "sensitize" => Formula::Struct(StructOp::Tag(Tag::Sensitivity)),
+        "unsensitize" => Formula::Struct(StructOp::Untag(Tag::Sensitivity)),
+        "*j" => Formula::Struct(StructOp::Tag(Tag::Reverse)),
+        "*j-inverse" => Formula::Struct(StructOp::Untag(Tag::Reverse)),
+        "primal" => Formula::Struct(StructOp::Primal),
+        "tangent" => Formula::Struct(StructOp::Tangent),
+        "bundle" => Formula::Struct(StructOp::Bundle),
+        "plus" => Formula::Struct(StructOp::Plus),
+        "+" => Formula::Add,
+        "-" => Formula::Sub,
+        "*" => Formula::Mul,
+        "/" => Formula::Div,
+        "sqrt" => Formula::Sqrt,
+        "exp" => Formula::Exp,
+        "log" => Formula::Log,
+        "sin" => Formula::Sin,
+        "cos" => Formula::Cos,
+        "atan" => Formula::Atan,
+        _ => return None,
+    })
+}
+
+/// Gives a primitive's freshly compiled forward or reverse version (and its
+/// backpropagator) their native implementations, when the primitive has one
+/// and the code has the shape of the rule template.
+pub fn attach(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
+    let Some(f) = formula(p) else { return };
+    if prims::prim(p).arity > 2 {
+        return;
+    }
+    match k {
+        Kind::F => {
+            let _ = g.native.set(Native::F(p, f));
+        }
+        Kind::R => {
+            // (let* ((x (*j-inverse v)) (y (p x))) (cons (*j y) (lambda (s) ...)))
+            let b = &code.body.binds;
+            let (Some(Bind::Let(vx, Expr::Prim(..))), Some(Bind::Let(vy, Expr::Prim(q, ..)))) =
+                (b.first(), b.get(1))
+            else {
+                return;
+            };
+            if *q != p {
+                return;
+            }
+            let mut lambdas = b.iter().filter_map(|bind| match bind {
+                Bind::Let(_, Expr::Lambda(lg)) => Some(lg),
+                _ => None,
+            });
+            let (Some(bp), None) = (lambdas.next(), lambdas.next()) else { return };
+            let env: Option<Box<[bool]>> = bp
+                .free
+                .iter()
+                .map(|v: &VarId| {
+                    if v == vx {
+                        Some(false)
+                    } else if v == vy {
+                        Some(true)
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            let Some(env) = env else { return };
+            let _ = bp.native.set(Native::Bp { f, env: env.clone() });
+            let _ = g.native.set(Native::R { prim: p, f, bp: bp.clone(), env });
+        }
+        _ => {}
+    }
+}
+
+/// Runs a native group on the `nargs` arguments at `stack[base..]`, if they
+/// are what the fast path handles; `None` leaves them for the interpreter.
+pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize) -> Result<Option<Value>> {
+    if let Native::F(_, Formula::Struct(op))
+    | Native::R { f: Formula::Struct(op), .. }
+    | Native::Bp { f: Formula::Struct(op), .. } = nat
+    {
+        return run_struct(m, nat, *op, inst, base, nargs).map(Some);
+    }
+    match nat {
+        Native::F(p, f) => {
+            let Some(args) = leaves(m, *p, base, nargs) else { return Ok(None) };
+            let mut xs = [Value::Nil, Value::Nil];
+            let mut ds = [Value::Nil, Value::Nil];
+            for (i, a) in args.iter().enumerate() {
+                let Value::Bundle(b) = a else { return Ok(None) };
+                let Value::Tagged(Tag::Perturbation, d) = &b.1 else { return Ok(None) };
+                if !b.0.is_number() || !d.is_number() {
+                    return Ok(None);
+                }
+                xs[i] = b.0.clone();
+                ds[i] = (**d).clone();
+            }
+            let n = args.len();
+            let y = apply(m, *p, &xs[..n])?;
+            let dy = jvp(m, *f, &xs[..n], &y, &ds[..n])?;
+            Ok(Some(Value::bundle(y, Value::tagged(Tag::Perturbation, dy))))
+        }
+        Native::R { prim, f, bp, env } => {
+            let Some(args) = leaves(m, *prim, base, nargs) else { return Ok(None) };
+            let mut xs = [Value::Nil, Value::Nil];
+            for (i, a) in args.iter().enumerate() {
+                match a {
+                    Value::Tagged(Tag::Reverse, x) if x.is_number() => xs[i] = (**x).clone(),
+                    _ => return Ok(None),
+                }
+            }
+            let n = args.len();
+            let y = apply(m, *prim, &xs[..n])?;
+            let x = if n == 1 { xs[0].clone() } else { Value::cons(xs[0].clone(), xs[1].clone()) };
+            let _ = f;
+            let captured: Vec<Value> =
+                env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
+            let bpv = Value::closure(bp.clone(), captured, 0);
+            Ok(Some(Value::cons(Value::tagged(Tag::Reverse, y), bpv)))
+        }
+        Native::Bp { f, env } => {
+            if nargs != 1 {
+                return Ok(None);
+            }
+            let yb = match &m.stack[base] {
+                Value::Tagged(Tag::Sensitivity, yb) if yb.is_number() => (**yb).clone(),
+                _ if *f == Formula::Zero => Value::Nil,
+                _ => return Ok(None),
+            };
+            let (mut x, mut y) = (None, None);
+            for (is_y, v) in env.iter().zip(inst.env.iter()) {
+                if *is_y {
+                    y = Some(v.clone());
+                } else {
+                    x = Some(v.clone());
+                }
+            }
+            let xs: [Value; 2];
+            let xs: &[Value] = match &x {
+                Some(Value::Pair(p)) if p.car.is_number() && p.cdr.is_number() => {
+                    xs = [p.car.clone(), p.cdr.clone()];
+                    &xs
+                }
+                Some(v) if v.is_number() => std::slice::from_ref(v),
+                Some(_) => return Ok(None),
+                None => &[],
+            };
+            let Some(xb) = vjp(m, *f, xs, y.as_ref(), &yb)? else { return Ok(None) };
+            let r = super::ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, xb))?;
+            Ok(Some(r))
+        }
+    }
+}
+
+/// The argument leaves of a call of an arity-1 or arity-2 primitive's version:
+/// one value, or the two parts of a pair passed as two arguments or as one.
+fn leaves(m: &Machine, p: PrimId, base: usize, nargs: usize) -> Option<Vec<Value>> {
+    let s = &m.stack[base..base + nargs];
+    match (prims::prim(p).arity, s) {
+        (1, [a]) => Some(vec![a.clone()]),
+        (2, [a, b]) => Some(vec![a.clone(), b.clone()]),
+        (2, [Value::Pair(q)]) => Some(vec![q.car.clone(), q.cdr.clone()]),
+        _ => None,
+    }
+}
+
+/// Calls primitive `p` on numbers, counted by the meters as derivative work.
+fn apply(m: &mut Machine, p: PrimId, args: &[Value]) -> Result<Value> {
+    if m.meter.is_some() {
+        let class = prims::prim(p).class;
+        if class != Class::Other {
+            if let Some(c) = &mut m.meter {
+                c[p as usize] += 1;
+            }
+            if let Some(d) = &mut m.meter_derivative {
+                d[p as usize] += 1;
+            }
+        }
+    }
+    (prims::prim(p).imp)(m, args)
+}
+
+struct Ids {
+    add: PrimId,
+    sub: PrimId,
+    mul: PrimId,
+    div: PrimId,
+    sin: PrimId,
+    cos: PrimId,
+}
+
+fn ids() -> &'static Ids {
+    static IDS: std::sync::OnceLock<Ids> = std::sync::OnceLock::new();
+    IDS.get_or_init(|| {
+        let l = |n| prims::lookup(n).expect("arithmetic primitive");
+        Ids { add: l("+"), sub: l("-"), mul: l("*"), div: l("/"), sin: l("sin"), cos: l("cos") }
+    })
+}
+
+fn op(m: &mut Machine, p: PrimId, a: &Value, b: &Value) -> Result<Value> {
+    apply(m, p, &[a.clone(), b.clone()])
+}
+
+/// The tangent rule, as in the primitive table (same operations, same order).
+fn jvp(m: &mut Machine, f: Formula, x: &[Value], y: &Value, d: &[Value]) -> Result<Value> {
+    let i = ids();
+    let two = Value::Int(2);
+    let zero = Value::Int(0);
+    Ok(match f {
+        // (+ d1 d2), (- d1 d2)
+        Formula::Add => op(m, i.add, &d[0], &d[1])?,
+        Formula::Sub => op(m, i.sub, &d[0], &d[1])?,
+        // (+ (* d1 x2) (* x1 d2))
+        Formula::Mul => {
+            let a = op(m, i.mul, &d[0], &x[1])?;
+            let b = op(m, i.mul, &x[0], &d[1])?;
+            op(m, i.add, &a, &b)?
+        }
+        // (/ (- d1 (* y d2)) x2)
+        Formula::Div => {
+            let a = op(m, i.mul, y, &d[1])?;
+            let b = op(m, i.sub, &d[0], &a)?;
+            op(m, i.div, &b, &x[1])?
+        }
+        // (/ dx (* 2 y))
+        Formula::Sqrt => {
+            let a = op(m, i.mul, &two, y)?;
+            op(m, i.div, &d[0], &a)?
+        }
+        // (* dx y)
+        Formula::Exp => op(m, i.mul, &d[0], y)?,
+        // (/ dx x)
+        Formula::Log => op(m, i.div, &d[0], &x[0])?,
+        // (* dx (cos x))
+        Formula::Sin => {
+            let c = apply(m, i.cos, &x[..1])?;
+            op(m, i.mul, &d[0], &c)?
+        }
+        // (- 0 (* dx (sin x)))
+        Formula::Cos => {
+            let s = apply(m, i.sin, &x[..1])?;
+            let a = op(m, i.mul, &d[0], &s)?;
+            op(m, i.sub, &zero, &a)?
+        }
+        // (/ (- (* x2 d1) (* x1 d2)) (+ (* x1 x1) (* x2 x2)))
+        Formula::Atan => {
+            let a = op(m, i.mul, &x[1], &d[0])?;
+            let b = op(m, i.mul, &x[0], &d[1])?;
+            let num = op(m, i.sub, &a, &b)?;
+            let c = op(m, i.mul, &x[0], &x[0])?;
+            let e = op(m, i.mul, &x[1], &x[1])?;
+            let den = op(m, i.add, &c, &e)?;
+            op(m, i.div, &num, &den)?
+        }
+        // (zero y)
+        Formula::Zero => super::ops::zero(m, y)?,
+        Formula::Struct(op) => struct_jvp(m, op, &d[0])?,
+    })
+}
+
+/// The cotangent rule, as in the primitive table; `None` if it needs a value
+/// the backpropagator did not capture.
+fn vjp(m: &mut Machine, f: Formula, x: &[Value], y: Option<&Value>, yb: &Value) -> Result<Option<Value>> {
+    let i = ids();
+    let two = Value::Int(2);
+    let zero = Value::Int(0);
+    let need_x = |n: usize| x.len() == n;
+    Ok(Some(match (f, y) {
+        // (cons yb yb)
+        (Formula::Add, _) => Value::cons(yb.clone(), yb.clone()),
+        // (cons yb (- 0 yb))
+        (Formula::Sub, _) => Value::cons(yb.clone(), op(m, i.sub, &zero, yb)?),
+        // (cons (* yb x2) (* yb x1))
+        (Formula::Mul, _) if need_x(2) => Value::cons(op(m, i.mul, yb, &x[1])?, op(m, i.mul, yb, &x[0])?),
+        // (cons (/ yb x2) (- 0 (/ (* yb y) x2)))
+        (Formula::Div, Some(y)) if need_x(2) => {
+            let a = op(m, i.div, yb, &x[1])?;
+            let b = op(m, i.mul, yb, y)?;
+            let c = op(m, i.div, &b, &x[1])?;
+            Value::cons(a, op(m, i.sub, &zero, &c)?)
+        }
+        // (/ yb (* 2 y))
+        (Formula::Sqrt, Some(y)) => {
+            let a = op(m, i.mul, &two, y)?;
+            op(m, i.div, yb, &a)?
+        }
+        // (* yb y)
+        (Formula::Exp, Some(y)) => op(m, i.mul, yb, y)?,
+        // (/ yb x)
+        (Formula::Log, _) if need_x(1) => op(m, i.div, yb, &x[0])?,
+        // (* yb (cos x))
+        (Formula::Sin, _) if need_x(1) => {
+            let c = apply(m, i.cos, x)?;
+            op(m, i.mul, yb, &c)?
+        }
+        // (- 0 (* yb (sin x)))
+        (Formula::Cos, _) if need_x(1) => {
+            let s = apply(m, i.sin, x)?;
+            let a = op(m, i.mul, yb, &s)?;
+            op(m, i.sub, &zero, &a)?
+        }
+        // (let ((r (+ (* x1 x1) (* x2 x2)))) (cons (/ (* yb x2) r) (- 0 (/ (* yb x1) r))))
+        (Formula::Atan, _) if need_x(2) => {
+            let a = op(m, i.mul, &x[0], &x[0])?;
+            let b = op(m, i.mul, &x[1], &x[1])?;
+            let r = op(m, i.add, &a, &b)?;
+            let c = op(m, i.mul, yb, &x[1])?;
+            let first = op(m, i.div, &c, &r)?;
+            let e = op(m, i.mul, yb, &x[0])?;
+            let g = op(m, i.div, &e, &r)?;
+            Value::cons(first, op(m, i.sub, &zero, &g)?)
+        }
+        // (zero x)
+        (Formula::Struct(op), _) => struct_vjp(m, op, x.first(), yb)?,
+        (Formula::Zero, _) if !x.is_empty() => {
+            let xv = if x.len() == 1 { x[0].clone() } else { Value::cons(x[0].clone(), x[1].clone()) };
+            super::ops::zero(m, &xv)?
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// The argument of a call as the rule closure's parameter sees it: one value,
+/// or several made into a tuple.
+fn arg_value(m: &Machine, base: usize, nargs: usize) -> Value {
+    let s = &m.stack[base..base + nargs];
+    match s.split_last() {
+        None => Value::Nil,
+        Some((last, init)) => init.iter().rev().fold(last.clone(), |acc, v| Value::cons(v.clone(), acc)),
+    }
+}
+
+/// An AD primitive's rule closure, run as the interpreter would run it: the
+/// same value operations in the same order (they are all lazy primitives, so
+/// their implementations take the values as they are).
+fn run_struct(
+    m: &mut Machine,
+    nat: &Native,
+    op: StructOp,
+    inst: &Inst,
+    base: usize,
+    nargs: usize,
+) -> Result<Value> {
+    use super::ops;
+    match nat {
+        // (let* ((x (primal v)) (y (p x))) (bundle y (perturb (jvp x y (unperturb (tangent v))))))
+        Native::F(p, _) => {
+            let v = arg_value(m, base, nargs);
+            let x = ops::primal(m, &v)?;
+            m.stack.push(x.clone());
+            let y = m.call_prim(*p, 1)?;
+            let t = ops::tangent(m, &v)?;
+            let dx = ops::untag(m, Tag::Perturbation, &t)?;
+            let d = struct_jvp(m, op, &dx)?;
+            let pd = ops::tag(m, Tag::Perturbation, &d)?;
+            ops::bundle(m, &y, &pd)
+        }
+        // (let* ((x (*j-inverse v)) (y (p x))) (cons (*j y) (lambda (s) ...)))
+        Native::R { prim, bp, env, .. } => {
+            let v = arg_value(m, base, nargs);
+            let x = ops::untag(m, Tag::Reverse, &v)?;
+            m.stack.push(x.clone());
+            let y = m.call_prim(*prim, 1)?;
+            let jy = ops::tag(m, Tag::Reverse, &y)?;
+            let captured: Vec<Value> =
+                env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
+            Ok(Value::cons(jy, Value::closure(bp.clone(), captured, 0)))
+        }
+        // (lambda (s) (sensitize (cons '() (vjp x y (unsensitize s)))))
+        Native::Bp { env, .. } => {
+            let s = arg_value(m, base, nargs);
+            let mut x = None;
+            for (is_y, v) in env.iter().zip(inst.env.iter()) {
+                if !*is_y {
+                    x = Some(v);
+                }
+            }
+            let yb = ops::untag(m, Tag::Sensitivity, &s)?;
+            let xb = struct_vjp(m, op, x, &yb)?;
+            ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, xb))
+        }
+    }
+}
+
+/// The tangent rules of the AD primitives (the primitive table's, natively).
+fn struct_jvp(m: &mut Machine, op: StructOp, dx: &Value) -> Result<Value> {
+    use super::ops;
+    match op {
+        StructOp::Zero => ops::lazy_zero(m, dx),
+        StructOp::Tag(t) => ops::tag(m, t, dx),
+        StructOp::Untag(t) => ops::untag(m, t, dx),
+        StructOp::Primal => ops::primal(m, dx),
+        StructOp::Tangent => ops::tangent(m, dx),
+        StructOp::Bundle | StructOp::Plus => {
+            let (a, b) = two(m, dx)?;
+            if op == StructOp::Bundle {
+                ops::bundle(m, &a, &b)
+            } else {
+                ops::plus(m, &a, &b)
+            }
+        }
+    }
+}
+
+/// The cotangent rules of the AD primitives; `x` is there when the rule uses it.
+fn struct_vjp(m: &mut Machine, op: StructOp, x: Option<&Value>, yb: &Value) -> Result<Value> {
+    use super::ops;
+    let need = |x: Option<&Value>| {
+        x.cloned().ok_or_else(|| {
+            crate::error::Error::runtime(None, "internal error: a rule's captured value is missing")
+        })
+    };
+    match op {
+        StructOp::Zero => ops::lazy_zero(m, &need(x)?),
+        StructOp::Tag(t) => ops::untag(m, t, yb),
+        StructOp::Untag(t) => ops::tag(m, t, yb),
+        // (bundle yb (zero (tangent x)))
+        StructOp::Primal => {
+            let t = ops::tangent(m, &need(x)?)?;
+            let z = ops::lazy_zero(m, &t)?;
+            ops::bundle(m, yb, &z)
+        }
+        // (bundle (zero (primal x)) yb)
+        StructOp::Tangent => {
+            let p = ops::primal(m, &need(x)?)?;
+            let z = ops::lazy_zero(m, &p)?;
+            ops::bundle(m, &z, yb)
+        }
+        // (cons (primal yb) (tangent yb))
+        StructOp::Bundle => {
+            let p = ops::primal(m, yb)?;
+            let t = ops::tangent(m, yb)?;
+            Ok(Value::cons(p, t))
+        }
+        // (cons yb yb)
+        StructOp::Plus => Ok(Value::cons(yb.clone(), yb.clone())),
+    }
+}
+
+/// The two parts of a tuple argument, as a binary primitive takes them.
+fn two(m: &mut Machine, v: &Value) -> Result<(Value, Value)> {
+    let h = super::ops::hnf(m, v)?;
+    match h {
+        Value::Pair(p) => Ok((p.car.clone(), p.cdr.clone())),
+        other => Err(crate::error::Error::runtime(
+            None,
+            format!("expected a pair of arguments, got {}", crate::print::to_string(&other)),
+        )),
+    }
+}
