@@ -5,7 +5,7 @@
 use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimId};
-use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, GroupCode, Op2, Param};
+use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Op2, Param};
 use crate::source::Span;
 use crate::value::{Inst, Value};
 use rustc_hash::FxHashMap;
@@ -495,7 +495,7 @@ impl Machine {
     }
 
     /// Calls a closure, leaving the result on top of the value stack.
-    #[inline]
+    #[inline(always)]
     fn call_closure_push(
         &mut self,
         inst: Rc<Inst>,
@@ -511,27 +511,12 @@ impl Machine {
             return Err(too_deep(self.max_depth, span));
         }
         let r = if stack_pointer().wrapping_sub(self.stack_lo) < self.stack_span {
-            self.call_loop(inst, idx, nargs)
+            self.call_loop(inst, idx, nargs, span)
         } else {
-            self.call_loop_grow(inst, idx, nargs)
+            self.call_loop_grow(inst, idx, nargs, span)
         };
         self.depth -= 1;
-        match r {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.call_error(e, span)),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn call_error(&mut self, (mut e, name): (Error, String), span: Option<Span>) -> Error {
-        if let Some(s) = span {
-            e.push_frame(&name, s);
-            if e.span.is_none() && s.is_known() {
-                e.span = Some(s);
-            }
-        }
-        e
+        r
     }
 
     /// `call_loop` when the native stack may be running out (or its bounds are not
@@ -539,12 +524,7 @@ impl Machine {
     /// the stack it runs on so that the calls it makes can check them cheaply.
     #[cold]
     #[inline(never)]
-    fn call_loop_grow(
-        &mut self,
-        inst: Rc<Inst>,
-        idx: u32,
-        nargs: usize,
-    ) -> std::result::Result<(), (Error, String)> {
+    fn call_loop_grow(&mut self, inst: Rc<Inst>, idx: u32, nargs: usize, span: Option<Span>) -> Result<()> {
         let saved = (self.stack_lo, self.stack_span);
         let r = stacker::maybe_grow(RED_ZONE, SEGMENT, || {
             let sp = stack_pointer();
@@ -557,57 +537,84 @@ impl Machine {
                 // Unknown bounds: check on every call.
                 _ => (self.stack_lo, self.stack_span) = (0, 0),
             }
-            self.call_loop(inst, idx, nargs)
+            self.call_loop(inst, idx, nargs, span)
         });
         (self.stack_lo, self.stack_span) = saved;
         r
     }
 
-    /// Runs closure calls, looping on tail calls; leaves the result on top of the
-    /// value stack, where the arguments were. On error, also returns the name
-    /// of the procedure this call entered (the caller's trace line names it even
-    /// when the failure happened further down a chain of tail calls).
-    fn call_loop(
-        &mut self,
-        mut inst: Rc<Inst>,
-        mut idx: u32,
-        mut nargs: usize,
-    ) -> std::result::Result<(), (Error, String)> {
+    /// Runs a closure call; leaves the result on top of the value stack, where the
+    /// arguments were. The common case (the body returns without a tail call)
+    /// takes no loop state; tail calls continue in [`Machine::tail_loop`].
+    fn call_loop(&mut self, inst: Rc<Inst>, idx: u32, nargs: usize, span: Option<Span>) -> Result<()> {
         let base = self.stack.len() - nargs;
-        // Where the running procedure was tail-called from, and the procedure first
-        // entered (both unset until the first tail call).
+        match self.enter(base, &inst, idx, nargs) {
+            Ok(Next::Return) => Ok(()),
+            Ok(Next::TailCall(n, tspan)) => self.tail_loop(base, inst, idx, n, tspan, span),
+            Err(e) => Err(self.call_failed(base, e, None, &inst, idx, &inst.group, idx, span)),
+        }
+    }
+
+    /// Continues a call with the tail call its body made (the procedure and its
+    /// `n` arguments are above the frame at `base`), looping on further tail calls.
+    #[inline(never)]
+    fn tail_loop(
+        &mut self,
+        base: usize,
+        first: Rc<Inst>,
+        first_idx: u32,
+        mut n: usize,
+        mut tspan: Span,
+        span: Option<Span>,
+    ) -> Result<()> {
+        // The procedure running now and where it was tail-called from.
+        let mut inst = first.clone();
+        let mut idx = first_idx;
         let mut tail_site: Option<Span> = None;
-        // The procedure originally called, kept once a tail call replaces it.
-        let mut entered: Option<(Rc<Group>, u32)> = None;
-        let mut e = loop {
-            match self.enter(base, &inst, idx, nargs) {
-                Ok(Next::Return) => return Ok(()),
-                Ok(Next::TailCall(n, span)) => {
-                    // The stack holds the frame, the procedure, then its n arguments.
-                    let len = self.stack.len();
-                    let fpos = len - n - 1;
-                    if entered.is_none() {
-                        entered = Some((inst.group.clone(), idx));
-                    }
-                    if let Value::Closure(i2, k2) = &self.stack[fpos] {
-                        inst = i2.clone();
-                        idx = *k2;
-                        nargs = n;
-                        tail_site = Some(span);
-                        self.stack.drain(base..fpos + 1);
-                    } else {
-                        // A primitive (or a non-procedure) in tail position.
-                        let f = std::mem::replace(&mut self.stack[fpos], Value::Nil);
-                        self.stack.drain(base..fpos + 1);
-                        match self.call_push(f, n, Some(span)) {
-                            Ok(()) => return Ok(()),
-                            Err(e) => break e,
-                        }
-                    }
+        let e = loop {
+            // The stack holds the frame, the procedure, then its n arguments.
+            let len = self.stack.len();
+            let fpos = len - n - 1;
+            if let Value::Closure(i2, k2) = &self.stack[fpos] {
+                inst = i2.clone();
+                idx = *k2;
+                tail_site = Some(tspan);
+                self.stack.drain(base..fpos + 1);
+            } else {
+                // A primitive (or a non-procedure) in tail position.
+                let f = std::mem::replace(&mut self.stack[fpos], Value::Nil);
+                self.stack.drain(base..fpos + 1);
+                match self.call_push(f, n, Some(tspan)) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => break e,
                 }
+            }
+            match self.enter(base, &inst, idx, n) {
+                Ok(Next::Return) => return Ok(()),
+                Ok(Next::TailCall(n2, s2)) => (n, tspan) = (n2, s2),
                 Err(e) => break e,
             }
         };
+        Err(self.call_failed(base, e, tail_site, &inst, idx, &first.group, first_idx, span))
+    }
+
+    /// Decorates the error of a call: the frame is dropped; the trace gets the
+    /// procedure running when it failed if it was reached by a tail call (at
+    /// `tail_site`), then the procedure originally called (at the call site `span`).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn call_failed(
+        &mut self,
+        base: usize,
+        mut e: Error,
+        tail_site: Option<Span>,
+        inst: &Inst,
+        idx: u32,
+        entered: &Group,
+        entered_idx: u32,
+        span: Option<Span>,
+    ) -> Error {
         self.truncate_to(base);
         if let Some(s) = tail_site {
             // The running procedure was reached by a tail call: show where.
@@ -616,15 +623,17 @@ impl Machine {
                 e.span = Some(s);
             }
         }
-        let name = match &entered {
-            Some((g, i)) => g.display_name(*i as usize),
-            None => inst.group.display_name(idx as usize),
-        };
-        Err((e, name))
+        if let Some(s) = span {
+            e.push_frame(&entered.display_name(entered_idx as usize), s);
+            if e.span.is_none() && s.is_known() {
+                e.span = Some(s);
+            }
+        }
+        e
     }
 
     /// Sets up the frame of member `idx` with its arguments and runs its body.
-    #[inline]
+    #[inline(always)]
     fn enter(&mut self, base: usize, inst: &Rc<Inst>, idx: u32, nargs: usize) -> Result<Next> {
         self.tick()?;
         if let (Some(nat), true) = (inst.group.native.get(), self.native_rules) {
@@ -714,6 +723,7 @@ impl Machine {
     /// alone at `base` (the frame is gone) or with a tail call: the procedure and
     /// its arguments pushed above the frame. An inner block (a branch of an `if`
     /// that is not in tail position) pushes its result above the frame.
+    #[inline(always)]
     fn run_block<const INNER: bool>(
         &mut self,
         base: usize,
@@ -843,10 +853,16 @@ impl Machine {
 
     /// Whether a condition holds.
     #[inline(always)]
-    fn truth(&mut self, base: usize, inst: &Rc<Inst>, c: &CAtom) -> Result<bool> {
-        Ok(match self.peek(base, inst, c) {
-            Some(v) => v.is_true_stripped(),
-            None => atom!(self, base, inst, c).is_true_stripped(),
+    fn truth(&mut self, base: usize, inst: &Rc<Inst>, c: &Cond) -> Result<bool> {
+        Ok(match c {
+            Cond::Atom(c) => match self.peek(base, inst, c) {
+                Some(v) => v.is_true_stripped(),
+                None => atom!(self, base, inst, c).is_true_stripped(),
+            },
+            Cond::Cmp(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
+                Some(Num::Bool(t)) => t,
+                _ => self.arith_slow(base, inst, a, b, *p, *span)?.is_true_stripped(),
+            },
         })
     }
 

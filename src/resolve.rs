@@ -9,7 +9,10 @@ use crate::value::Value;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::rc::Rc;
 
+/// An operand. (A tag of its own, not one folded into a constant's: reading
+/// an operand is then one plain dispatch.)
 #[derive(Clone)]
+#[repr(u8)]
 pub enum CAtom {
     Local(u32),
     Env(u32),
@@ -32,9 +35,17 @@ pub enum CExpr {
     Prim(PrimId, CArgs, Span),
     Cons(CAtom, CAtom),
     Closure(Rc<Group>, Box<[CAtom]>),
-    If(CAtom, Box<CBlock>, Box<CBlock>),
+    If(Cond, Box<CBlock>, Box<CBlock>),
     MakeEnvSens(Rc<Group>, u32, Box<[CAtom]>),
     MakeEnvSensLike(CAtom, Box<[CAtom]>),
+}
+
+/// The condition of an `if`.
+pub enum Cond {
+    Atom(CAtom),
+    /// A comparison computed only for the `if` (its variable used nowhere else):
+    /// tested at once, without storing the boolean in a slot.
+    Cmp(Op2, CAtom, CAtom, PrimId, Span),
 }
 
 pub enum CBind {
@@ -65,6 +76,10 @@ pub enum Op2 {
 }
 
 impl Op2 {
+    fn is_comparison(self) -> bool {
+        !matches!(self, Op2::Add | Op2::Sub | Op2::Mul)
+    }
+
     fn of(name: &str) -> Option<Op2> {
         Some(match name {
             "+" => Op2::Add,
@@ -121,7 +136,9 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
         .iter()
         .enumerate()
         .map(|(i, l)| {
-            let mut r = Resolver { map: outer.clone(), nslots: 0 };
+            let mut uses = FxHashMap::default();
+            count_uses_block(&l.body, &mut uses);
+            let mut r = Resolver { map: outer.clone(), nslots: 0, uses };
             let param = tuple_param(l, &mut r);
             let body = r.block(&l.body);
             LambdaCode {
@@ -158,8 +175,7 @@ fn tuple_param(l: &Lambda, r: &mut Resolver) -> Param {
     }
     // Intermediate variables (the parameter and each rest but the last) must not be
     // used anywhere else, or skipping their bindings would leave them unset.
-    let mut uses = FxHashMap::default();
-    count_uses_block(&l.body, &mut uses);
+    let uses = &r.uses;
     let mut k = 0;
     let mut inter = l.param;
     for (i, (_, d)) in chain.iter().enumerate() {
@@ -231,6 +247,8 @@ fn count_args(a: &Args, uses: &mut FxHashMap<VarId, u32>) {
 struct Resolver {
     map: FxHashMap<VarId, CAtom>,
     nslots: u32,
+    /// How often each variable of the lambda is read.
+    uses: FxHashMap<VarId, u32>,
 }
 
 impl Resolver {
@@ -279,7 +297,7 @@ impl Resolver {
             Expr::Cons(a, d) => CExpr::Cons(self.atom(a), self.atom(d)),
             Expr::Lambda(g) => CExpr::Closure(g.clone(), self.captures(g)),
             Expr::If(c, t, f) => {
-                let c = self.atom(c);
+                let c = Cond::Atom(self.atom(c));
                 CExpr::If(c, Box::new(self.block(t)), Box::new(self.block(f)))
             }
             Expr::MakeEnvSens(g, i, xs) => {
@@ -295,7 +313,29 @@ impl Resolver {
         let mut binds = Vec::with_capacity(b.binds.len());
         let n = b.binds.len();
         let mut tail = None;
+        let mut fused: Option<Cond> = None;
         for (i, bind) in b.binds.iter().enumerate() {
+            // A comparison read only by the `if` bound next is fused into it.
+            if let Bind::Let(x, Expr::Prim(p, Args::Tuple(xs), s)) = bind {
+                if let (Some(op), Some(Bind::Let(_, Expr::If(Atom::Var(c), ..)))) =
+                    (Op2::of(crate::prims::prim(*p).name), b.binds.get(i + 1))
+                {
+                    if xs.len() == 2 && op.is_comparison() && c == x && self.uses.get(x).copied() == Some(1) {
+                        fused = Some(Cond::Cmp(op, self.atom(&xs[0]), self.atom(&xs[1]), *p, *s));
+                        continue;
+                    }
+                }
+            }
+            if let (Some(c), Bind::Let(x, Expr::If(_, t, f))) = (fused.take(), bind) {
+                let ce = CExpr::If(c, Box::new(self.block(t)), Box::new(self.block(f)));
+                if i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x) {
+                    tail = Some(ce);
+                } else {
+                    let s = self.bind(*x);
+                    binds.push(CBind::Let(s, ce));
+                }
+                continue;
+            }
             match bind {
                 Bind::Let(x, e) => {
                     if i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x) {

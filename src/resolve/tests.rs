@@ -71,7 +71,13 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
         }
         CExpr::Closure(_, caps) => caps.iter().for_each(|c| a(c, out)),
         CExpr::If(c, t, f) => {
-            a(c, out);
+            match c {
+                Cond::Atom(c) => a(c, out),
+                Cond::Cmp(_, x, y, _, _) => {
+                    a(x, out);
+                    a(y, out)
+                }
+            }
             atoms(t, out);
             atoms(f, out)
         }
