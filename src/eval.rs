@@ -750,7 +750,7 @@ impl Machine {
                         self.call_push(fv, n, Some(*span))?;
                         return Ok(Next::Return);
                     }
-                    self.stack.push(fv);
+                    self.push(fv);
                     let n = self.push_args(base, inst, args)?;
                     return Ok(Next::TailCall(n, *span));
                 }
@@ -794,7 +794,27 @@ impl Machine {
         if !INNER {
             self.truncate_to(base);
         }
-        self.stack.push(v);
+        self.push(v);
+    }
+
+    /// Pushes a value on the value stack (inlined; growing is out of line).
+    #[inline(always)]
+    fn push(&mut self, v: Value) {
+        if self.stack.len() == self.stack.capacity() {
+            self.grow_stack();
+        }
+        // SAFETY: there is room for one more element.
+        unsafe {
+            let len = self.stack.len();
+            self.stack.as_mut_ptr().add(len).write(v);
+            self.stack.set_len(len + 1);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_stack(&mut self) {
+        self.stack.reserve(1);
     }
 
     /// Truncates the value stack, dropping only values that need it.
@@ -925,13 +945,13 @@ impl Machine {
         match a {
             CArgs::One(x) => {
                 let v = atom!(self, base, inst, x);
-                self.stack.push(v);
+                self.push(v);
                 Ok(1)
             }
             CArgs::Tuple(xs) => {
                 for x in xs.iter() {
                     let v = atom!(self, base, inst, x);
-                    self.stack.push(v);
+                    self.push(v);
                 }
                 Ok(xs.len())
             }

@@ -123,35 +123,49 @@ impl Drop for Pair {
     }
 }
 
+/// How deeply drops of aggregates may nest directly before the rest is queued:
+/// a few hundred native frames (well inside the evaluator's red zone).
+const DROP_DEPTH: u32 = 256;
+
 thread_local! {
-    static DROPPING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Drops of aggregates nested now (in this thread).
+    static DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// Aggregates reached beyond `DROP_DEPTH`, dropped by the outermost drop.
     static PENDING: std::cell::RefCell<Vec<Value>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Drops a value without recursing more than a frame or two: aggregates owned
-/// only here are queued and dropped by the outermost call.
+/// Drops a value without recursing more than `DROP_DEPTH` aggregates deep:
+/// aggregates owned only here are dropped directly up to that depth (the
+/// common case: one thread-local counter) and queued beyond it, for the
+/// outermost call to drop.
+#[inline]
 fn defer_drop(v: Value) {
     let heavy = match &v {
         Value::Pair(p) => Rc::strong_count(p) == 1,
         Value::Closure(i, _) => Rc::strong_count(i) == 1 && !i.env.is_empty(),
         _ => false,
     };
-    if !heavy {
-        return;
+    if heavy {
+        drop_heavy(v);
     }
-    // While the thread is being torn down the queue is gone: drop in place.
-    let Ok(dropping) = DROPPING.try_with(|d| d.get()) else { return };
-    if dropping {
-        // If the queue is already gone, the closure (and `v`) is dropped right here.
+}
+
+fn drop_heavy(v: Value) {
+    let d = DEPTH.with(|c| c.get());
+    if d >= DROP_DEPTH {
+        // If the queue is already gone (thread teardown), `v` is dropped right here.
         let _ = PENDING.try_with(|p| p.borrow_mut().push(v));
         return;
     }
-    DROPPING.with(|d| d.set(true));
+    DEPTH.with(|c| c.set(d + 1));
     drop(v);
-    while let Some(x) = PENDING.try_with(|p| p.borrow_mut().pop()).ok().flatten() {
-        drop(x);
+    if d == 0 {
+        // The outermost drop: drop what was queued (which may queue more).
+        while let Some(x) = PENDING.try_with(|p| p.borrow_mut().pop()).ok().flatten() {
+            drop(x);
+        }
     }
-    DROPPING.with(|d| d.set(false));
+    DEPTH.with(|c| c.set(d));
 }
 
 impl Drop for Inst {

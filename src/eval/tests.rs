@@ -312,3 +312,39 @@ fn applying_a_non_procedure() {
 ";
     assert_eq!(text, expected);
 }
+
+/// Dropping deep data (a long list, a long chain of cars, a long chain of
+/// closures each capturing the next) nests only a bounded number of native
+/// frames: it works on a thread with a small stack.
+#[test]
+fn deep_data_drops_on_a_small_stack() {
+    use crate::value::Value;
+    let r = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(|| {
+            let n = 1_000_000;
+            let list = Value::list((0..n).map(Value::Int));
+            drop(list);
+            let mut cars = Value::Nil;
+            for i in 0..n {
+                cars = Value::cons(cars, Value::Int(i));
+            }
+            drop(cars);
+            let g = crate::anf::tests::norm("(lambda (x) x)");
+            let mut chain = Value::Nil;
+            for _ in 0..n {
+                chain = Value::closure(g.clone(), vec![chain], 0);
+            }
+            drop(chain);
+            // mixed: a list of closures whose environments hold lists
+            let mut mixed = Value::Nil;
+            for i in 0..n / 10 {
+                let l = Value::list((0..3).map(Value::Int));
+                mixed = Value::cons(Value::closure(g.clone(), vec![l, mixed], 0), Value::Int(i));
+            }
+            drop(mixed);
+        })
+        .unwrap()
+        .join();
+    assert!(r.is_ok());
+}
