@@ -415,6 +415,19 @@ fn run_struct(
     use super::ops;
     match nat {
         // (let* ((x (primal v)) (y (p x))) (bundle y (perturb (jvp x y (unperturb (tangent v))))))
+        // Two arguments (plus, bundle): the operations distribute over the pair of
+        // them, so they are applied to each and the tuples are never built.
+        Native::F(p, _) if nargs == 2 => {
+            let (a, b) = (m.stack[base].clone(), m.stack[base + 1].clone());
+            let (xa, xb) = (ops::primal(m, &a)?, ops::primal(m, &b)?);
+            let y = (prims::prim(*p).imp)(m, &[xa, xb])?;
+            let (ta, tb) = (ops::tangent(m, &a)?, ops::tangent(m, &b)?);
+            let da = ops::untag(m, Tag::Perturbation, &ta)?;
+            let db = ops::untag(m, Tag::Perturbation, &tb)?;
+            let d = struct_jvp2(m, op, &da, &db)?;
+            let pd = ops::tag(m, Tag::Perturbation, &d)?;
+            ops::bundle(m, &y, &pd)
+        }
         Native::F(p, _) => {
             let v = arg_value(m, base, nargs);
             let x = ops::primal(m, &v)?;
@@ -425,6 +438,16 @@ fn run_struct(
             let d = struct_jvp(m, op, &dx)?;
             let pd = ops::tag(m, Tag::Perturbation, &d)?;
             ops::bundle(m, &y, &pd)
+        }
+        Native::R { prim, bp, env, .. } if nargs == 2 => {
+            let (a, b) = (m.stack[base].clone(), m.stack[base + 1].clone());
+            let (xa, xb) = (ops::untag(m, Tag::Reverse, &a)?, ops::untag(m, Tag::Reverse, &b)?);
+            let y = (prims::prim(*prim).imp)(m, &[xa.clone(), xb.clone()])?;
+            let jy = ops::tag(m, Tag::Reverse, &y)?;
+            let x = Value::cons(xa, xb);
+            let captured: Vec<Value> =
+                env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
+            Ok(Value::cons(jy, Value::closure(bp.clone(), captured, 0)))
         }
         // (let* ((x (*j-inverse v)) (y (p x))) (cons (*j y) (lambda (s) ...)))
         Native::R { prim, bp, env, .. } => {
@@ -464,12 +487,17 @@ fn struct_jvp(m: &mut Machine, op: StructOp, dx: &Value) -> Result<Value> {
         StructOp::Tangent => ops::tangent(m, dx),
         StructOp::Bundle | StructOp::Plus => {
             let (a, b) = two(m, dx)?;
-            if op == StructOp::Bundle {
-                ops::bundle(m, &a, &b)
-            } else {
-                ops::plus(m, &a, &b)
-            }
+            struct_jvp2(m, op, &a, &b)
         }
+    }
+}
+
+/// The tangent rule of a binary AD primitive, on the two parts of the tangent.
+fn struct_jvp2(m: &mut Machine, op: StructOp, a: &Value, b: &Value) -> Result<Value> {
+    match op {
+        StructOp::Bundle => super::ops::bundle(m, a, b),
+        StructOp::Plus => super::ops::plus(m, a, b),
+        _ => Err(crate::error::Error::runtime(None, "internal error: not a binary AD primitive")),
     }
 }
 
