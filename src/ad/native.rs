@@ -58,6 +58,13 @@ pub enum Native {
     R { prim: PrimId, f: Formula, bp: Rc<Group>, env: Box<[bool]> },
     /// The backpropagator of the reverse version.
     Bp { f: Formula, env: Box<[bool]> },
+    /// The forward version of a shape predicate `(p v)` (`null?`, `pair?`...).
+    ShapeF(PrimId),
+    /// Its reverse version: `(cons (*j y) bp)`, `bp` a closure of group `bp`
+    /// capturing the argument.
+    ShapeR(PrimId, Rc<Group>),
+    /// Its backpropagator: `(sensitize (cons '() (zero (*j-inverse v))))`.
+    ShapeBp,
 }
 
 fn formula(p: PrimId) -> Option<Formula> {
@@ -98,6 +105,12 @@ fn formula(p: PrimId) -> Option<Formula> {
 /// backpropagator) their native implementations, when the primitive has one
 /// and the code has the shape of the rule template.
 pub fn attach(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
+    if let Rule::Shape { test } = prims::prim(p).rule {
+        if test == format!("({} v)", prims::prim(p).name) {
+            attach_shape(g, p, k, code);
+        }
+        return;
+    }
     let Some(f) = formula(p) else { return };
     if prims::prim(p).arity > 2 {
         return;
@@ -143,6 +156,31 @@ pub fn attach(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
     }
 }
 
+/// A shape predicate's versions: (let ((y (p v))) (bundle y (perturb (zero y))))
+/// and (let ((y (p v))) (cons (*j y) (lambda (s) (sensitize (cons '() (zero (*j-inverse v))))))).
+fn attach_shape(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
+    match k {
+        Kind::F => {
+            let _ = g.native.set(Native::ShapeF(p));
+        }
+        Kind::R => {
+            let b = &code.body.binds;
+            let Some(Bind::Let(_, Expr::Prim(q, ..))) = b.first() else { return };
+            let mut lambdas = b.iter().filter_map(|bind| match bind {
+                Bind::Let(_, Expr::Lambda(lg)) => Some(lg),
+                _ => None,
+            });
+            let (Some(bp), None) = (lambdas.next(), lambdas.next()) else { return };
+            if *q != p || bp.free.as_slice() != [code.param] {
+                return;
+            }
+            let _ = bp.native.set(Native::ShapeBp);
+            let _ = g.native.set(Native::ShapeR(p, bp.clone()));
+        }
+        _ => {}
+    }
+}
+
 /// Runs a native group on the `nargs` arguments at `stack[base..]`, if they
 /// are what the fast path handles; `None` leaves them for the interpreter.
 pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize) -> Result<Option<Value>> {
@@ -153,6 +191,30 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
         return run_struct(m, nat, *op, inst, base, nargs).map(Some);
     }
     match nat {
+        Native::ShapeF(p) | Native::ShapeR(p, _) if nargs == 1 => {
+            use super::ops;
+            let v = m.stack[base].clone();
+            m.stack.push(v.clone());
+            let y = m.call_prim(*p, 1)?;
+            return Ok(Some(match nat {
+                Native::ShapeR(_, bp) => {
+                    let jy = ops::tag(m, Tag::Reverse, &y)?;
+                    Value::cons(jy, Value::closure(bp.clone(), vec![v], 0))
+                }
+                _ => {
+                    let z = ops::lazy_zero(m, &y)?;
+                    let pz = ops::tag(m, Tag::Perturbation, &z)?;
+                    ops::bundle(m, &y, &pz)?
+                }
+            }));
+        }
+        Native::ShapeBp if inst.env.len() == 1 => {
+            use super::ops;
+            let x = ops::untag(m, Tag::Reverse, &inst.env[0])?;
+            let z = ops::lazy_zero(m, &x)?;
+            return Ok(Some(ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, z))?));
+        }
+        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp => return Ok(None),
         Native::F(p, f) => {
             let Some(args) = leaves(m, *p, base, nargs) else { return Ok(None) };
             let mut xs = [Value::Nil, Value::Nil];
@@ -459,6 +521,9 @@ fn run_struct(
             let captured: Vec<Value> =
                 env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
             Ok(Value::cons(jy, Value::closure(bp.clone(), captured, 0)))
+        }
+        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp => {
+            Err(crate::error::Error::runtime(None, "internal error: not an AD primitive's rule"))
         }
         // (lambda (s) (sensitize (cons '() (vjp x y (unsensitize s)))))
         Native::Bp { env, .. } => {
