@@ -196,7 +196,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             let v = m.stack[base].clone();
             m.stack.push(v.clone());
             let y = m.call_prim(*p, 1)?;
-            return Ok(Some(match nat {
+            Ok(Some(match nat {
                 Native::ShapeR(_, bp) => {
                     let jy = ops::tag(m, Tag::Reverse, &y)?;
                     Value::cons(jy, Value::closure(bp.clone(), vec![v], 0))
@@ -206,15 +206,15 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
                     let pz = ops::tag(m, Tag::Perturbation, &z)?;
                     ops::bundle(m, &y, &pz)?
                 }
-            }));
+            }))
         }
         Native::ShapeBp if inst.env.len() == 1 => {
             use super::ops;
             let x = ops::untag(m, Tag::Reverse, &inst.env[0])?;
             let z = ops::lazy_zero(m, &x)?;
-            return Ok(Some(ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, z))?));
+            Ok(Some(ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, z))?))
         }
-        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp => return Ok(None),
+        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp => Ok(None),
         Native::F(p, f) => {
             let Some(args) = leaves(m, *p, base, nargs) else { return Ok(None) };
             let mut xs = [Value::Nil, Value::Nil];
