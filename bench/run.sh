@@ -4,7 +4,7 @@
 # ratio peer/vlad, and vlad's gradient/primal time and metered-operation ratios.
 #   bench/run.sh            standard profile (about 10 minutes on 2 cores)
 #   bench/run.sh --quick    one repetition, skips the slowest runs
-#   bench/run.sh --full     adds the full particle solves and other slow runs
+#   bench/run.sh --full     adds the slow peer runs (autograd/torch on every saddle variant, ...)
 #   bench/run.sh --help     all options (--only REGEX, --peers LIST, --reps N, --json FILE, --md FILE)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

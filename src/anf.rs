@@ -385,6 +385,12 @@ pub enum Binding {
 pub trait GlobalScope {
     /// The atom a top-level name denotes (a global or a primitive constant).
     fn lookup(&self, name: &str) -> Option<Atom>;
+    /// If global `g` is one of the prelude's pair accessors (`car`, `cdr`,
+    /// `cadr`...), the parts it takes, innermost first (`true` = car): a call of
+    /// it is then taken apart in place, with no call.
+    fn accessor(&self, _g: u32) -> Option<&'static [bool]> {
+        None
+    }
 }
 
 /// Converts core expressions to A-normal form.
@@ -418,6 +424,17 @@ impl<'a> Normalizer<'a> {
             return Ok(self.scope[i].1.clone());
         }
         self.globals.lookup(name).ok_or_else(|| Error::syntax(span, format!("unbound variable `{}`", name)))
+    }
+
+    /// The parts a call of `f` takes, if `f` names a prelude pair accessor.
+    fn accessor_of(&self, f: &Core) -> Option<&'static [bool]> {
+        match f {
+            Core::Var(n, s) => match self.lookup(n, *s) {
+                Ok(Atom::Global(g)) => self.globals.accessor(g),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// A top-level expression as a block.
@@ -530,6 +547,17 @@ impl<'a> Normalizer<'a> {
                 let r = self.norm(&l.body, binds)?;
                 self.pop_to(mark);
                 Ok(r)
+            }
+            Core::App(f, args, s) if args.len() == 1 && self.accessor_of(f).is_some() => {
+                // (car x), (cadr x)...: destructured in place.
+                let path = self.accessor_of(f).unwrap_or_default();
+                let mut cur = self.norm(&args[0], binds)?;
+                for &first in path {
+                    let (a, d) = (fresh_var("car"), fresh_var("cdr"));
+                    binds.push(Bind::Uncons(a, d, cur, *s));
+                    cur = Atom::Var(if first { a } else { d });
+                }
+                Ok(cur)
             }
             Core::App(f, args, s) => {
                 let fa = self.norm(f, binds)?;

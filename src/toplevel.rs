@@ -53,7 +53,21 @@ pub struct Session {
     pub include_dirs: Vec<PathBuf>,
     /// Names defined by the prelude (for `:env` and completion).
     pub prelude_names: Vec<Rc<str>>,
+    /// The prelude's pair accessors (`car`, `cadr`...) by global, with the parts
+    /// they take: calls of them are compiled to destructuring in place.
+    pub accessors: FxHashMap<u32, &'static [bool]>,
 }
+
+/// The prelude's pair accessors and the parts they take, innermost first (`true` = car).
+const ACCESSORS: [(&str, &[bool]); 7] = [
+    ("car", &[true]),
+    ("cdr", &[false]),
+    ("caar", &[true, true]),
+    ("cadr", &[false, true]),
+    ("cdar", &[true, false]),
+    ("cddr", &[false, false]),
+    ("caddr", &[false, false, true]),
+];
 
 /// A compiled unit, ready to run.
 pub struct Unit {
@@ -70,6 +84,7 @@ pub enum Step {
 struct Scope<'a> {
     base: &'a FxHashMap<Rc<str>, u32>,
     local: &'a FxHashMap<Rc<str>, u32>,
+    accessors: &'a FxHashMap<u32, &'static [bool]>,
 }
 
 impl GlobalScope for Scope<'_> {
@@ -78,6 +93,9 @@ impl GlobalScope for Scope<'_> {
             return Some(Atom::Global(*g));
         }
         crate::prims::lookup(name).map(|p| Atom::Const(Value::Prim(p)))
+    }
+    fn accessor(&self, g: u32) -> Option<&'static [bool]> {
+        self.accessors.get(&g).copied()
     }
 }
 
@@ -116,6 +134,7 @@ impl Session {
             scope: FxHashMap::default(),
             include_dirs: Vec::new(),
             prelude_names: Vec::new(),
+            accessors: FxHashMap::default(),
         }
     }
 
@@ -302,6 +321,17 @@ impl Session {
                 full.insert(name.clone(), g);
             }
         }
+        // The prelude's own pair accessors (its uses of them included) are
+        // compiled to destructuring in place.
+        for it in &items {
+            if let Item::Define { name, name_span, .. } = it {
+                let in_base =
+                    self.sources.file(name_span.file).is_some_and(|f| f.name == "prelude/base.vlad");
+                if let (true, Some((_, path))) = (in_base, ACCESSORS.iter().find(|(n, _)| **n == **name)) {
+                    self.accessors.insert(full[name], path);
+                }
+            }
+        }
         let mut visible: FxHashMap<Rc<str>, u32> = FxHashMap::default();
         let mut steps = Vec::new();
         let mut errors: Vec<Error> = Vec::new();
@@ -310,7 +340,7 @@ impl Session {
                 Item::Define { name, value, lambda, span, .. } => {
                     let g = defined[&name].0;
                     visible.insert(name.clone(), g);
-                    let scope = Scope { base: &self.scope, local: &full };
+                    let scope = Scope { base: &self.scope, local: &full, accessors: &self.accessors };
                     let mut n = Normalizer::new(&scope);
                     let r = (|| -> Result<()> {
                         if lambda {
@@ -334,14 +364,14 @@ impl Session {
                 Item::DefineReversible { name, def, .. } => {
                     let g = defined[&name].0;
                     visible.insert(name.clone(), g);
-                    let scope = Scope { base: &self.scope, local: &full };
+                    let scope = Scope { base: &self.scope, local: &full, accessors: &self.accessors };
                     match crate::rev::define(*def, &scope) {
                         Ok(v) => self.m.globals[g as usize].state = GState::Value(v),
                         Err(e) => errors.push(e),
                     }
                 }
                 Item::Expr { datum, expected } => {
-                    let scope = Scope { base: &self.scope, local: &visible };
+                    let scope = Scope { base: &self.scope, local: &visible, accessors: &self.accessors };
                     let mut n = Normalizer::new(&scope);
                     let r = expand::expand(&datum).and_then(|core| n.lambda(&thunk(core, None)));
                     match r {
@@ -405,7 +435,7 @@ impl Session {
             _ => return Err(Error::new(ErrorKind::Syntax, None, "expected one expression")),
         };
         let empty = FxHashMap::default();
-        let scope = Scope { base: &self.scope, local: &empty };
+        let scope = Scope { base: &self.scope, local: &empty, accessors: &self.accessors };
         let mut n = Normalizer::new(&scope);
         let core = expand::expand(&datum)?;
         n.lambda(&thunk(core, None))

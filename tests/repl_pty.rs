@@ -121,8 +121,7 @@ fn an_error_keeps_the_session() {
     let Some(mut p) = start(&dir.join("history"), false) else { return };
     line_prompt(&mut p, "(define (half x) (/ x 2))");
     line(&mut p, "(car 5)");
-    p.exp_string("error: pattern mismatch").expect("the error is reported");
-    p.exp_string("<input-2>:1:1").expect("with its location");
+    p.exp_string("<input-2>:1:1: error: pattern mismatch").expect("the error is reported, with its location");
     p.exp_string("vlad> ").unwrap();
     line(&mut p, "(undefined-thing 1)");
     p.exp_string("error:").unwrap();

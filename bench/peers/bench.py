@@ -79,14 +79,12 @@ VLAD_UNITS = {"hvp-quad-FR-10000": 10000, "hvp-quad-RR-10000": 10000, "hvp-quad-
 
 def vlad_not_run(profile):
     """rows vlad leaves out in a profile -> why (shown in the table)"""
-    out = {"hvp-sum-FR-100000": "not run (superlinear: hours)"}
-    if profile != "full":
-        out["hvp-sum-FR-10000"] = "not run (>160 s, superlinear; --full)"
-        for v in VARIANTS:
-            out[f"particle-{v}"] = "not run (≈0.5–1.5 min; --full)"
+    out = {}
     if profile == "quick":
-        for k in ("saddle-FF", "saddle-FR", "saddle-RF", "hvp-sum-FR-1000", "hvp-sum-RR-100000"):
+        for k in ("saddle-FF", "saddle-FR", "saddle-RF", "hvp-sum-FR-100000", "hvp-sum-RR-100000"):
             out[k] = "not run (--quick)"
+        for v in VARIANTS:
+            out[f"particle-{v}"] = "not run (--quick)"
     return out
 
 
@@ -96,19 +94,18 @@ def vlad_jobs(profile):
     jobs = [("fib", 3)]
     jobs += [(f"saddle-{v}", heavy) for v in VARIANTS]
     jobs += [(f"saddle-grad-{v}", 3) for v in VARIANTS]
+    jobs += [(f"particle-{v}", heavy) for v in VARIANTS]
     jobs += [(f"particle-grad-{v}", 3) for v in VARIANTS]
     jobs += [("hvp-quad-FR-10000", 3), ("hvp-quad-RR-10000", 3)]
-    jobs += [("hvp-sum-FR-1000", heavy), ("hvp-sum-RR-1000", 3),
-             ("hvp-sum-RR-10000", 3), ("hvp-sum-RR-100000", heavy)]
+    jobs += [("hvp-sum-FR-1000", 3), ("hvp-sum-RR-1000", 3),
+             ("hvp-sum-FR-10000", 3), ("hvp-sum-RR-10000", 3),
+             ("hvp-sum-FR-100000", heavy), ("hvp-sum-RR-100000", heavy)]
     jobs += [("product-R-1000", 3), ("product-R-10000", 3), ("product-R-100000", 3),
              ("product-F-100000", 3)]
     jobs += [("xor-100", 3), ("xor-1000", 3), ("xor-10000", heavy)]
-    if profile == "full":
-        jobs += [(f"particle-{v}", heavy) for v in VARIANTS]
-        jobs += [("hvp-sum-FR-10000", heavy)]
     if profile == "quick":
-        jobs = [(f, 1) for f, _ in jobs if f not in
-                {"saddle-FF", "saddle-FR", "saddle-RF", "hvp-sum-FR-1000", "hvp-sum-RR-100000"}]
+        skip = set(vlad_not_run("quick"))
+        jobs = [(f, 1) for f, _ in jobs if f not in skip]
     return jobs
 
 
@@ -290,7 +287,7 @@ def main():
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="one repetition, skip the slowest runs (~3 min)")
     g.add_argument("--full", action="store_true",
-                   help="also the full particle solves, vlad's FR HVP at n=10^4 and more slow peer runs (~20+ min)")
+                   help="also the slow peer runs (autograd and torch on every saddle variant, ...; ~20+ min)")
     ap.add_argument("--reps", type=int, default=None, help="at most this many repetitions of any job")
     ap.add_argument("--only", default=None, help="only rows whose key matches this regular expression")
     ap.add_argument("--peers", default=None, help="comma-separated subset of: " + ",".join(PEERS))

@@ -58,6 +58,13 @@ pub enum Native {
     R { prim: PrimId, f: Formula, bp: Rc<Group>, env: Box<[bool]> },
     /// The backpropagator of the reverse version.
     Bp { f: Formula, env: Box<[bool]> },
+    /// The forward version of a shape predicate `(p v)` (`null?`, `pair?`...).
+    ShapeF(PrimId),
+    /// Its reverse version: `(cons (*j y) bp)`, `bp` a closure of group `bp`
+    /// capturing the argument.
+    ShapeR(PrimId, Rc<Group>),
+    /// Its backpropagator: `(sensitize (cons '() (zero (*j-inverse v))))`.
+    ShapeBp,
 }
 
 fn formula(p: PrimId) -> Option<Formula> {
@@ -98,6 +105,12 @@ fn formula(p: PrimId) -> Option<Formula> {
 /// backpropagator) their native implementations, when the primitive has one
 /// and the code has the shape of the rule template.
 pub fn attach(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
+    if let Rule::Shape { test } = prims::prim(p).rule {
+        if test == format!("({} v)", prims::prim(p).name) {
+            attach_shape(g, p, k, code);
+        }
+        return;
+    }
     let Some(f) = formula(p) else { return };
     if prims::prim(p).arity > 2 {
         return;
@@ -143,6 +156,31 @@ pub fn attach(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
     }
 }
 
+/// A shape predicate's versions: (let ((y (p v))) (bundle y (perturb (zero y))))
+/// and (let ((y (p v))) (cons (*j y) (lambda (s) (sensitize (cons '() (zero (*j-inverse v))))))).
+fn attach_shape(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
+    match k {
+        Kind::F => {
+            let _ = g.native.set(Native::ShapeF(p));
+        }
+        Kind::R => {
+            let b = &code.body.binds;
+            let Some(Bind::Let(_, Expr::Prim(q, ..))) = b.first() else { return };
+            let mut lambdas = b.iter().filter_map(|bind| match bind {
+                Bind::Let(_, Expr::Lambda(lg)) => Some(lg),
+                _ => None,
+            });
+            let (Some(bp), None) = (lambdas.next(), lambdas.next()) else { return };
+            if *q != p || bp.free.as_slice() != [code.param] {
+                return;
+            }
+            let _ = bp.native.set(Native::ShapeBp);
+            let _ = g.native.set(Native::ShapeR(p, bp.clone()));
+        }
+        _ => {}
+    }
+}
+
 /// Runs a native group on the `nargs` arguments at `stack[base..]`, if they
 /// are what the fast path handles; `None` leaves them for the interpreter.
 pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize) -> Result<Option<Value>> {
@@ -153,6 +191,30 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
         return run_struct(m, nat, *op, inst, base, nargs).map(Some);
     }
     match nat {
+        Native::ShapeF(p) | Native::ShapeR(p, _) if nargs == 1 => {
+            use super::ops;
+            let v = m.stack[base].clone();
+            m.stack.push(v.clone());
+            let y = m.call_prim(*p, 1)?;
+            Ok(Some(match nat {
+                Native::ShapeR(_, bp) => {
+                    let jy = ops::tag(m, Tag::Reverse, &y)?;
+                    Value::cons(jy, Value::closure(bp.clone(), vec![v], 0))
+                }
+                _ => {
+                    let z = ops::lazy_zero(m, &y)?;
+                    let pz = ops::tag(m, Tag::Perturbation, &z)?;
+                    ops::bundle(m, &y, &pz)?
+                }
+            }))
+        }
+        Native::ShapeBp if inst.env.len() == 1 => {
+            use super::ops;
+            let x = ops::untag(m, Tag::Reverse, &inst.env[0])?;
+            let z = ops::lazy_zero(m, &x)?;
+            Ok(Some(ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, z))?))
+        }
+        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp => Ok(None),
         Native::F(p, f) => {
             let Some(args) = leaves(m, *p, base, nargs) else { return Ok(None) };
             let mut xs = [Value::Nil, Value::Nil];
@@ -415,6 +477,19 @@ fn run_struct(
     use super::ops;
     match nat {
         // (let* ((x (primal v)) (y (p x))) (bundle y (perturb (jvp x y (unperturb (tangent v))))))
+        // Two arguments (plus, bundle): the operations distribute over the pair of
+        // them, so they are applied to each and the tuples are never built.
+        Native::F(p, _) if nargs == 2 => {
+            let (a, b) = (m.stack[base].clone(), m.stack[base + 1].clone());
+            let (xa, xb) = (ops::primal(m, &a)?, ops::primal(m, &b)?);
+            let y = (prims::prim(*p).imp)(m, &[xa, xb])?;
+            let (ta, tb) = (ops::tangent(m, &a)?, ops::tangent(m, &b)?);
+            let da = ops::untag(m, Tag::Perturbation, &ta)?;
+            let db = ops::untag(m, Tag::Perturbation, &tb)?;
+            let d = struct_jvp2(m, op, &da, &db)?;
+            let pd = ops::tag(m, Tag::Perturbation, &d)?;
+            ops::bundle(m, &y, &pd)
+        }
         Native::F(p, _) => {
             let v = arg_value(m, base, nargs);
             let x = ops::primal(m, &v)?;
@@ -426,6 +501,16 @@ fn run_struct(
             let pd = ops::tag(m, Tag::Perturbation, &d)?;
             ops::bundle(m, &y, &pd)
         }
+        Native::R { prim, bp, env, .. } if nargs == 2 => {
+            let (a, b) = (m.stack[base].clone(), m.stack[base + 1].clone());
+            let (xa, xb) = (ops::untag(m, Tag::Reverse, &a)?, ops::untag(m, Tag::Reverse, &b)?);
+            let y = (prims::prim(*prim).imp)(m, &[xa.clone(), xb.clone()])?;
+            let jy = ops::tag(m, Tag::Reverse, &y)?;
+            let x = Value::cons(xa, xb);
+            let captured: Vec<Value> =
+                env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
+            Ok(Value::cons(jy, Value::closure(bp.clone(), captured, 0)))
+        }
         // (let* ((x (*j-inverse v)) (y (p x))) (cons (*j y) (lambda (s) ...)))
         Native::R { prim, bp, env, .. } => {
             let v = arg_value(m, base, nargs);
@@ -436,6 +521,9 @@ fn run_struct(
             let captured: Vec<Value> =
                 env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
             Ok(Value::cons(jy, Value::closure(bp.clone(), captured, 0)))
+        }
+        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp => {
+            Err(crate::error::Error::runtime(None, "internal error: not an AD primitive's rule"))
         }
         // (lambda (s) (sensitize (cons '() (vjp x y (unsensitize s)))))
         Native::Bp { env, .. } => {
@@ -464,12 +552,17 @@ fn struct_jvp(m: &mut Machine, op: StructOp, dx: &Value) -> Result<Value> {
         StructOp::Tangent => ops::tangent(m, dx),
         StructOp::Bundle | StructOp::Plus => {
             let (a, b) = two(m, dx)?;
-            if op == StructOp::Bundle {
-                ops::bundle(m, &a, &b)
-            } else {
-                ops::plus(m, &a, &b)
-            }
+            struct_jvp2(m, op, &a, &b)
         }
+    }
+}
+
+/// The tangent rule of a binary AD primitive, on the two parts of the tangent.
+fn struct_jvp2(m: &mut Machine, op: StructOp, a: &Value, b: &Value) -> Result<Value> {
+    match op {
+        StructOp::Bundle => super::ops::bundle(m, a, b),
+        StructOp::Plus => super::ops::plus(m, a, b),
+        _ => Err(crate::error::Error::runtime(None, "internal error: not a binary AD primitive")),
     }
 }
 

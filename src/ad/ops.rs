@@ -53,11 +53,14 @@ fn map_env(
     inst: &Inst,
     f: &mut dyn FnMut(&mut Machine, &Value) -> Result<Value>,
 ) -> Result<Box<[Value]>> {
-    let mut env = Vec::with_capacity(inst.env.len());
-    for v in inst.env.iter() {
-        env.push(f(m, v)?);
-    }
-    Ok(env.into_boxed_slice())
+    // The only deep recursion of the tag operations: closures nested in closures.
+    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+        let mut env = Vec::with_capacity(inst.env.len());
+        for v in inst.env.iter() {
+            env.push(f(m, v)?);
+        }
+        Ok(env.into_boxed_slice())
+    })
 }
 
 /// Is this a primitive's transformed version (possibly transformed again)?
@@ -377,44 +380,40 @@ fn plus_rec(m: &mut Machine, a: &Value, b: &Value, memo: &mut PlusMemo) -> Resul
 /// `perturb`, `sensitize`, `*j`: tags every leaf; closures get the transformed group.
 pub fn tag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
     m.ad_work += 1;
-    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
-        Ok(match v {
-            Value::Nil => Value::Nil,
-            Value::Lazy(z) => with_op(m, v, z, LazyOp::Tag(t))?,
-            Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Tag(t)])?,
-            Value::Prim(p) if t == Tag::Reverse => rules::prim_rule(m, *p, Kind::R)?,
-            // A reversible procedure is its own transform: `%rev-call`'s rules see through it.
-            Value::Rev(_) => v.clone(),
-            Value::Closure(inst, i) => {
-                let g = transform_group(&inst.group, tag_kind(t));
-                let env = map_env(m, inst, &mut |m, x| tag(m, t, x))?;
-                Value::Closure(Rc::new(Inst { group: g, env }), *i)
-            }
-            _ => Value::tagged(t, v.clone()),
-        })
+    Ok(match v {
+        Value::Nil => Value::Nil,
+        Value::Lazy(z) => with_op(m, v, z, LazyOp::Tag(t))?,
+        Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Tag(t)])?,
+        Value::Prim(p) if t == Tag::Reverse => rules::prim_rule(m, *p, Kind::R)?,
+        // A reversible procedure is its own transform: `%rev-call`'s rules see through it.
+        Value::Rev(_) => v.clone(),
+        Value::Closure(inst, i) => {
+            let g = transform_group(&inst.group, tag_kind(t));
+            let env = map_env(m, inst, &mut |m, x| tag(m, t, x))?;
+            Value::Closure(Rc::new(Inst { group: g, env }), *i)
+        }
+        _ => Value::tagged(t, v.clone()),
     })
 }
 
 /// `unperturb`, `unsensitize`, `*j-inverse`: removes the outermost tag everywhere.
 pub fn untag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
     m.ad_work += 1;
-    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
-        Ok(match v {
-            Value::Nil => Value::Nil,
-            Value::Lazy(z) => with_op(m, v, z, LazyOp::Untag(t))?,
-            Value::Tagged(t2, x) if *t2 == t => (**x).clone(),
-            Value::Rev(_) => v.clone(),
-            Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Untag(t)])?,
-            Value::Closure(inst, i) => match &inst.group.origin {
-                Origin::Transformed(k, parent) if *k == tag_kind(t) => {
-                    let env = map_env(m, inst, &mut |m, x| untag(m, t, x))?;
-                    Value::Closure(Rc::new(Inst { group: parent.clone(), env }), *i)
-                }
-                Origin::PrimRule(k, p) if *k == tag_kind(t) => Value::Prim(*p),
-                _ => return Err(not_tagged(t, v)),
-            },
+    Ok(match v {
+        Value::Nil => Value::Nil,
+        Value::Lazy(z) => with_op(m, v, z, LazyOp::Untag(t))?,
+        Value::Tagged(t2, x) if *t2 == t => (**x).clone(),
+        Value::Rev(_) => v.clone(),
+        Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Untag(t)])?,
+        Value::Closure(inst, i) => match &inst.group.origin {
+            Origin::Transformed(k, parent) if *k == tag_kind(t) => {
+                let env = map_env(m, inst, &mut |m, x| untag(m, t, x))?;
+                Value::Closure(Rc::new(Inst { group: parent.clone(), env }), *i)
+            }
+            Origin::PrimRule(k, p) if *k == tag_kind(t) => Value::Prim(*p),
             _ => return Err(not_tagged(t, v)),
-        })
+        },
+        _ => return Err(not_tagged(t, v)),
     })
 }
 
@@ -508,46 +507,42 @@ fn bundle_mismatch(p: &Value, t: &Value) -> Error {
 /// `primal` of a forward value.
 pub fn primal(m: &mut Machine, v: &Value) -> Result<Value> {
     m.ad_work += 1;
-    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
-        Ok(match v {
-            Value::Lazy(z) => with_op(m, v, z, LazyOp::Primal)?,
-            Value::Nil => Value::Nil,
-            Value::Rev(_) => v.clone(),
-            Value::Bundle(b) => b.0.clone(),
-            Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Primal])?,
-            Value::Closure(inst, i) => match &inst.group.origin {
-                Origin::Transformed(Kind::F, parent) => {
-                    let env = map_env(m, inst, &mut |m, x| primal(m, x))?;
-                    Value::Closure(Rc::new(Inst { group: parent.clone(), env }), *i)
-                }
-                Origin::PrimRule(Kind::F, p) => Value::Prim(*p),
-                _ => return Err(not_forward("primal", v)),
-            },
+    Ok(match v {
+        Value::Lazy(z) => with_op(m, v, z, LazyOp::Primal)?,
+        Value::Nil => Value::Nil,
+        Value::Rev(_) => v.clone(),
+        Value::Bundle(b) => b.0.clone(),
+        Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Primal])?,
+        Value::Closure(inst, i) => match &inst.group.origin {
+            Origin::Transformed(Kind::F, parent) => {
+                let env = map_env(m, inst, &mut |m, x| primal(m, x))?;
+                Value::Closure(Rc::new(Inst { group: parent.clone(), env }), *i)
+            }
+            Origin::PrimRule(Kind::F, p) => Value::Prim(*p),
             _ => return Err(not_forward("primal", v)),
-        })
+        },
+        _ => return Err(not_forward("primal", v)),
     })
 }
 
 /// `tangent` of a forward value (a perturbation).
 pub fn tangent(m: &mut Machine, v: &Value) -> Result<Value> {
     m.ad_work += 1;
-    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
-        Ok(match v {
-            Value::Lazy(z) => with_op(m, v, z, LazyOp::Tangent)?,
-            Value::Nil | Value::Rev(_) => Value::Nil,
-            Value::Closure(..) if is_prim_based(v) => Value::Nil,
-            Value::Bundle(b) => b.1.clone(),
-            Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Tangent])?,
-            Value::Closure(inst, i) => match &inst.group.origin {
-                Origin::Transformed(Kind::F, parent) => {
-                    let env = map_env(m, inst, &mut |m, x| tangent(m, x))?;
-                    Value::Closure(Rc::new(Inst { group: transform_group(parent, Kind::P), env }), *i)
-                }
-                Origin::PrimRule(Kind::F, _) => Value::Nil,
-                _ => return Err(not_forward("tangent", v)),
-            },
+    Ok(match v {
+        Value::Lazy(z) => with_op(m, v, z, LazyOp::Tangent)?,
+        Value::Nil | Value::Rev(_) => Value::Nil,
+        Value::Closure(..) if is_prim_based(v) => Value::Nil,
+        Value::Bundle(b) => b.1.clone(),
+        Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Tangent])?,
+        Value::Closure(inst, i) => match &inst.group.origin {
+            Origin::Transformed(Kind::F, parent) => {
+                let env = map_env(m, inst, &mut |m, x| tangent(m, x))?;
+                Value::Closure(Rc::new(Inst { group: transform_group(parent, Kind::P), env }), *i)
+            }
+            Origin::PrimRule(Kind::F, _) => Value::Nil,
             _ => return Err(not_forward("tangent", v)),
-        })
+        },
+        _ => return Err(not_forward("tangent", v)),
     })
 }
 

@@ -178,6 +178,9 @@ fn prim_atom(name: &str) -> Option<Atom> {
 }
 
 impl GlobalScope for RhsScope<'_> {
+    fn accessor(&self, g: u32) -> Option<&'static [bool]> {
+        self.inner.accessor(g)
+    }
     fn lookup(&self, name: &str) -> Option<Atom> {
         let own = self.inner.lookup(name);
         match name {
