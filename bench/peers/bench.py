@@ -330,7 +330,7 @@ def main():
         c0 = child_cpu()
         subprocess.run([VLAD, empty], capture_output=True)
         base.append(child_cpu() - c0)
-    baseline = statistics.median(base)
+    baseline = min(base)  # the least disturbed run
     print(f"vlad start-up (empty program, subtracted): {fmt_t(baseline)}", file=sys.stderr)
 
     # vlad
