@@ -23,6 +23,11 @@ pub fn transform_group(g: &Rc<Group>, k: Kind) -> Rc<Group> {
     }
     let t = Group::lazy(g, Origin::Transformed(k, g.clone()));
     g.transforms.borrow_mut()[k as usize] = Some(t.clone());
+    if k == Kind::F {
+        if let Some(n) = g.native.get().and_then(native::forward_of) {
+            let _ = t.native.set(n);
+        }
+    }
     t
 }
 

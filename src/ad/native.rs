@@ -58,6 +58,12 @@ pub enum Native {
     R { prim: PrimId, f: Formula, bp: Rc<Group>, env: Box<[bool]> },
     /// The backpropagator of the reverse version.
     Bp { f: Formula, env: Box<[bool]> },
+    /// The forward transform of a scalar primitive's reverse version (forward
+    /// over reverse): `(cons (*j y) bp)` on forward bundles, `bp` a closure of
+    /// the forward transform `bp_f` of the backpropagator's group.
+    FR { prim: PrimId, f: Formula, bp_f: Rc<Group>, env: Box<[bool]> },
+    /// The forward transform of its backpropagator.
+    FBp { f: Formula, env: Box<[bool]> },
     /// The forward version of a shape predicate `(p v)` (`null?`, `pair?`...).
     ShapeF(PrimId),
     /// Its reverse version: `(cons (*j y) bp)`, `bp` a closure of group `bp`
@@ -181,6 +187,134 @@ fn attach_shape(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
     }
 }
 
+/// The native code of the forward transform of a group with native code, if
+/// there is one (`transform_group` calls this when it makes the transform).
+pub fn forward_of(nat: &Native) -> Option<Native> {
+    let scalar = |f: &Formula| !matches!(f, Formula::Struct(_) | Formula::Zero);
+    match nat {
+        Native::R { prim, f, bp, env } if scalar(f) => Some(Native::FR {
+            prim: *prim,
+            f: *f,
+            bp_f: super::transform_group(bp, Kind::F),
+            env: env.clone(),
+        }),
+        Native::Bp { f, env } if scalar(f) => Some(Native::FBp { f: *f, env: env.clone() }),
+        _ => None,
+    }
+}
+
+/// A forward bundle of a number with a perturbation of a number, as a `Dual`;
+/// `tag` is the tag both the primal and the tangent carry inside (if any).
+fn dual_of(m: &mut Machine, v: &Value, tag: Option<Tag>) -> Result<Option<Dual>> {
+    let v = if let Value::Lazy(_) = v { super::ops::hnf(m, v)? } else { v.clone() };
+    let Value::Bundle(b) = &v else { return Ok(None) };
+    let Value::Tagged(Tag::Perturbation, d) = &b.1 else { return Ok(None) };
+    let strip = |x: &Value| -> Option<Value> {
+        let x = match (tag, x) {
+            (None, x) => x.clone(),
+            (Some(t), Value::Tagged(t2, inner)) if *t2 == t => (**inner).clone(),
+            _ => return None,
+        };
+        x.is_number().then_some(x)
+    };
+    Ok(match (strip(&b.0), strip(d)) {
+        (Some(p), Some(t)) => Some(Dual { p, t }),
+        _ => None,
+    })
+}
+
+/// A `Dual` as the forward bundle it stands for, with `tag` on both parts.
+fn bundle_of(d: Dual, tag: Option<Tag>) -> Value {
+    let wrap = |x: Value| match tag {
+        Some(t) => Value::tagged(t, x),
+        None => x,
+    };
+    Value::bundle(wrap(d.p), Value::tagged(Tag::Perturbation, wrap(d.t)))
+}
+
+/// Forward over reverse of a scalar primitive: the forward transform of
+/// (let* ((x (*j-inverse v)) (y (p x))) (cons (*j y) (lambda (s) ...))), whose
+/// steps are the forward versions of `*j-inverse`, `p` and `*j`.
+fn run_fr(
+    m: &mut Machine,
+    prim: PrimId,
+    f: Formula,
+    bp_f: &Rc<Group>,
+    env: &[bool],
+    base: usize,
+    nargs: usize,
+) -> Result<Option<Value>> {
+    let Some(args) = leaves(m, prim, base, nargs)? else { return Ok(None) };
+    let mut xs = Vec::with_capacity(2);
+    for a in &args {
+        match dual_of(m, a, Some(Tag::Reverse))? {
+            Some(d) => xs.push(d),
+            None => return Ok(None),
+        }
+    }
+    let primals: Vec<Value> = xs.iter().map(|d| d.p.clone()).collect();
+    let tangents: Vec<Value> = xs.iter().map(|d| d.t.clone()).collect();
+    let y = apply(m, prim, &primals)?;
+    let dy = jvp(m, f, &primals, &y, &tangents)?;
+    let yd = Dual { p: y, t: dy };
+    let x = match &xs[..] {
+        [a] => bundle_of(a.clone(), None),
+        [a, b] => Value::cons(bundle_of(a.clone(), None), bundle_of(b.clone(), None)),
+        _ => return Ok(None),
+    };
+    let captured: Vec<Value> =
+        env.iter().map(|is_y| if *is_y { bundle_of(yd.clone(), None) } else { x.clone() }).collect();
+    let jy = bundle_of(yd, Some(Tag::Reverse));
+    Ok(Some(Value::cons(jy, Value::closure(bp_f.clone(), captured, 0))))
+}
+
+/// The forward transform of a scalar primitive's backpropagator:
+/// (sensitize (cons '() (vjp x y (unsensitize s)))) on forward bundles, the
+/// rule's arithmetic done by the primitives' forward versions.
+fn run_fbp(
+    m: &mut Machine,
+    f: Formula,
+    env: &[bool],
+    inst: &Inst,
+    base: usize,
+    nargs: usize,
+) -> Result<Option<Value>> {
+    if nargs != 1 {
+        return Ok(None);
+    }
+    let s = m.stack[base].clone();
+    let Some(yb) = dual_of(m, &s, Some(Tag::Sensitivity))? else { return Ok(None) };
+    let (mut x, mut y) = (Vec::new(), None);
+    for (is_y, v) in env.iter().zip(inst.env.iter()) {
+        if *is_y {
+            match dual_of(m, v, None)? {
+                Some(d) => y = Some(d),
+                None => return Ok(None),
+            }
+        } else {
+            let v = if let Value::Lazy(_) = v { super::ops::hnf(m, v)? } else { v.clone() };
+            let parts = match &v {
+                Value::Pair(p) => vec![p.car.clone(), p.cdr.clone()],
+                other => vec![other.clone()],
+            };
+            for part in &parts {
+                match dual_of(m, part, None)? {
+                    Some(d) => x.push(d),
+                    None => return Ok(None),
+                }
+            }
+        }
+    }
+    let Some(out) = vjp_num(m, f, &x, y.as_ref(), &yb)? else { return Ok(None) };
+    let xb = match out {
+        Out::One(a) => bundle_of(a, None),
+        Out::Two(a, b) => Value::cons(bundle_of(a, None), bundle_of(b, None)),
+    };
+    // The forward version of `sensitize`, on (cons '() xb).
+    let v = Value::cons(Value::Nil, xb);
+    Ok(Some(struct_f(m, ids().sensitize, StructOp::Tag(Tag::Sensitivity), &v)?))
+}
+
 /// Runs a native group on the `nargs` arguments at `stack[base..]`, if they
 /// are what the fast path handles; `None` leaves them for the interpreter.
 pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize) -> Result<Option<Value>> {
@@ -191,6 +325,8 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
         return run_struct(m, nat, *op, inst, base, nargs).map(Some);
     }
     match nat {
+        Native::FR { prim, f, bp_f, env } => run_fr(m, *prim, *f, bp_f, env, base, nargs),
+        Native::FBp { f, env } => run_fbp(m, *f, env, inst, base, nargs),
         Native::ShapeF(p) | Native::ShapeR(p, _) if nargs == 1 => {
             use super::ops;
             let v = m.stack[base].clone();
@@ -216,7 +352,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
         }
         Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp => Ok(None),
         Native::F(p, f) => {
-            let Some(args) = leaves(m, *p, base, nargs) else { return Ok(None) };
+            let Some(args) = leaves(m, *p, base, nargs)? else { return Ok(None) };
             let mut xs = [Value::Nil, Value::Nil];
             let mut ds = [Value::Nil, Value::Nil];
             for (i, a) in args.iter().enumerate() {
@@ -234,7 +370,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             Ok(Some(Value::bundle(y, Value::tagged(Tag::Perturbation, dy))))
         }
         Native::R { prim, f, bp, env } => {
-            let Some(args) = leaves(m, *prim, base, nargs) else { return Ok(None) };
+            let Some(args) = leaves(m, *prim, base, nargs)? else { return Ok(None) };
             let mut xs = [Value::Nil, Value::Nil];
             for (i, a) in args.iter().enumerate() {
                 match a {
@@ -287,14 +423,25 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
 
 /// The argument leaves of a call of an arity-1 or arity-2 primitive's version:
 /// one value, or the two parts of a pair passed as two arguments or as one.
-fn leaves(m: &Machine, p: PrimId, base: usize, nargs: usize) -> Option<Vec<Value>> {
+fn leaves(m: &mut Machine, p: PrimId, base: usize, nargs: usize) -> Result<Option<Vec<Value>>> {
+    let arity = prims::prim(p).arity;
+    if let (2, 1, Value::Lazy(_)) = (arity, nargs, &m.stack[base]) {
+        // A tuple built lazily (by a tag operation): one level of it.
+        let v = m.stack[base].clone();
+        if v.is_pair() {
+            if let Value::Pair(q) = super::ops::hnf(m, &v)? {
+                return Ok(Some(vec![q.car.clone(), q.cdr.clone()]));
+            }
+        }
+        return Ok(None);
+    }
     let s = &m.stack[base..base + nargs];
-    match (prims::prim(p).arity, s) {
+    Ok(match (arity, s) {
         (1, [a]) => Some(vec![a.clone()]),
         (2, [a, b]) => Some(vec![a.clone(), b.clone()]),
         (2, [Value::Pair(q)]) => Some(vec![q.car.clone(), q.cdr.clone()]),
         _ => None,
-    }
+    })
 }
 
 /// Calls primitive `p` on numbers, counted by the meters as derivative work.
@@ -314,6 +461,7 @@ fn apply(m: &mut Machine, p: PrimId, args: &[Value]) -> Result<Value> {
 }
 
 struct Ids {
+    sensitize: PrimId,
     add: PrimId,
     sub: PrimId,
     mul: PrimId,
@@ -326,7 +474,15 @@ fn ids() -> &'static Ids {
     static IDS: std::sync::OnceLock<Ids> = std::sync::OnceLock::new();
     IDS.get_or_init(|| {
         let l = |n| prims::lookup(n).expect("arithmetic primitive");
-        Ids { add: l("+"), sub: l("-"), mul: l("*"), div: l("/"), sin: l("sin"), cos: l("cos") }
+        Ids {
+            sensitize: l("sensitize"),
+            add: l("+"),
+            sub: l("-"),
+            mul: l("*"),
+            div: l("/"),
+            sin: l("sin"),
+            cos: l("cos"),
+        }
     })
 }
 
@@ -391,46 +547,110 @@ fn jvp(m: &mut Machine, f: Formula, x: &[Value], y: &Value, d: &[Value]) -> Resu
     })
 }
 
-/// The cotangent rule, as in the primitive table; `None` if it needs a value
-/// the backpropagator did not capture.
-fn vjp(m: &mut Machine, f: Formula, x: &[Value], y: Option<&Value>, yb: &Value) -> Result<Option<Value>> {
+/// Numbers the cotangent rules compute with: plain numbers, or forward bundles
+/// of them (for the forward transform of a backpropagator), whose operations are
+/// the primitives' forward versions.
+trait Num: Sized + Clone {
+    fn op(m: &mut Machine, p: PrimId, args: &[Self]) -> Result<Self>;
+    /// An exact integer constant of the rule's source.
+    fn int(i: i64) -> Self;
+}
+
+impl Num for Value {
+    fn op(m: &mut Machine, p: PrimId, args: &[Value]) -> Result<Value> {
+        apply(m, p, args)
+    }
+    fn int(i: i64) -> Value {
+        Value::Int(i)
+    }
+}
+
+/// A forward bundle of numbers: primal and (untagged) tangent.
+#[derive(Clone)]
+struct Dual {
+    p: Value,
+    t: Value,
+}
+
+impl Num for Dual {
+    /// The primitive's forward version (as `Native::F` runs it).
+    fn op(m: &mut Machine, p: PrimId, args: &[Dual]) -> Result<Dual> {
+        let i = ids();
+        let f = [
+            (i.add, Formula::Add),
+            (i.sub, Formula::Sub),
+            (i.mul, Formula::Mul),
+            (i.div, Formula::Div),
+            (i.sin, Formula::Sin),
+            (i.cos, Formula::Cos),
+        ]
+        .iter()
+        .find(|(q, _)| *q == p)
+        .map(|(_, f)| *f)
+        .ok_or_else(|| crate::error::Error::runtime(None, "internal error: no native forward rule"))?;
+        let xs: Vec<Value> = args.iter().map(|a| a.p.clone()).collect();
+        let ds: Vec<Value> = args.iter().map(|a| a.t.clone()).collect();
+        let y = apply(m, p, &xs)?;
+        let dy = jvp(m, f, &xs, &y, &ds)?;
+        Ok(Dual { p: y, t: dy })
+    }
+    /// A constant lifted by the forward transform: a zero tangent.
+    fn int(i: i64) -> Dual {
+        Dual { p: Value::Int(i), t: Value::Int(0) }
+    }
+}
+
+/// A cotangent: one part, or the two parts of a pair.
+enum Out<N> {
+    One(N),
+    Two(N, N),
+}
+
+/// The cotangent rule of a scalar primitive, as in the primitive table (same
+/// operations, same order); `None` if it needs a value the backpropagator did
+/// not capture.
+fn vjp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: Option<&N>, yb: &N) -> Result<Option<Out<N>>> {
     let i = ids();
-    let two = Value::Int(2);
-    let zero = Value::Int(0);
+    let op = |m: &mut Machine, p: PrimId, a: &N, b: &N| N::op(m, p, &[a.clone(), b.clone()]);
+    let two = N::int(2);
+    let zero = N::int(0);
     let need_x = |n: usize| x.len() == n;
     Ok(Some(match (f, y) {
         // (cons yb yb)
-        (Formula::Add, _) => Value::cons(yb.clone(), yb.clone()),
+        (Formula::Add, _) => Out::Two(yb.clone(), yb.clone()),
         // (cons yb (- 0 yb))
-        (Formula::Sub, _) => Value::cons(yb.clone(), op(m, i.sub, &zero, yb)?),
+        (Formula::Sub, _) => Out::Two(yb.clone(), op(m, i.sub, &zero, yb)?),
         // (cons (* yb x2) (* yb x1))
-        (Formula::Mul, _) if need_x(2) => Value::cons(op(m, i.mul, yb, &x[1])?, op(m, i.mul, yb, &x[0])?),
+        (Formula::Mul, _) if need_x(2) => {
+            let a = op(m, i.mul, yb, &x[1])?;
+            Out::Two(a, op(m, i.mul, yb, &x[0])?)
+        }
         // (cons (/ yb x2) (- 0 (/ (* yb y) x2)))
         (Formula::Div, Some(y)) if need_x(2) => {
             let a = op(m, i.div, yb, &x[1])?;
             let b = op(m, i.mul, yb, y)?;
             let c = op(m, i.div, &b, &x[1])?;
-            Value::cons(a, op(m, i.sub, &zero, &c)?)
+            Out::Two(a, op(m, i.sub, &zero, &c)?)
         }
         // (/ yb (* 2 y))
         (Formula::Sqrt, Some(y)) => {
             let a = op(m, i.mul, &two, y)?;
-            op(m, i.div, yb, &a)?
+            Out::One(op(m, i.div, yb, &a)?)
         }
         // (* yb y)
-        (Formula::Exp, Some(y)) => op(m, i.mul, yb, y)?,
+        (Formula::Exp, Some(y)) => Out::One(op(m, i.mul, yb, y)?),
         // (/ yb x)
-        (Formula::Log, _) if need_x(1) => op(m, i.div, yb, &x[0])?,
+        (Formula::Log, _) if need_x(1) => Out::One(op(m, i.div, yb, &x[0])?),
         // (* yb (cos x))
         (Formula::Sin, _) if need_x(1) => {
-            let c = apply(m, i.cos, x)?;
-            op(m, i.mul, yb, &c)?
+            let c = N::op(m, i.cos, x)?;
+            Out::One(op(m, i.mul, yb, &c)?)
         }
         // (- 0 (* yb (sin x)))
         (Formula::Cos, _) if need_x(1) => {
-            let s = apply(m, i.sin, x)?;
+            let s = N::op(m, i.sin, x)?;
             let a = op(m, i.mul, yb, &s)?;
-            op(m, i.sub, &zero, &a)?
+            Out::One(op(m, i.sub, &zero, &a)?)
         }
         // (let ((r (+ (* x1 x1) (* x2 x2)))) (cons (/ (* yb x2) r) (- 0 (/ (* yb x1) r))))
         (Formula::Atan, _) if need_x(2) => {
@@ -441,15 +661,27 @@ fn vjp(m: &mut Machine, f: Formula, x: &[Value], y: Option<&Value>, yb: &Value) 
             let first = op(m, i.div, &c, &r)?;
             let e = op(m, i.mul, yb, &x[0])?;
             let g = op(m, i.div, &e, &r)?;
-            Value::cons(first, op(m, i.sub, &zero, &g)?)
+            Out::Two(first, op(m, i.sub, &zero, &g)?)
         }
+        _ => return Ok(None),
+    }))
+}
+
+/// The cotangent rule on plain values (numbers, or any values for the AD primitives).
+fn vjp(m: &mut Machine, f: Formula, x: &[Value], y: Option<&Value>, yb: &Value) -> Result<Option<Value>> {
+    Ok(Some(match f {
+        Formula::Struct(op) => struct_vjp(m, op, x.first(), yb)?,
         // (zero x)
-        (Formula::Struct(op), _) => struct_vjp(m, op, x.first(), yb)?,
-        (Formula::Zero, _) if !x.is_empty() => {
+        Formula::Zero if !x.is_empty() => {
             let xv = if x.len() == 1 { x[0].clone() } else { Value::cons(x[0].clone(), x[1].clone()) };
             super::ops::zero(m, &xv)?
         }
-        _ => return Ok(None),
+        Formula::Zero => return Ok(None),
+        _ => match vjp_num(m, f, x, y, yb)? {
+            Some(Out::One(v)) => v,
+            Some(Out::Two(a, b)) => Value::cons(a, b),
+            None => return Ok(None),
+        },
     }))
 }
 
@@ -492,14 +724,7 @@ fn run_struct(
         }
         Native::F(p, _) => {
             let v = arg_value(m, base, nargs);
-            let x = ops::primal(m, &v)?;
-            m.stack.push(x.clone());
-            let y = m.call_prim(*p, 1)?;
-            let t = ops::tangent(m, &v)?;
-            let dx = ops::untag(m, Tag::Perturbation, &t)?;
-            let d = struct_jvp(m, op, &dx)?;
-            let pd = ops::tag(m, Tag::Perturbation, &d)?;
-            ops::bundle(m, &y, &pd)
+            struct_f(m, *p, op, &v)
         }
         Native::R { prim, bp, env, .. } if nargs == 2 => {
             let (a, b) = (m.stack[base].clone(), m.stack[base + 1].clone());
@@ -522,7 +747,7 @@ fn run_struct(
                 env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
             Ok(Value::cons(jy, Value::closure(bp.clone(), captured, 0)))
         }
-        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp => {
+        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp | Native::FR { .. } | Native::FBp { .. } => {
             Err(crate::error::Error::runtime(None, "internal error: not an AD primitive's rule"))
         }
         // (lambda (s) (sensitize (cons '() (vjp x y (unsensitize s)))))
@@ -539,6 +764,20 @@ fn run_struct(
             ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, xb))
         }
     }
+}
+
+/// The forward version of AD primitive `p` on the value `v`:
+/// (let* ((x (primal v)) (y (p x))) (bundle y (perturb (jvp x y (unperturb (tangent v)))))).
+fn struct_f(m: &mut Machine, p: PrimId, op: StructOp, v: &Value) -> Result<Value> {
+    use super::ops;
+    let x = ops::primal(m, v)?;
+    m.stack.push(x);
+    let y = m.call_prim(p, 1)?;
+    let t = ops::tangent(m, v)?;
+    let dx = ops::untag(m, Tag::Perturbation, &t)?;
+    let d = struct_jvp(m, op, &dx)?;
+    let pd = ops::tag(m, Tag::Perturbation, &d)?;
+    ops::bundle(m, &y, &pd)
 }
 
 /// The tangent rules of the AD primitives (the primitive table's, natively).

@@ -343,7 +343,11 @@ fn native_rules_agree_with_the_interpreted_rules() {
             ((hessian (lambda (l) (fold-left (lambda (a x) (+ a (* x (* x x)))) 0.0 l))) (list 1.0 2.0 3.0))
             ((jacobian-R (lambda (l) (map (lambda (x) (* x (car l))) l))) (list 1.0 2.0))
             ((jacobian-F (lambda (l) (map (lambda (x) (* x (car l))) l))) (list 1.0 2.0))
-            (jvp (lambda (p) (cons (* (car p) (cdr p)) (zero p))) (cons 2.0 3.0) (cons 1.0 0.5)))";
+            (jvp (lambda (p) (cons (* (car p) (cdr p)) (zero p))) (cons 2.0 3.0) (cons 1.0 0.5))
+            (hvp (lambda (l) (fold-left (lambda (a x) (+ a (/ (sin x) (- 3.0 (cos (sqrt (exp (log (* x x))))))))) 0.0 l))
+                 (list 0.5 1.5) (list 1.0 -2.0))
+            (hvp (lambda (l) (atan (car l) (- (cadr l) (* 2 (car l))))) (list 0.5 1.5) (list 1 -2))
+            (hvp (lambda (l) (* (car l) (car l))) (list 3 4) (list 1 1)))";
     let run_with = |native: bool| {
         let mut s = session();
         s.m.native_rules = native;
