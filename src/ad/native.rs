@@ -64,6 +64,9 @@ pub enum Native {
     FR { prim: PrimId, f: Formula, bp_f: Rc<Group>, env: Box<[bool]> },
     /// The forward transform of its backpropagator.
     FBp { f: Formula, env: Box<[bool]> },
+    /// The forward transform of a scalar primitive's forward version (forward
+    /// over forward).
+    FF(PrimId, Formula),
     /// The forward version of a shape predicate `(p v)` (`null?`, `pair?`...).
     ShapeF(PrimId),
     /// Its reverse version: `(cons (*j y) bp)`, `bp` a closure of group `bp`
@@ -199,6 +202,7 @@ pub fn forward_of(nat: &Native) -> Option<Native> {
             env: env.clone(),
         }),
         Native::Bp { f, env } if scalar(f) => Some(Native::FBp { f: *f, env: env.clone() }),
+        Native::F(p, f) if scalar(f) => Some(Native::FF(*p, *f)),
         _ => None,
     }
 }
@@ -315,6 +319,33 @@ fn run_fbp(
     Ok(Some(struct_f(m, ids().sensitize, StructOp::Tag(Tag::Sensitivity), &v)?))
 }
 
+/// Forward over forward of a scalar primitive: the forward transform of
+/// (let* ((x (primal v)) (y (p x))) (bundle y (perturb (jvp x y (unperturb (tangent v)))))),
+/// on leaves (bundle (bundle a da) (perturb (bundle a' da'))): the primitive and
+/// its tangent rule in dual numbers.
+fn run_ff(m: &mut Machine, p: PrimId, f: Formula, base: usize, nargs: usize) -> Result<Option<Value>> {
+    let Some(args) = leaves(m, p, base, nargs)? else { return Ok(None) };
+    let (mut xs, mut ds) = (Vec::with_capacity(2), Vec::with_capacity(2));
+    for a in &args {
+        let Value::Bundle(outer) = a else { return Ok(None) };
+        let Value::Tagged(Tag::Perturbation, t) = &outer.1 else { return Ok(None) };
+        let (Some(inner), Some(dinner)) = (dual_of(m, &outer.0, None)?, dual_of(m, t, None)?) else {
+            return Ok(None);
+        };
+        // inner = (a, da), dinner = (a', da'): x = (a, a'), dx = (da, da')
+        xs.push(Dual { p: inner.p, t: dinner.p });
+        ds.push(Dual { p: inner.t, t: dinner.t });
+    }
+    let primals: Vec<Value> = xs.iter().map(|d| d.p.clone()).collect();
+    let tangents: Vec<Value> = xs.iter().map(|d| d.t.clone()).collect();
+    let y0 = apply(m, p, &primals)?;
+    let y1 = jvp(m, f, &primals, &y0, &tangents)?;
+    let y = Dual { p: y0, t: y1 };
+    let dy = jvp_num(m, f, &xs, &y, &ds)?;
+    let inner = |p: Value, t: Value| Value::bundle(p, Value::tagged(Tag::Perturbation, t));
+    Ok(Some(Value::bundle(inner(y.p, dy.p), Value::tagged(Tag::Perturbation, inner(y.t, dy.t)))))
+}
+
 /// Runs a native group on the `nargs` arguments at `stack[base..]`, if they
 /// are what the fast path handles; `None` leaves them for the interpreter.
 pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize) -> Result<Option<Value>> {
@@ -327,6 +358,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
     match nat {
         Native::FR { prim, f, bp_f, env } => run_fr(m, *prim, *f, bp_f, env, base, nargs),
         Native::FBp { f, env } => run_fbp(m, *f, env, inst, base, nargs),
+        Native::FF(p, f) => run_ff(m, *p, *f, base, nargs),
         Native::ShapeF(p) | Native::ShapeR(p, _) if nargs == 1 => {
             use super::ops;
             let v = m.stack[base].clone();
@@ -486,50 +518,57 @@ fn ids() -> &'static Ids {
     })
 }
 
-fn op(m: &mut Machine, p: PrimId, a: &Value, b: &Value) -> Result<Value> {
-    apply(m, p, &[a.clone(), b.clone()])
-}
-
 /// The tangent rule, as in the primitive table (same operations, same order).
 fn jvp(m: &mut Machine, f: Formula, x: &[Value], y: &Value, d: &[Value]) -> Result<Value> {
+    match f {
+        // (zero y)
+        Formula::Zero => super::ops::zero(m, y),
+        Formula::Struct(op) => struct_jvp(m, op, &d[0]),
+        _ => jvp_num(m, f, x, y, d),
+    }
+}
+
+/// The tangent rule of a scalar primitive, on numbers or dual numbers.
+fn jvp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: &N, d: &[N]) -> Result<N> {
     let i = ids();
-    let two = Value::Int(2);
-    let zero = Value::Int(0);
-    Ok(match f {
+    let op = |m: &mut Machine, p: PrimId, a: &N, b: &N| N::op(m, p, &[a.clone(), b.clone()]);
+    let two = N::int(2);
+    let zero = N::int(0);
+    match f {
         // (+ d1 d2), (- d1 d2)
-        Formula::Add => op(m, i.add, &d[0], &d[1])?,
-        Formula::Sub => op(m, i.sub, &d[0], &d[1])?,
+        Formula::Add => op(m, i.add, &d[0], &d[1]),
+        Formula::Sub => op(m, i.sub, &d[0], &d[1]),
         // (+ (* d1 x2) (* x1 d2))
         Formula::Mul => {
             let a = op(m, i.mul, &d[0], &x[1])?;
             let b = op(m, i.mul, &x[0], &d[1])?;
-            op(m, i.add, &a, &b)?
+            op(m, i.add, &a, &b)
         }
         // (/ (- d1 (* y d2)) x2)
         Formula::Div => {
             let a = op(m, i.mul, y, &d[1])?;
             let b = op(m, i.sub, &d[0], &a)?;
-            op(m, i.div, &b, &x[1])?
+            op(m, i.div, &b, &x[1])
         }
         // (/ dx (* 2 y))
         Formula::Sqrt => {
             let a = op(m, i.mul, &two, y)?;
-            op(m, i.div, &d[0], &a)?
+            op(m, i.div, &d[0], &a)
         }
         // (* dx y)
-        Formula::Exp => op(m, i.mul, &d[0], y)?,
+        Formula::Exp => op(m, i.mul, &d[0], y),
         // (/ dx x)
-        Formula::Log => op(m, i.div, &d[0], &x[0])?,
+        Formula::Log => op(m, i.div, &d[0], &x[0]),
         // (* dx (cos x))
         Formula::Sin => {
-            let c = apply(m, i.cos, &x[..1])?;
-            op(m, i.mul, &d[0], &c)?
+            let c = N::op(m, i.cos, &x[..1])?;
+            op(m, i.mul, &d[0], &c)
         }
         // (- 0 (* dx (sin x)))
         Formula::Cos => {
-            let s = apply(m, i.sin, &x[..1])?;
+            let s = N::op(m, i.sin, &x[..1])?;
             let a = op(m, i.mul, &d[0], &s)?;
-            op(m, i.sub, &zero, &a)?
+            op(m, i.sub, &zero, &a)
         }
         // (/ (- (* x2 d1) (* x1 d2)) (+ (* x1 x1) (* x2 x2)))
         Formula::Atan => {
@@ -539,12 +578,12 @@ fn jvp(m: &mut Machine, f: Formula, x: &[Value], y: &Value, d: &[Value]) -> Resu
             let c = op(m, i.mul, &x[0], &x[0])?;
             let e = op(m, i.mul, &x[1], &x[1])?;
             let den = op(m, i.add, &c, &e)?;
-            op(m, i.div, &num, &den)?
+            op(m, i.div, &num, &den)
         }
-        // (zero y)
-        Formula::Zero => super::ops::zero(m, y)?,
-        Formula::Struct(op) => struct_jvp(m, op, &d[0])?,
-    })
+        Formula::Zero | Formula::Struct(_) => {
+            Err(crate::error::Error::runtime(None, "internal error: not a scalar rule"))
+        }
+    }
 }
 
 /// Numbers the cotangent rules compute with: plain numbers, or forward bundles
@@ -747,7 +786,12 @@ fn run_struct(
                 env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
             Ok(Value::cons(jy, Value::closure(bp.clone(), captured, 0)))
         }
-        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp | Native::FR { .. } | Native::FBp { .. } => {
+        Native::ShapeF(_)
+        | Native::ShapeR(..)
+        | Native::ShapeBp
+        | Native::FR { .. }
+        | Native::FBp { .. }
+        | Native::FF(..) => {
             Err(crate::error::Error::runtime(None, "internal error: not an AD primitive's rule"))
         }
         // (lambda (s) (sensitize (cons '() (vjp x y (unsensitize s)))))
