@@ -56,6 +56,8 @@ pub struct Session {
     /// The prelude's pair accessors (`car`, `cadr`...) by global, with the parts
     /// they take: calls of them are compiled to destructuring in place.
     pub accessors: FxHashMap<u32, &'static [bool]>,
+    /// Set while `Session::new` compiles the built-in prelude.
+    loading_prelude: bool,
 }
 
 /// The prelude's pair accessors and the parts they take, innermost first (`true` = car).
@@ -109,6 +111,7 @@ impl Session {
     /// A session with the prelude loaded.
     pub fn new() -> Session {
         let mut s = Session::bare();
+        s.loading_prelude = true;
         for name in PRELUDE_LOAD {
             let text = PRELUDE.iter().find(|(n, _)| n == name).map(|(_, t)| *t).unwrap_or("");
             let items = s
@@ -121,6 +124,7 @@ impl Session {
                 }
             }
         }
+        s.loading_prelude = false;
         s.prelude_names = s.scope.keys().cloned().collect();
         s.prelude_names.sort();
         s
@@ -135,6 +139,7 @@ impl Session {
             include_dirs: Vec::new(),
             prelude_names: Vec::new(),
             accessors: FxHashMap::default(),
+            loading_prelude: false,
         }
     }
 
@@ -321,9 +326,9 @@ impl Session {
                 full.insert(name.clone(), g);
             }
         }
-        // The prelude's own pair accessors (its uses of them included) are
-        // compiled to destructuring in place.
-        for it in &items {
+        // The built-in prelude's own pair accessors (its uses of them included)
+        // are compiled to destructuring in place.
+        for it in items.iter().filter(|_| self.loading_prelude) {
             if let Item::Define { name, name_span, .. } = it {
                 let in_base =
                     self.sources.file(name_span.file).is_some_and(|f| f.name == "prelude/base.vlad");

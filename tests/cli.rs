@@ -481,3 +481,13 @@ fn anf_shows_the_transforms_of_a_recursive_procedure() {
     assert!(o.stdout.contains("((reverse walk) "), "{}", o.stdout);
     assert!(o.stdout.contains(";; forward transform of walk\n"), "{}", o.stdout);
 }
+
+#[test]
+fn only_the_built_in_prelude_s_car_is_compiled_in_place() {
+    // A program file that happens to be called prelude/base.vlad defines its own car.
+    let d = Dir::new();
+    d.file("prelude/base.vlad", "(define (car x) 42)\n(car (list 1 2))\n");
+    let o = vlad(&d, &["prelude/base.vlad"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout, "42\n");
+}
