@@ -503,7 +503,7 @@ impl<'a> Normalizer<'a> {
             _ => {}
         }
         let mut p = p;
-        let mut rest = atoms.into_iter().peekable();
+        let mut rest = atoms.into_iter();
         while let Pat::Cons(pa, pd, _) = p {
             let a = rest.next().unwrap();
             self.destructure(pa, a, binds)?;
@@ -548,18 +548,17 @@ impl<'a> Normalizer<'a> {
                 self.pop_to(mark);
                 Ok(r)
             }
-            Core::App(f, args, s) if args.len() == 1 && self.accessor_of(f).is_some() => {
-                // (car x), (cadr x)...: destructured in place.
-                let path = self.accessor_of(f).unwrap_or_default();
-                let mut cur = self.norm(&args[0], binds)?;
-                for &first in path {
-                    let (a, d) = (fresh_var("car"), fresh_var("cdr"));
-                    binds.push(Bind::Uncons(a, d, cur, *s));
-                    cur = Atom::Var(if first { a } else { d });
-                }
-                Ok(cur)
-            }
             Core::App(f, args, s) => {
+                if let (1, Some(path)) = (args.len(), self.accessor_of(f)) {
+                    // (car x), (cadr x)...: destructured in place.
+                    let mut cur = self.norm(&args[0], binds)?;
+                    for &first in path {
+                        let (a, d) = (fresh_var("car"), fresh_var("cdr"));
+                        binds.push(Bind::Uncons(a, d, cur, *s));
+                        cur = Atom::Var(if first { a } else { d });
+                    }
+                    return Ok(cur);
+                }
                 let fa = self.norm(f, binds)?;
                 let mut atoms = Vec::with_capacity(args.len());
                 for a in args {

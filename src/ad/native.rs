@@ -110,6 +110,13 @@ fn formula(p: PrimId) -> Option<Formula> {
     })
 }
 
+/// `formula`, computed once per primitive (for the rules' own arithmetic).
+fn formula_of(p: PrimId) -> Option<Formula> {
+    static TABLE: std::sync::OnceLock<Vec<Option<Formula>>> = std::sync::OnceLock::new();
+    let t = TABLE.get_or_init(|| (0..prims::prims().len()).map(|i| formula(i as PrimId)).collect());
+    t.get(p as usize).copied().flatten()
+}
+
 /// Gives a primitive's freshly compiled forward or reverse version (and its
 /// backpropagator) their native implementations, when the primitive has one
 /// and the code has the shape of the rule template.
@@ -139,11 +146,7 @@ pub fn attach(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
             if *q != p {
                 return;
             }
-            let mut lambdas = b.iter().filter_map(|bind| match bind {
-                Bind::Let(_, Expr::Lambda(lg)) => Some(lg),
-                _ => None,
-            });
-            let (Some(bp), None) = (lambdas.next(), lambdas.next()) else { return };
+            let Some(bp) = only_lambda(b) else { return };
             let env: Option<Box<[bool]>> = bp
                 .free
                 .iter()
@@ -165,6 +168,38 @@ pub fn attach(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
     }
 }
 
+/// The backpropagator lambda of a rule template: its only lambda.
+fn only_lambda(binds: &[Bind]) -> Option<&Rc<Group>> {
+    let mut lambdas = binds.iter().filter_map(|bind| match bind {
+        Bind::Let(_, Expr::Lambda(lg)) => Some(lg),
+        _ => None,
+    });
+    match (lambdas.next(), lambdas.next()) {
+        (Some(bp), None) => Some(bp),
+        _ => None,
+    }
+}
+
+/// The backpropagator closure a reverse version returns: group `bp` capturing
+/// `x` or `y` (`true`) at each position of `env`.
+fn bp_closure(bp: &Rc<Group>, env: &[bool], x: &Value, y: &Value) -> Value {
+    let captured = env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
+    Value::closure(bp.clone(), captured, 0)
+}
+
+/// What a backpropagator captured: its `x` and its `y` (when its rule uses them).
+fn captured<'a>(env: &[bool], inst: &'a Inst) -> (Option<&'a Value>, Option<&'a Value>) {
+    let (mut x, mut y) = (None, None);
+    for (is_y, v) in env.iter().zip(inst.env.iter()) {
+        if *is_y {
+            y = Some(v);
+        } else {
+            x = Some(v);
+        }
+    }
+    (x, y)
+}
+
 /// A shape predicate's versions: (let ((y (p v))) (bundle y (perturb (zero y))))
 /// and (let ((y (p v))) (cons (*j y) (lambda (s) (sensitize (cons '() (zero (*j-inverse v))))))).
 fn attach_shape(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
@@ -175,11 +210,7 @@ fn attach_shape(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
         Kind::R => {
             let b = &code.body.binds;
             let Some(Bind::Let(_, Expr::Prim(q, ..))) = b.first() else { return };
-            let mut lambdas = b.iter().filter_map(|bind| match bind {
-                Bind::Let(_, Expr::Lambda(lg)) => Some(lg),
-                _ => None,
-            });
-            let (Some(bp), None) = (lambdas.next(), lambdas.next()) else { return };
+            let Some(bp) = only_lambda(b) else { return };
             if *q != p || bp.free.as_slice() != [code.param] {
                 return;
             }
@@ -210,7 +241,7 @@ pub fn forward_of(nat: &Native) -> Option<Native> {
 /// A forward bundle of a number with a perturbation of a number, as a `Dual`;
 /// `tag` is the tag both the primal and the tangent carry inside (if any).
 fn dual_of(m: &mut Machine, v: &Value, tag: Option<Tag>) -> Result<Option<Dual>> {
-    let v = if let Value::Lazy(_) = v { super::ops::hnf(m, v)? } else { v.clone() };
+    let v = super::ops::hnf(m, v)?;
     let Value::Bundle(b) = &v else { return Ok(None) };
     let Value::Tagged(Tag::Perturbation, d) = &b.1 else { return Ok(None) };
     let strip = |x: &Value| -> Option<Value> {
@@ -266,10 +297,10 @@ fn run_fr(
         [a, b] => Value::cons(bundle_of(a.clone(), None), bundle_of(b.clone(), None)),
         _ => return Ok(None),
     };
-    let captured: Vec<Value> =
-        env.iter().map(|is_y| if *is_y { bundle_of(yd.clone(), None) } else { x.clone() }).collect();
-    let jy = bundle_of(yd, Some(Tag::Reverse));
-    Ok(Some(Value::cons(jy, Value::closure(bp_f.clone(), captured, 0))))
+    // (y is captured only by the rules that use it)
+    let y = if env.contains(&true) { bundle_of(yd.clone(), None) } else { Value::Nil };
+    let bpv = bp_closure(bp_f, env, &x, &y);
+    Ok(Some(Value::cons(bundle_of(yd, Some(Tag::Reverse)), bpv)))
 }
 
 /// The forward transform of a scalar primitive's backpropagator:
@@ -288,24 +319,24 @@ fn run_fbp(
     }
     let s = m.stack[base].clone();
     let Some(yb) = dual_of(m, &s, Some(Tag::Sensitivity))? else { return Ok(None) };
-    let (mut x, mut y) = (Vec::new(), None);
-    for (is_y, v) in env.iter().zip(inst.env.iter()) {
-        if *is_y {
-            match dual_of(m, v, None)? {
-                Some(d) => y = Some(d),
+    let (xv, yv) = captured(env, inst);
+    let y = match yv {
+        Some(v) => match dual_of(m, v, None)? {
+            Some(d) => Some(d),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let mut x = Vec::new();
+    if let Some(v) = xv {
+        let parts = match super::ops::hnf(m, v)? {
+            Value::Pair(p) => vec![p.car.clone(), p.cdr.clone()],
+            other => vec![other],
+        };
+        for part in &parts {
+            match dual_of(m, part, None)? {
+                Some(d) => x.push(d),
                 None => return Ok(None),
-            }
-        } else {
-            let v = if let Value::Lazy(_) = v { super::ops::hnf(m, v)? } else { v.clone() };
-            let parts = match &v {
-                Value::Pair(p) => vec![p.car.clone(), p.cdr.clone()],
-                other => vec![other.clone()],
-            };
-            for part in &parts {
-                match dual_of(m, part, None)? {
-                    Some(d) => x.push(d),
-                    None => return Ok(None),
-                }
             }
         }
     }
@@ -401,7 +432,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             let dy = jvp(m, *f, &xs[..n], &y, &ds[..n])?;
             Ok(Some(Value::bundle(y, Value::tagged(Tag::Perturbation, dy))))
         }
-        Native::R { prim, f, bp, env } => {
+        Native::R { prim, bp, env, .. } => {
             let Some(args) = leaves(m, *prim, base, nargs)? else { return Ok(None) };
             let mut xs = [Value::Nil, Value::Nil];
             for (i, a) in args.iter().enumerate() {
@@ -413,10 +444,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             let n = args.len();
             let y = apply(m, *prim, &xs[..n])?;
             let x = if n == 1 { xs[0].clone() } else { Value::cons(xs[0].clone(), xs[1].clone()) };
-            let _ = f;
-            let captured: Vec<Value> =
-                env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
-            let bpv = Value::closure(bp.clone(), captured, 0);
+            let bpv = bp_closure(bp, env, &x, &y);
             Ok(Some(Value::cons(Value::tagged(Tag::Reverse, y), bpv)))
         }
         Native::Bp { f, env } => {
@@ -428,16 +456,9 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
                 _ if *f == Formula::Zero => Value::Nil,
                 _ => return Ok(None),
             };
-            let (mut x, mut y) = (None, None);
-            for (is_y, v) in env.iter().zip(inst.env.iter()) {
-                if *is_y {
-                    y = Some(v.clone());
-                } else {
-                    x = Some(v.clone());
-                }
-            }
+            let (x, y) = captured(env, inst);
             let xs: [Value; 2];
-            let xs: &[Value] = match &x {
+            let xs: &[Value] = match x {
                 Some(Value::Pair(p)) if p.car.is_number() && p.cdr.is_number() => {
                     xs = [p.car.clone(), p.cdr.clone()];
                     &xs
@@ -446,7 +467,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
                 Some(_) => return Ok(None),
                 None => &[],
             };
-            let Some(xb) = vjp(m, *f, xs, y.as_ref(), &yb)? else { return Ok(None) };
+            let Some(xb) = vjp(m, *f, xs, y, &yb)? else { return Ok(None) };
             let r = super::ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, xb))?;
             Ok(Some(r))
         }
@@ -614,19 +635,8 @@ struct Dual {
 impl Num for Dual {
     /// The primitive's forward version (as `Native::F` runs it).
     fn op(m: &mut Machine, p: PrimId, args: &[Dual]) -> Result<Dual> {
-        let i = ids();
-        let f = [
-            (i.add, Formula::Add),
-            (i.sub, Formula::Sub),
-            (i.mul, Formula::Mul),
-            (i.div, Formula::Div),
-            (i.sin, Formula::Sin),
-            (i.cos, Formula::Cos),
-        ]
-        .iter()
-        .find(|(q, _)| *q == p)
-        .map(|(_, f)| *f)
-        .ok_or_else(|| crate::error::Error::runtime(None, "internal error: no native forward rule"))?;
+        let f = formula_of(p)
+            .ok_or_else(|| crate::error::Error::runtime(None, "internal error: no native forward rule"))?;
         let xs: Vec<Value> = args.iter().map(|a| a.p.clone()).collect();
         let ds: Vec<Value> = args.iter().map(|a| a.t.clone()).collect();
         let y = apply(m, p, &xs)?;
@@ -771,9 +781,7 @@ fn run_struct(
             let y = (prims::prim(*prim).imp)(m, &[xa.clone(), xb.clone()])?;
             let jy = ops::tag(m, Tag::Reverse, &y)?;
             let x = Value::cons(xa, xb);
-            let captured: Vec<Value> =
-                env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
-            Ok(Value::cons(jy, Value::closure(bp.clone(), captured, 0)))
+            Ok(Value::cons(jy, bp_closure(bp, env, &x, &y)))
         }
         // (let* ((x (*j-inverse v)) (y (p x))) (cons (*j y) (lambda (s) ...)))
         Native::R { prim, bp, env, .. } => {
@@ -782,9 +790,7 @@ fn run_struct(
             m.stack.push(x.clone());
             let y = m.call_prim(*prim, 1)?;
             let jy = ops::tag(m, Tag::Reverse, &y)?;
-            let captured: Vec<Value> =
-                env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
-            Ok(Value::cons(jy, Value::closure(bp.clone(), captured, 0)))
+            Ok(Value::cons(jy, bp_closure(bp, env, &x, &y)))
         }
         Native::ShapeF(_)
         | Native::ShapeR(..)
@@ -797,12 +803,7 @@ fn run_struct(
         // (lambda (s) (sensitize (cons '() (vjp x y (unsensitize s)))))
         Native::Bp { env, .. } => {
             let s = arg_value(m, base, nargs);
-            let mut x = None;
-            for (is_y, v) in env.iter().zip(inst.env.iter()) {
-                if !*is_y {
-                    x = Some(v);
-                }
-            }
+            let (x, _) = captured(env, inst);
             let yb = ops::untag(m, Tag::Sensitivity, &s)?;
             let xb = struct_vjp(m, op, x, &yb)?;
             ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, xb))

@@ -241,21 +241,7 @@ fn hnf_step(m: &mut Machine, z: &Lazy) -> Result<Value> {
         Value::Closure(inst, i) if !is_prim_based(&base) => {
             let mut g = inst.group.clone();
             for op in z.ops.iter() {
-                g = match *op {
-                    LazyOp::Tag(t) => transform_group(&g, tag_kind(t)),
-                    LazyOp::Untag(t) => match &g.origin {
-                        Origin::Transformed(k, parent) if *k == tag_kind(t) => parent.clone(),
-                        _ => return Err(not_tagged(t, &base)),
-                    },
-                    LazyOp::Primal | LazyOp::Tangent => match &g.origin {
-                        Origin::Transformed(Kind::F, parent) if *op == LazyOp::Primal => parent.clone(),
-                        Origin::Transformed(Kind::F, parent) => transform_group(parent, Kind::P),
-                        _ => {
-                            let name = if *op == LazyOp::Primal { "primal" } else { "tangent" };
-                            return Err(not_forward(name, &base));
-                        }
-                    },
-                };
+                g = group_after(*op, &g).ok_or_else(|| op_error(*op, &base))?;
             }
             let mut env = Vec::with_capacity(inst.env.len());
             for x in inst.env.iter() {
@@ -387,11 +373,7 @@ pub fn tag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
         Value::Prim(p) if t == Tag::Reverse => rules::prim_rule(m, *p, Kind::R)?,
         // A reversible procedure is its own transform: `%rev-call`'s rules see through it.
         Value::Rev(_) => v.clone(),
-        Value::Closure(inst, i) => {
-            let g = transform_group(&inst.group, tag_kind(t));
-            let env = map_env(m, inst, &mut |m, x| tag(m, t, x))?;
-            Value::Closure(Rc::new(Inst { group: g, env }), *i)
-        }
+        Value::Closure(..) => closure_after(m, LazyOp::Tag(t), v, &mut |m, x| tag(m, t, x))?,
         _ => Value::tagged(t, v.clone()),
     })
 }
@@ -405,16 +387,47 @@ pub fn untag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
         Value::Tagged(t2, x) if *t2 == t => (**x).clone(),
         Value::Rev(_) => v.clone(),
         Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Untag(t)])?,
-        Value::Closure(inst, i) => match &inst.group.origin {
-            Origin::Transformed(k, parent) if *k == tag_kind(t) => {
-                let env = map_env(m, inst, &mut |m, x| untag(m, t, x))?;
-                Value::Closure(Rc::new(Inst { group: parent.clone(), env }), *i)
-            }
+        Value::Closure(inst, _) => match &inst.group.origin {
             Origin::PrimRule(k, p) if *k == tag_kind(t) => Value::Prim(*p),
-            _ => return Err(not_tagged(t, v)),
+            _ => closure_after(m, LazyOp::Untag(t), v, &mut |m, x| untag(m, t, x))?,
         },
         _ => return Err(not_tagged(t, v)),
     })
+}
+
+/// The group of a closure after operation `op` (its environment gets `op` too),
+/// if `op` applies to a closure of group `g`.
+fn group_after(op: LazyOp, g: &Rc<crate::anf::Group>) -> Option<Rc<crate::anf::Group>> {
+    match (op, &g.origin) {
+        (LazyOp::Tag(t), _) => Some(transform_group(g, tag_kind(t))),
+        (LazyOp::Untag(t), Origin::Transformed(k, parent)) if *k == tag_kind(t) => Some(parent.clone()),
+        (LazyOp::Primal, Origin::Transformed(Kind::F, parent)) => Some(parent.clone()),
+        (LazyOp::Tangent, Origin::Transformed(Kind::F, parent)) => Some(transform_group(parent, Kind::P)),
+        _ => None,
+    }
+}
+
+/// `op` applied to a closure of a group it does not apply to.
+fn op_error(op: LazyOp, v: &Value) -> Error {
+    match op {
+        LazyOp::Tag(t) | LazyOp::Untag(t) => not_tagged(t, v),
+        LazyOp::Primal => not_forward("primal", v),
+        LazyOp::Tangent => not_forward("tangent", v),
+    }
+}
+
+/// `op` applied to a closure that is not a primitive's version: its group
+/// mapped, its environment mapped by `f` (`op` itself, one level at a time).
+fn closure_after(
+    m: &mut Machine,
+    op: LazyOp,
+    v: &Value,
+    f: &mut dyn FnMut(&mut Machine, &Value) -> Result<Value>,
+) -> Result<Value> {
+    let Value::Closure(inst, i) = v else { return Err(op_error(op, v)) };
+    let g = group_after(op, &inst.group).ok_or_else(|| op_error(op, v))?;
+    let env = map_env(m, inst, f)?;
+    Ok(Value::Closure(Rc::new(Inst { group: g, env }), *i))
 }
 
 fn not_tagged(t: Tag, v: &Value) -> Error {
@@ -513,13 +526,9 @@ pub fn primal(m: &mut Machine, v: &Value) -> Result<Value> {
         Value::Rev(_) => v.clone(),
         Value::Bundle(b) => b.0.clone(),
         Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Primal])?,
-        Value::Closure(inst, i) => match &inst.group.origin {
-            Origin::Transformed(Kind::F, parent) => {
-                let env = map_env(m, inst, &mut |m, x| primal(m, x))?;
-                Value::Closure(Rc::new(Inst { group: parent.clone(), env }), *i)
-            }
+        Value::Closure(inst, _) => match &inst.group.origin {
             Origin::PrimRule(Kind::F, p) => Value::Prim(*p),
-            _ => return Err(not_forward("primal", v)),
+            _ => closure_after(m, LazyOp::Primal, v, &mut |m, x| primal(m, x))?,
         },
         _ => return Err(not_forward("primal", v)),
     })
@@ -534,13 +543,9 @@ pub fn tangent(m: &mut Machine, v: &Value) -> Result<Value> {
         Value::Closure(..) if is_prim_based(v) => Value::Nil,
         Value::Bundle(b) => b.1.clone(),
         Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Tangent])?,
-        Value::Closure(inst, i) => match &inst.group.origin {
-            Origin::Transformed(Kind::F, parent) => {
-                let env = map_env(m, inst, &mut |m, x| tangent(m, x))?;
-                Value::Closure(Rc::new(Inst { group: transform_group(parent, Kind::P), env }), *i)
-            }
+        Value::Closure(inst, _) => match &inst.group.origin {
             Origin::PrimRule(Kind::F, _) => Value::Nil,
-            _ => return Err(not_forward("tangent", v)),
+            _ => closure_after(m, LazyOp::Tangent, v, &mut |m, x| tangent(m, x))?,
         },
         _ => return Err(not_forward("tangent", v)),
     })
