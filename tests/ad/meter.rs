@@ -39,8 +39,15 @@ fn ratio(defs: &str, f: &str, x: &str) -> (u64, u64, u64, u64) {
     (pa, ga, pc, gc)
 }
 
-const LIST: &str = "(define (mk n) (let loop ((i 0) (acc '())) (if (= i n) acc (loop (+ i 1) (cons (+ 1.0 (* 0.001 i)) acc)))))\n\
-                    (define cs (mk 200))\n";
+/// `(mk n)`: a list of n reals.
+macro_rules! mk {
+    () => {
+        "(define (mk n) (let loop ((i 0) (acc '())) (if (= i n) acc (loop (+ i 1) (cons (+ 1.0 (* 0.001 i)) acc)))))"
+    };
+}
+const MK: &str = mk!();
+
+const LIST: &str = concat!(mk!(), "\n(define cs (mk 200))\n");
 
 fn check(name: &str, defs: &str, f: &str, x: &str) {
     let (pa, ga, pc, gc) = ratio(defs, f, x);
@@ -111,8 +118,7 @@ fn gradient_time_is_linear() {
             &mut s,
             "defs",
             &format!(
-                "(define (mk n) (let loop ((i 0) (acc '())) (if (= i n) acc (loop (+ i 1) (cons (+ 1.0 (* 0.001 i)) acc)))))\n\
-                 (define (f l) (reduce + 0 (map (lambda (x) (* x x)) l)))\n(define x0 (mk {n}))\nx0"
+                "{MK}\n(define (f l) (reduce + 0 (map (lambda (x) (* x x)) l)))\n(define x0 (mk {n}))\nx0"
             ),
         );
         let t = std::time::Instant::now();
@@ -138,8 +144,7 @@ fn forward_time_is_linear() {
             &mut s,
             "defs",
             &format!(
-                "(define (mk n) (let loop ((i 0) (acc '())) (if (= i n) acc (loop (+ i 1) (cons (+ 1.0 (* 0.001 i)) acc)))))\n\
-                 (define (f l) (let loop ((l l) (acc 0.0)) (if (null? l) acc (let (((cons x xs) l)) (loop xs (+ acc (* x x)))))))\n\
+                "{MK}\n(define (f l) (let loop ((l l) (acc 0.0)) (if (null? l) acc (let (((cons x xs) l)) (loop xs (+ acc (* x x)))))))\n\
                  (define x0 (mk {n}))\nx0"
             ),
         );
@@ -173,8 +178,6 @@ fn work(defs: &str, expr: &str, n: usize) -> u64 {
     run_in(&mut s, "measured", expr);
     (s.m.steps - s0) + (s.m.ad_work - w0)
 }
-
-const MK: &str = "(define (mk n) (let loop ((i 0) (acc '())) (if (= i n) acc (loop (+ i 1) (cons (+ 1.0 (* 0.001 i)) acc)))))";
 
 /// Asserts that 4 times the input takes at most about 4 times the work.
 fn check_linear(name: &str, defs: &str, expr: &str) {
