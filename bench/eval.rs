@@ -9,21 +9,13 @@ use vlad::anf::Group;
 use vlad::toplevel::Session;
 use vlad::value::Value;
 
+#[path = "common.rs"]
+mod common;
+use common::{prepare, run};
+
 /// A session with `defs` loaded and `call` compiled to a thunk.
 fn setup(defs: &str, call: &str) -> (Session, Rc<Group>) {
-    let mut s = Session::new();
-    if let Err(e) = s.run_text("bench.vlad", defs) {
-        panic!("{}", e.render(&s.sources));
-    }
-    let thunk = s.compile_expr(call, "bench-call").unwrap_or_else(|e| panic!("{}", e.render(&s.sources)));
-    (s, thunk)
-}
-
-fn run(s: &mut Session, thunk: &Rc<Group>) -> Value {
-    match s.run_thunk(thunk) {
-        Ok(v) => v,
-        Err(e) => panic!("{}", e.render(&s.sources)),
-    }
+    prepare(Session::new(), defs, call)
 }
 
 fn shown(v: &Value) -> String {

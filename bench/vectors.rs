@@ -16,21 +16,14 @@ use vlad::toplevel::Session;
 use vlad::value::Value;
 use vlad::vec::Backend;
 
+#[path = "common.rs"]
+mod common;
+use common::{prepare, run};
+
 fn setup(backend: Backend, defs: &str, call: &str) -> (Session, Rc<Group>) {
     let mut s = Session::new();
     s.m.backend = backend;
-    if let Err(e) = s.run_text("bench.vlad", defs) {
-        panic!("{}", e.render(&s.sources));
-    }
-    let thunk = s.compile_expr(call, "bench-call").unwrap_or_else(|e| panic!("{}", e.render(&s.sources)));
-    (s, thunk)
-}
-
-fn run(s: &mut Session, thunk: &Rc<Group>) -> Value {
-    match s.run_thunk(thunk) {
-        Ok(v) => v,
-        Err(e) => panic!("{}", e.render(&s.sources)),
-    }
+    prepare(s, defs, call)
 }
 
 /// Forces a result's numbers onto the host when it is a device vector (so GPU timings
