@@ -202,6 +202,7 @@ pub fn print_meter(s: &Session) {
             }
         }
         eprintln!("metered: {} primitive operations ({})", total, parts.join(", "));
+        eprintln!("metered: {} procedure calls, {} AD value operations", s.m.steps, s.m.ad_work);
     }
 }
 

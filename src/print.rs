@@ -82,7 +82,9 @@ pub fn write_value(out: &mut String, v: &Value) {
         }
         Value::Prim(p) => out.push_str(crate::prims::prim(*p).name),
         Value::Closure(inst, i) => crate::show::write_closure(out, inst, *i as usize),
-        Value::Tagged(t, inner) => {
+        Value::Tagged(..) | Value::TReal(..) => {
+            let (t, inner) = v.peel().expect("a tagged value");
+            let inner = &inner;
             out.push('(');
             out.push_str(match t {
                 Tag::Perturbation => "perturbation",

@@ -22,8 +22,15 @@ pub enum Value {
     Pair(Rc<Pair>),
     /// Member `.1` of a closure group instance (a plain lambda is a group of one).
     Closure(Rc<Inst>, u32),
-    /// A perturbation-, sensitivity- or reverse-tagged value (AD.md).
+    /// A perturbation-, sensitivity- or reverse-tagged value (AD.md). Never a
+    /// real under at most [`Tags::MAX`] tags: that is a [`Value::TReal`].
     Tagged(Tag, Rc<Value>),
+    /// A real under one to [`Tags::MAX`] tags, unboxed: the tagged numbers of
+    /// forward and reverse mode (tangents, sensitivities, `*j` reals) cost no
+    /// allocation. [`Value::tagged`] and [`Value::peel`] keep the two forms
+    /// canonical, so code that builds and takes apart tags through them never
+    /// sees the difference.
+    TReal(Tags, f64),
     /// A forward-mode bundle of a primal and a (perturbation-tagged) tangent.
     Bundle(Rc<(Value, Value)>),
     /// A packed vector of doubles or a row-major matrix (`vec`): a leaf, like a real.
@@ -36,6 +43,9 @@ pub enum Value {
     Rev(Rc<crate::rev::RevProc>),
 }
 
+// A value is two words; the unboxed tagged real must not make it bigger.
+const _: () = assert!(std::mem::size_of::<Value>() == 16);
+
 impl Clone for Value {
     // By hand and inlined: the evaluator clones a value on every variable read.
     // The derived clone is an out-of-line call whose result is built field by
@@ -47,7 +57,12 @@ impl Clone for Value {
             return unsafe { std::ptr::read(self) };
         }
         match self {
-            Value::Nil | Value::Bool(_) | Value::Int(_) | Value::Real(_) | Value::Prim(_) => {}
+            Value::Nil
+            | Value::Bool(_)
+            | Value::Int(_)
+            | Value::Real(_)
+            | Value::TReal(..)
+            | Value::Prim(_) => {}
             Value::Big(x) => std::mem::forget(Rc::clone(x)),
             Value::Rat(x) => std::mem::forget(Rc::clone(x)),
             Value::Pair(x) => std::mem::forget(Rc::clone(x)),
@@ -98,7 +113,54 @@ pub enum Tag {
     Reverse,
 }
 
+/// The tags around a [`Value::TReal`], outermost first: a count (1 to
+/// [`Tags::MAX`]) in the low four bits, then two bits per tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tags(u32);
+
+impl Tags {
+    pub const MAX: u32 = 14;
+
+    pub fn one(t: Tag) -> Tags {
+        Tags((t.code() << 4) | 1)
+    }
+
+    pub fn count(self) -> u32 {
+        self.0 & 15
+    }
+
+    pub fn outer(self) -> Tag {
+        Tag::of_code((self.0 >> 4) & 3)
+    }
+
+    /// With `t` added outside (the caller checks `count() < MAX`).
+    fn push(self, t: Tag) -> Tags {
+        Tags(((self.0 >> 4) << 6) | (t.code() << 4) | (self.count() + 1))
+    }
+
+    /// Without the outermost tag (the caller checks `count() > 1`).
+    fn pop(self) -> Tags {
+        Tags(((self.0 >> 6) << 4) | (self.count() - 1))
+    }
+}
+
 impl Tag {
+    fn code(self) -> u32 {
+        match self {
+            Tag::Perturbation => 0,
+            Tag::Sensitivity => 1,
+            Tag::Reverse => 2,
+        }
+    }
+
+    fn of_code(c: u32) -> Tag {
+        match c {
+            0 => Tag::Perturbation,
+            1 => Tag::Sensitivity,
+            _ => Tag::Reverse,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Tag::Perturbation => "perturbation",
@@ -188,8 +250,44 @@ impl Value {
         Value::Pair(Rc::new(Pair { car, cdr }))
     }
 
+    /// `v` under one more tag (unboxed when `v` is a real under few tags).
+    #[inline]
     pub fn tagged(tag: Tag, v: Value) -> Value {
-        Value::Tagged(tag, Rc::new(v))
+        match v {
+            Value::Real(x) => Value::TReal(Tags::one(tag), x),
+            Value::TReal(ts, x) if ts.count() < Tags::MAX => Value::TReal(ts.push(tag), x),
+            v => Value::Tagged(tag, Rc::new(v)),
+        }
+    }
+
+    /// The outermost tag of a tagged value.
+    #[inline]
+    pub fn outer_tag(&self) -> Option<Tag> {
+        match self {
+            Value::Tagged(t, _) => Some(*t),
+            Value::TReal(ts, _) => Some(ts.outer()),
+            _ => None,
+        }
+    }
+
+    /// A tagged value's outermost tag and what it wraps.
+    #[inline]
+    pub fn peel(&self) -> Option<(Tag, Value)> {
+        match self {
+            Value::Tagged(t, x) => Some((*t, (**x).clone())),
+            Value::TReal(ts, x) if ts.count() == 1 => Some((ts.outer(), Value::Real(*x))),
+            Value::TReal(ts, x) => Some((ts.outer(), Value::TReal(ts.pop(), *x))),
+            _ => None,
+        }
+    }
+
+    /// What a value tagged `t` (outermost) wraps.
+    #[inline]
+    pub fn peel_if(&self, t: Tag) -> Option<Value> {
+        match self.outer_tag() {
+            Some(t2) if t2 == t => self.peel().map(|(_, x)| x),
+            _ => None,
+        }
     }
 
     pub fn bundle(p: Value, t: Value) -> Value {
@@ -208,7 +306,10 @@ impl Value {
     /// Whether dropping this value does anything (it holds a reference count).
     #[inline(always)]
     pub fn needs_drop(&self) -> bool {
-        !matches!(self, Value::Nil | Value::Bool(_) | Value::Int(_) | Value::Real(_) | Value::Prim(_))
+        !matches!(
+            self,
+            Value::Nil | Value::Bool(_) | Value::Int(_) | Value::Real(_) | Value::TReal(..) | Value::Prim(_)
+        )
     }
 
     /// Everything except `#f` is true.
@@ -221,6 +322,7 @@ impl Value {
         match self {
             Value::Bool(false) => false,
             Value::Tagged(_, v) => v.is_true_stripped(),
+            Value::TReal(..) => true,
             Value::Bundle(b) => b.0.is_true_stripped(),
             _ => true,
         }
@@ -271,9 +373,11 @@ impl Value {
             Value::Vector(_) => "a vector",
             Value::Pair(_) => "a pair",
             Value::Prim(_) | Value::Closure(..) => "a procedure",
-            Value::Tagged(Tag::Perturbation, _) => "a perturbation",
-            Value::Tagged(Tag::Sensitivity, _) => "a sensitivity",
-            Value::Tagged(Tag::Reverse, _) => "a reverse value",
+            Value::Tagged(..) | Value::TReal(..) => match self.outer_tag() {
+                Some(Tag::Perturbation) => "a perturbation",
+                Some(Tag::Sensitivity) => "a sensitivity",
+                _ => "a reverse value",
+            },
             Value::Bundle(_) => "a forward (bundled) value",
             Value::Lazy(z) if z.pair => "a pair",
             Value::Lazy(_) => "a procedure",

@@ -389,7 +389,19 @@ fn metered_counts_primitive_arithmetic() {
     let o = vlad(&d, &["--metered", "m.vlad"]);
     assert_eq!(o.code, 0);
     assert_eq!(o.stdout, "12\n8.75\n");
-    assert_eq!(o.stderr, "metered: 4 primitive operations (+ 2, * 2)\n");
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert_eq!(lines[0], "metered: 4 primitive operations (+ 2, * 2)");
+    // The second line counts procedure calls (each top-level expression runs as
+    // one): one more expression making three more calls of f, four more.
+    d.file("m3.vlad", "(define (f x) (* x (+ x 1)))\n(f 3)\n(f 2.5)\n(f (f (f 1)))\n");
+    let o3 = vlad(&d, &["--metered", "m3.vlad"]);
+    let calls = |s: &str| -> u64 {
+        let l = s.lines().nth(1).expect("a second metered line");
+        let n = l.strip_prefix("metered: ").and_then(|r| r.split(' ').next()).expect("a count");
+        assert!(l.ends_with("procedure calls, 0 AD value operations"), "{l}");
+        n.parse().expect("a number")
+    };
+    assert_eq!(calls(&o3.stderr) - calls(&o.stderr), 3 + 1);
 }
 
 // ---- vlad test ----

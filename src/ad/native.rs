@@ -243,16 +243,15 @@ pub fn forward_of(nat: &Native) -> Option<Native> {
 fn dual_of(m: &mut Machine, v: &Value, tag: Option<Tag>) -> Result<Option<Dual>> {
     let v = super::ops::hnf(m, v)?;
     let Value::Bundle(b) = &v else { return Ok(None) };
-    let Value::Tagged(Tag::Perturbation, d) = &b.1 else { return Ok(None) };
+    let Some(d) = b.1.peel_if(Tag::Perturbation) else { return Ok(None) };
     let strip = |x: &Value| -> Option<Value> {
-        let x = match (tag, x) {
-            (None, x) => x.clone(),
-            (Some(t), Value::Tagged(t2, inner)) if *t2 == t => (**inner).clone(),
-            _ => return None,
+        let x = match tag {
+            None => x.clone(),
+            Some(t) => x.peel_if(t)?,
         };
         x.is_number().then_some(x)
     };
-    Ok(match (strip(&b.0), strip(d)) {
+    Ok(match (strip(&b.0), strip(&d)) {
         (Some(p), Some(t)) => Some(Dual { p, t }),
         _ => None,
     })
@@ -359,8 +358,8 @@ fn run_ff(m: &mut Machine, p: PrimId, f: Formula, base: usize, nargs: usize) -> 
     let (mut xs, mut ds) = (Vec::with_capacity(2), Vec::with_capacity(2));
     for a in &args {
         let Value::Bundle(outer) = a else { return Ok(None) };
-        let Value::Tagged(Tag::Perturbation, t) = &outer.1 else { return Ok(None) };
-        let (Some(inner), Some(dinner)) = (dual_of(m, &outer.0, None)?, dual_of(m, t, None)?) else {
+        let Some(t) = outer.1.peel_if(Tag::Perturbation) else { return Ok(None) };
+        let (Some(inner), Some(dinner)) = (dual_of(m, &outer.0, None)?, dual_of(m, &t, None)?) else {
             return Ok(None);
         };
         // inner = (a, da), dinner = (a', da'): x = (a, a'), dx = (da, da')
@@ -420,12 +419,12 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             let mut ds = [Value::Nil, Value::Nil];
             for (i, a) in args.iter().enumerate() {
                 let Value::Bundle(b) = a else { return Ok(None) };
-                let Value::Tagged(Tag::Perturbation, d) = &b.1 else { return Ok(None) };
+                let Some(d) = b.1.peel_if(Tag::Perturbation) else { return Ok(None) };
                 if !b.0.is_number() || !d.is_number() {
                     return Ok(None);
                 }
                 xs[i] = b.0.clone();
-                ds[i] = (**d).clone();
+                ds[i] = d;
             }
             let n = args.len();
             let y = apply(m, *p, &xs[..n])?;
@@ -436,8 +435,8 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             let Some(args) = leaves(m, *prim, base, nargs)? else { return Ok(None) };
             let mut xs = [Value::Nil, Value::Nil];
             for (i, a) in args.iter().enumerate() {
-                match a {
-                    Value::Tagged(Tag::Reverse, x) if x.is_number() => xs[i] = (**x).clone(),
+                match a.peel_if(Tag::Reverse) {
+                    Some(x) if x.is_number() => xs[i] = x,
                     _ => return Ok(None),
                 }
             }
@@ -451,8 +450,8 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             if nargs != 1 {
                 return Ok(None);
             }
-            let yb = match &m.stack[base] {
-                Value::Tagged(Tag::Sensitivity, yb) if yb.is_number() => (**yb).clone(),
+            let yb = match m.stack[base].peel_if(Tag::Sensitivity) {
+                Some(yb) if yb.is_number() => yb,
                 _ if *f == Formula::Zero => Value::Nil,
                 _ => return Ok(None),
             };

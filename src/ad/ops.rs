@@ -97,6 +97,7 @@ pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
                 Value::Closure(Rc::new(Inst { group: inst.group.clone(), env }), *i)
             }
             Value::Tagged(t, x) => Value::tagged(*t, zero(m, x)?),
+            Value::TReal(ts, _) => Value::TReal(*ts, 0.0),
             Value::Bundle(b) => Value::bundle(zero(m, &b.0)?, zero(m, &b.1)?),
             Value::Lazy(_) => {
                 let h = hnf(m, v)?;
@@ -340,8 +341,11 @@ fn plus_rec(m: &mut Machine, a: &Value, b: &Value, memo: &mut PlusMemo) -> Resul
                 }
                 Value::Closure(Rc::new(Inst { group: i1.group.clone(), env: env.into_boxed_slice() }), *k1)
             }
-            (Value::Tagged(t1, x), Value::Tagged(t2, y)) if t1 == t2 => {
-                Value::tagged(*t1, plus_rec(m, x, y, memo)?)
+            (Value::Tagged(..) | Value::TReal(..), Value::Tagged(..) | Value::TReal(..))
+                if a.outer_tag() == b.outer_tag() =>
+            {
+                let ((t, x), (_, y)) = (a.peel().unwrap(), b.peel().unwrap());
+                Value::tagged(t, plus_rec(m, &x, &y, memo)?)
             }
             (Value::Bundle(x), Value::Bundle(y)) => {
                 Value::bundle(plus_rec(m, &x.0, &y.0, memo)?, plus_rec(m, &x.1, &y.1, memo)?)
@@ -385,6 +389,7 @@ pub fn untag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
         Value::Nil => Value::Nil,
         Value::Lazy(z) => with_op(m, v, z, LazyOp::Untag(t))?,
         Value::Tagged(t2, x) if *t2 == t => (**x).clone(),
+        Value::TReal(..) if v.outer_tag() == Some(t) => v.peel_if(t).unwrap(),
         Value::Rev(_) => v.clone(),
         Value::Pair(_) => make_lazy(m, v, false, smallvec::smallvec![LazyOp::Untag(t)])?,
         Value::Closure(inst, _) => match &inst.group.origin {
@@ -504,7 +509,9 @@ fn bundle_step(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
         (Value::Pair(_) | Value::Closure(..), _) | (_, Value::Pair(_) | Value::Closure(..)) => {
             return Err(bundle_mismatch(p, t))
         }
-        (_, Value::Tagged(Tag::Perturbation, _)) => Value::bundle(p.clone(), t.clone()),
+        (_, Value::Tagged(..) | Value::TReal(..)) if t.outer_tag() == Some(Tag::Perturbation) => {
+            Value::bundle(p.clone(), t.clone())
+        }
         _ => return Err(bundle_mismatch(p, t)),
     })
 }
@@ -566,9 +573,11 @@ pub enum OuterTag {
 
 pub fn outer_tag(v: &Value) -> Option<OuterTag> {
     match v {
-        Value::Tagged(Tag::Perturbation, _) => Some(OuterTag::P),
-        Value::Tagged(Tag::Sensitivity, _) => Some(OuterTag::S),
-        Value::Tagged(Tag::Reverse, _) => Some(OuterTag::R),
+        Value::Tagged(..) | Value::TReal(..) => v.outer_tag().map(|t| match t {
+            Tag::Perturbation => OuterTag::P,
+            Tag::Sensitivity => OuterTag::S,
+            Tag::Reverse => OuterTag::R,
+        }),
         Value::Bundle(_) => Some(OuterTag::F),
         Value::Pair(p) => outer_tag(&p.car),
         Value::Lazy(_) => hnf_detached(v).ok().and_then(|h| outer_tag(&h)),
@@ -625,11 +634,12 @@ pub fn tag_mismatch(k: Kind, arg: &Value) -> Option<String> {
 }
 
 /// Strips AD tags down to the base value of a leaf.
-pub fn strip(v: &Value) -> &Value {
+pub fn strip(v: &Value) -> std::borrow::Cow<'_, Value> {
     match v {
         Value::Tagged(_, x) => strip(x),
+        Value::TReal(_, x) => std::borrow::Cow::Owned(Value::Real(*x)),
         Value::Bundle(b) => strip(&b.0),
-        _ => v,
+        _ => std::borrow::Cow::Borrowed(v),
     }
 }
 
@@ -638,7 +648,7 @@ pub fn literal_matches(c: &Value, v: &Value) -> bool {
     if let Value::Lazy(_) = v {
         return hnf_detached(v).map(|h| literal_matches(c, &h)).unwrap_or(false);
     }
-    match (strip(c), strip(v)) {
+    match (&*strip(c), &*strip(v)) {
         (Value::Nil, Value::Nil) => true,
         (Value::Bool(a), Value::Bool(b)) => a == b,
         (x, y) if x.is_number() && y.is_number() => num::num_equal(x, y),

@@ -615,7 +615,7 @@ pub fn prims() -> Vec<PrimDef> {
             2,
             |_, a| {
                 let (x, y) = (crate::ad::ops::strip(&a[0]), crate::ad::ops::strip(&a[1]));
-                Ok(Value::Bool(int_pair(x, y).is_some()))
+                Ok(Value::Bool(int_pair(&x, &y).is_some()))
             },
             Rule::Predicate,
             Class::Other,

@@ -194,21 +194,24 @@ fn vec_max(m: &mut Machine, a: &[Value]) -> Result<Value> {
 
 /// A predicate-style primitive (sees through AD tags): the index of the largest element.
 fn vec_argmax(m: &mut Machine, a: &[Value]) -> Result<Value> {
-    let v = vec_arg("vec-argmax", strip(&a[0]))?;
+    let s = strip(&a[0]);
+    let v = vec_arg("vec-argmax", &s)?;
     ops::max(be(m), v).map(|p| Value::Int(p.1 as i64)).map_err(|e| err("vec-argmax", e))
 }
 
 fn vec_length(_: &mut Machine, a: &[Value]) -> Result<Value> {
-    let v = vec_arg("vec-length", strip(&a[0]))?;
+    let s = strip(&a[0]);
+    let v = vec_arg("vec-length", &s)?;
     Ok(Value::Int(v.len() as i64))
 }
 
 fn is_vector(_: &mut Machine, a: &[Value]) -> Result<Value> {
-    Ok(Value::Bool(matches!(strip(&a[0]), Value::Vector(_))))
+    Ok(Value::Bool(matches!(&*strip(&a[0]), Value::Vector(_))))
 }
 
 fn mat_dim(name: &str, v: &Value, which: usize) -> Result<Value> {
-    let v = vec_arg(name, strip(v))?;
+    let s = strip(v);
+    let v = vec_arg(name, &s)?;
     match v.shape() {
         Shape::Matrix(r, c) => Ok(Value::Int([r, c][which] as i64)),
         Shape::Vector => Err(err(name, format!("expected a matrix, got {}", v.describe()))),
