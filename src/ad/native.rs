@@ -16,7 +16,11 @@ use crate::error::Result;
 use crate::eval::Machine;
 use crate::prims::{self, Class, PrimId, Rule};
 use crate::value::{Inst, Tag, Value};
+use smallvec::{smallvec, SmallVec};
 use std::rc::Rc;
+
+/// The one or two operands of a scalar rule (no allocation).
+type Two<T> = SmallVec<[T; 2]>;
 
 /// A primitive's derivative rules, as native arithmetic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -279,15 +283,15 @@ fn run_fr(
     nargs: usize,
 ) -> Result<Option<Value>> {
     let Some(args) = leaves(m, prim, base, nargs)? else { return Ok(None) };
-    let mut xs = Vec::with_capacity(2);
+    let mut xs: Two<Dual> = SmallVec::new();
     for a in &args {
         match dual_of(m, a, Some(Tag::Reverse))? {
             Some(d) => xs.push(d),
             None => return Ok(None),
         }
     }
-    let primals: Vec<Value> = xs.iter().map(|d| d.p.clone()).collect();
-    let tangents: Vec<Value> = xs.iter().map(|d| d.t.clone()).collect();
+    let primals: Two<Value> = xs.iter().map(|d| d.p.clone()).collect();
+    let tangents: Two<Value> = xs.iter().map(|d| d.t.clone()).collect();
     let y = apply(m, prim, &primals)?;
     let dy = jvp(m, f, &primals, &y, &tangents)?;
     let yd = Dual { p: y, t: dy };
@@ -326,11 +330,11 @@ fn run_fbp(
         },
         None => None,
     };
-    let mut x = Vec::new();
+    let mut x: Two<Dual> = SmallVec::new();
     if let Some(v) = xv {
-        let parts = match super::ops::hnf(m, v)? {
-            Value::Pair(p) => vec![p.car.clone(), p.cdr.clone()],
-            other => vec![other],
+        let parts: Two<Value> = match super::ops::hnf(m, v)? {
+            Value::Pair(p) => smallvec![p.car.clone(), p.cdr.clone()],
+            other => smallvec![other],
         };
         for part in &parts {
             match dual_of(m, part, None)? {
@@ -355,7 +359,7 @@ fn run_fbp(
 /// its tangent rule in dual numbers.
 fn run_ff(m: &mut Machine, p: PrimId, f: Formula, base: usize, nargs: usize) -> Result<Option<Value>> {
     let Some(args) = leaves(m, p, base, nargs)? else { return Ok(None) };
-    let (mut xs, mut ds) = (Vec::with_capacity(2), Vec::with_capacity(2));
+    let (mut xs, mut ds): (Two<Dual>, Two<Dual>) = (SmallVec::new(), SmallVec::new());
     for a in &args {
         let Value::Bundle(outer) = a else { return Ok(None) };
         let Some(t) = outer.1.peel_if(Tag::Perturbation) else { return Ok(None) };
@@ -366,8 +370,8 @@ fn run_ff(m: &mut Machine, p: PrimId, f: Formula, base: usize, nargs: usize) -> 
         xs.push(Dual { p: inner.p, t: dinner.p });
         ds.push(Dual { p: inner.t, t: dinner.t });
     }
-    let primals: Vec<Value> = xs.iter().map(|d| d.p.clone()).collect();
-    let tangents: Vec<Value> = xs.iter().map(|d| d.t.clone()).collect();
+    let primals: Two<Value> = xs.iter().map(|d| d.p.clone()).collect();
+    let tangents: Two<Value> = xs.iter().map(|d| d.t.clone()).collect();
     let y0 = apply(m, p, &primals)?;
     let y1 = jvp(m, f, &primals, &y0, &tangents)?;
     let y = Dual { p: y0, t: y1 };
@@ -475,23 +479,23 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
 
 /// The argument leaves of a call of an arity-1 or arity-2 primitive's version:
 /// one value, or the two parts of a pair passed as two arguments or as one.
-fn leaves(m: &mut Machine, p: PrimId, base: usize, nargs: usize) -> Result<Option<Vec<Value>>> {
+fn leaves(m: &mut Machine, p: PrimId, base: usize, nargs: usize) -> Result<Option<Two<Value>>> {
     let arity = prims::prim(p).arity;
     if let (2, 1, Value::Lazy(_)) = (arity, nargs, &m.stack[base]) {
         // A tuple built lazily (by a tag operation): one level of it.
         let v = m.stack[base].clone();
         if v.is_pair() {
             if let Value::Pair(q) = super::ops::hnf(m, &v)? {
-                return Ok(Some(vec![q.car.clone(), q.cdr.clone()]));
+                return Ok(Some(smallvec![q.car.clone(), q.cdr.clone()]));
             }
         }
         return Ok(None);
     }
     let s = &m.stack[base..base + nargs];
     Ok(match (arity, s) {
-        (1, [a]) => Some(vec![a.clone()]),
-        (2, [a, b]) => Some(vec![a.clone(), b.clone()]),
-        (2, [Value::Pair(q)]) => Some(vec![q.car.clone(), q.cdr.clone()]),
+        (1, [a]) => Some(smallvec![a.clone()]),
+        (2, [a, b]) => Some(smallvec![a.clone(), b.clone()]),
+        (2, [Value::Pair(q)]) => Some(smallvec![q.car.clone(), q.cdr.clone()]),
         _ => None,
     })
 }
@@ -636,8 +640,8 @@ impl Num for Dual {
     fn op(m: &mut Machine, p: PrimId, args: &[Dual]) -> Result<Dual> {
         let f = formula_of(p)
             .ok_or_else(|| crate::error::Error::runtime(None, "internal error: no native forward rule"))?;
-        let xs: Vec<Value> = args.iter().map(|a| a.p.clone()).collect();
-        let ds: Vec<Value> = args.iter().map(|a| a.t.clone()).collect();
+        let xs: Two<Value> = args.iter().map(|a| a.p.clone()).collect();
+        let ds: Two<Value> = args.iter().map(|a| a.t.clone()).collect();
         let y = apply(m, p, &xs)?;
         let dy = jvp(m, f, &xs, &y, &ds)?;
         Ok(Dual { p: y, t: dy })
@@ -813,6 +817,28 @@ fn run_struct(
 /// The forward version of AD primitive `p` on the value `v`:
 /// (let* ((x (primal v)) (y (p x))) (bundle y (perturb (jvp x y (unperturb (tangent v)))))).
 fn struct_f(m: &mut Machine, p: PrimId, op: StructOp, v: &Value) -> Result<Value> {
+    if let (StructOp::Tag(t) | StructOp::Untag(t), Value::Bundle(b)) = (op, v) {
+        // A bundle of numbers: (bundle (t x) (perturb (t dx))) at once.
+        if let Some(dx) = b.1.peel_if(Tag::Perturbation) {
+            let leaf = |x: &Value| x.is_number() || matches!(x, Value::TReal(..));
+            if leaf(&b.0) && leaf(&dx) {
+                m.ad_work += 7;
+                let (y, dy) = match op {
+                    StructOp::Tag(_) => (Value::tagged(t, b.0.clone()), Value::tagged(t, dx)),
+                    _ => match (b.0.peel_if(t), dx.peel_if(t)) {
+                        (Some(y), Some(dy)) => (y, dy),
+                        _ => return struct_f_slow(m, p, op, v),
+                    },
+                };
+                return Ok(Value::bundle(y, Value::tagged(Tag::Perturbation, dy)));
+            }
+        }
+    }
+    struct_f_slow(m, p, op, v)
+}
+
+/// [`struct_f`] by its definition, step by step.
+fn struct_f_slow(m: &mut Machine, p: PrimId, op: StructOp, v: &Value) -> Result<Value> {
     use super::ops;
     let x = ops::primal(m, v)?;
     m.stack.push(x);
