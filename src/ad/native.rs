@@ -817,24 +817,56 @@ fn run_struct(
 /// The forward version of AD primitive `p` on the value `v`:
 /// (let* ((x (primal v)) (y (p x))) (bundle y (perturb (jvp x y (unperturb (tangent v)))))).
 fn struct_f(m: &mut Machine, p: PrimId, op: StructOp, v: &Value) -> Result<Value> {
-    if let (StructOp::Tag(t) | StructOp::Untag(t), Value::Bundle(b)) = (op, v) {
-        // A bundle of numbers: (bundle (t x) (perturb (t dx))) at once.
-        if let Some(dx) = b.1.peel_if(Tag::Perturbation) {
-            let leaf = |x: &Value| x.is_number() || matches!(x, Value::TReal(..));
-            if leaf(&b.0) && leaf(&dx) {
-                m.ad_work += 7;
-                let (y, dy) = match op {
-                    StructOp::Tag(_) => (Value::tagged(t, b.0.clone()), Value::tagged(t, dx)),
-                    _ => match (b.0.peel_if(t), dx.peel_if(t)) {
-                        (Some(y), Some(dy)) => (y, dy),
-                        _ => return struct_f_slow(m, p, op, v),
-                    },
-                };
-                return Ok(Value::bundle(y, Value::tagged(Tag::Perturbation, dy)));
-            }
+    if let StructOp::Tag(t) | StructOp::Untag(t) = op {
+        let untag = matches!(op, StructOp::Untag(_));
+        if let Some(r) = retag_bundles(m, t, untag, v, &mut { SMALL_TREE }) {
+            return Ok(r);
         }
     }
     struct_f_slow(m, p, op, v)
+}
+
+/// How many nodes [`retag_bundles`] takes on.
+const SMALL_TREE: u32 = 8;
+
+/// Is this a number under zero or more tags?
+fn tagged_number(v: &Value) -> bool {
+    match v {
+        Value::TReal(..) => true,
+        Value::Tagged(_, x) => tagged_number(x),
+        _ => v.is_number(),
+    }
+}
+
+/// The forward version of tag operation `t` (removing it when `untag` is set)
+/// at once on a small tree of pairs over forward bundles of tagged numbers
+/// (the sensitivity tuples of forward-over-reverse backpropagators): the
+/// bundle of the tagged primal and perturbed tagged tangent at each leaf.
+/// `None` leaves anything else (or larger) to the general definition.
+fn retag_bundles(m: &mut Machine, t: Tag, untag: bool, v: &Value, budget: &mut u32) -> Option<Value> {
+    *budget = budget.checked_sub(1)?;
+    match v {
+        Value::Nil => Some(Value::Nil),
+        Value::Pair(p) => {
+            let car = retag_bundles(m, t, untag, &p.car, budget)?;
+            Some(Value::cons(car, retag_bundles(m, t, untag, &p.cdr, budget)?))
+        }
+        Value::Bundle(b) => {
+            let dx = b.1.peel_if(Tag::Perturbation)?;
+            if !tagged_number(&b.0) || !tagged_number(&dx) {
+                return None;
+            }
+            let (y, dy) = if untag {
+                (b.0.peel_if(t)?, dx.peel_if(t)?)
+            } else {
+                (Value::tagged(t, b.0.clone()), Value::tagged(t, dx))
+            };
+            // primal, the operation, tangent, untag, the operation, tag, bundle
+            m.ad_work += 7;
+            Some(Value::bundle(y, Value::tagged(Tag::Perturbation, dy)))
+        }
+        _ => None,
+    }
 }
 
 /// [`struct_f`] by its definition, step by step.
