@@ -59,6 +59,22 @@ fn is_exact(v: &Value) -> bool {
 
 /// Binary arithmetic on two numbers. `None` when an operand is not a number.
 pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
+    // Reals first (what derivative code computes with): as the general path
+    // below does it, an exact integer with a real is converted to a double.
+    let reals = match (a, b) {
+        (Value::Real(x), Value::Real(y)) => Some((*x, *y)),
+        (Value::Int(x), Value::Real(y)) => Some((*x as f64, *y)),
+        (Value::Real(x), Value::Int(y)) => Some((*x, *y as f64)),
+        _ => None,
+    };
+    if let Some((x, y)) = reals {
+        return Some(Ok(Value::Real(match op {
+            '+' => x + y,
+            '-' => x - y,
+            '*' => x * y,
+            _ => x / y,
+        })));
+    }
     if let (Value::Int(x), Value::Int(y)) = (a, b) {
         let r = match op {
             '+' => x.checked_add(*y),

@@ -292,8 +292,7 @@ fn run_fr(
     }
     let primals: Two<Value> = xs.iter().map(|d| d.p.clone()).collect();
     let tangents: Two<Value> = xs.iter().map(|d| d.t.clone()).collect();
-    let y = apply(m, prim, &primals)?;
-    let dy = jvp(m, f, &primals, &y, &tangents)?;
+    let (y, dy) = apply_jvp(m, prim, f, &primals, &tangents)?;
     let yd = Dual { p: y, t: dy };
     let x = match &xs[..] {
         [a] => bundle_of(a.clone(), None),
@@ -343,7 +342,19 @@ fn run_fbp(
             }
         }
     }
-    let Some(out) = vjp_num(m, f, &x, y.as_ref(), &yb)? else { return Ok(None) };
+    let y64 = match &y {
+        Some(d) => dual_reals(m, std::slice::from_ref(d)).map(|v| Some(v[0])),
+        None => Some(None),
+    };
+    let out = match (dual_reals(m, &x), y64, dual_reals(m, std::slice::from_ref(&yb))) {
+        (Some(x64), Some(y64), Some(yb64)) => match vjp_num(m, f, &x64, y64.as_ref(), &yb64[0])? {
+            Some(Out::One(a)) => Some(Out::One(dual_of_d64(a))),
+            Some(Out::Two(a, b)) => Some(Out::Two(dual_of_d64(a), dual_of_d64(b))),
+            None => None,
+        },
+        _ => vjp_num(m, f, &x, y.as_ref(), &yb)?,
+    };
+    let Some(out) = out else { return Ok(None) };
     let xb = match out {
         Out::One(a) => bundle_of(a, None),
         Out::Two(a, b) => Value::cons(bundle_of(a, None), bundle_of(b, None)),
@@ -372,10 +383,12 @@ fn run_ff(m: &mut Machine, p: PrimId, f: Formula, base: usize, nargs: usize) -> 
     }
     let primals: Two<Value> = xs.iter().map(|d| d.p.clone()).collect();
     let tangents: Two<Value> = xs.iter().map(|d| d.t.clone()).collect();
-    let y0 = apply(m, p, &primals)?;
-    let y1 = jvp(m, f, &primals, &y0, &tangents)?;
+    let (y0, y1) = apply_jvp(m, p, f, &primals, &tangents)?;
     let y = Dual { p: y0, t: y1 };
-    let dy = jvp_num(m, f, &xs, &y, &ds)?;
+    let dy = match (dual_reals(m, &xs), dual_reals(m, &ds), dual_reals(m, std::slice::from_ref(&y))) {
+        (Some(x64), Some(d64), Some(y64)) => dual_of_d64(jvp_num(m, f, &x64, &y64[0], &d64)?),
+        _ => jvp_num(m, f, &xs, &y, &ds)?,
+    };
     let inner = |p: Value, t: Value| Value::bundle(p, Value::tagged(Tag::Perturbation, t));
     Ok(Some(Value::bundle(inner(y.p, dy.p), Value::tagged(Tag::Perturbation, inner(y.t, dy.t)))))
 }
@@ -431,8 +444,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
                 ds[i] = d;
             }
             let n = args.len();
-            let y = apply(m, *p, &xs[..n])?;
-            let dy = jvp(m, *f, &xs[..n], &y, &ds[..n])?;
+            let (y, dy) = apply_jvp(m, *p, *f, &xs[..n], &ds[..n])?;
             Ok(Some(Value::bundle(y, Value::tagged(Tag::Perturbation, dy))))
         }
         Native::R { prim, bp, env, .. } => {
@@ -470,7 +482,24 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
                 Some(_) => return Ok(None),
                 None => &[],
             };
-            let Some(xb) = vjp(m, *f, xs, y, &yb)? else { return Ok(None) };
+            let scalar = !matches!(f, Formula::Zero | Formula::Struct(_));
+            let y64 = match y {
+                Some(v) => reals(m, std::slice::from_ref(v)).map(|r| Some(r[0])),
+                None => Some(None),
+            };
+            let fast = match (scalar, reals(m, xs), y64, reals(m, std::slice::from_ref(&yb))) {
+                (true, Some(x64), Some(y64), Some(yb64)) => {
+                    Some(vjp_num(m, *f, &x64, y64.as_ref(), &yb64[0])?)
+                }
+                _ => None,
+            };
+            let xb = match fast {
+                Some(Some(Out::One(a))) => Some(Value::Real(a)),
+                Some(Some(Out::Two(a, b))) => Some(Value::cons(Value::Real(a), Value::Real(b))),
+                Some(None) => None,
+                None => vjp(m, *f, xs, y, &yb)?,
+            };
+            let Some(xb) = xb else { return Ok(None) };
             let r = super::ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, xb))?;
             Ok(Some(r))
         }
@@ -650,6 +679,102 @@ impl Num for Dual {
     fn int(i: i64) -> Dual {
         Dual { p: Value::Int(i), t: Value::Int(0) }
     }
+}
+
+/// Primitive `p` on doubles: what its implementation computes on reals.
+fn prim_f64(p: PrimId, a: &[f64]) -> Option<f64> {
+    Some(match (formula_of(p)?, a) {
+        (Formula::Add, [x, y]) => x + y,
+        (Formula::Sub, [x, y]) => x - y,
+        (Formula::Mul, [x, y]) => x * y,
+        (Formula::Div, [x, y]) => x / y,
+        (Formula::Sqrt, [x]) => x.sqrt(),
+        (Formula::Exp, [x]) => x.exp(),
+        (Formula::Log, [x]) => x.ln(),
+        (Formula::Sin, [x]) => x.sin(),
+        (Formula::Cos, [x]) => x.cos(),
+        (Formula::Atan, [y, x]) => y.atan2(*x),
+        _ => return None,
+    })
+}
+
+fn not_scalar() -> crate::error::Error {
+    crate::error::Error::runtime(None, "internal error: not a scalar rule")
+}
+
+/// The rules on doubles: when every number a rule sees is a real (and nothing
+/// is metered), the same operations in the same order, without boxing. An
+/// exact constant of a rule meets only reals there, and the primitives
+/// convert it to a double exactly as `as f64` does, so the results are the
+/// same bits.
+impl Num for f64 {
+    fn op(_: &mut Machine, p: PrimId, args: &[f64]) -> Result<f64> {
+        prim_f64(p, args).ok_or_else(not_scalar)
+    }
+    fn int(i: i64) -> f64 {
+        i as f64
+    }
+}
+
+/// A forward bundle of doubles (as [`Dual`] of reals).
+#[derive(Clone, Copy)]
+struct D64 {
+    p: f64,
+    t: f64,
+}
+
+impl Num for D64 {
+    fn op(m: &mut Machine, p: PrimId, args: &[D64]) -> Result<D64> {
+        let f = formula_of(p).ok_or_else(not_scalar)?;
+        let xs: Two<f64> = args.iter().map(|a| a.p).collect();
+        let ds: Two<f64> = args.iter().map(|a| a.t).collect();
+        let y = prim_f64(p, &xs).ok_or_else(not_scalar)?;
+        let dy = jvp_num(m, f, &xs, &y, &ds)?;
+        Ok(D64 { p: y, t: dy })
+    }
+    fn int(i: i64) -> D64 {
+        D64 { p: i as f64, t: 0.0 }
+    }
+}
+
+/// The doubles of some reals, if they all are reals and nothing is metered.
+fn reals(m: &Machine, vs: &[Value]) -> Option<Two<f64>> {
+    if m.meter.is_some() {
+        return None;
+    }
+    vs.iter().map(|v| if let Value::Real(x) = v { Some(*x) } else { None }).collect()
+}
+
+/// The same of dual numbers.
+fn dual_reals(m: &Machine, ds: &[Dual]) -> Option<Two<D64>> {
+    if m.meter.is_some() {
+        return None;
+    }
+    ds.iter()
+        .map(|d| match (&d.p, &d.t) {
+            (Value::Real(p), Value::Real(t)) => Some(D64 { p: *p, t: *t }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn dual_of_d64(d: D64) -> Dual {
+    Dual { p: Value::Real(d.p), t: Value::Real(d.t) }
+}
+
+/// A scalar primitive and its tangent, on reals as doubles when they all are.
+fn apply_jvp(m: &mut Machine, p: PrimId, f: Formula, x: &[Value], d: &[Value]) -> Result<(Value, Value)> {
+    if let (Some(xf), Some(df), false) =
+        (reals(m, x), reals(m, d), matches!(f, Formula::Zero | Formula::Struct(_)))
+    {
+        if let Some(y) = prim_f64(p, &xf) {
+            let dy = jvp_num(m, f, &xf, &y, &df)?;
+            return Ok((Value::Real(y), Value::Real(dy)));
+        }
+    }
+    let y = apply(m, p, x)?;
+    let dy = jvp(m, f, x, &y, d)?;
+    Ok((y, dy))
 }
 
 /// A cotangent: one part, or the two parts of a pair.

@@ -348,17 +348,22 @@ fn native_rules_agree_with_the_interpreted_rules() {
                  (list 0.5 1.5) (list 1.0 -2.0))
             (hvp (lambda (l) (atan (car l) (- (cadr l) (* 2 (car l))))) (list 0.5 1.5) (list 1 -2))
             (hvp (lambda (l) (* (car l) (car l))) (list 3 4) (list 1 1)))";
-    let run_with = |native: bool| {
+    let run_with = |native: bool, metered: bool| {
         let mut s = session();
         s.m.native_rules = native;
-        s.m.meter = Some(vec![0; vlad::prims::prims().len()]);
+        if metered {
+            s.m.meter = Some(vec![0; vlad::prims::prims().len()]);
+        }
         let v = run_in(&mut s, "native", program);
         let out: Vec<String> = v.iter().map(vlad::print::to_string).collect();
-        (out, s.m.meter.take().unwrap())
+        (out, s.m.meter.take().unwrap_or_default())
     };
-    let (native, native_ops) = run_with(true);
-    let (interpreted, interpreted_ops) = run_with(false);
+    let (native, native_ops) = run_with(true, true);
+    let (interpreted, interpreted_ops) = run_with(false, true);
     assert_eq!(native, interpreted);
+    // Unmetered, the rules compute on reals as unboxed doubles: the same bits.
+    let (unmetered, _) = run_with(true, false);
+    assert_eq!(unmetered, interpreted, "the rules on doubles differ");
     assert_eq!(native_ops, interpreted_ops, "the native rules count different operations");
     // and they are the right numbers: the first two against a central difference
     let fd = {
