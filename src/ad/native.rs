@@ -416,11 +416,17 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
                     let jy = ops::tag(m, Tag::Reverse, &y)?;
                     Value::cons(jy, Value::closure(bp.clone(), vec![v], 0))
                 }
-                _ => {
-                    let z = ops::lazy_zero(m, &y)?;
-                    let pz = ops::tag(m, Tag::Perturbation, &z)?;
-                    ops::bundle(m, &y, &pz)?
-                }
+                _ => match y {
+                    Value::Bool(b) => {
+                        m.ad_work += 3;
+                        bool_bundle(b)
+                    }
+                    _ => {
+                        let z = ops::lazy_zero(m, &y)?;
+                        let pz = ops::tag(m, Tag::Perturbation, &z)?;
+                        ops::bundle(m, &y, &pz)?
+                    }
+                },
             }))
         }
         Native::ShapeBp if inst.env.len() == 1 => {
@@ -445,6 +451,9 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             }
             let n = args.len();
             let (y, dy) = apply_jvp(m, *p, *f, &xs[..n], &ds[..n])?;
+            if let (Value::Bool(b), Value::Bool(_)) = (&y, &dy) {
+                return Ok(Some(bool_bundle(*b)));
+            }
             Ok(Some(Value::bundle(y, Value::tagged(Tag::Perturbation, dy))))
         }
         Native::R { prim, bp, env, .. } => {
@@ -679,6 +688,16 @@ impl Num for Dual {
     fn int(i: i64) -> Dual {
         Dual { p: Value::Int(i), t: Value::Int(0) }
     }
+}
+
+/// `(bundle b (perturb (zero b)))` for a boolean `b` (what the forward
+/// versions of predicates return): one shared value for each.
+fn bool_bundle(b: bool) -> Value {
+    thread_local! {
+        static BUNDLES: [Value; 2] = [false, true]
+            .map(|b| Value::bundle(Value::Bool(b), Value::tagged(Tag::Perturbation, Value::Bool(b))));
+    }
+    BUNDLES.with(|v| v[b as usize].clone())
 }
 
 /// Primitive `p` on doubles: what its implementation computes on reals.
