@@ -61,5 +61,11 @@ unsafe impl GlobalAlloc for MiMalloc {
 static GLOBAL: MiMalloc = MiMalloc;
 
 fn main() {
+    // Large (2 MiB, transparent huge) OS pages for the heap: AD workloads that
+    // build long tapes fault in hundreds of megabytes, and with 4 KiB pages the
+    // kernel's page faults took half of such a run (product-R at 10^5: 1.24 s,
+    // 0.68 s with large pages).
+    // SAFETY: sets a mimalloc option; no allocation depends on its old value.
+    unsafe { mi::mi_option_set(mi::mi_option_large_os_pages, 1) };
     std::process::exit(vlad::cli::main());
 }
