@@ -343,17 +343,15 @@ impl Machine {
     }
 
     /// The runnable code of a group.
-    pub fn group_code(&mut self, g: &Rc<Group>) -> Result<Rc<GroupCode>> {
-        if let Some(c) = g.code.get() {
-            return Ok(c.clone());
+    pub fn group_code<'g>(&mut self, g: &'g Rc<Group>) -> Result<&'g GroupCode> {
+        if g.code.get().is_none() {
+            let members = self.group_members(g)?;
+            if g.is_derivative_code() {
+                g.mark_nested_derivative();
+            }
+            let _ = g.code.set(crate::resolve::resolve_group(g, members));
         }
-        let members = self.group_members(g)?;
-        if g.is_derivative_code() {
-            g.mark_nested_derivative();
-        }
-        let code = Rc::new(crate::resolve::resolve_group(g, members));
-        let _ = g.code.set(code.clone());
-        Ok(code)
+        Ok(g.code.get().unwrap())
     }
 
     /// Counts a step; every so often checks the clock and Ctrl-C.
@@ -655,13 +653,9 @@ impl Machine {
         if inst.group.native.get().is_some() && self.native_rules && self.enter_native(base, inst, nargs)? {
             return Ok(Next::Return);
         }
-        let holder;
         let code: &GroupCode = match inst.group.code.get() {
             Some(c) if c.plain => c,
-            _ => {
-                holder = self.enter_checks(base, inst, idx, nargs)?;
-                &holder
-            }
+            _ => self.enter_checks(base, inst, idx, nargs)?,
         };
         let lam = &code.members[idx as usize];
         let nslots = lam.nslots as usize;
@@ -727,13 +721,13 @@ impl Machine {
     /// first use.
     #[cold]
     #[inline(never)]
-    fn enter_checks(
+    fn enter_checks<'i>(
         &mut self,
         base: usize,
-        inst: &Rc<Inst>,
+        inst: &'i Rc<Inst>,
         idx: u32,
         nargs: usize,
-    ) -> Result<Rc<GroupCode>> {
+    ) -> Result<&'i GroupCode> {
         if inst.group.is_shape() {
             return Err(shape_error(inst, idx));
         }

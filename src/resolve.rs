@@ -117,7 +117,8 @@ pub struct LambdaCode {
 }
 
 pub struct GroupCode {
-    pub members: Vec<LambdaCode>,
+    /// Inline for a group of one (no pointer to follow on a call).
+    pub members: smallvec::SmallVec<[LambdaCode; 1]>,
     /// False when entering a member needs checks first: a shape (never run) or
     /// a forward/reverse transformed group (its argument's tags are checked).
     pub plain: bool,
