@@ -658,7 +658,8 @@ impl Machine {
             _ => self.enter_checks(base, inst, idx, nargs)?,
         };
         let lam = &code.members[idx as usize];
-        let nslots = lam.nslots as usize;
+        // The slots the body needs before its tail (a branch extends the frame).
+        let nslots = lam.body.frame as usize;
         let start = match &lam.param {
             Param::Tuple { parts, skip, .. } if parts.len() == nargs => {
                 self.push_nils(base + nslots);
@@ -790,6 +791,10 @@ impl Machine {
             match &block.tail {
                 CExpr::If(c, t, e) => {
                     block = if self.truth(base, inst, c)? { t } else { e };
+                    if !INNER {
+                        // (An inner block's slots are all in its frame already.)
+                        self.push_nils(base + block.frame as usize);
+                    }
                     continue;
                 }
                 CExpr::App(f, args, span) if !INNER => {

@@ -60,6 +60,11 @@ pub enum CBind {
 pub struct CBlock {
     pub binds: Vec<CBind>,
     pub tail: CExpr,
+    /// The slots the frame needs while the block runs (up to its tail): the
+    /// enclosing blocks' and parameters', its bindings', and those of the blocks
+    /// nested in its bindings. The branches of an `if` in tail position need
+    /// more (their own `frame`); the two branches of an `if` share slot numbers.
+    pub frame: u32,
 }
 
 /// The primitives with an inline fast path.
@@ -109,6 +114,7 @@ pub enum Param {
 }
 
 pub struct LambdaCode {
+    /// The most slots the frame ever needs (see [`CBlock::frame`]).
     pub nslots: u32,
     pub param: Param,
     pub body: CBlock,
@@ -299,7 +305,7 @@ impl Resolver {
             Expr::Lambda(g) => CExpr::Closure(g.clone(), self.captures(g)),
             Expr::If(c, t, f) => {
                 let c = Cond::Atom(self.atom(c));
-                CExpr::If(c, Box::new(self.block(t)), Box::new(self.block(f)))
+                self.branches(c, t, f)
             }
             Expr::MakeEnvSens(g, i, xs) => {
                 CExpr::MakeEnvSens(g.clone(), *i, xs.iter().map(|x| self.atom(x)).collect())
@@ -314,6 +320,7 @@ impl Resolver {
         let mut binds = Vec::with_capacity(b.binds.len());
         let n = b.binds.len();
         let mut tail = None;
+        let mut frame = 0;
         let mut fused: Option<Cond> = None;
         for (i, bind) in b.binds.iter().enumerate() {
             // A comparison read only by the `if` bound next is fused into it.
@@ -328,10 +335,11 @@ impl Resolver {
                 }
             }
             if let (Some(c), Bind::Let(x, Expr::If(_, t, f))) = (fused.take(), bind) {
-                let ce = CExpr::If(c, Box::new(self.block(t)), Box::new(self.block(f)));
                 if i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x) {
-                    tail = Some(ce);
+                    frame = self.nslots;
+                    tail = Some(self.branches(c, t, f));
                 } else {
+                    let ce = self.branches(c, t, f);
                     let s = self.bind(*x);
                     binds.push(CBind::Let(s, ce));
                 }
@@ -340,6 +348,7 @@ impl Resolver {
             match bind {
                 Bind::Let(x, e) => {
                     if i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x) {
+                        frame = self.nslots;
                         tail = Some(self.expr(e));
                     } else {
                         let ce = self.expr(e);
@@ -364,8 +373,23 @@ impl Resolver {
                 }
             }
         }
-        let tail = tail.unwrap_or_else(|| CExpr::Atom(self.atom(&b.result)));
-        CBlock { binds, tail }
+        let tail = tail.unwrap_or_else(|| {
+            frame = self.nslots;
+            CExpr::Atom(self.atom(&b.result))
+        });
+        CBlock { binds, tail, frame }
+    }
+
+    /// An `if`: the two branches share slot numbers (only one of them runs);
+    /// what is bound after it gets slots past both.
+    fn branches(&mut self, c: Cond, t: &Block, f: &Block) -> CExpr {
+        let start = self.nslots;
+        let t = self.block(t);
+        let t_end = self.nslots;
+        self.nslots = start;
+        let f = self.block(f);
+        self.nslots = self.nslots.max(t_end);
+        CExpr::If(c, Box::new(t), Box::new(f))
     }
 }
 
