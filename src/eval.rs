@@ -769,11 +769,11 @@ impl Machine {
                         match self.arith_fast(base, inst, *op, a, b2) {
                             Some(n) => {
                                 let i = base + *s as usize;
-                                if self.stack[i].needs_drop() {
+                                if self.slot(i).needs_drop() {
                                     self.clear_slot(i);
                                 }
-                                // SAFETY: an element of the stack, holding nothing to drop.
-                                unsafe { write_num(&mut self.stack[i], n) }
+                                // SAFETY: a slot of the frame, holding nothing to drop.
+                                unsafe { write_num(self.slot_mut(i), n) }
                             }
                             None => self.exec_bind(base, inst, b)?,
                         }
@@ -949,18 +949,40 @@ impl Machine {
     /// Moves the top of the value stack into slot `i`.
     #[inline(always)]
     fn pop_into(&mut self, i: usize) {
-        if self.stack[i].needs_drop() {
+        if self.slot(i).needs_drop() {
             self.clear_slot(i);
         }
         let top = self.stack.len() - 1;
-        assert!(i < top);
-        // SAFETY: both are elements of the stack (`i` below the top); the slot
-        // holds nothing to drop, and the top is given up by lowering the length.
+        debug_assert!(i < top);
+        // SAFETY: both are elements of the stack (`i` is a slot of the running
+        // frame, below the result on top, see `slot`); the slot holds nothing to
+        // drop, and the top is given up by lowering the length.
         unsafe {
             let p = self.stack.as_mut_ptr();
             move_value(p.add(top), p.add(i));
             self.stack.set_len(top);
         }
+    }
+
+    /// Slot `i` of the running frame (`base` plus a slot number of its code),
+    /// without a bounds check.
+    #[inline(always)]
+    fn slot(&self, i: usize) -> &Value {
+        debug_assert!(i < self.stack.len());
+        // SAFETY: the resolver numbers the slots a block uses below the block's
+        // `frame` (its procedure's `nslots` bounds them all), and the value stack
+        // is grown to `base + frame` before a block runs (`enter`, `run_block`);
+        // the frame is only cut back when its procedure returns or fails, after
+        // its last slot access.
+        unsafe { self.stack.get_unchecked(i) }
+    }
+
+    /// [`Machine::slot`] for writing.
+    #[inline(always)]
+    fn slot_mut(&mut self, i: usize) -> &mut Value {
+        debug_assert!(i < self.stack.len());
+        // SAFETY: as for `slot`.
+        unsafe { self.stack.get_unchecked_mut(i) }
     }
 
     #[cold]
@@ -1006,7 +1028,7 @@ impl Machine {
     #[inline(always)]
     fn peek<'a>(&'a self, base: usize, inst: &'a Rc<Inst>, a: &'a CAtom) -> Option<&'a Value> {
         match a {
-            CAtom::Local(s) => Some(&self.stack[base + *s as usize]),
+            CAtom::Local(s) => Some(self.slot(base + *s as usize)),
             CAtom::Env(i) => Some(&inst.env[*i as usize]),
             CAtom::Const(v) => Some(v),
             CAtom::Global(g) => match &self.globals[*g as usize].state {
@@ -1026,12 +1048,12 @@ impl Machine {
         // The usual operands (a local, then a local or a constant) are tested for
         // first, by plain comparisons rather than a jump on the kind of operand.
         let x = match a {
-            CAtom::Local(s) => &self.stack[base + *s as usize],
+            CAtom::Local(s) => self.slot(base + *s as usize),
             _ => self.peek(base, inst, a)?,
         };
         let y = match b {
             CAtom::Const(v) => v,
-            CAtom::Local(s) => &self.stack[base + *s as usize],
+            CAtom::Local(s) => self.slot(base + *s as usize),
             _ => self.peek(base, inst, b)?,
         };
         fast_arith(op, x, y)
@@ -1090,7 +1112,7 @@ impl Machine {
         }
         let len = self.stack.len();
         let src: *const Value = match a {
-            CAtom::Local(s) => &self.stack[base + *s as usize],
+            CAtom::Local(s) => self.slot(base + *s as usize),
             CAtom::Env(i) => &inst.env[*i as usize],
             CAtom::Const(v) => v,
             _ => return self.push_atom_slow(base, inst, a),
