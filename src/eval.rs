@@ -1045,18 +1045,7 @@ impl Machine {
         if self.meter.is_some() {
             return None;
         }
-        // The usual operands (a local, then a local or a constant) are tested for
-        // first, by plain comparisons rather than a jump on the kind of operand.
-        let x = match a {
-            CAtom::Local(s) => self.slot(base + *s as usize),
-            _ => self.peek(base, inst, a)?,
-        };
-        let y = match b {
-            CAtom::Const(v) => v,
-            CAtom::Local(s) => self.slot(base + *s as usize),
-            _ => self.peek(base, inst, b)?,
-        };
-        fast_arith(op, x, y)
+        fast_arith(op, self.peek(base, inst, a)?, self.peek(base, inst, b)?)
     }
 
     /// Binary arithmetic through the primitive table (other numbers, AD values,
