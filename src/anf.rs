@@ -155,7 +155,7 @@ pub struct Group {
     /// Cached transforms, by [`Kind`].
     pub transforms: RefCell<[Option<Rc<Group>>; 4]>,
     /// The resolved, runnable code.
-    pub code: OnceCell<Rc<GroupCode>>,
+    pub code: OnceCell<GroupCode>,
     /// Set while the members are being computed (to catch cycles).
     pub computing: Cell<bool>,
     /// Set on lambdas nested in AD-generated code (backpropagators, the bodies of

@@ -58,7 +58,7 @@ macro_rules! atom {
 #[inline(always)]
 fn stack_pointer() -> usize {
     let x = 0u8;
-    std::hint::black_box(&x) as *const u8 as usize
+    std::ptr::addr_of!(x) as usize
 }
 
 /// A result of the inline arithmetic.
@@ -97,6 +97,22 @@ unsafe fn move_value(src: *const Value, dst: *mut Value) {
         Value::Real(x) => dst.write(Value::Real(*x)),
         Value::Bool(x) => dst.write(Value::Bool(*x)),
         _ => std::ptr::copy_nonoverlapping(src, dst, 1),
+    }
+}
+
+/// Copies (clones) the value at `src` to `dst`; numbers and booleans field by
+/// field (see [`move_value`]).
+///
+/// # Safety
+/// `src` must be a valid value; `dst` must be valid for writes, not overlapping
+/// `src`; what it held is overwritten without a drop.
+#[inline(always)]
+unsafe fn clone_value(src: *const Value, dst: *mut Value) {
+    match &*src {
+        Value::Int(x) => dst.write(Value::Int(*x)),
+        Value::Real(x) => dst.write(Value::Real(*x)),
+        Value::Bool(x) => dst.write(Value::Bool(*x)),
+        v => dst.write(v.clone()),
     }
 }
 
@@ -327,17 +343,15 @@ impl Machine {
     }
 
     /// The runnable code of a group.
-    pub fn group_code(&mut self, g: &Rc<Group>) -> Result<Rc<GroupCode>> {
-        if let Some(c) = g.code.get() {
-            return Ok(c.clone());
+    pub fn group_code<'g>(&mut self, g: &'g Rc<Group>) -> Result<&'g GroupCode> {
+        if g.code.get().is_none() {
+            let members = self.group_members(g)?;
+            if g.is_derivative_code() {
+                g.mark_nested_derivative();
+            }
+            let _ = g.code.set(crate::resolve::resolve_group(g, members));
         }
-        let members = self.group_members(g)?;
-        if g.is_derivative_code() {
-            g.mark_nested_derivative();
-        }
-        let code = Rc::new(crate::resolve::resolve_group(g, members));
-        let _ = g.code.set(code.clone());
-        Ok(code)
+        Ok(g.code.get().unwrap())
     }
 
     /// Counts a step; every so often checks the clock and Ctrl-C.
@@ -396,7 +410,7 @@ impl Machine {
     /// returning `Result<Value>`, which compiles to slow partial copies.)
     fn call_push(&mut self, f: Value, nargs: usize, span: Option<Span>) -> Result<()> {
         match f {
-            Value::Closure(inst, idx) => self.call_closure_push(inst, idx, nargs, span),
+            Value::Closure(inst, idx) => self.call_closure_push(&inst, idx, nargs, span.as_ref()),
             Value::Lazy(_) => {
                 // A lazily zeroed or tagged closure: build it, then call it.
                 let h = crate::ad::ops::hnf(self, &f)?;
@@ -490,7 +504,7 @@ impl Machine {
         nargs: usize,
         span: Option<Span>,
     ) -> Result<Value> {
-        self.call_closure_push(inst, idx, nargs, span)?;
+        self.call_closure_push(&inst, idx, nargs, span.as_ref())?;
         Ok(self.pop())
     }
 
@@ -498,17 +512,17 @@ impl Machine {
     #[inline(always)]
     fn call_closure_push(
         &mut self,
-        inst: Rc<Inst>,
+        inst: &Rc<Inst>,
         idx: u32,
         nargs: usize,
-        span: Option<Span>,
+        span: Option<&Span>,
     ) -> Result<()> {
         self.depth += 1;
         if self.depth > self.max_depth {
             self.depth -= 1;
             let len = self.stack.len();
             self.stack.truncate(len - nargs);
-            return Err(too_deep(self.max_depth, span));
+            return Err(too_deep(self.max_depth, span.copied()));
         }
         let r = if stack_pointer().wrapping_sub(self.stack_lo) < self.stack_span {
             self.call_loop(inst, idx, nargs, span)
@@ -524,7 +538,7 @@ impl Machine {
     /// the stack it runs on so that the calls it makes can check them cheaply.
     #[cold]
     #[inline(never)]
-    fn call_loop_grow(&mut self, inst: Rc<Inst>, idx: u32, nargs: usize, span: Option<Span>) -> Result<()> {
+    fn call_loop_grow(&mut self, inst: &Rc<Inst>, idx: u32, nargs: usize, span: Option<&Span>) -> Result<()> {
         let saved = (self.stack_lo, self.stack_span);
         let r = stacker::maybe_grow(RED_ZONE, SEGMENT, || {
             let sp = stack_pointer();
@@ -546,12 +560,12 @@ impl Machine {
     /// Runs a closure call; leaves the result on top of the value stack, where the
     /// arguments were. The common case (the body returns without a tail call)
     /// takes no loop state; tail calls continue in [`Machine::tail_loop`].
-    fn call_loop(&mut self, inst: Rc<Inst>, idx: u32, nargs: usize, span: Option<Span>) -> Result<()> {
+    fn call_loop(&mut self, inst: &Rc<Inst>, idx: u32, nargs: usize, span: Option<&Span>) -> Result<()> {
         let base = self.stack.len() - nargs;
-        match self.enter(base, &inst, idx, nargs) {
+        match self.enter(base, inst, idx, nargs) {
             Ok(Next::Return) => Ok(()),
             Ok(Next::TailCall(n, tspan)) => self.tail_loop(base, inst, idx, n, tspan, span),
-            Err(e) => Err(self.call_failed(base, e, None, &inst, idx, &inst.group, idx, span)),
+            Err(e) => Err(self.call_failed(base, e, None, inst, idx, &inst.group, idx, span)),
         }
     }
 
@@ -561,11 +575,11 @@ impl Machine {
     fn tail_loop(
         &mut self,
         base: usize,
-        first: Rc<Inst>,
+        first: &Rc<Inst>,
         first_idx: u32,
         mut n: usize,
         mut tspan: Span,
-        span: Option<Span>,
+        span: Option<&Span>,
     ) -> Result<()> {
         // The procedure running now and where it was tail-called from.
         let mut inst = first.clone();
@@ -613,7 +627,7 @@ impl Machine {
         idx: u32,
         entered: &Group,
         entered_idx: u32,
-        span: Option<Span>,
+        span: Option<&Span>,
     ) -> Error {
         self.truncate_to(base);
         if let Some(s) = tail_site {
@@ -623,7 +637,7 @@ impl Machine {
                 e.span = Some(s);
             }
         }
-        if let Some(s) = span {
+        if let Some(&s) = span {
             e.push_frame(&entered.display_name(entered_idx as usize), s);
             if e.span.is_none() && s.is_known() {
                 e.span = Some(s);
@@ -636,22 +650,16 @@ impl Machine {
     #[inline(always)]
     fn enter(&mut self, base: usize, inst: &Rc<Inst>, idx: u32, nargs: usize) -> Result<Next> {
         self.tick()?;
-        if let (Some(nat), true) = (inst.group.native.get(), self.native_rules) {
-            if let Some(v) = crate::ad::native::run(self, nat, inst, base, nargs)? {
-                self.ret::<false>(base, v);
-                return Ok(Next::Return);
-            }
+        if inst.group.native.get().is_some() && self.native_rules && self.enter_native(base, inst, nargs)? {
+            return Ok(Next::Return);
         }
-        let holder;
         let code: &GroupCode = match inst.group.code.get() {
             Some(c) if c.plain => c,
-            _ => {
-                holder = self.enter_checks(base, inst, idx, nargs)?;
-                &holder
-            }
+            _ => self.enter_checks(base, inst, idx, nargs)?,
         };
         let lam = &code.members[idx as usize];
-        let nslots = lam.nslots as usize;
+        // The slots the body needs before its tail (a branch extends the frame).
+        let nslots = lam.body.frame as usize;
         let start = match &lam.param {
             Param::Tuple { parts, skip, .. } if parts.len() == nargs => {
                 self.push_nils(base + nslots);
@@ -663,13 +671,32 @@ impl Machine {
                 0
             }
             Param::Slot(slot) | Param::Tuple { slot, .. } => {
-                let v = self.pop_args_value(nargs);
-                self.push_nils(base + nslots);
-                self.stack[base + *slot as usize] = v;
+                self.enter_tuple(base, *slot, nargs, nslots);
                 0
             }
         };
         self.run_block::<false>(base, inst, &lam.body, start)
+    }
+
+    /// Runs a call natively (`ad::native`) if it can be; then its result is at `base`.
+    #[inline(never)]
+    fn enter_native(&mut self, base: usize, inst: &Rc<Inst>, nargs: usize) -> Result<bool> {
+        let Some(nat) = inst.group.native.get() else { return Ok(false) };
+        match crate::ad::native::run(self, nat, inst, base, nargs)? {
+            Some(v) => {
+                self.ret::<false>(base, v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Sets up a frame whose parameter slot gets the arguments as one value.
+    #[inline(never)]
+    fn enter_tuple(&mut self, base: usize, slot: u32, nargs: usize, nslots: usize) {
+        let v = self.pop_args_value(nargs);
+        self.push_nils(base + nslots);
+        self.stack[base + slot as usize] = v;
     }
 
     /// Grows the value stack to `len` with `()` (the frame's unset slots).
@@ -695,13 +722,13 @@ impl Machine {
     /// first use.
     #[cold]
     #[inline(never)]
-    fn enter_checks(
+    fn enter_checks<'i>(
         &mut self,
         base: usize,
-        inst: &Rc<Inst>,
+        inst: &'i Rc<Inst>,
         idx: u32,
         nargs: usize,
-    ) -> Result<Rc<GroupCode>> {
+    ) -> Result<&'i GroupCode> {
         if inst.group.is_shape() {
             return Err(shape_error(inst, idx));
         }
@@ -735,56 +762,127 @@ impl Machine {
         let mut start = start;
         loop {
             for b in &block.binds[start..] {
-                self.exec_bind(base, inst, b)?;
+                // The common bindings are run here; a call recurses through
+                // `call_loop` alone (one native frame per interpreted call level).
+                match b {
+                    CBind::Let(s, CExpr::Arith2(op, a, b2, ..)) => {
+                        match self.arith_fast(base, inst, *op, a, b2) {
+                            Some(n) => {
+                                let i = base + *s as usize;
+                                if self.slot(i).needs_drop() {
+                                    self.clear_slot(i);
+                                }
+                                // SAFETY: a slot of the frame, holding nothing to drop.
+                                unsafe { write_num(self.slot_mut(i), n) }
+                            }
+                            None => self.exec_bind(base, inst, b)?,
+                        }
+                    }
+                    CBind::Let(s, CExpr::App(f, args, span)) => {
+                        self.app_push(base, inst, f, args, span)?;
+                        self.pop_into(base + *s as usize);
+                    }
+                    _ => self.exec_bind(base, inst, b)?,
+                }
             }
             start = 0;
+            // The common cases are run here, the rest out of line (`tail_slow`),
+            // so that this frame stays small.
             match &block.tail {
                 CExpr::If(c, t, e) => {
                     block = if self.truth(base, inst, c)? { t } else { e };
+                    if !INNER {
+                        // (An inner block's slots are all in its frame already.)
+                        self.push_nils(base + block.frame as usize);
+                    }
                     continue;
                 }
-                CExpr::App(f, args, span) => {
-                    let fv = atom!(self, base, inst, f);
-                    if INNER {
-                        let n = self.push_args(base, inst, args)?;
-                        self.call_push(fv, n, Some(*span))?;
-                        return Ok(Next::Return);
-                    }
-                    self.push(fv);
+                CExpr::App(f, args, span) if !INNER => {
+                    self.push_atom(base, inst, f)?;
                     let n = self.push_args(base, inst, args)?;
                     return Ok(Next::TailCall(n, *span));
                 }
                 // Each case leaves its value separately: a value merged from
                 // several cases is copied through memory piecewise (slowly).
-                CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
+                CExpr::Arith2(op, a, b, ..) => match self.arith_fast(base, inst, *op, a, b) {
                     Some(n) => {
                         if !INNER {
                             self.truncate_to(base);
                         }
-                        self.stack.reserve(1);
-                        // SAFETY: room for one more was just reserved.
+                        if self.stack.len() == self.stack.capacity() {
+                            self.grow_stack();
+                        }
+                        // SAFETY: there is room for one more element.
                         unsafe {
                             let len = self.stack.len();
                             write_num(self.stack.as_mut_ptr().add(len), n);
                             self.stack.set_len(len + 1);
                         }
+                        return Ok(Next::Return);
                     }
-                    None => {
-                        let v = self.arith_slow(base, inst, a, b, *p, *span)?;
-                        self.ret::<INNER>(base, v)
-                    }
+                    None => return self.tail_slow::<INNER>(base, inst, &block.tail),
                 },
-                CExpr::Atom(a) => {
-                    let v = atom!(self, base, inst, a);
-                    self.ret::<INNER>(base, v)
+                CExpr::Atom(CAtom::Local(s)) if !INNER => {
+                    self.ret_slot(base, base + *s as usize);
+                    return Ok(Next::Return);
                 }
-                other => {
-                    let v = self.eval_expr(base, inst, other)?;
-                    self.ret::<INNER>(base, v)
-                }
+                other => return self.tail_slow::<INNER>(base, inst, other),
             }
-            return Ok(Next::Return);
         }
+    }
+
+    /// The tail expressions of a block that `run_block` does not run itself.
+    #[inline(never)]
+    fn tail_slow<const INNER: bool>(&mut self, base: usize, inst: &Rc<Inst>, e: &CExpr) -> Result<Next> {
+        match e {
+            CExpr::App(f, args, span) => {
+                let fv = atom!(self, base, inst, f);
+                if INNER {
+                    let n = self.push_args(base, inst, args)?;
+                    self.call_push(fv, n, Some(*span))?;
+                    return Ok(Next::Return);
+                }
+                self.push(fv);
+                let n = self.push_args(base, inst, args)?;
+                return Ok(Next::TailCall(n, *span));
+            }
+            CExpr::Arith2(op, a, b, p, span) => {
+                let v = match self.arith_fast(base, inst, *op, a, b) {
+                    Some(n) => n.value(),
+                    None => self.arith_slow(base, inst, a, b, *p, *span)?,
+                };
+                self.ret::<INNER>(base, v)
+            }
+            CExpr::Atom(a) => {
+                let v = atom!(self, base, inst, a);
+                self.ret::<INNER>(base, v)
+            }
+            other => {
+                let v = self.eval_expr(base, inst, other)?;
+                self.ret::<INNER>(base, v)
+            }
+        }
+        Ok(Next::Return)
+    }
+
+    /// Leaves a procedure body's result, frame slot `i`, alone at `base`
+    /// (dropping the rest of the frame).
+    #[inline(always)]
+    fn ret_slot(&mut self, base: usize, i: usize) {
+        if i != base {
+            if self.stack[base].needs_drop() {
+                self.clear_slot(base);
+            }
+            assert!(i < self.stack.len());
+            // SAFETY: both are elements of the stack; the value moves from slot `i`
+            // (left holding `()`) to slot `base` (holding nothing to drop).
+            unsafe {
+                let p = self.stack.as_mut_ptr();
+                move_value(p.add(i), p.add(base));
+                p.add(i).write(Value::Nil);
+            }
+        }
+        self.truncate_to(base + 1);
     }
 
     /// Leaves a block's result: alone at `base` for a procedure's body (dropping
@@ -851,18 +949,40 @@ impl Machine {
     /// Moves the top of the value stack into slot `i`.
     #[inline(always)]
     fn pop_into(&mut self, i: usize) {
-        if self.stack[i].needs_drop() {
+        if self.slot(i).needs_drop() {
             self.clear_slot(i);
         }
         let top = self.stack.len() - 1;
-        assert!(i < top);
-        // SAFETY: both are elements of the stack (`i` below the top); the slot
-        // holds nothing to drop, and the top is given up by lowering the length.
+        debug_assert!(i < top);
+        // SAFETY: both are elements of the stack (`i` is a slot of the running
+        // frame, below the result on top, see `slot`); the slot holds nothing to
+        // drop, and the top is given up by lowering the length.
         unsafe {
             let p = self.stack.as_mut_ptr();
             move_value(p.add(top), p.add(i));
             self.stack.set_len(top);
         }
+    }
+
+    /// Slot `i` of the running frame (`base` plus a slot number of its code),
+    /// without a bounds check.
+    #[inline(always)]
+    fn slot(&self, i: usize) -> &Value {
+        debug_assert!(i < self.stack.len());
+        // SAFETY: the resolver numbers the slots a block uses below the block's
+        // `frame` (its procedure's `nslots` bounds them all), and the value stack
+        // is grown to `base + frame` before a block runs (`enter`, `run_block`);
+        // the frame is only cut back when its procedure returns or fails, after
+        // its last slot access.
+        unsafe { self.stack.get_unchecked(i) }
+    }
+
+    /// [`Machine::slot`] for writing.
+    #[inline(always)]
+    fn slot_mut(&mut self, i: usize) -> &mut Value {
+        debug_assert!(i < self.stack.len());
+        // SAFETY: as for `slot`.
+        unsafe { self.stack.get_unchecked_mut(i) }
     }
 
     #[cold]
@@ -874,6 +994,23 @@ impl Machine {
     /// Whether a condition holds.
     #[inline(always)]
     fn truth(&mut self, base: usize, inst: &Rc<Inst>, c: &Cond) -> Result<bool> {
+        match c {
+            Cond::Cmp(op, a, b, ..) => {
+                if let Some(Num::Bool(t)) = self.arith_fast(base, inst, *op, a, b) {
+                    return Ok(t);
+                }
+            }
+            Cond::Atom(a) => match self.peek(base, inst, a) {
+                Some(Value::Bool(t)) => return Ok(*t),
+                Some(Value::Tagged(..) | Value::Bundle(_)) | None => {}
+                Some(_) => return Ok(true),
+            },
+        }
+        self.truth_slow(base, inst, c)
+    }
+
+    #[inline(never)]
+    fn truth_slow(&mut self, base: usize, inst: &Rc<Inst>, c: &Cond) -> Result<bool> {
         Ok(match c {
             Cond::Atom(c) => match self.peek(base, inst, c) {
                 Some(v) => v.is_true_stripped(),
@@ -891,7 +1028,7 @@ impl Machine {
     #[inline(always)]
     fn peek<'a>(&'a self, base: usize, inst: &'a Rc<Inst>, a: &'a CAtom) -> Option<&'a Value> {
         match a {
-            CAtom::Local(s) => Some(&self.stack[base + *s as usize]),
+            CAtom::Local(s) => Some(self.slot(base + *s as usize)),
             CAtom::Env(i) => Some(&inst.env[*i as usize]),
             CAtom::Const(v) => Some(v),
             CAtom::Global(g) => match &self.globals[*g as usize].state {
@@ -944,38 +1081,78 @@ impl Machine {
     fn push_args(&mut self, base: usize, inst: &Rc<Inst>, a: &CArgs) -> Result<usize> {
         match a {
             CArgs::One(x) => {
-                let v = atom!(self, base, inst, x);
-                self.push(v);
+                self.push_atom(base, inst, x)?;
                 Ok(1)
             }
             CArgs::Tuple(xs) => {
                 for x in xs.iter() {
-                    let v = atom!(self, base, inst, x);
-                    self.push(v);
+                    self.push_atom(base, inst, x)?;
                 }
                 Ok(xs.len())
             }
         }
     }
 
+    /// Pushes an operand's value (a copy; globals and siblings out of line).
+    #[inline(always)]
+    fn push_atom(&mut self, base: usize, inst: &Rc<Inst>, a: &CAtom) -> Result<()> {
+        if self.stack.len() == self.stack.capacity() {
+            self.grow_stack();
+        }
+        let len = self.stack.len();
+        let src: *const Value = match a {
+            CAtom::Local(s) => self.slot(base + *s as usize),
+            CAtom::Env(i) => &inst.env[*i as usize],
+            CAtom::Const(v) => v,
+            _ => return self.push_atom_slow(base, inst, a),
+        };
+        // SAFETY: `src` is a valid value (an element of the stack below `len`, of
+        // the environment, or of the code), and there is room for one more element.
+        unsafe {
+            clone_value(src, self.stack.as_mut_ptr().add(len));
+            self.stack.set_len(len + 1);
+        }
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn push_atom_slow(&mut self, base: usize, inst: &Rc<Inst>, a: &CAtom) -> Result<()> {
+        let v = atom!(self, base, inst, a);
+        self.push(v);
+        Ok(())
+    }
+
     /// A call not in tail position, leaving the result on top of the value stack.
     #[inline(always)]
-    fn app_push(&mut self, base: usize, inst: &Rc<Inst>, f: &CAtom, args: &CArgs, span: Span) -> Result<()> {
+    fn app_push(&mut self, base: usize, inst: &Rc<Inst>, f: &CAtom, args: &CArgs, span: &Span) -> Result<()> {
         if let Some(Value::Closure(ci, k)) = self.peek(base, inst, f) {
             let (ci, k) = (ci.clone(), *k);
             let n = self.push_args(base, inst, args)?;
-            return self.call_closure_push(ci, k, n, Some(span));
+            return self.call_closure_push(&ci, k, n, Some(span));
         }
+        self.app_push_slow(base, inst, f, args, span)
+    }
+
+    /// A call of something other than a closure read in place.
+    #[inline(never)]
+    fn app_push_slow(
+        &mut self,
+        base: usize,
+        inst: &Rc<Inst>,
+        f: &CAtom,
+        args: &CArgs,
+        span: &Span,
+    ) -> Result<()> {
         let fv = atom!(self, base, inst, f);
         let n = self.push_args(base, inst, args)?;
-        self.call_push(fv, n, Some(span))
+        self.call_push(fv, n, Some(*span))
     }
 
     fn eval_expr(&mut self, base: usize, inst: &Rc<Inst>, e: &CExpr) -> Result<Value> {
         match e {
             CExpr::Atom(a) => Ok(atom!(self, base, inst, a)),
             CExpr::App(f, args, span) => {
-                self.app_push(base, inst, f, args, *span)?;
+                self.app_push(base, inst, f, args, span)?;
                 Ok(self.pop())
             }
             CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
@@ -1044,6 +1221,8 @@ impl Machine {
         }
     }
 
+    /// Runs a binding (the ones `run_block` does not run itself).
+    #[inline(never)]
     fn exec_bind(&mut self, base: usize, inst: &Rc<Inst>, b: &CBind) -> Result<()> {
         match b {
             CBind::Let(s, e) => {
@@ -1064,7 +1243,7 @@ impl Machine {
                         }
                     },
                     CExpr::App(f, args, span) => {
-                        self.app_push(base, inst, f, args, *span)?;
+                        self.app_push(base, inst, f, args, span)?;
                         self.pop_into(i);
                     }
                     e => {

@@ -60,6 +60,11 @@ pub enum CBind {
 pub struct CBlock {
     pub binds: Vec<CBind>,
     pub tail: CExpr,
+    /// The slots the frame needs while the block runs (up to its tail): the
+    /// enclosing blocks' and parameters', its bindings', and those of the blocks
+    /// nested in its bindings. The branches of an `if` in tail position need
+    /// more (their own `frame`); the two branches of an `if` share slot numbers.
+    pub frame: u32,
 }
 
 /// The primitives with an inline fast path.
@@ -109,6 +114,7 @@ pub enum Param {
 }
 
 pub struct LambdaCode {
+    /// The most slots the frame ever needs (see [`CBlock::frame`]).
     pub nslots: u32,
     pub param: Param,
     pub body: CBlock,
@@ -117,7 +123,8 @@ pub struct LambdaCode {
 }
 
 pub struct GroupCode {
-    pub members: Vec<LambdaCode>,
+    /// Inline for a group of one (no pointer to follow on a call).
+    pub members: smallvec::SmallVec<[LambdaCode; 1]>,
     /// False when entering a member needs checks first: a shape (never run) or
     /// a forward/reverse transformed group (its argument's tags are checked).
     pub plain: bool,
@@ -138,7 +145,8 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
         .map(|(i, l)| {
             let mut uses = FxHashMap::default();
             count_uses_block(&l.body, &mut uses);
-            let mut r = Resolver { map: outer.clone(), nslots: 0, uses };
+            let mut r =
+                Resolver { map: outer.clone(), nslots: 0, free: Vec::new(), uses, params: vec![l.param] };
             let param = tuple_param(l, &mut r);
             let body = r.block(&l.body);
             LambdaCode {
@@ -198,57 +206,83 @@ fn tuple_param(l: &Lambda, r: &mut Resolver) -> Param {
     Param::Tuple { slot, parts: parts.into(), skip: k }
 }
 
-fn count_atom(a: &Atom, uses: &mut FxHashMap<VarId, u32>) {
-    if let Atom::Var(v) = a {
-        *uses.entry(*v).or_default() += 1;
-    }
-}
-
 fn count_uses_block(b: &Block, uses: &mut FxHashMap<VarId, u32>) {
-    for bind in &b.binds {
-        match bind {
-            Bind::Let(_, e) => match e {
-                Expr::Atom(a) => count_atom(a, uses),
-                Expr::Cons(a, d) => {
-                    count_atom(a, uses);
-                    count_atom(d, uses);
-                }
-                Expr::App(f, args, _) => {
-                    count_atom(f, uses);
-                    count_args(args, uses);
-                }
-                Expr::Prim(_, args, _) => count_args(args, uses),
-                Expr::Lambda(g) => g.free.iter().for_each(|v| count_atom(&Atom::Var(*v), uses)),
-                Expr::If(c, t, e) => {
-                    count_atom(c, uses);
-                    count_uses_block(t, uses);
-                    count_uses_block(e, uses);
-                }
-                Expr::MakeEnvSens(_, _, xs) => xs.iter().for_each(|x| count_atom(x, uses)),
-                Expr::MakeEnvSensLike(l, xs) => {
-                    count_atom(l, uses);
-                    xs.iter().for_each(|x| count_atom(x, uses))
-                }
-            },
-            Bind::Uncons(_, _, a, _) | Bind::Check(_, a, _) | Bind::EnvSens(_, a) => count_atom(a, uses),
-            Bind::Letrec(_, g) => g.free.iter().for_each(|v| count_atom(&Atom::Var(*v), uses)),
-        }
-    }
-    count_atom(&b.result, uses);
+    visit_block(b, &mut |v| *uses.entry(v).or_default() += 1);
 }
 
-fn count_args(a: &Args, uses: &mut FxHashMap<VarId, u32>) {
+/// Calls `f` on every variable read in a block (nested blocks and the captures of
+/// nested lambdas included), once per occurrence.
+fn visit_block(b: &Block, f: &mut impl FnMut(VarId)) {
+    for bind in &b.binds {
+        visit_bind(bind, f);
+    }
+    visit_atom(&b.result, f);
+}
+
+fn visit_atom(a: &Atom, f: &mut impl FnMut(VarId)) {
+    if let Atom::Var(v) = a {
+        f(*v);
+    }
+}
+
+fn visit_bind(bind: &Bind, f: &mut impl FnMut(VarId)) {
+    match bind {
+        Bind::Let(_, e) => match e {
+            Expr::Atom(a) => visit_atom(a, f),
+            Expr::Cons(a, d) => {
+                visit_atom(a, f);
+                visit_atom(d, f);
+            }
+            Expr::App(g, args, _) => {
+                visit_atom(g, f);
+                visit_args(args, f);
+            }
+            Expr::Prim(_, args, _) => visit_args(args, f),
+            Expr::Lambda(g) => g.free.iter().for_each(|v| f(*v)),
+            Expr::If(c, t, e) => {
+                visit_atom(c, f);
+                visit_block(t, f);
+                visit_block(e, f);
+            }
+            Expr::MakeEnvSens(_, _, xs) => xs.iter().for_each(|x| visit_atom(x, f)),
+            Expr::MakeEnvSensLike(l, xs) => {
+                visit_atom(l, f);
+                xs.iter().for_each(|x| visit_atom(x, f))
+            }
+        },
+        Bind::Uncons(_, _, a, _) | Bind::Check(_, a, _) | Bind::EnvSens(_, a) => visit_atom(a, f),
+        Bind::Letrec(_, g) => g.free.iter().for_each(|v| f(*v)),
+    }
+}
+
+fn visit_args(a: &Args, f: &mut impl FnMut(VarId)) {
     match a {
-        Args::One(x) => count_atom(x, uses),
-        Args::Tuple(xs) => xs.iter().for_each(|x| count_atom(x, uses)),
+        Args::One(x) => visit_atom(x, f),
+        Args::Tuple(xs) => xs.iter().for_each(|x| visit_atom(x, f)),
+    }
+}
+
+/// The variables a binding binds.
+fn bound_vars(bind: &Bind) -> Vec<VarId> {
+    match bind {
+        Bind::Let(x, _) => vec![*x],
+        Bind::Uncons(x, y, _, _) => vec![*x, *y],
+        Bind::Check(..) => vec![],
+        Bind::Letrec(names, _) => names.clone(),
+        Bind::EnvSens(xs, _) => xs.clone(),
     }
 }
 
 struct Resolver {
     map: FxHashMap<VarId, CAtom>,
+    /// Slots in use so far (the frame size so far).
     nslots: u32,
+    /// Slots of variables no longer read, for reuse.
+    free: Vec<u32>,
     /// How often each variable of the lambda is read.
     uses: FxHashMap<VarId, u32>,
+    /// Variables bound outside any block (the parameter): released by the body.
+    params: Vec<VarId>,
 }
 
 impl Resolver {
@@ -256,10 +290,28 @@ impl Resolver {
         if let Some(CAtom::Local(s)) = self.map.get(&v) {
             return *s;
         }
-        let s = self.nslots;
-        self.nslots += 1;
+        let s = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.nslots += 1;
+                self.nslots - 1
+            }
+        };
         self.map.insert(v, CAtom::Local(s));
         s
+    }
+
+    /// Frees the slot of a variable that is no longer read.
+    fn release(&mut self, v: VarId) {
+        if let Some(CAtom::Local(s)) = self.map.get(&v) {
+            self.free.push(*s);
+        }
+    }
+
+    fn release_all(&mut self, vs: Vec<VarId>) {
+        for v in vs {
+            self.release(v);
+        }
     }
 
     fn atom(&self, a: &Atom) -> CAtom {
@@ -298,7 +350,7 @@ impl Resolver {
             Expr::Lambda(g) => CExpr::Closure(g.clone(), self.captures(g)),
             Expr::If(c, t, f) => {
                 let c = Cond::Atom(self.atom(c));
-                CExpr::If(c, Box::new(self.block(t)), Box::new(self.block(f)))
+                self.branches(c, t, f)
             }
             Expr::MakeEnvSens(g, i, xs) => {
                 CExpr::MakeEnvSens(g.clone(), *i, xs.iter().map(|x| self.atom(x)).collect())
@@ -313,8 +365,51 @@ impl Resolver {
         let mut binds = Vec::with_capacity(b.binds.len());
         let n = b.binds.len();
         let mut tail = None;
+        let mut frame = 0;
         let mut fused: Option<Cond> = None;
+        // Liveness: the variables this block binds (and the parameter, for a
+        // procedure's body) by the index of the binding that reads them last
+        // (`n`: the result), so that their slots can be reused: by the results of
+        // that binding (every binding reads its operands before it stores its
+        // results; the blocks nested in it are resolved before, so they do not
+        // reuse them) and by the bindings after it. Variables never read free
+        // their slots after the binding that binds them.
+        let mut last: FxHashMap<VarId, usize> = FxHashMap::default();
         for (i, bind) in b.binds.iter().enumerate() {
+            visit_bind(bind, &mut |v| {
+                last.insert(v, i);
+            });
+        }
+        visit_atom(&b.result, &mut |v| {
+            last.insert(v, n);
+        });
+        let mut dying: Vec<Vec<VarId>> = vec![Vec::new(); n + 1];
+        let mut unread: Vec<Vec<VarId>> = vec![Vec::new(); n + 1];
+        for v in std::mem::take(&mut self.params) {
+            match last.get(&v) {
+                Some(&l) => dying[l].push(v),
+                None => self.release(v),
+            }
+        }
+        for (i, bind) in b.binds.iter().enumerate() {
+            for v in bound_vars(bind) {
+                match last.get(&v) {
+                    Some(&l) if l > i => dying[l].push(v),
+                    _ => unread[i].push(v),
+                }
+            }
+        }
+        for (i, bind) in b.binds.iter().enumerate() {
+            if i > 0 {
+                if fused.is_some() {
+                    // A comparison fused into the `if` after it is read by that `if`.
+                    let d = std::mem::take(&mut dying[i - 1]);
+                    dying[i].extend(d);
+                } else {
+                    self.release_all(std::mem::take(&mut dying[i - 1]));
+                }
+                self.release_all(std::mem::take(&mut unread[i - 1]));
+            }
             // A comparison read only by the `if` bound next is fused into it.
             if let Bind::Let(x, Expr::Prim(p, Args::Tuple(xs), s)) = bind {
                 if let (Some(op), Some(Bind::Let(_, Expr::If(Atom::Var(c), ..)))) =
@@ -327,10 +422,12 @@ impl Resolver {
                 }
             }
             if let (Some(c), Bind::Let(x, Expr::If(_, t, f))) = (fused.take(), bind) {
-                let ce = CExpr::If(c, Box::new(self.block(t)), Box::new(self.block(f)));
                 if i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x) {
-                    tail = Some(ce);
+                    frame = self.nslots;
+                    tail = Some(self.branches(c, t, f));
                 } else {
+                    let ce = self.branches(c, t, f);
+                    self.release_all(std::mem::take(&mut dying[i]));
                     let s = self.bind(*x);
                     binds.push(CBind::Let(s, ce));
                 }
@@ -339,32 +436,58 @@ impl Resolver {
             match bind {
                 Bind::Let(x, e) => {
                     if i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x) {
+                        frame = self.nslots;
                         tail = Some(self.expr(e));
                     } else {
                         let ce = self.expr(e);
+                        self.release_all(std::mem::take(&mut dying[i]));
                         let s = self.bind(*x);
                         binds.push(CBind::Let(s, ce));
                     }
                 }
                 Bind::Uncons(x, y, a, s) => {
                     let a = self.atom(a);
+                    self.release_all(std::mem::take(&mut dying[i]));
                     let (sx, sy) = (self.bind(*x), self.bind(*y));
                     binds.push(CBind::Uncons(sx, sy, a, *s));
                 }
                 Bind::Check(c, a, s) => binds.push(CBind::Check(c.clone(), self.atom(a), *s)),
                 Bind::Letrec(names, g) => {
+                    let caps = self.captures(g);
+                    self.release_all(std::mem::take(&mut dying[i]));
                     let slots: Box<[u32]> = names.iter().map(|n| self.bind(*n)).collect();
-                    binds.push(CBind::Letrec(slots, g.clone(), self.captures(g)));
+                    binds.push(CBind::Letrec(slots, g.clone(), caps));
                 }
                 Bind::EnvSens(xs, a) => {
                     let a = self.atom(a);
+                    self.release_all(std::mem::take(&mut dying[i]));
                     let slots = xs.iter().map(|x| self.bind(*x)).collect();
                     binds.push(CBind::EnvSens(slots, a));
                 }
             }
         }
-        let tail = tail.unwrap_or_else(|| CExpr::Atom(self.atom(&b.result)));
-        CBlock { binds, tail }
+        let tail = tail.unwrap_or_else(|| {
+            frame = self.nslots;
+            CExpr::Atom(self.atom(&b.result))
+        });
+        CBlock { binds, tail, frame }
+    }
+
+    /// An `if`: the two branches share slot numbers (only one of them runs);
+    /// what is bound after it gets slots past both.
+    fn branches(&mut self, c: Cond, t: &Block, f: &Block) -> CExpr {
+        let (start, free) = (self.nslots, self.free.clone());
+        let t = self.block(t);
+        let t_end = self.nslots;
+        self.nslots = start;
+        self.free = free.clone();
+        let f = self.block(f);
+        let end = self.nslots.max(t_end);
+        // The branches' variables are dead after the `if`: all their slots are free.
+        self.nslots = end;
+        self.free = free;
+        self.free.extend((start..end).rev());
+        CExpr::If(c, Box::new(t), Box::new(f))
     }
 }
 
