@@ -5,7 +5,7 @@
 use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimId};
-use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Op2, Param};
+use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Op2, Param, Retag};
 use crate::source::Span;
 use crate::value::{Inst, Value};
 use rustc_hash::FxHashMap;
@@ -1165,6 +1165,43 @@ impl Machine {
                     self.meter_site(*p, inst);
                 }
                 self.call_prim(*p, n).map_err(|e| e.at(*span))
+            }
+            CExpr::Retag(op, a, p, span) => {
+                let v = atom!(self, base, inst, a);
+                let fast = match (op, &v) {
+                    (Retag::Tag(t), Value::Real(_) | Value::TReal(..)) => Some(Value::tagged(*t, v.clone())),
+                    (Retag::Untag(t), Value::TReal(..)) => v.peel_if(*t),
+                    _ => None,
+                };
+                match fast {
+                    Some(r) => {
+                        self.ad_work += 1;
+                        Ok(r)
+                    }
+                    None => {
+                        self.push(v);
+                        self.call_prim(*p, 1).map_err(|e| e.at(*span))
+                    }
+                }
+            }
+            CExpr::Plus(a, b, p, span) => {
+                let av = atom!(self, base, inst, a);
+                let bv = atom!(self, base, inst, b);
+                match (&av, &bv) {
+                    (Value::Real(x), Value::Real(y)) => {
+                        self.ad_work += 1;
+                        Ok(Value::Real(x + y))
+                    }
+                    (Value::TReal(s, x), Value::TReal(t, y)) if s == t => {
+                        self.ad_work += 1;
+                        Ok(Value::TReal(*s, x + y))
+                    }
+                    _ => {
+                        self.push(av);
+                        self.push(bv);
+                        self.call_prim(*p, 2).map_err(|e| e.at(*span))
+                    }
+                }
             }
             CExpr::Cons(a, d) => {
                 let av = atom!(self, base, inst, a);

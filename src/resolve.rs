@@ -38,6 +38,34 @@ pub enum CExpr {
     If(Cond, Box<CBlock>, Box<CBlock>),
     MakeEnvSens(Rc<Group>, u32, Box<[CAtom]>),
     MakeEnvSensLike(CAtom, Box<[CAtom]>),
+    /// A tag primitive (`sensitize`, `unperturb`, `*j`...) on one operand, with
+    /// an inline fast path for a real under tags; the primitive otherwise.
+    Retag(Retag, CAtom, PrimId, Span),
+    /// `plus` of two operands, with an inline fast path for reals under the
+    /// same tags; the primitive otherwise.
+    Plus(CAtom, CAtom, PrimId, Span),
+}
+
+/// What a tag primitive does.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Retag {
+    Tag(crate::value::Tag),
+    Untag(crate::value::Tag),
+}
+
+impl Retag {
+    fn of(name: &str) -> Option<Retag> {
+        use crate::value::Tag::*;
+        Some(match name {
+            "perturb" => Retag::Tag(Perturbation),
+            "unperturb" => Retag::Untag(Perturbation),
+            "sensitize" => Retag::Tag(Sensitivity),
+            "unsensitize" => Retag::Untag(Sensitivity),
+            "*j" => Retag::Tag(Reverse),
+            "*j-inverse" => Retag::Untag(Reverse),
+            _ => return None,
+        })
+    }
 }
 
 /// The condition of an `if`.
@@ -344,6 +372,13 @@ impl Resolver {
             {
                 let op = Op2::of(crate::prims::prim(*p).name).unwrap();
                 CExpr::Arith2(op, self.atom(&xs[0]), self.atom(&xs[1]), *p, *s)
+            }
+            Expr::Prim(p, Args::One(x), s) if Retag::of(crate::prims::prim(*p).name).is_some() => {
+                let op = Retag::of(crate::prims::prim(*p).name).unwrap();
+                CExpr::Retag(op, self.atom(x), *p, *s)
+            }
+            Expr::Prim(p, Args::Tuple(xs), s) if xs.len() == 2 && crate::prims::prim(*p).name == "plus" => {
+                CExpr::Plus(self.atom(&xs[0]), self.atom(&xs[1]), *p, *s)
             }
             Expr::Prim(p, args, s) => CExpr::Prim(*p, self.args(args), *s),
             Expr::Cons(a, d) => CExpr::Cons(self.atom(a), self.atom(d)),

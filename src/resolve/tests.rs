@@ -61,10 +61,11 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
             args(xs, out)
         }
         CExpr::Prim(_, xs, _) => args(xs, out),
-        CExpr::Arith2(_, x, y, _, _) => {
+        CExpr::Arith2(_, x, y, _, _) | CExpr::Plus(x, y, _, _) => {
             a(x, out);
             a(y, out)
         }
+        CExpr::Retag(_, x, _, _) => a(x, out),
         CExpr::Cons(x, y) => {
             a(x, out);
             a(y, out)
