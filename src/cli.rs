@@ -76,7 +76,7 @@ pub struct Opts {
     /// Fail with "recursion too deep" beyond this many nested calls
     #[arg(long, value_name = "N", default_value_t = 10_000_000)]
     pub max_depth: usize,
-    /// After the run, print counts of primitive arithmetic operations (to stderr)
+    /// After the run, print counts of primitive arithmetic operations, procedure calls and AD value operations (to stderr)
     #[arg(long)]
     pub metered: bool,
     /// Where vector primitives run
