@@ -284,8 +284,11 @@ impl Value {
     /// What a value tagged `t` (outermost) wraps.
     #[inline]
     pub fn peel_if(&self, t: Tag) -> Option<Value> {
-        match self.outer_tag() {
-            Some(t2) if t2 == t => self.peel().map(|(_, x)| x),
+        match self {
+            Value::TReal(ts, x) if ts.outer() == t => {
+                Some(if ts.count() == 1 { Value::Real(*x) } else { Value::TReal(ts.pop(), *x) })
+            }
+            Value::Tagged(t2, x) if *t2 == t => Some((**x).clone()),
             _ => None,
         }
     }

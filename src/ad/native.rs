@@ -355,13 +355,16 @@ fn run_fbp(
         _ => vjp_num(m, f, &x, y.as_ref(), &yb)?,
     };
     let Some(out) = out else { return Ok(None) };
+    // The forward version of `sensitize` on (cons '() xb), built at once: each
+    // leaf is (bundle (sensitize a) (perturb (sensitize da))), as `struct_f`
+    // makes it (see `retag_bundles`).
+    let s = Some(Tag::Sensitivity);
     let xb = match out {
-        Out::One(a) => bundle_of(a, None),
-        Out::Two(a, b) => Value::cons(bundle_of(a, None), bundle_of(b, None)),
+        Out::One(a) => bundle_of(a, s),
+        Out::Two(a, b) => Value::cons(bundle_of(a, s), bundle_of(b, s)),
     };
-    // The forward version of `sensitize`, on (cons '() xb).
-    let v = Value::cons(Value::Nil, xb);
-    Ok(Some(struct_f(m, ids().sensitize, StructOp::Tag(Tag::Sensitivity), &v)?))
+    m.ad_work += 10;
+    Ok(Some(Value::cons(Value::Nil, xb)))
 }
 
 /// Forward over forward of a scalar primitive: the forward transform of
@@ -555,7 +558,6 @@ fn apply(m: &mut Machine, p: PrimId, args: &[Value]) -> Result<Value> {
 }
 
 struct Ids {
-    sensitize: PrimId,
     add: PrimId,
     sub: PrimId,
     mul: PrimId,
@@ -568,15 +570,7 @@ fn ids() -> &'static Ids {
     static IDS: std::sync::OnceLock<Ids> = std::sync::OnceLock::new();
     IDS.get_or_init(|| {
         let l = |n| prims::lookup(n).expect("arithmetic primitive");
-        Ids {
-            sensitize: l("sensitize"),
-            add: l("+"),
-            sub: l("-"),
-            mul: l("*"),
-            div: l("/"),
-            sin: l("sin"),
-            cos: l("cos"),
-        }
+        Ids { add: l("+"), sub: l("-"), mul: l("*"), div: l("/"), sin: l("sin"), cos: l("cos") }
     })
 }
 
@@ -745,10 +739,16 @@ struct D64 {
 impl Num for D64 {
     fn op(m: &mut Machine, p: PrimId, args: &[D64]) -> Result<D64> {
         let f = formula_of(p).ok_or_else(not_scalar)?;
-        let xs: Two<f64> = args.iter().map(|a| a.p).collect();
-        let ds: Two<f64> = args.iter().map(|a| a.t).collect();
-        let y = prim_f64(p, &xs).ok_or_else(not_scalar)?;
-        let dy = jvp_num(m, f, &xs, &y, &ds)?;
+        let n = args.len();
+        if n > 2 {
+            return Err(not_scalar());
+        }
+        let (mut xs, mut ds) = ([0.0; 2], [0.0; 2]);
+        for (i, a) in args.iter().enumerate() {
+            (xs[i], ds[i]) = (a.p, a.t);
+        }
+        let y = prim_f64(p, &xs[..n]).ok_or_else(not_scalar)?;
+        let dy = jvp_num(m, f, &xs[..n], &y, &ds[..n])?;
         Ok(D64 { p: y, t: dy })
     }
     fn int(i: i64) -> D64 {
@@ -908,6 +908,21 @@ fn run_struct(
         // Two arguments (plus, bundle): the operations distribute over the pair of
         // them, so they are applied to each and the tuples are never built.
         Native::F(p, _) if nargs == 2 => {
+            if let (StructOp::Plus, Value::Bundle(a), Value::Bundle(b)) =
+                (op, &m.stack[base], &m.stack[base + 1])
+            {
+                // Bundles of reals: (bundle (+ a b) (perturb (+ da db))) at once.
+                if let (Value::Real(x), Value::Real(y)) = (&a.0, &b.0) {
+                    if let (Some(Value::Real(dx)), Some(Value::Real(dy))) =
+                        (a.1.peel_if(Tag::Perturbation), b.1.peel_if(Tag::Perturbation))
+                    {
+                        // primal twice, plus, tangent twice, untag twice, plus, tag, bundle
+                        m.ad_work += 10;
+                        let t = Value::tagged(Tag::Perturbation, Value::Real(dx + dy));
+                        return Ok(Value::bundle(Value::Real(x + y), t));
+                    }
+                }
+            }
             let (a, b) = (m.stack[base].clone(), m.stack[base + 1].clone());
             let (xa, xb) = (ops::primal(m, &a)?, ops::primal(m, &b)?);
             let y = (prims::prim(*p).imp)(m, &[xa, xb])?;
