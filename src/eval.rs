@@ -1048,6 +1048,44 @@ impl Machine {
         fast_arith(op, self.peek(base, inst, a)?, self.peek(base, inst, b)?)
     }
 
+    /// `(unsensitize (bp (sensitize x)))` (see `CExpr::BpCall`): natively for a
+    /// scalar primitive's backpropagator, otherwise the three steps.
+    #[inline(never)]
+    fn bp_call(&mut self, base: usize, inst: &Rc<Inst>, c: &crate::resolve::BpCall) -> Result<Value> {
+        let bp = atom!(self, base, inst, &c.bp);
+        let x = atom!(self, base, inst, &c.x);
+        if let (Value::Closure(bi, _), true) = (&bp, self.native_rules) {
+            if bi.group.native.get().is_some() {
+                if let Some(r) = crate::ad::native::bp_untagged(self, bi, &x)? {
+                    // the call it stands for
+                    self.tick().map_err(|e| e.at(c.call))?;
+                    return Ok(r);
+                }
+            }
+        }
+        let s = match &x {
+            Value::Real(_) | Value::TReal(..) => {
+                self.ad_work += 1;
+                Value::tagged(crate::value::Tag::Sensitivity, x)
+            }
+            _ => {
+                self.push(x);
+                self.call_prim(c.sensitize, 1)?
+            }
+        };
+        self.push(s);
+        self.call_push(bp, 1, Some(c.call))?;
+        let r = self.pop();
+        if let Value::TReal(..) = r {
+            if let Some(v) = r.peel_if(crate::value::Tag::Sensitivity) {
+                self.ad_work += 1;
+                return Ok(v);
+            }
+        }
+        self.push(r);
+        self.call_prim(c.unsensitize, 1).map_err(|e| e.at(c.untag))
+    }
+
     /// Binary arithmetic through the primitive table (other numbers, AD values,
     /// metering).
     #[inline(never)]
@@ -1184,6 +1222,7 @@ impl Machine {
                     }
                 }
             }
+            CExpr::BpCall(c) => self.bp_call(base, inst, c),
             CExpr::Plus(a, b, p, span) => {
                 let av = atom!(self, base, inst, a);
                 let bv = atom!(self, base, inst, b);

@@ -44,6 +44,22 @@ pub enum CExpr {
     /// `plus` of two operands, with an inline fast path for reals under the
     /// same tags; the primitive otherwise.
     Plus(CAtom, CAtom, PrimId, Span),
+    /// `(unsensitize (bp (sensitize x)))`, the reverse transform's call of a
+    /// backpropagator (the two intermediate values read nowhere else): run
+    /// natively when `bp` is a scalar primitive's backpropagator, step by step
+    /// otherwise.
+    BpCall(Box<BpCall>),
+}
+
+/// The parts of a [`CExpr::BpCall`].
+pub struct BpCall {
+    pub bp: CAtom,
+    pub x: CAtom,
+    pub sensitize: PrimId,
+    pub unsensitize: PrimId,
+    /// Where the backpropagator is called, and where `unsensitize` is.
+    pub call: Span,
+    pub untag: Span,
 }
 
 /// What a tag primitive does.
@@ -396,6 +412,34 @@ impl Resolver {
         }
     }
 
+    /// Bindings `i`, `i + 1` and `i + 2` of a block, if they are
+    /// `(a (sensitize x)) (r (bp a)) (c (unsensitize r))` with `a` and `r` read
+    /// nowhere else: a [`CExpr::BpCall`] (bound to `c`).
+    fn bp_call_at(&self, b: &Block, i: usize) -> Option<BpCall> {
+        let name = |p: &PrimId| crate::prims::prim(*p).name;
+        let (
+            Some(Bind::Let(a, Expr::Prim(ps, Args::One(x), _))),
+            Some(Bind::Let(r, Expr::App(bp, Args::One(Atom::Var(a2)), call))),
+            Some(Bind::Let(_, Expr::Prim(pu, Args::One(Atom::Var(r2)), untag))),
+        ) = (b.binds.get(i), b.binds.get(i + 1), b.binds.get(i + 2))
+        else {
+            return None;
+        };
+        let once = |v: &VarId| self.uses.get(v).copied() == Some(1);
+        if name(ps) != "sensitize" || name(pu) != "unsensitize" || a2 != a || r2 != r || !once(a) || !once(r)
+        {
+            return None;
+        }
+        Some(BpCall {
+            bp: self.atom(bp),
+            x: self.atom(x),
+            sensitize: *ps,
+            unsensitize: *pu,
+            call: *call,
+            untag: *untag,
+        })
+    }
+
     fn block(&mut self, b: &Block) -> CBlock {
         let mut binds = Vec::with_capacity(b.binds.len());
         let n = b.binds.len();
@@ -434,16 +478,45 @@ impl Resolver {
                 }
             }
         }
+        // A backpropagator call being fused (bindings skipped so far).
+        let mut bp_call: Option<(BpCall, usize)> = None;
         for (i, bind) in b.binds.iter().enumerate() {
             if i > 0 {
-                if fused.is_some() {
-                    // A comparison fused into the `if` after it is read by that `if`.
+                if fused.is_some() || bp_call.is_some() {
+                    // A comparison fused into the `if` after it is read by that
+                    // `if`; the operands of a fused backpropagator call, by it.
                     let d = std::mem::take(&mut dying[i - 1]);
                     dying[i].extend(d);
                 } else {
                     self.release_all(std::mem::take(&mut dying[i - 1]));
                 }
                 self.release_all(std::mem::take(&mut unread[i - 1]));
+            }
+            match bp_call.take() {
+                Some((c, 2)) => {
+                    let Bind::Let(x, _) = bind else { unreachable!("checked by bp_call_at") };
+                    let ce = CExpr::BpCall(Box::new(c));
+                    if i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x) {
+                        frame = self.nslots;
+                        tail = Some(ce);
+                    } else {
+                        self.release_all(std::mem::take(&mut dying[i]));
+                        let s = self.bind(*x);
+                        binds.push(CBind::Let(s, ce));
+                    }
+                    continue;
+                }
+                Some((c, k)) => {
+                    bp_call = Some((c, k + 1));
+                    continue;
+                }
+                None => {}
+            }
+            if fused.is_none() {
+                if let Some(c) = self.bp_call_at(b, i) {
+                    bp_call = Some((c, 1));
+                    continue;
+                }
             }
             // A comparison read only by the `if` bound next is fused into it.
             if let Bind::Let(x, Expr::Prim(p, Args::Tuple(xs), s)) = bind {

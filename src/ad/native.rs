@@ -483,39 +483,63 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
                 _ if *f == Formula::Zero => Value::Nil,
                 _ => return Ok(None),
             };
-            let (x, y) = captured(env, inst);
-            let xs: [Value; 2];
-            let xs: &[Value] = match x {
-                Some(Value::Pair(p)) if p.car.is_number() && p.cdr.is_number() => {
-                    xs = [p.car.clone(), p.cdr.clone()];
-                    &xs
-                }
-                Some(v) if v.is_number() => std::slice::from_ref(v),
-                Some(_) => return Ok(None),
-                None => &[],
-            };
-            let scalar = !matches!(f, Formula::Zero | Formula::Struct(_));
-            let y64 = match y {
-                Some(v) => reals(m, std::slice::from_ref(v)).map(|r| Some(r[0])),
-                None => Some(None),
-            };
-            let fast = match (scalar, reals(m, xs), y64, reals(m, std::slice::from_ref(&yb))) {
-                (true, Some(x64), Some(y64), Some(yb64)) => {
-                    Some(vjp_num(m, *f, &x64, y64.as_ref(), &yb64[0])?)
-                }
-                _ => None,
-            };
-            let xb = match fast {
-                Some(Some(Out::One(a))) => Some(Value::Real(a)),
-                Some(Some(Out::Two(a, b))) => Some(Value::cons(Value::Real(a), Value::Real(b))),
-                Some(None) => None,
-                None => vjp(m, *f, xs, y, &yb)?,
-            };
-            let Some(xb) = xb else { return Ok(None) };
+            let Some(xb) = bp_cotangent(m, *f, env, inst, yb)? else { return Ok(None) };
             let r = super::ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, xb))?;
             Ok(Some(r))
         }
     }
+}
+
+/// The cotangent a scalar primitive's backpropagator (`Native::Bp`) computes
+/// from the (unsensitized) sensitivity `yb` of its result: the argument's
+/// sensitivity, or `None` if the values are not what the native code handles.
+fn bp_cotangent(m: &mut Machine, f: Formula, env: &[bool], inst: &Inst, yb: Value) -> Result<Option<Value>> {
+    let (x, y) = captured(env, inst);
+    let xs: [Value; 2];
+    let xs: &[Value] = match x {
+        Some(Value::Pair(p)) if p.car.is_number() && p.cdr.is_number() => {
+            xs = [p.car.clone(), p.cdr.clone()];
+            &xs
+        }
+        Some(v) if v.is_number() => std::slice::from_ref(v),
+        Some(_) => return Ok(None),
+        None => &[],
+    };
+    let scalar = !matches!(f, Formula::Zero | Formula::Struct(_));
+    let y64 = match y {
+        Some(v) => reals(m, std::slice::from_ref(v)).map(|r| Some(r[0])),
+        None => Some(None),
+    };
+    let fast = match (scalar, reals(m, xs), y64, reals(m, std::slice::from_ref(&yb))) {
+        (true, Some(x64), Some(y64), Some(yb64)) => Some(vjp_num(m, f, &x64, y64.as_ref(), &yb64[0])?),
+        _ => None,
+    };
+    let xb = match fast {
+        Some(Some(Out::One(a))) => Some(Value::Real(a)),
+        Some(Some(Out::Two(a, b))) => Some(Value::cons(Value::Real(a), Value::Real(b))),
+        Some(None) => None,
+        None => vjp(m, f, xs, y, &yb)?,
+    };
+    Ok(xb)
+}
+
+/// `(unsensitize (bp (sensitize yb)))` for a closure `bp` of a scalar
+/// primitive's backpropagator group, natively: what the reverse transform's
+/// code does with each backpropagator it calls (`CExpr::BpCall`). `None`
+/// when the native code does not apply (the caller then runs those steps).
+pub fn bp_untagged(m: &mut Machine, inst: &Inst, yb: &Value) -> Result<Option<Value>> {
+    let Some(Native::Bp { f, env }) = inst.group.native.get() else { return Ok(None) };
+    // (what `Native::Bp` finds under the sensitivity tag)
+    let yb = match f {
+        Formula::Struct(_) => return Ok(None),
+        _ if yb.is_number() => yb.clone(),
+        Formula::Zero => Value::Nil,
+        _ => return Ok(None),
+    };
+    let Some(xb) = bp_cotangent(m, *f, env, inst, yb)? else { return Ok(None) };
+    // unsensitize after sensitize cancels: the pair itself
+    m.ad_work += 2;
+    Ok(Some(Value::cons(Value::Nil, xb)))
 }
 
 /// The argument leaves of a call of an arity-1 or arity-2 primitive's version:

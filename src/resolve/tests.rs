@@ -66,6 +66,10 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
             a(y, out)
         }
         CExpr::Retag(_, x, _, _) => a(x, out),
+        CExpr::BpCall(c) => {
+            a(&c.bp, out);
+            a(&c.x, out)
+        }
         CExpr::Cons(x, y) => {
             a(x, out);
             a(y, out)
