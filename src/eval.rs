@@ -1049,41 +1049,67 @@ impl Machine {
     }
 
     /// `(unsensitize (bp (sensitize x)))` (see `CExpr::BpCall`): natively for a
-    /// scalar primitive's backpropagator, otherwise the three steps.
+    /// scalar primitive's backpropagator (or its forward transform), otherwise
+    /// the three steps.
     #[inline(never)]
     fn bp_call(&mut self, base: usize, inst: &Rc<Inst>, c: &crate::resolve::BpCall) -> Result<Value> {
+        use crate::resolve::Step;
+        use crate::value::Tag;
         let bp = atom!(self, base, inst, &c.bp);
         let x = atom!(self, base, inst, &c.x);
         if let (Value::Closure(bi, _), true) = (&bp, self.native_rules) {
             if bi.group.native.get().is_some() {
-                if let Some(r) = crate::ad::native::bp_untagged(self, bi, &x)? {
-                    // the call it stands for
-                    self.tick().map_err(|e| e.at(c.call))?;
+                let r = if c.forward {
+                    crate::ad::native::fbp_untagged(self, bi, &x)?
+                } else {
+                    crate::ad::native::bp_untagged(self, bi, &x)?
+                };
+                if let Some(r) = r {
+                    // the calls it stands for
+                    for _ in 0..if c.forward { 3 } else { 1 } {
+                        self.tick().map_err(|e| e.at(c.call))?;
+                    }
                     return Ok(r);
                 }
             }
         }
-        let s = match &x {
-            Value::Real(_) | Value::TReal(..) => {
+        let s = match (&c.sensitize, &x) {
+            (Step::Prim(..), Value::Real(_) | Value::TReal(..)) => {
                 self.ad_work += 1;
-                Value::tagged(crate::value::Tag::Sensitivity, x)
+                Value::tagged(Tag::Sensitivity, x)
             }
-            _ => {
+            (Step::Prim(p, span), _) => {
                 self.push(x);
-                self.call_prim(c.sensitize, 1)?
+                self.call_prim(*p, 1).map_err(|e| e.at(*span))?
+            }
+            (Step::Call(f, span), _) => {
+                let fv = atom!(self, base, inst, f);
+                self.push(x);
+                self.call_push(fv, 1, Some(*span))?;
+                self.pop()
             }
         };
         self.push(s);
         self.call_push(bp, 1, Some(c.call))?;
         let r = self.pop();
-        if let Value::TReal(..) = r {
-            if let Some(v) = r.peel_if(crate::value::Tag::Sensitivity) {
-                self.ad_work += 1;
-                return Ok(v);
+        match &c.unsensitize {
+            Step::Prim(p, span) => {
+                if let Value::TReal(..) = r {
+                    if let Some(v) = r.peel_if(Tag::Sensitivity) {
+                        self.ad_work += 1;
+                        return Ok(v);
+                    }
+                }
+                self.push(r);
+                self.call_prim(*p, 1).map_err(|e| e.at(*span))
+            }
+            Step::Call(f, span) => {
+                let fv = atom!(self, base, inst, f);
+                self.push(r);
+                self.call_push(fv, 1, Some(*span))?;
+                Ok(self.pop())
             }
         }
-        self.push(r);
-        self.call_prim(c.unsensitize, 1).map_err(|e| e.at(c.untag))
     }
 
     /// Binary arithmetic through the primitive table (other numbers, AD values,

@@ -55,11 +55,21 @@ pub enum CExpr {
 pub struct BpCall {
     pub bp: CAtom,
     pub x: CAtom,
-    pub sensitize: PrimId,
-    pub unsensitize: PrimId,
-    /// Where the backpropagator is called, and where `unsensitize` is.
+    /// How `sensitize` and `unsensitize` are applied: the primitives, or (in a
+    /// forward-transformed backpropagator) calls of their forward versions.
+    pub sensitize: Step,
+    pub unsensitize: Step,
+    /// Where the backpropagator is called.
     pub call: Span,
-    pub untag: Span,
+    /// Whether this is the forward transform of a backpropagator call.
+    pub forward: bool,
+}
+
+/// A tag operation of a [`BpCall`]: a primitive (with the span of its use) or
+/// a call of a closure (its forward version).
+pub enum Step {
+    Prim(PrimId, Span),
+    Call(CAtom, Span),
 }
 
 /// What a tag primitive does.
@@ -414,29 +424,54 @@ impl Resolver {
 
     /// Bindings `i`, `i + 1` and `i + 2` of a block, if they are
     /// `(a (sensitize x)) (r (bp a)) (c (unsensitize r))` with `a` and `r` read
-    /// nowhere else: a [`CExpr::BpCall`] (bound to `c`).
+    /// nowhere else, the tag operations being the primitives or (in a
+    /// forward-transformed backpropagator) constant closures of their forward
+    /// versions: a [`CExpr::BpCall`] (bound to `c`).
     fn bp_call_at(&self, b: &Block, i: usize) -> Option<BpCall> {
-        let name = |p: &PrimId| crate::prims::prim(*p).name;
+        use crate::ad::native::{Formula, Native, StructOp};
+        use crate::value::Tag;
         let (
-            Some(Bind::Let(a, Expr::Prim(ps, Args::One(x), _))),
+            Some(Bind::Let(a, first)),
             Some(Bind::Let(r, Expr::App(bp, Args::One(Atom::Var(a2)), call))),
-            Some(Bind::Let(_, Expr::Prim(pu, Args::One(Atom::Var(r2)), untag))),
+            Some(Bind::Let(_, last)),
         ) = (b.binds.get(i), b.binds.get(i + 1), b.binds.get(i + 2))
         else {
             return None;
         };
         let once = |v: &VarId| self.uses.get(v).copied() == Some(1);
-        if name(ps) != "sensitize" || name(pu) != "unsensitize" || a2 != a || r2 != r || !once(a) || !once(r)
-        {
+        if a2 != a || !once(a) || !once(r) {
+            return None;
+        }
+        // (the operation `op` of a step and its operand)
+        let step = |e: &Expr, op: &str, sop: StructOp| -> Option<(Step, Atom, bool)> {
+            match e {
+                Expr::Prim(p, Args::One(x), s) if crate::prims::prim(*p).name == op => {
+                    Some((Step::Prim(*p, *s), x.clone(), false))
+                }
+                Expr::App(f, Args::One(x), s) => {
+                    let fa = self.atom(f);
+                    match &fa {
+                        CAtom::Const(Value::Closure(fi, _)) if matches!(fi.group.native.get(), Some(Native::F(_, Formula::Struct(o))) if *o == sop) => {
+                            Some((Step::Call(fa, *s), x.clone(), true))
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        };
+        let (sensitize, x, fwd1) = step(first, "sensitize", StructOp::Tag(Tag::Sensitivity))?;
+        let (unsensitize, r2, fwd2) = step(last, "unsensitize", StructOp::Untag(Tag::Sensitivity))?;
+        if fwd1 != fwd2 || !matches!(&r2, Atom::Var(v) if v == r) {
             return None;
         }
         Some(BpCall {
             bp: self.atom(bp),
-            x: self.atom(x),
-            sensitize: *ps,
-            unsensitize: *pu,
+            x: self.atom(&x),
+            sensitize,
+            unsensitize,
             call: *call,
-            untag: *untag,
+            forward: fwd1,
         })
     }
 

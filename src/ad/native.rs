@@ -321,6 +321,34 @@ fn run_fbp(
     }
     let s = m.stack[base].clone();
     let Some(yb) = dual_of(m, &s, Some(Tag::Sensitivity))? else { return Ok(None) };
+    fbp_core(m, f, env, inst, yb, Some(Tag::Sensitivity))
+}
+
+/// `(unsensitize (bp (sensitize x)))`, all three forward-transformed, for a
+/// closure `bp` of the forward transform of a scalar primitive's
+/// backpropagator and a forward bundle `x` of numbers, natively (see
+/// [`bp_untagged`]): the backpropagator's cotangent without the tags.
+pub fn fbp_untagged(m: &mut Machine, inst: &Inst, x: &Value) -> Result<Option<Value>> {
+    let Some(Native::FBp { f, env }) = inst.group.native.get() else { return Ok(None) };
+    if !matches!(x, Value::Bundle(_)) {
+        return Ok(None);
+    }
+    let Some(yb) = dual_of(m, x, None)? else { return Ok(None) };
+    fbp_core(m, *f, env, inst, yb, None)
+}
+
+/// The forward transform of a scalar primitive's backpropagator, given the
+/// (untagged) dual sensitivity `yb` of its result: `(cons '() xb)`, the leaves
+/// of `xb` carrying `tag` (`sensitize`d, as the backpropagator returns them, or
+/// bare).
+fn fbp_core(
+    m: &mut Machine,
+    f: Formula,
+    env: &[bool],
+    inst: &Inst,
+    yb: Dual,
+    tag: Option<Tag>,
+) -> Result<Option<Value>> {
     let (xv, yv) = captured(env, inst);
     let y = match yv {
         Some(v) => match dual_of(m, v, None)? {
@@ -358,10 +386,9 @@ fn run_fbp(
     // The forward version of `sensitize` on (cons '() xb), built at once: each
     // leaf is (bundle (sensitize a) (perturb (sensitize da))), as `struct_f`
     // makes it (see `retag_bundles`).
-    let s = Some(Tag::Sensitivity);
     let xb = match out {
-        Out::One(a) => bundle_of(a, s),
-        Out::Two(a, b) => Value::cons(bundle_of(a, s), bundle_of(b, s)),
+        Out::One(a) => bundle_of(a, tag),
+        Out::Two(a, b) => Value::cons(bundle_of(a, tag), bundle_of(b, tag)),
     };
     m.ad_work += 10;
     Ok(Some(Value::cons(Value::Nil, xb)))
