@@ -467,6 +467,15 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
         }
         Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp => Ok(None),
         Native::F(p, f) => {
+            if let Some((xs, ds, n)) = real_duals(m, *p, *f, base, nargs) {
+                // (the general path below, on doubles)
+                let y = prim_f64(*p, &xs[..n]).ok_or_else(not_scalar)?;
+                let dy = jvp_num(m, *f, &xs[..n], &y, &ds[..n])?;
+                return Ok(Some(Value::bundle(
+                    Value::Real(y),
+                    Value::tagged(Tag::Perturbation, Value::Real(dy)),
+                )));
+            }
             let Some(args) = leaves(m, *p, base, nargs)? else { return Ok(None) };
             let mut xs = [Value::Nil, Value::Nil];
             let mut ds = [Value::Nil, Value::Nil];
@@ -733,6 +742,33 @@ impl Num for Dual {
     fn int(i: i64) -> Dual {
         Dual { p: Value::Int(i), t: Value::Int(0) }
     }
+}
+
+/// The arguments of a scalar primitive's forward version, when they are its
+/// one or two arguments, each a forward bundle of a real with a perturbed real,
+/// and nothing is metered: their primals and tangents as doubles.
+fn real_duals(
+    m: &Machine,
+    p: PrimId,
+    f: Formula,
+    base: usize,
+    nargs: usize,
+) -> Option<([f64; 2], [f64; 2], usize)> {
+    if m.meter.is_some()
+        || matches!(f, Formula::Zero | Formula::Struct(_))
+        || nargs != prims::prim(p).arity as usize
+    {
+        return None;
+    }
+    let (mut xs, mut ds) = ([0.0; 2], [0.0; 2]);
+    for (i, a) in m.stack.get(base..base + nargs)?.iter().enumerate() {
+        let Value::Bundle(b) = a else { return None };
+        match (&b.0, b.1.peel_if(Tag::Perturbation)?) {
+            (Value::Real(x), Value::Real(d)) => (xs[i], ds[i]) = (*x, d),
+            _ => return None,
+        }
+    }
+    Some((xs, ds, nargs))
 }
 
 /// `(bundle b (perturb (zero b)))` for a boolean `b` (what the forward
