@@ -132,6 +132,17 @@ pub fn run_on_big_stack<F: FnOnce() -> i32 + Send + 'static>(f: F) -> i32 {
     70
 }
 
+/// A program file's items, or `None` with the error reported.
+fn read_program(s: &mut Session, file: &Path) -> Option<Vec<crate::toplevel::Item>> {
+    match s.read_file(file) {
+        Ok(i) => Some(i),
+        Err(e) => {
+            report_error(s, &e);
+            None
+        }
+    }
+}
+
 fn new_session(opts: &Opts) -> Session {
     let mut s = Session::new();
     s.include_dirs = opts.include.clone();
@@ -211,13 +222,7 @@ fn run_file(file: &Path, opts: &Opts) -> i32 {
         return c;
     }
     let mut s = new_session(opts);
-    let items = match s.read_file(file) {
-        Ok(i) => i,
-        Err(e) => {
-            report_error(&s, &e);
-            return 1;
-        }
-    };
+    let Some(items) = read_program(&mut s, file) else { return 1 };
     let unit = match s.compile(items) {
         Ok(u) => u,
         Err(e) => {
@@ -274,13 +279,7 @@ fn test_files(files: &[PathBuf], opts: &Opts) -> i32 {
 
 fn anf_file(file: &Path, reverse: bool, forward: bool, inverse: bool, opts: &Opts) -> i32 {
     let mut s = new_session(opts);
-    let items = match s.read_file(file) {
-        Ok(i) => i,
-        Err(e) => {
-            report_error(&s, &e);
-            return 1;
-        }
-    };
+    let Some(items) = read_program(&mut s, file) else { return 1 };
     let names: Vec<Option<std::rc::Rc<str>>> = items
         .iter()
         .map(|it| match it {

@@ -145,6 +145,21 @@ fn command_takes_expr(name: &str) -> bool {
 
 /// Whether the input so far ends inside a list, string or comment (so another
 /// line is needed). Decided by the reader itself.
+/// Adds a line to the input read so far: the whole input once it is complete
+/// (taken out of `pending`), `None` while it needs more lines. Blank input is
+/// dropped.
+fn complete_input(pending: &mut String, line: &str) -> Option<String> {
+    pending.push_str(line);
+    if pending.trim().is_empty() {
+        pending.clear();
+        return None;
+    }
+    if needs_more(pending) {
+        return None;
+    }
+    Some(std::mem::take(pending))
+}
+
 pub fn needs_more(text: &str) -> bool {
     let code = match split_command(text) {
         Some((name, arg)) if command_takes_expr(name) => &text[arg..],
@@ -207,15 +222,7 @@ impl Repl {
             if pending.is_empty() {
                 start_line = line_no;
             }
-            pending.push_str(&line);
-            if pending.trim().is_empty() {
-                pending.clear();
-                continue;
-            }
-            if needs_more(&pending) {
-                continue;
-            }
-            let text = std::mem::take(&mut pending);
+            let Some(text) = complete_input(&mut pending, &line) else { continue };
             if let Flow::Quit = self.input(&text, "<stdin>", start_line) {
                 break;
             }
@@ -279,15 +286,7 @@ impl Repl {
                     if !pending.is_empty() {
                         pending.push('\n');
                     }
-                    pending.push_str(&line);
-                    if pending.trim().is_empty() {
-                        pending.clear();
-                        continue;
-                    }
-                    if needs_more(&pending) {
-                        continue;
-                    }
-                    let text = std::mem::take(&mut pending);
+                    let Some(text) = complete_input(&mut pending, &line) else { continue };
                     let _ = rl.history_mut().add(&text);
                     if let Some(p) = &hist {
                         if let Err(e) = rl.append_history(p) {
