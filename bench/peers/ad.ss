@@ -205,6 +205,23 @@
 (define (magnitude-squared v) (dot v v))
 (define (magnitude v) (dsqrt (magnitude-squared v)))
 (define (distance u v) (magnitude (v- u v)))
+;; The benchmark's gradient descent (Siskind & Pearlmutter's saddle/particle),
+;; used by chez/saddle.ss and chez/particle.ss: step size eta from 1e-5, doubled
+;; after 10 improving steps, halved after a step that does not improve; stop
+;; when |grad| <= 1e-5 or a step moves <= 1e-5.
+(define (multivariate-argmin gradient f x)
+  (let ((g (gradient f)))
+    (let loop ((x x) (fx (f x)) (gx (g x)) (eta 1e-5) (i 0))
+      (cond ((d<= (magnitude gx) 1e-5) x)
+            ((fx= i 10) (loop x fx gx (d* 2.0 eta) 0))
+            (else
+             (let ((x-prime (v- x (k*v eta gx))))
+               (if (d<= (distance x x-prime) 1e-5)
+                   x
+                   (let ((fx-prime (f x-prime)))
+                     (if (d< fx-prime fx)
+                         (loop x-prime fx-prime (g x-prime) eta (fx+ i 1))
+                         (loop x fx gx (d/ eta 2.0) 0))))))))))
 (define (sqr x) (d* x x))
 
 ;;; Timing harness ----------------------------------------------------------------

@@ -2,20 +2,7 @@
 ;;; Euler steps (dt = 0.1) in the potential of two charges, lands at x = 0;
 ;;; the inner gradient is of the potential at each step, the outer of the
 ;;; squared landing x with respect to w, by the benchmark's gradient descent.
-;;; Variants FF FR RF RR (outer mode first).
-(define (multivariate-argmin gradient f x)
-  (let ((g (gradient f)))
-    (let loop ((x x) (fx (f x)) (gx (g x)) (eta 1e-5) (i 0))
-      (cond ((d<= (magnitude gx) 1e-5) x)
-            ((fx= i 10) (loop x fx gx (d* 2.0 eta) 0))
-            (else
-             (let ((x-prime (v- x (k*v eta gx))))
-               (if (d<= (distance x x-prime) 1e-5)
-                   x
-                   (let ((fx-prime (f x-prime)))
-                     (if (d< fx-prime fx)
-                         (loop x-prime fx-prime (g x-prime) eta (fx+ i 1))
-                         (loop x fx gx (d/ eta 2.0) 0))))))))))
+;;; Variants FF FR RF RR (outer mode first). multivariate-argmin is in ../ad.ss.
 (define (naive-euler gradient w)
   (let* ((charges (list (list 10.0 (d- 10.0 w)) (list 10.0 0.0)))
          (x-initial (list 0.0 8.0))

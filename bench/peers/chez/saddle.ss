@@ -1,20 +1,7 @@
 ;;; saddle: min over x of max over y of s^2 + t^2 - u^2 - v^2, from (1 1)/(1 1),
-;;; by the benchmark's gradient descent (multivariate-argmin below) nested in
+;;; by the benchmark's gradient descent (multivariate-argmin, in ../ad.ss) nested in
 ;;; itself; the outer gradient differentiates through the whole inner solve.
 ;;; Variants FF FR RF RR (outer mode first).
-(define (multivariate-argmin gradient f x)
-  (let ((g (gradient f)))
-    (let loop ((x x) (fx (f x)) (gx (g x)) (eta 1e-5) (i 0))
-      (cond ((d<= (magnitude gx) 1e-5) x)
-            ((fx= i 10) (loop x fx gx (d* 2.0 eta) 0))
-            (else
-             (let ((x-prime (v- x (k*v eta gx))))
-               (if (d<= (distance x x-prime) 1e-5)
-                   x
-                   (let ((fx-prime (f x-prime)))
-                     (if (d< fx-prime fx)
-                         (loop x-prime fx-prime (g x-prime) eta (fx+ i 1))
-                         (loop x fx gx (d/ eta 2.0) 0))))))))))
 (define (multivariate-argmax gradient f x)
   (multivariate-argmin gradient (lambda (x) (d- 0.0 (f x))) x))
 (define (multivariate-max gradient f x) (f (multivariate-argmax gradient f x)))
