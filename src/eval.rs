@@ -1048,6 +1048,26 @@ impl Machine {
         fast_arith(op, self.peek(base, inst, a)?, self.peek(base, inst, b)?)
     }
 
+    /// A tag primitive `p` (doing `op`) on `v`: at once for a real under tags,
+    /// through the primitive otherwise (errors at `span`).
+    fn retag(&mut self, op: Retag, v: Value, p: PrimId, span: Span) -> Result<Value> {
+        let fast = match (op, &v) {
+            (Retag::Tag(t), Value::Real(_) | Value::TReal(..)) => Some(Value::tagged(t, v.clone())),
+            (Retag::Untag(t), Value::TReal(..)) => v.peel_if(t),
+            _ => None,
+        };
+        match fast {
+            Some(r) => {
+                self.ad_work += 1;
+                Ok(r)
+            }
+            None => {
+                self.push(v);
+                self.call_prim(p, 1).map_err(|e| e.at(span))
+            }
+        }
+    }
+
     /// `(unsensitize (bp (sensitize x)))` (see `CExpr::BpCall`): natively for a
     /// scalar primitive's backpropagator (or its forward transform), otherwise
     /// the three steps.
@@ -1073,16 +1093,9 @@ impl Machine {
                 }
             }
         }
-        let s = match (&c.sensitize, &x) {
-            (Step::Prim(..), Value::Real(_) | Value::TReal(..)) => {
-                self.ad_work += 1;
-                Value::tagged(Tag::Sensitivity, x)
-            }
-            (Step::Prim(p, span), _) => {
-                self.push(x);
-                self.call_prim(*p, 1).map_err(|e| e.at(*span))?
-            }
-            (Step::Call(f, span), _) => {
+        let s = match &c.sensitize {
+            Step::Prim(p, span) => self.retag(Retag::Tag(Tag::Sensitivity), x, *p, *span)?,
+            Step::Call(f, span) => {
                 let fv = atom!(self, base, inst, f);
                 self.push(x);
                 self.call_push(fv, 1, Some(*span))?;
@@ -1093,16 +1106,7 @@ impl Machine {
         self.call_push(bp, 1, Some(c.call))?;
         let r = self.pop();
         match &c.unsensitize {
-            Step::Prim(p, span) => {
-                if let Value::TReal(..) = r {
-                    if let Some(v) = r.peel_if(Tag::Sensitivity) {
-                        self.ad_work += 1;
-                        return Ok(v);
-                    }
-                }
-                self.push(r);
-                self.call_prim(*p, 1).map_err(|e| e.at(*span))
-            }
+            Step::Prim(p, span) => self.retag(Retag::Untag(Tag::Sensitivity), r, *p, *span),
             Step::Call(f, span) => {
                 let fv = atom!(self, base, inst, f);
                 self.push(r);
@@ -1232,21 +1236,7 @@ impl Machine {
             }
             CExpr::Retag(op, a, p, span) => {
                 let v = atom!(self, base, inst, a);
-                let fast = match (op, &v) {
-                    (Retag::Tag(t), Value::Real(_) | Value::TReal(..)) => Some(Value::tagged(*t, v.clone())),
-                    (Retag::Untag(t), Value::TReal(..)) => v.peel_if(*t),
-                    _ => None,
-                };
-                match fast {
-                    Some(r) => {
-                        self.ad_work += 1;
-                        Ok(r)
-                    }
-                    None => {
-                        self.push(v);
-                        self.call_prim(*p, 1).map_err(|e| e.at(*span))
-                    }
-                }
+                self.retag(*op, v, *p, *span)
             }
             CExpr::BpCall(c) => self.bp_call(base, inst, c),
             CExpr::Plus(a, b, p, span) => {

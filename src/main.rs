@@ -17,8 +17,9 @@ struct MiMalloc;
 /// What `mi_malloc` guarantees (`MI_MAX_ALIGN_SIZE`).
 const PLAIN_ALIGN: usize = 16;
 
-fn plain(l: &Layout) -> bool {
-    l.align() <= PLAIN_ALIGN && l.align() <= l.size()
+/// Whether `mi_malloc(size)` is aligned enough for `align`.
+fn plain(align: usize, size: usize) -> bool {
+    align <= PLAIN_ALIGN && align <= size
 }
 
 // SAFETY: every block comes from mimalloc with at least the layout's size and
@@ -26,7 +27,7 @@ fn plain(l: &Layout) -> bool {
 unsafe impl GlobalAlloc for MiMalloc {
     #[inline]
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if plain(&l) {
+        if plain(l.align(), l.size()) {
             mi::mi_malloc(l.size()) as *mut u8
         } else {
             mi::mi_malloc_aligned(l.size(), l.align()) as *mut u8
@@ -35,7 +36,7 @@ unsafe impl GlobalAlloc for MiMalloc {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        if plain(&l) {
+        if plain(l.align(), l.size()) {
             mi::mi_zalloc(l.size()) as *mut u8
         } else {
             mi::mi_zalloc_aligned(l.size(), l.align()) as *mut u8
@@ -49,7 +50,7 @@ unsafe impl GlobalAlloc for MiMalloc {
 
     #[inline]
     unsafe fn realloc(&self, p: *mut u8, l: Layout, size: usize) -> *mut u8 {
-        if l.align() <= PLAIN_ALIGN && l.align() <= size {
+        if plain(l.align(), size) {
             mi::mi_realloc(p as *mut c_void, size) as *mut u8
         } else {
             mi::mi_realloc_aligned(p as *mut c_void, size, l.align()) as *mut u8

@@ -138,9 +138,13 @@ impl Tags {
         Tags(((self.0 >> 4) << 6) | (t.code() << 4) | (self.count() + 1))
     }
 
-    /// Without the outermost tag (the caller checks `count() > 1`).
-    fn pop(self) -> Tags {
-        Tags(((self.0 >> 6) << 4) | (self.count() - 1))
+    /// `x` under these tags but the outermost: a real, or a `TReal` again.
+    fn inner(self, x: f64) -> Value {
+        if self.count() == 1 {
+            Value::Real(x)
+        } else {
+            Value::TReal(Tags(((self.0 >> 6) << 4) | (self.count() - 1)), x)
+        }
     }
 }
 
@@ -275,8 +279,7 @@ impl Value {
     pub fn peel(&self) -> Option<(Tag, Value)> {
         match self {
             Value::Tagged(t, x) => Some((*t, (**x).clone())),
-            Value::TReal(ts, x) if ts.count() == 1 => Some((ts.outer(), Value::Real(*x))),
-            Value::TReal(ts, x) => Some((ts.outer(), Value::TReal(ts.pop(), *x))),
+            Value::TReal(ts, x) => Some((ts.outer(), ts.inner(*x))),
             _ => None,
         }
     }
@@ -285,9 +288,7 @@ impl Value {
     #[inline]
     pub fn peel_if(&self, t: Tag) -> Option<Value> {
         match self {
-            Value::TReal(ts, x) if ts.outer() == t => {
-                Some(if ts.count() == 1 { Value::Real(*x) } else { Value::TReal(ts.pop(), *x) })
-            }
+            Value::TReal(ts, x) if ts.outer() == t => Some(ts.inner(*x)),
             Value::Tagged(t2, x) if *t2 == t => Some((**x).clone()),
             _ => None,
         }
