@@ -255,3 +255,19 @@
           (flush-output-port (current-output-port)))
         (let* ((t0 (now-seconds)) (v (thunk)) (t1 (now-seconds)))
           (loop (fx+ i 1) (cons (- t1 t0) times) v)))))
+
+;; The driver of the nested workloads (saddle, particle): ARGS are
+;; WHICH REPS VARIANT ..., WHICH being NAME (the full solve, (solve outer inner))
+;; or NAME-grad (one outer gradient, (solve-grad outer inner)), and each VARIANT
+;; two letters (F or R) picking the outer and inner gradient.
+(define (grad-of name) (if (char=? name #\F) gradient-F gradient-R))
+(define (nested-main name solve solve-grad args)
+  (let ((which (car args)) (reps (string->number (cadr args))))
+    (for-each
+     (lambda (v)
+       (let ((outer (grad-of (string-ref v 0))) (inner (grad-of (string-ref v 1))))
+         (bench (string-append which "-" v) reps 1
+                (if (string=? which name)
+                    (lambda () (solve outer inner))
+                    (lambda () (solve-grad outer inner))))))
+     (cddr args))))

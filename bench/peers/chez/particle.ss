@@ -23,15 +23,5 @@
 ;; one outer gradient, through one whole simulation, at w = (0)
 (define (particle-grad outer inner)
   ((outer (lambda (w) (naive-euler inner (car w)))) (list 0.0)))
-(define (grad-of name) (if (char=? name #\F) gradient-F gradient-R))
-;; ARGS: particle|particle-grad reps variant ...
-(define (main args)
-  (let ((which (car args)) (reps (string->number (cadr args))))
-    (for-each
-     (lambda (v)
-       (let ((outer (grad-of (string-ref v 0))) (inner (grad-of (string-ref v 1))))
-         (bench (string-append which "-" v) reps 1
-                (if (string=? which "particle")
-                    (lambda () (particle outer inner))
-                    (lambda () (particle-grad outer inner))))))
-     (cddr args))))
+;; ARGS: particle|particle-grad reps variant ... (nested-main in ad.ss)
+(define (main args) (nested-main "particle" particle particle-grad args))

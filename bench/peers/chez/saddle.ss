@@ -23,15 +23,5 @@
     ((outer (lambda (x)
               (multivariate-max inner (lambda (y) (f (car x) (cadr x) (car y) (cadr y))) start)))
      start)))
-(define (grad-of name) (if (char=? name #\F) gradient-F gradient-R))
-;; ARGS: saddle|saddle-grad reps variant ...
-(define (main args)
-  (let ((which (car args)) (reps (string->number (cadr args))))
-    (for-each
-     (lambda (v)
-       (let ((outer (grad-of (string-ref v 0))) (inner (grad-of (string-ref v 1))))
-         (bench (string-append which "-" v) reps 1
-                (if (string=? which "saddle")
-                    (lambda () (saddle outer inner))
-                    (lambda () (saddle-grad outer inner))))))
-     (cddr args))))
+;; ARGS: saddle|saddle-grad reps variant ... (nested-main in ad.ss)
+(define (main args) (nested-main "saddle" saddle saddle-grad args))

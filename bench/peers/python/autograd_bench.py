@@ -16,7 +16,7 @@ import numpy as onp
 import autograd.numpy as np
 from autograd import grad, make_jvp, hessian_vector_product
 
-from common import args, bench, make_workloads, XOR_W0, XOR_RATE
+from common import args, bench, make_product, make_workloads, make_xor_error, XOR_W0, XOR_RATE
 
 
 def gradient_F(f):
@@ -78,26 +78,14 @@ def main():
     elif workload == "product":
         n = int(params[0])
 
-        def f(x):
-            p = 1.0
-            for i in range(n, 0, -1):
-                p = (1.0 + x / i) * p
-            return p
+        f = make_product(n)
         bench(f"product-R-{n}", reps, 1, lambda: grad(f)(0.5))
     elif workload == "xor":
         steps = int(params[0])
         X = onp.array([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
         T = onp.array([0.0, 1.0, 1.0, 0.0])
 
-        def sigmoid(z):
-            return 1.0 / (1.0 + np.exp(0.0 - z))
-
-        def error(w):
-            W = np.reshape(w[0:6], (2, 3))
-            h = sigmoid(np.dot(X, W[:, 0:2].T) + W[:, 2])
-            o = sigmoid(np.dot(h, w[6:8]) + w[8])
-            d = o - T
-            return np.sum(d * d)
+        error = make_xor_error(np, X, T)
         g = grad(error)
 
         def train():

@@ -145,6 +145,32 @@ XOR_W0 = [0.5, -0.4, 0.1, -0.3, 0.6, -0.2, 0.7, -0.5, 0.05]
 XOR_RATE = 2.5
 
 
+def make_product(n, one=1.0):
+    """f(x) = prod_{i=1..n} (1 + x/i), as a loop from i = n down; `one` is the
+    starting product (a library's scalar 1.0 where a plain float will not do)."""
+    def f(x):
+        p = one
+        for i in range(n, 0, -1):
+            p = (1.0 + x / i) * p
+        return p
+    return f
+
+
+def make_xor_error(np, X, T):
+    """The XOR network's squared error as a function of its 9 weights, for an
+    array library `np` (reshape, exp, sum) and the inputs X and targets T."""
+    def sigmoid(z):
+        return 1.0 / (1.0 + np.exp(0.0 - z))
+
+    def error(w):
+        W = np.reshape(w[0:6], (2, 3))
+        h = sigmoid(X @ W[:, 0:2].T + W[:, 2])
+        o = sigmoid(h @ w[6:8] + w[8])
+        d = o - T
+        return np.sum(d * d)
+    return error
+
+
 def args():
     """argv: WORKLOAD REPS [PARAM ...]"""
     a = sys.argv[1:]

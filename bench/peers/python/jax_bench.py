@@ -23,7 +23,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as onp  # noqa: E402
 
-from common import args, bench, make_workloads, XOR_W0, XOR_RATE  # noqa: E402
+from common import args, bench, make_product, make_workloads, make_xor_error, XOR_W0, XOR_RATE  # noqa: E402
 
 
 def gradient_F(f):
@@ -97,11 +97,7 @@ def main():
             def f(x):
                 return jax.lax.fori_loop(0, n, lambda k, p: (1.0 + x / (n - k)) * p, 1.0)
         else:
-            def f(x):
-                p = 1.0
-                for i in range(n, 0, -1):
-                    p = (1.0 + x / i) * p
-                return p
+            f = make_product(n)
         g = maybe_jit(jax.grad(f))
         x0 = jnp.float64(0.5)
         ready(g(x0))
@@ -111,15 +107,7 @@ def main():
         X = jnp.array([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
         T = jnp.array([0.0, 1.0, 1.0, 0.0])
 
-        def sigmoid(z):
-            return 1.0 / (1.0 + jnp.exp(0.0 - z))
-
-        def error(w):
-            W = jnp.reshape(w[0:6], (2, 3))
-            h = sigmoid(jnp.dot(X, W[:, 0:2].T) + W[:, 2])
-            o = sigmoid(jnp.dot(h, w[6:8]) + w[8])
-            d = o - T
-            return jnp.sum(d * d)
+        error = make_xor_error(jnp, X, T)
         g = jax.grad(error)
         w0 = jnp.array(XOR_W0)
         if jit:

@@ -7,7 +7,7 @@ torch.compile: it is not what these nested, data-dependent solvers can use).
 import torch
 from torch.func import grad, jvp
 
-from common import args, bench, make_workloads, XOR_W0, XOR_RATE
+from common import args, bench, make_product, make_workloads, make_xor_error, XOR_W0, XOR_RATE
 
 torch.set_default_dtype(torch.float64)
 torch.set_num_threads(1)
@@ -86,26 +86,14 @@ def main():
     elif workload == "product":
         n = int(params[0])
 
-        def f(x):
-            p = torch.tensor(1.0)
-            for i in range(n, 0, -1):
-                p = (1.0 + x / i) * p
-            return p
+        f = make_product(n, torch.tensor(1.0))
         bench(f"product-R-{n}", reps, 1, lambda: float(grad(f)(torch.tensor(0.5))))
     elif workload == "xor":
         steps = int(params[0])
         X = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
         T = torch.tensor([0.0, 1.0, 1.0, 0.0])
 
-        def sigmoid(z):
-            return 1.0 / (1.0 + torch.exp(0.0 - z))
-
-        def error(w):
-            W = torch.reshape(w[0:6], (2, 3))
-            h = sigmoid(X @ W[:, 0:2].T + W[:, 2])
-            o = sigmoid(h @ w[6:8] + w[8])
-            d = o - T
-            return torch.sum(d * d)
+        error = make_xor_error(torch, X, T)
         g = grad(error)
 
         def train():
