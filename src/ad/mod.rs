@@ -7,6 +7,7 @@
 
 pub mod forward;
 pub mod native;
+pub mod native_rf;
 pub mod ops;
 pub mod reverse;
 pub mod rules;
@@ -23,10 +24,13 @@ pub fn transform_group(g: &Rc<Group>, k: Kind) -> Rc<Group> {
     }
     let t = Group::lazy(g, Origin::Transformed(k, g.clone()));
     g.transforms.borrow_mut()[k as usize] = Some(t.clone());
-    if k == Kind::F {
-        if let Some(n) = g.native.get().and_then(native::forward_of) {
-            let _ = t.native.set(n);
-        }
+    let native = match k {
+        Kind::F => g.native.get().and_then(native::forward_of),
+        Kind::R => g.native.get().and_then(native::reverse_of),
+        _ => None,
+    };
+    if let Some(n) = native {
+        let _ = t.native.set(n);
     }
     t
 }

@@ -78,6 +78,11 @@ pub enum Native {
     ShapeR(PrimId, Rc<Group>),
     /// Its backpropagator: `(sensitize (cons '() (zero (*j-inverse v))))`.
     ShapeBp,
+    /// The reverse transform of a scalar primitive's forward version (reverse
+    /// over forward, [`super::native_rf`]).
+    RF(PrimId, super::native_rf::RfCell),
+    /// The backpropagator it returns.
+    RFBp(Rc<super::native_rf::BpPlan>),
 }
 
 fn formula(p: PrimId) -> Option<Formula> {
@@ -186,7 +191,7 @@ fn only_lambda(binds: &[Bind]) -> Option<&Rc<Group>> {
 
 /// The backpropagator closure a reverse version returns: group `bp` capturing
 /// `x` or `y` (`true`) at each position of `env`.
-fn bp_closure(bp: &Rc<Group>, env: &[bool], x: &Value, y: &Value) -> Value {
+pub(super) fn bp_closure(bp: &Rc<Group>, env: &[bool], x: &Value, y: &Value) -> Value {
     let captured = env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
     Value::closure(bp.clone(), captured, 0)
 }
@@ -238,6 +243,17 @@ pub fn forward_of(nat: &Native) -> Option<Native> {
         }),
         Native::Bp { f, env } if scalar(f) => Some(Native::FBp { f: *f, env: env.clone() }),
         Native::F(p, f) if scalar(f) => Some(Native::FF(*p, *f)),
+        _ => None,
+    }
+}
+
+/// The native code of the reverse transform of a group with native code, if
+/// there is one (`transform_group` calls this when it makes the transform).
+pub fn reverse_of(nat: &Native) -> Option<Native> {
+    match nat {
+        Native::F(p, f) if !matches!(f, Formula::Struct(_) | Formula::Zero) => {
+            Some(Native::RF(*p, Default::default()))
+        }
         _ => None,
     }
 }
@@ -433,6 +449,8 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
         return run_struct(m, nat, *op, inst, base, nargs).map(Some);
     }
     match nat {
+        Native::RF(p, cell) => super::native_rf::run(m, cell, *p, inst, base, nargs),
+        Native::RFBp(pl) => super::native_rf::run_bp(m, pl, inst, base, nargs),
         Native::FR { prim, f, bp_f, env } => run_fr(m, *prim, *f, bp_f, env, base, nargs),
         Native::FBp { f, env } => run_fbp(m, *f, env, inst, base, nargs),
         Native::FF(p, f) => run_ff(m, *p, *f, base, nargs),
@@ -529,7 +547,13 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
 /// The cotangent a scalar primitive's backpropagator (`Native::Bp`) computes
 /// from the (unsensitized) sensitivity `yb` of its result: the argument's
 /// sensitivity, or `None` if the values are not what the native code handles.
-fn bp_cotangent(m: &mut Machine, f: Formula, env: &[bool], inst: &Inst, yb: Value) -> Result<Option<Value>> {
+pub(super) fn bp_cotangent(
+    m: &mut Machine,
+    f: Formula,
+    env: &[bool],
+    inst: &Inst,
+    yb: Value,
+) -> Result<Option<Value>> {
     let (x, y) = captured(env, inst);
     let xs: [Value; 2];
     let xs: &[Value] = match x {
@@ -564,7 +588,9 @@ fn bp_cotangent(m: &mut Machine, f: Formula, env: &[bool], inst: &Inst, yb: Valu
 /// code does with each backpropagator it calls (`CExpr::BpCall`). `None`
 /// when the native code does not apply (the caller then runs those steps).
 pub fn bp_untagged(m: &mut Machine, inst: &Inst, yb: &Value) -> Result<Option<Value>> {
-    let Some(Native::Bp { f, env }) = inst.group.native.get() else { return Ok(None) };
+    let Some(Native::Bp { f, env }) = inst.group.native.get() else {
+        return super::native_rf::bp_untagged(m, inst, yb);
+    };
     // (what `Native::Bp` finds under the sensitivity tag)
     let yb = match f {
         Formula::Struct(_) => return Ok(None),
@@ -602,7 +628,7 @@ fn leaves(m: &mut Machine, p: PrimId, base: usize, nargs: usize) -> Result<Optio
 }
 
 /// Calls primitive `p` on numbers, counted by the meters as derivative work.
-fn apply(m: &mut Machine, p: PrimId, args: &[Value]) -> Result<Value> {
+pub(super) fn apply(m: &mut Machine, p: PrimId, args: &[Value]) -> Result<Value> {
     if m.meter.is_some() {
         let class = prims::prim(p).class;
         if class != Class::Other {
@@ -1046,7 +1072,9 @@ fn run_struct(
         | Native::ShapeBp
         | Native::FR { .. }
         | Native::FBp { .. }
-        | Native::FF(..) => {
+        | Native::FF(..)
+        | Native::RF(..)
+        | Native::RFBp(_) => {
             Err(crate::error::Error::runtime(None, "internal error: not an AD primitive's rule"))
         }
         // (lambda (s) (sensitize (cons '() (vjp x y (unsensitize s)))))

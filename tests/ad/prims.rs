@@ -324,9 +324,10 @@ fn type_predicates_under_ad() {
     assert_all_close(&v, &expect, 0.0, "type predicates");
 }
 
-/// The native versions of the primitives' derivative rules (`ad::native`) give
-/// exactly what the interpreted rule closures give, in every mode and nesting,
-/// exact and inexact, and the same operation counts.
+/// The native versions of the primitives' derivative rules (`ad::native`,
+/// `ad::native_rf` for reverse over forward) give exactly what the interpreted
+/// rule closures give, in every mode and nesting, exact and inexact, and the
+/// same operation counts.
 #[test]
 fn native_rules_agree_with_the_interpreted_rules() {
     let program = "
@@ -347,7 +348,15 @@ fn native_rules_agree_with_the_interpreted_rules() {
             (hvp (lambda (l) (fold-left (lambda (a x) (+ a (/ (sin x) (- 3.0 (cos (sqrt (exp (log (* x x))))))))) 0.0 l))
                  (list 0.5 1.5) (list 1.0 -2.0))
             (hvp (lambda (l) (atan (car l) (- (cadr l) (* 2 (car l))))) (list 0.5 1.5) (list 1 -2))
-            (hvp (lambda (l) (* (car l) (car l))) (list 3 4) (list 1 1)))";
+            (hvp (lambda (l) (* (car l) (car l))) (list 3 4) (list 1 1))
+            ((derivative-R (derivative-F g)) 1) ((derivative-R (derivative-F g)) 5)
+            ((derivative-R (derivative-F (lambda (x) (+ (sqrt (* 2 x)) (- (/ 1 x) (cos (* x x))))))) 3)
+            ((gradient-R (lambda (p) ((derivative-F (lambda (t) (h (list (* t (car p)) (cadr p))))) 1.0)))
+             (list 0.3 1.2))
+            ((gradient-R (lambda (p) ((derivative-F (lambda (t) (h (list (* t (car p)) (- (cadr p) t))))) 2)))
+             (list 3 1))
+            ((derivative-R (derivative-R (derivative-F f))) 0.7) ((derivative-F (derivative-R (derivative-F f))) 0.7)
+            ((derivative-R (derivative-F (derivative-F f))) 0.7))";
     let run_with = |native: bool, metered: bool| {
         let mut s = session();
         s.m.native_rules = native;
