@@ -7,6 +7,7 @@
 
 pub mod forward;
 pub mod native;
+pub mod native_rr;
 pub mod ops;
 pub mod reverse;
 pub mod rules;
