@@ -213,6 +213,9 @@ pub struct Machine {
     /// Run primitives' derivative rules natively where possible (`ad::native`);
     /// off only to check the native rules against the interpreted ones.
     pub native_rules: bool,
+    /// Whether the reverse-over-reverse steps of `ad::native_rr` run natively
+    /// too (with `native_rules`; off, to compare them with the steps they fuse).
+    pub native_rr: bool,
     pub deadline: Option<Instant>,
     pub interrupt: Arc<AtomicBool>,
     /// Per-primitive call counts when metering.
@@ -247,6 +250,7 @@ impl Machine {
             stack_span: 0,
             ad_work: 0,
             native_rules: true,
+            native_rr: true,
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
             meter: None,
@@ -1082,7 +1086,10 @@ impl Machine {
                 let r = if c.forward {
                     crate::ad::native::fbp_untagged(self, bi, &x)?
                 } else {
-                    crate::ad::native::bp_untagged(self, bi, &x)?
+                    match crate::ad::native::bp_untagged(self, bi, &x)? {
+                        None if self.native_rr => crate::ad::native_rr::struct_bp_untagged(self, bi, &x)?,
+                        r => r,
+                    }
                 };
                 if let Some(r) = r {
                     // the calls it stands for

@@ -8,6 +8,7 @@
 pub mod forward;
 pub mod native;
 pub mod native_rf;
+pub mod native_rr;
 pub mod ops;
 pub mod reverse;
 pub mod rules;

@@ -197,7 +197,7 @@ pub(super) fn bp_closure(bp: &Rc<Group>, env: &[bool], x: &Value, y: &Value) -> 
 }
 
 /// What a backpropagator captured: its `x` and its `y` (when its rule uses them).
-fn captured<'a>(env: &[bool], inst: &'a Inst) -> (Option<&'a Value>, Option<&'a Value>) {
+pub(super) fn captured<'a>(env: &[bool], inst: &'a Inst) -> (Option<&'a Value>, Option<&'a Value>) {
     let (mut x, mut y) = (None, None);
     for (is_y, v) in env.iter().zip(inst.env.iter()) {
         if *is_y {
@@ -1182,7 +1182,7 @@ fn struct_jvp2(m: &mut Machine, op: StructOp, a: &Value, b: &Value) -> Result<Va
 }
 
 /// The cotangent rules of the AD primitives; `x` is there when the rule uses it.
-fn struct_vjp(m: &mut Machine, op: StructOp, x: Option<&Value>, yb: &Value) -> Result<Value> {
+pub(super) fn struct_vjp(m: &mut Machine, op: StructOp, x: Option<&Value>, yb: &Value) -> Result<Value> {
     use super::ops;
     let need = |x: Option<&Value>| {
         x.cloned().ok_or_else(|| {

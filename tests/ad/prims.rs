@@ -356,20 +356,40 @@ fn native_rules_agree_with_the_interpreted_rules() {
             ((gradient-R (lambda (p) ((derivative-F (lambda (t) (h (list (* t (car p)) (- (cadr p) t))))) 2)))
              (list 3 1))
             ((derivative-R (derivative-R (derivative-F f))) 0.7) ((derivative-F (derivative-R (derivative-F f))) 0.7)
-            ((derivative-R (derivative-F (derivative-F f))) 0.7))";
-    let run_with = |native: bool, metered: bool| {
+            ((derivative-R (derivative-F (derivative-F f))) 0.7)
+            ((derivative-R (derivative-R g)) 5) ((derivative-R (derivative-R (derivative-R f))) 0.7)
+            (hvp-RR (lambda (l) (fold-left (lambda (a x) (+ a (/ (sin x) (- 3.0 (cos (sqrt (exp (log (* x x))))))))) 0.0 l))
+                    (list 0.5 1.5) (list 1.0 -2.0))
+            (hvp-RR (lambda (l) (atan (car l) (- (cadr l) (* 2 (car l))))) (list 0.5 1.5) (list 1 -2))
+            (hvp-RR (lambda (l) (* (car l) (car l))) (list 3 4) (list 1 1))
+            ((gradient-R (lambda (l) (car ((gradient-R (lambda (m) (* (car m) (* (cadr m) (car l))))) l))))
+             (list 2.0 3.0)))";
+    let run_rr = |native: bool, rr: bool, metered: bool| {
         let mut s = session();
         s.m.native_rules = native;
+        s.m.native_rr = rr;
         if metered {
             s.m.meter = Some(vec![0; vlad::prims::prims().len()]);
         }
         let v = run_in(&mut s, "native", program);
         let out: Vec<String> = v.iter().map(vlad::print::to_string).collect();
-        (out, s.m.meter.take().unwrap_or_default())
+        (out, (s.m.meter.take().unwrap_or_default(), s.m.steps, s.m.ad_work))
+    };
+    let run_with = |native: bool, metered: bool| {
+        let (out, (ops, _, _)) = run_rr(native, true, metered);
+        (out, ops)
     };
     let (native, native_ops) = run_with(true, true);
     let (interpreted, interpreted_ops) = run_with(false, true);
     assert_eq!(native, interpreted);
+    // Reverse over reverse (`ad::native_rr`): the steps it fuses give the same
+    // values and count the same operations, procedure calls and AD value operations.
+    assert_eq!(
+        run_rr(true, true, true),
+        run_rr(true, false, true),
+        "the native reverse-over-reverse steps differ"
+    );
+    assert_eq!(run_rr(true, true, false).0, run_rr(true, false, false).0);
     // Unmetered, the rules compute on reals as unboxed doubles: the same bits.
     let (unmetered, _) = run_with(true, false);
     assert_eq!(unmetered, interpreted, "the rules on doubles differ");
