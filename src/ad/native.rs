@@ -385,7 +385,7 @@ fn fbp_core(
     let Some(out) = out else { return Ok(None) };
     // The forward version of `sensitize` on (cons '() xb), built at once: each
     // leaf is (bundle (sensitize a) (perturb (sensitize da))), as `struct_f`
-    // makes it (see `retag_bundles`).
+    // makes it (see `struct_f_tree`).
     let xb = match out {
         Out::One(a) => bundle_of(a, tag),
         Out::Two(a, b) => Value::cons(bundle_of(a, tag), bundle_of(b, tag)),
@@ -1011,6 +1011,16 @@ fn run_struct(
                 }
             }
             let (a, b) = (m.stack[base].clone(), m.stack[base + 1].clone());
+            if op == StructOp::Plus {
+                let budget = &mut { SMALL_TREE };
+                let tree = is_lazy_zero(&a) || is_lazy_zero(&b) || (small(&a, budget) && small(&b, budget));
+                if tree {
+                    if let Some(r) = plus_f_tree(m, *p, &a, &b)? {
+                        return Ok(r);
+                    }
+                }
+                return plus_f_slow(m, *p, &a, &b);
+            }
             let (xa, xb) = (ops::primal(m, &a)?, ops::primal(m, &b)?);
             let y = (prims::prim(*p).imp)(m, &[xa, xb])?;
             let (ta, tb) = (ops::tangent(m, &a)?, ops::tangent(m, &b)?);
@@ -1063,56 +1073,235 @@ fn run_struct(
 /// The forward version of AD primitive `p` on the value `v`:
 /// (let* ((x (primal v)) (y (p x))) (bundle y (perturb (jvp x y (unperturb (tangent v)))))).
 fn struct_f(m: &mut Machine, p: PrimId, op: StructOp, v: &Value) -> Result<Value> {
-    if let StructOp::Tag(t) | StructOp::Untag(t) = op {
-        let untag = matches!(op, StructOp::Untag(_));
-        if let Some(r) = retag_bundles(m, t, untag, v, &mut { SMALL_TREE }) {
+    // (`zero` only on a leaf: on an aggregate the general definition makes a
+    // lazy zero, which `plus` skips, where adding it would turn -0.0 into 0.0)
+    let tree = match op {
+        StructOp::Tag(_) | StructOp::Untag(_) => true,
+        StructOp::Zero => matches!(v, Value::Bundle(_)),
+        _ => false,
+    };
+    if tree && small(v, &mut { SMALL_TREE }) {
+        if let Some(r) = struct_f_tree(m, op, v)? {
             return Ok(r);
         }
     }
     struct_f_slow(m, p, op, v)
 }
 
-/// How many nodes [`retag_bundles`] takes on.
-const SMALL_TREE: u32 = 8;
+/// How many nodes [`struct_f_tree`] and [`plus_f_tree`] take on (larger
+/// values get the general definition, lazy, so that passing a long list
+/// through a tag operation and back stays O(1)).
+const SMALL_TREE: u32 = 16;
 
-/// Is this a number under zero or more tags?
-fn tagged_number(v: &Value) -> bool {
+/// Has `v` at most `budget` nodes (pairs, closures, leaves; a lazy value
+/// counts as its head normal form if it has one, a leaf if not)?
+fn small(v: &Value, budget: &mut u32) -> bool {
+    if let Value::Nil = v {
+        return true;
+    }
+    let Some(b) = budget.checked_sub(1) else { return false };
+    *budget = b;
     match v {
-        Value::TReal(..) => true,
-        Value::Tagged(_, x) => tagged_number(x),
+        Value::Pair(q) => small(&q.car, budget) && small(&q.cdr, budget),
+        Value::Closure(inst, _) => inst.env.iter().all(|x| small(x, budget)),
+        Value::Lazy(z) => z.hnf.get().is_none_or(|h| small(h, budget)),
+        _ => true,
+    }
+}
+
+/// Is this a number or a boolean under zero or more tags (a leaf the tag
+/// operations and `zero` treat one level at a time)?
+fn tagged_leaf(v: &Value) -> bool {
+    match v {
+        Value::TReal(..) | Value::Bool(_) => true,
+        Value::Tagged(_, x) => tagged_leaf(x),
         _ => v.is_number(),
     }
 }
 
-/// The forward version of tag operation `t` (removing it when `untag` is set)
-/// at once on a small tree of pairs over forward bundles of tagged numbers
-/// (the sensitivity tuples of forward-over-reverse backpropagators): the
-/// bundle of the tagged primal and perturbed tagged tangent at each leaf.
-/// `None` leaves anything else (or larger) to the general definition.
-fn retag_bundles(m: &mut Machine, t: Tag, untag: bool, v: &Value, budget: &mut u32) -> Option<Value> {
-    *budget = budget.checked_sub(1)?;
+/// The forward transform's group of a closure that is neither a primitive's
+/// version nor anything but a forward value: the group it was transformed from.
+fn forward_parent(v: &Value) -> Option<(&Rc<Inst>, u32, &Rc<Group>)> {
     match v {
-        Value::Nil => Some(Value::Nil),
-        Value::Pair(p) => {
-            let car = retag_bundles(m, t, untag, &p.car, budget)?;
-            Some(Value::cons(car, retag_bundles(m, t, untag, &p.cdr, budget)?))
-        }
-        Value::Bundle(b) => {
-            let dx = b.1.peel_if(Tag::Perturbation)?;
-            if !tagged_number(&b.0) || !tagged_number(&dx) {
-                return None;
+        Value::Closure(inst, i) if !super::ops::group_is_prim_based(&inst.group) => {
+            match &inst.group.origin {
+                crate::anf::Origin::Transformed(Kind::F, parent) => Some((inst, *i, parent)),
+                _ => None,
             }
-            let (y, dy) = if untag {
-                (b.0.peel_if(t)?, dx.peel_if(t)?)
-            } else {
-                (Value::tagged(t, b.0.clone()), Value::tagged(t, dx))
+        }
+        _ => None,
+    }
+}
+
+/// The forward version of a tag operation (or of `zero` on a leaf:
+/// `struct_f`) at once on a small tree of pairs and forward closures over forward bundles of
+/// tagged numbers (the sensitivity tuples of forward-over-reverse
+/// backpropagators): these operations distribute over the parts of pairs and
+/// over closure environments (a closure's group becomes the forward transform
+/// of the operation's group), and on a leaf they are the bundle of the
+/// operation on the primal and on the perturbed tangent; a lazy part in head
+/// normal form is taken as that. `None` (nothing done) for anything else
+/// (a lazy part not yet expanded, which the general definition keeps lazy), or
+/// where the operation would fail, so that the general definition reports it
+/// when it should. The caller checks that `v` is [`small`].
+fn struct_f_tree(m: &mut Machine, op: StructOp, v: &Value) -> Result<Option<Value>> {
+    use super::ops;
+    Ok(match v {
+        Value::Nil => Some(Value::Nil),
+        Value::Pair(q) => {
+            let Some(car) = struct_f_tree(m, op, &q.car)? else { return Ok(None) };
+            let Some(cdr) = struct_f_tree(m, op, &q.cdr)? else { return Ok(None) };
+            m.ad_work += 1;
+            Some(Value::cons(car, cdr))
+        }
+        Value::Bundle(bd) => {
+            let Some(dx) = bd.1.peel_if(Tag::Perturbation) else { return Ok(None) };
+            if !tagged_leaf(&bd.0) || !tagged_leaf(&dx) {
+                return Ok(None);
+            }
+            let (y, dy) = match op {
+                StructOp::Tag(t) => (Value::tagged(t, bd.0.clone()), Value::tagged(t, dx)),
+                StructOp::Untag(t) => match (bd.0.peel_if(t), dx.peel_if(t)) {
+                    (Some(y), Some(dy)) => (y, dy),
+                    _ => return Ok(None),
+                },
+                // (zero counts itself)
+                StructOp::Zero => (ops::zero(m, &bd.0)?, ops::zero(m, &dx)?),
+                _ => return Ok(None),
             };
             // primal, the operation, tangent, untag, the operation, tag, bundle
             m.ad_work += 7;
             Some(Value::bundle(y, Value::tagged(Tag::Perturbation, dy)))
         }
+        Value::Lazy(z) => match z.hnf.get() {
+            // Already in head normal form: its parts.
+            Some(h) => {
+                let h = h.clone();
+                return struct_f_tree(m, op, &h);
+            }
+            None => None,
+        },
+        Value::Closure(..) => {
+            let Some((inst, i, parent)) = forward_parent(v) else { return Ok(None) };
+            let g = match op {
+                StructOp::Tag(t) => super::transform_group(parent, ops::tag_kind(t)),
+                StructOp::Untag(t) => match &parent.origin {
+                    crate::anf::Origin::Transformed(k, pp) if *k == ops::tag_kind(t) => pp.clone(),
+                    _ => return Ok(None),
+                },
+                StructOp::Zero => parent.clone(),
+                _ => return Ok(None),
+            };
+            let mut env = Vec::with_capacity(inst.env.len());
+            for x in inst.env.iter() {
+                let Some(y) = struct_f_tree(m, op, x)? else { return Ok(None) };
+                env.push(y);
+            }
+            m.ad_work += 1;
+            Some(Value::Closure(
+                Rc::new(Inst { group: super::transform_group(&g, Kind::F), env: env.into_boxed_slice() }),
+                i,
+            ))
+        }
         _ => None,
+    })
+}
+
+/// The forward version of `plus` (`Native::F` of `plus`, two arguments) at
+/// once on small trees of pairs and forward closures over forward bundles of
+/// tagged numbers: `plus` distributes over pairs and environments like the
+/// operations of [`struct_f_tree`], and a lazy zero added to a forward value
+/// leaves it as it is (as `plus` does with the primals and the tangents).
+/// Lazy parts not in head normal form get the general definition; `None`
+/// for anything else, or where `plus` would fail. The caller checks that the
+/// values are [`small`] (unless one is a lazy zero).
+fn plus_f_tree(m: &mut Machine, p: PrimId, a: &Value, b: &Value) -> Result<Option<Value>> {
+    use super::ops;
+    let forward = |v: &Value| match v {
+        Value::Nil | Value::Pair(_) | Value::Lazy(_) => true,
+        Value::Bundle(bd) => bd.1.outer_tag() == Some(Tag::Perturbation),
+        _ => forward_parent(v).is_some(),
+    };
+    if is_lazy_zero(a) && forward(b) {
+        m.ad_work += 1;
+        return Ok(Some(b.clone()));
     }
+    if is_lazy_zero(b) && forward(a) {
+        m.ad_work += 1;
+        return Ok(Some(a.clone()));
+    }
+    let forced = |v: &Value| match v {
+        Value::Lazy(z) => z.hnf.get().cloned(),
+        _ => None,
+    };
+    if let (Value::Lazy(_), _) | (_, Value::Lazy(_)) = (a, b) {
+        // Lazy parts already in head normal form are taken apart; others stay lazy.
+        return match (forced(a), forced(b)) {
+            (Some(x), None) if !matches!(b, Value::Lazy(_)) => plus_f_tree(m, p, &x, b),
+            (None, Some(y)) if !matches!(a, Value::Lazy(_)) => plus_f_tree(m, p, a, &y),
+            (Some(x), Some(y)) => plus_f_tree(m, p, &x, &y),
+            _ => Ok(plus_f_slow(m, p, a, b).ok()),
+        };
+    }
+    Ok(match (a, b) {
+        (Value::Nil, Value::Nil) => Some(Value::Nil),
+        (Value::Pair(q), Value::Pair(r)) => {
+            let Some(car) = plus_f_tree(m, p, &q.car, &r.car)? else { return Ok(None) };
+            let Some(cdr) = plus_f_tree(m, p, &q.cdr, &r.cdr)? else { return Ok(None) };
+            m.ad_work += 1;
+            Some(Value::cons(car, cdr))
+        }
+        (Value::Bundle(x), Value::Bundle(y)) => {
+            let (Some(dx), Some(dy)) = (x.1.peel_if(Tag::Perturbation), y.1.peel_if(Tag::Perturbation))
+            else {
+                return Ok(None);
+            };
+            if ![&x.0, &y.0, &dx, &dy].iter().all(|v| tagged_leaf(v)) {
+                return Ok(None);
+            }
+            let (Ok(s), Ok(ds)) = (ops::plus(m, &x.0, &y.0), ops::plus(m, &dx, &dy)) else { return Ok(None) };
+            // primal twice, plus, tangent twice, untag twice, plus, tag, bundle (the
+            // two `plus`es counted themselves)
+            m.ad_work += 8;
+            Some(Value::bundle(s, Value::tagged(Tag::Perturbation, ds)))
+        }
+        (Value::Closure(..), Value::Closure(..)) => {
+            let (Some((i1, k1, _)), Some((i2, k2, _))) = (forward_parent(a), forward_parent(b)) else {
+                return Ok(None);
+            };
+            if k1 != k2 || !Rc::ptr_eq(&i1.group, &i2.group) || i1.env.len() != i2.env.len() {
+                return Ok(None);
+            }
+            let mut env = Vec::with_capacity(i1.env.len());
+            for (x, y) in i1.env.iter().zip(i2.env.iter()) {
+                let Some(z) = plus_f_tree(m, p, x, y)? else { return Ok(None) };
+                env.push(z);
+            }
+            m.ad_work += 1;
+            Some(Value::Closure(Rc::new(Inst { group: i1.group.clone(), env: env.into_boxed_slice() }), k1))
+        }
+        _ => None,
+    })
+}
+
+/// Is this a lazy zero?
+fn is_lazy_zero(v: &Value) -> bool {
+    matches!(v, Value::Lazy(z) if z.zero)
+}
+
+/// The forward version of `plus` by its definition, step by step (the
+/// operations distribute over the pair of arguments, so they are applied to
+/// each and the tuple is never built).
+fn plus_f_slow(m: &mut Machine, p: PrimId, a: &Value, b: &Value) -> Result<Value> {
+    use super::ops;
+    let (xa, xb) = (ops::primal(m, a)?, ops::primal(m, b)?);
+    let y = (prims::prim(p).imp)(m, &[xa, xb])?;
+    let (ta, tb) = (ops::tangent(m, a)?, ops::tangent(m, b)?);
+    let da = ops::untag(m, Tag::Perturbation, &ta)?;
+    let db = ops::untag(m, Tag::Perturbation, &tb)?;
+    let d = super::ops::plus(m, &da, &db)?;
+    let pd = ops::tag(m, Tag::Perturbation, &d)?;
+    ops::bundle(m, &y, &pd)
 }
 
 /// [`struct_f`] by its definition, step by step.

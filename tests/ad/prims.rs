@@ -347,7 +347,15 @@ fn native_rules_agree_with_the_interpreted_rules() {
             (hvp (lambda (l) (fold-left (lambda (a x) (+ a (/ (sin x) (- 3.0 (cos (sqrt (exp (log (* x x))))))))) 0.0 l))
                  (list 0.5 1.5) (list 1.0 -2.0))
             (hvp (lambda (l) (atan (car l) (- (cadr l) (* 2 (car l))))) (list 0.5 1.5) (list 1 -2))
-            (hvp (lambda (l) (* (car l) (car l))) (list 3 4) (list 1 1)))";
+            (hvp (lambda (l) (* (car l) (car l))) (list 3 4) (list 1 1))
+            ;; sensitivities of closures that capture values, signed zeros, exact
+            ;; integers, and lists longer than the forward tag operations take at once
+            (hvp (lambda (l) (let ((k 2.0)) (fold-left (lambda (a x) (+ a (* k (* x (* x x))))) 0.0 l)))
+                 (list 1.0 -2.0 0.5) (list 1.0 1.0 -0.0))
+            (hvp (lambda (l) (let ((c (car l))) (fold-left (lambda (a x) (+ a (* c (* x x)))) 0 l)))
+                 (list 1.5 -0.0 2.0) (list -0.0 1 2))
+            (hvp (lambda (l) (fold-left (lambda (a x) (+ a (* x (* x x)))) 0.0 l))
+                 (iota 20) (map (lambda (i) (- 1.0 (* 0.1 i))) (iota 20))))";
     let run_with = |native: bool, metered: bool| {
         let mut s = session();
         s.m.native_rules = native;
@@ -384,4 +392,25 @@ fn native_rules_agree_with_the_interpreted_rules() {
         .map(|t| t.parse().unwrap())
         .collect();
     assert!((d[0] - fd).abs() < 1e-6 && (d[1] - fd).abs() < 1e-6, "{:?} vs {fd} ({last})", d);
+}
+
+#[test]
+fn hvp_of_a_sum_of_cubes_over_a_list_is_six_x() {
+    // Forward over reverse through `fold-left`: the sensitivity tuples of its
+    // backpropagators (pairs, closures, long lists) go through the forward
+    // versions of the tag operations and `plus` (`ad::native::struct_f_tree`,
+    // `plus_f_tree`). H = diag(6 x_i), so H times ones is 6 x_i, exactly.
+    let program = "
+      (define (f l) (fold-left (lambda (acc x) (+ acc (* (* x x) x))) 0.0 l))
+      (define xs (map (lambda (i) (/ (* 1.0 i) 8)) (iota 40)))
+      (list (hvp f xs (map (lambda (x) 1.0) xs)) (map (lambda (x) (* 6.0 x)) xs))";
+    for native in [true, false] {
+        let mut s = session();
+        s.m.native_rules = native;
+        let v = run_in(&mut s, "hvp", program);
+        let out = vlad::print::to_string(v.last().unwrap());
+        let inner = out.trim_start_matches("((").trim_end_matches("))");
+        let (got, want) = inner.split_once(") (").unwrap();
+        assert_eq!(got, want, "native rules: {native}");
+    }
 }
