@@ -356,7 +356,7 @@ impl Machine {
 
     /// Counts a step; every so often checks the clock and Ctrl-C.
     #[inline]
-    fn tick(&mut self) -> Result<()> {
+    pub(crate) fn tick(&mut self) -> Result<()> {
         self.steps += 1;
         if (self.steps & CHECK_EVERY == 0) | (self.steps > self.max_steps) {
             return self.check_limits();

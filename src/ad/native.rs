@@ -15,7 +15,7 @@ use crate::anf::{Bind, Expr, Group, Kind, Lambda, VarId};
 use crate::error::Result;
 use crate::eval::Machine;
 use crate::prims::{self, Class, PrimId, Rule};
-use crate::value::{Inst, Tag, Value};
+use crate::value::{Inst, LazyOp, Tag, Value};
 use smallvec::{smallvec, SmallVec};
 use std::rc::Rc;
 
@@ -78,6 +78,11 @@ pub enum Native {
     ShapeR(PrimId, Rc<Group>),
     /// Its backpropagator: `(sensitize (cons '() (zero (*j-inverse v))))`.
     ShapeBp,
+    /// The forward transform of a shape predicate's reverse version (forward
+    /// over reverse): `(cons ((forward *j) ((forward p) v)) bp)`, `bp` a
+    /// closure of the forward transform `bp_f` of the backpropagator's group
+    /// capturing `v`.
+    FShapeR(PrimId, Rc<Group>),
 }
 
 fn formula(p: PrimId) -> Option<Formula> {
@@ -238,6 +243,7 @@ pub fn forward_of(nat: &Native) -> Option<Native> {
         }),
         Native::Bp { f, env } if scalar(f) => Some(Native::FBp { f: *f, env: env.clone() }),
         Native::F(p, f) if scalar(f) => Some(Native::FF(*p, *f)),
+        Native::ShapeR(p, bp) => Some(Native::FShapeR(*p, super::transform_group(bp, Kind::F))),
         _ => None,
     }
 }
@@ -380,7 +386,10 @@ fn fbp_core(
             Some(Out::Two(a, b)) => Some(Out::Two(dual_of_d64(a), dual_of_d64(b))),
             None => None,
         },
-        _ => vjp_num(m, f, &x, y.as_ref(), &yb)?,
+        _ => match vjp_x64(m, f, &x, y.as_ref(), &yb) {
+            Some(out) => Some(out),
+            None => vjp_num(m, f, &x, y.as_ref(), &yb)?,
+        },
     };
     let Some(out) = out else { return Ok(None) };
     // The forward version of `sensitize` on (cons '() xb), built at once: each
@@ -465,7 +474,24 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             let z = ops::lazy_zero(m, &x)?;
             Ok(Some(ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, z))?))
         }
-        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp => Ok(None),
+        Native::FShapeR(p, bp_f) if nargs == 1 => {
+            // (let ((y ((forward p) v))) (cons ((forward *j) y) (lambda (s) ...))):
+            // the two calls as `Native::ShapeF` and `Native::F` of `*j` run them,
+            // on a forward argument (as the interpreter checks on entry).
+            let v = m.stack[base].clone();
+            if super::ops::tag_mismatch(Kind::F, &v).is_some() {
+                return Ok(None);
+            }
+            m.stack.push(v.clone());
+            let Value::Bool(b) = m.call_prim(*p, 1)? else { return Ok(None) };
+            m.tick()?;
+            m.ad_work += 3;
+            let y = bool_bundle(b);
+            m.tick()?;
+            let jy = struct_f(m, star_j(), StructOp::Tag(Tag::Reverse), &y)?;
+            Ok(Some(Value::cons(jy, Value::closure(bp_f.clone(), vec![v], 0))))
+        }
+        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp | Native::FShapeR(..) => Ok(None),
         Native::F(p, f) => {
             if let Some((xs, ds, n)) = real_duals(m, *p, *f, base, nargs) {
                 // (the general path below, on doubles)
@@ -615,6 +641,12 @@ fn apply(m: &mut Machine, p: PrimId, args: &[Value]) -> Result<Value> {
         }
     }
     (prims::prim(p).imp)(m, args)
+}
+
+/// The `*j` primitive.
+fn star_j() -> PrimId {
+    static ID: std::sync::OnceLock<PrimId> = std::sync::OnceLock::new();
+    *ID.get_or_init(|| prims::lookup("*j").expect("*j primitive"))
 }
 
 struct Ids {
@@ -868,6 +900,110 @@ fn dual_of_d64(d: D64) -> Dual {
     Dual { p: Value::Real(d.p), t: Value::Real(d.t) }
 }
 
+/// A number the rules compute with when exact integers meet reals (the
+/// exact seed 1 of a gradient, passed through the sensitivities of sums):
+/// an exact integer, or a double.
+#[derive(Clone, Copy)]
+enum X64 {
+    I(i64),
+    R(f64),
+}
+
+impl X64 {
+    fn of(v: &Value) -> Option<X64> {
+        match v {
+            Value::Int(i) => Some(X64::I(*i)),
+            Value::Real(x) => Some(X64::R(*x)),
+            _ => None,
+        }
+    }
+
+    fn value(self) -> Value {
+        match self {
+            X64::I(i) => Value::Int(i),
+            X64::R(x) => Value::Real(x),
+        }
+    }
+
+    fn f64(self) -> f64 {
+        match self {
+            X64::I(i) => i as f64,
+            X64::R(x) => x,
+        }
+    }
+}
+
+impl Num for X64 {
+    /// What the primitive computes (`num::arith`): exact integers stay exact
+    /// under `+`, `-` and `*` (unless that overflows), and an exact integer
+    /// with a real is converted to a double. Anything else (integer division,
+    /// overflow, a function of an exact integer) is not done here: an error,
+    /// for which the caller takes the general path.
+    fn op(_: &mut Machine, p: PrimId, args: &[X64]) -> Result<X64> {
+        let f = formula_of(p).ok_or_else(not_scalar)?;
+        let r = match (f, args) {
+            (Formula::Add, [X64::I(a), X64::I(b)]) => a.checked_add(*b).map(X64::I),
+            (Formula::Sub, [X64::I(a), X64::I(b)]) => a.checked_sub(*b).map(X64::I),
+            (Formula::Mul, [X64::I(a), X64::I(b)]) => a.checked_mul(*b).map(X64::I),
+            (Formula::Div, [X64::I(_), X64::I(_)]) => None,
+            (Formula::Add | Formula::Sub | Formula::Mul | Formula::Div, [a, b]) => {
+                prim_f64(p, &[a.f64(), b.f64()]).map(X64::R)
+            }
+            (_, [X64::R(a)]) => prim_f64(p, &[*a]).map(X64::R),
+            (_, [X64::R(a), X64::R(b)]) => prim_f64(p, &[*a, *b]).map(X64::R),
+            _ => None,
+        };
+        r.ok_or_else(not_scalar)
+    }
+    fn int(i: i64) -> X64 {
+        X64::I(i)
+    }
+}
+
+/// A forward bundle of [`X64`] numbers.
+#[derive(Clone, Copy)]
+struct DX {
+    p: X64,
+    t: X64,
+}
+
+impl Num for DX {
+    fn op(m: &mut Machine, p: PrimId, args: &[DX]) -> Result<DX> {
+        let f = formula_of(p).ok_or_else(not_scalar)?;
+        let xs: Two<X64> = args.iter().map(|a| a.p).collect();
+        let ds: Two<X64> = args.iter().map(|a| a.t).collect();
+        let y = X64::op(m, p, &xs)?;
+        let dy = jvp_num(m, f, &xs, &y, &ds)?;
+        Ok(DX { p: y, t: dy })
+    }
+    fn int(i: i64) -> DX {
+        DX { p: X64::I(i), t: X64::I(0) }
+    }
+}
+
+/// The cotangent rule of a scalar primitive on dual numbers whose parts are
+/// exact integers and reals (and nothing is metered), computed on [`X64`]:
+/// the same operations in the same order as on the values, so the same
+/// results. `None` where that does not apply (the caller takes the general
+/// path, which also reports any error).
+fn vjp_x64(m: &mut Machine, f: Formula, x: &[Dual], y: Option<&Dual>, yb: &Dual) -> Option<Out<Dual>> {
+    if m.meter.is_some() {
+        return None;
+    }
+    let dx = |d: &Dual| Some(DX { p: X64::of(&d.p)?, t: X64::of(&d.t)? });
+    let xs: Two<DX> = x.iter().map(dx).collect::<Option<_>>()?;
+    let y = match y {
+        Some(d) => Some(dx(d)?),
+        None => None,
+    };
+    let back = |d: DX| Dual { p: d.p.value(), t: d.t.value() };
+    match vjp_num(m, f, &xs, y.as_ref(), &dx(yb)?) {
+        Ok(Some(Out::One(a))) => Some(Out::One(back(a))),
+        Ok(Some(Out::Two(a, b))) => Some(Out::Two(back(a), back(b))),
+        _ => None,
+    }
+}
+
 /// A scalar primitive and its tangent, on reals as doubles when they all are.
 fn apply_jvp(m: &mut Machine, p: PrimId, f: Formula, x: &[Value], d: &[Value]) -> Result<(Value, Value)> {
     if let (Some(xf), Some(df), false) =
@@ -1056,7 +1192,8 @@ fn run_struct(
         | Native::ShapeBp
         | Native::FR { .. }
         | Native::FBp { .. }
-        | Native::FF(..) => {
+        | Native::FF(..)
+        | Native::FShapeR(..) => {
             Err(crate::error::Error::runtime(None, "internal error: not an AD primitive's rule"))
         }
         // (lambda (s) (sensitize (cons '() (vjp x y (unsensitize s)))))
@@ -1073,6 +1210,41 @@ fn run_struct(
 /// The forward version of AD primitive `p` on the value `v`:
 /// (let* ((x (primal v)) (y (p x))) (bundle y (perturb (jvp x y (unperturb (tangent v)))))).
 fn struct_f(m: &mut Machine, p: PrimId, op: StructOp, v: &Value) -> Result<Value> {
+    if let (StructOp::Tag(t) | StructOp::Untag(t), Value::Pair(_) | Value::Lazy(_)) = (op, v) {
+        // On an aggregate: lazy, so that the forward untag of a forward tag
+        // (a backpropagator's result, sensitized by it and unsensitized by its
+        // caller) cancels at once.
+        m.ad_work += 1;
+        let lop = if let StructOp::Tag(_) = op { LazyOp::FTag(t) } else { LazyOp::FUntag(t) };
+        return super::ops::make_lazy(m, v, false, smallvec![lop]);
+    }
+    struct_f_now(m, p, op, v)
+}
+
+/// The forward version of tag operation `t` (removing it when `untag` is
+/// set) on a value, one level deep (`LazyOp::FTag`, `LazyOp::FUntag`).
+pub fn forward_retag(m: &mut Machine, t: Tag, untag: bool, v: &Value) -> Result<Value> {
+    let op = if untag { StructOp::Untag(t) } else { StructOp::Tag(t) };
+    struct_f_now(m, tag_prim(t, untag), op, v)
+}
+
+/// The primitive of a tag operation.
+fn tag_prim(t: Tag, untag: bool) -> PrimId {
+    static IDS: std::sync::OnceLock<[PrimId; 6]> = std::sync::OnceLock::new();
+    let ids = IDS.get_or_init(|| {
+        ["perturb", "unperturb", "sensitize", "unsensitize", "*j", "*j-inverse"]
+            .map(|n| prims::lookup(n).expect("tag primitive"))
+    });
+    let i = match t {
+        Tag::Perturbation => 0,
+        Tag::Sensitivity => 2,
+        Tag::Reverse => 4,
+    };
+    ids[i + untag as usize]
+}
+
+/// [`struct_f`] applied now (at least one level deep).
+fn struct_f_now(m: &mut Machine, p: PrimId, op: StructOp, v: &Value) -> Result<Value> {
     // (`zero` only on a leaf: on an aggregate the general definition makes a
     // lazy zero, which `plus` skips, where adding it would turn -0.0 into 0.0)
     let tree = match op {
