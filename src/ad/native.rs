@@ -289,6 +289,24 @@ fn run_fr(
     nargs: usize,
 ) -> Result<Option<Value>> {
     let Some(args) = leaves(m, prim, base, nargs)? else { return Ok(None) };
+    // Forward bundles of `*j`-tagged reals, unmetered: on doubles (as
+    // `apply_jvp` computes them), read straight from the values.
+    let d64: Option<Two<D64>> = args.iter().map(|a| d64_of(m, a, Some(Tag::Reverse))).collect();
+    if let (Some(xs), false) = (d64, matches!(f, Formula::Zero | Formula::Struct(_))) {
+        let (xf, df): (Two<f64>, Two<f64>) = xs.iter().map(|d| (d.p, d.t)).unzip();
+        if let Some(y) = prim_f64(prim, &xf) {
+            let dy = jvp_num(m, f, &xf, &y, &df)?;
+            let yd = dual_of_d64(D64 { p: y, t: dy });
+            let x = match &xs[..] {
+                [a] => bundle_of(dual_of_d64(*a), None),
+                [a, b] => Value::cons(bundle_of(dual_of_d64(*a), None), bundle_of(dual_of_d64(*b), None)),
+                _ => return Ok(None),
+            };
+            let y = if env.contains(&true) { bundle_of(yd.clone(), None) } else { Value::Nil };
+            let bpv = bp_closure(bp_f, env, &x, &y);
+            return Ok(Some(Value::cons(bundle_of(yd, Some(Tag::Reverse)), bpv)));
+        }
+    }
     let mut xs: Two<Dual> = SmallVec::new();
     for a in &args {
         match dual_of(m, a, Some(Tag::Reverse))? {
@@ -326,8 +344,76 @@ fn run_fbp(
         return Ok(None);
     }
     let s = m.stack[base].clone();
+    if let Some(yb) = d64_of(m, &s, Some(Tag::Sensitivity)) {
+        if let Some(r) = fbp_d64(m, f, env, inst, yb, Some(Tag::Sensitivity))? {
+            return Ok(Some(r));
+        }
+    }
     let Some(yb) = dual_of(m, &s, Some(Tag::Sensitivity))? else { return Ok(None) };
     fbp_core(m, f, env, inst, yb, Some(Tag::Sensitivity))
+}
+
+/// A forward bundle of a real with a perturbed real (`tag` on both, if
+/// any), as doubles, when nothing is metered (what [`dual_of`] and
+/// [`dual_reals`] together find, without building the values).
+fn d64_of(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<D64> {
+    if m.meter.is_some() {
+        return None;
+    }
+    let Value::Bundle(b) = v else { return None };
+    let t = b.1.peel_if(Tag::Perturbation)?;
+    let (p, t) = match tag {
+        None => (real(&b.0)?, real(&t)?),
+        Some(tg) => (real(&b.0.peel_if(tg)?)?, real(&t.peel_if(tg)?)?),
+    };
+    Some(D64 { p, t })
+}
+
+fn real(v: &Value) -> Option<f64> {
+    match v {
+        Value::Real(x) => Some(*x),
+        _ => None,
+    }
+}
+
+/// [`fbp_core`] when the sensitivity and every captured number are forward
+/// bundles of reals (and nothing is metered): the same operations on
+/// doubles, read straight from the values. `None` otherwise.
+fn fbp_d64(
+    m: &mut Machine,
+    f: Formula,
+    env: &[bool],
+    inst: &Inst,
+    yb: D64,
+    tag: Option<Tag>,
+) -> Result<Option<Value>> {
+    let (xv, yv) = captured(env, inst);
+    let y = match yv {
+        Some(v) => match d64_of(m, v, None) {
+            Some(d) => Some(d),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let mut x: Two<D64> = SmallVec::new();
+    match xv {
+        Some(Value::Pair(p)) => match (d64_of(m, &p.car, None), d64_of(m, &p.cdr, None)) {
+            (Some(a), Some(b)) => x.extend([a, b]),
+            _ => return Ok(None),
+        },
+        Some(v) => match d64_of(m, v, None) {
+            Some(a) => x.push(a),
+            None => return Ok(None),
+        },
+        None => {}
+    }
+    let Some(out) = vjp_num(m, f, &x, y.as_ref(), &yb)? else { return Ok(None) };
+    let xb = match out {
+        Out::One(a) => bundle_of(dual_of_d64(a), tag),
+        Out::Two(a, b) => Value::cons(bundle_of(dual_of_d64(a), tag), bundle_of(dual_of_d64(b), tag)),
+    };
+    m.ad_work += 10;
+    Ok(Some(Value::cons(Value::Nil, xb)))
 }
 
 /// `(unsensitize (bp (sensitize x)))`, all three forward-transformed, for a
@@ -338,6 +424,11 @@ pub fn fbp_untagged(m: &mut Machine, inst: &Inst, x: &Value) -> Result<Option<Va
     let Some(Native::FBp { f, env }) = inst.group.native.get() else { return Ok(None) };
     if !matches!(x, Value::Bundle(_)) {
         return Ok(None);
+    }
+    if let Some(yb) = d64_of(m, x, None) {
+        if let Some(r) = fbp_d64(m, *f, env, inst, yb, None)? {
+            return Ok(Some(r));
+        }
     }
     let Some(yb) = dual_of(m, x, None)? else { return Ok(None) };
     fbp_core(m, *f, env, inst, yb, None)
@@ -1210,7 +1301,14 @@ fn run_struct(
 /// The forward version of AD primitive `p` on the value `v`:
 /// (let* ((x (primal v)) (y (p x))) (bundle y (perturb (jvp x y (unperturb (tangent v)))))).
 fn struct_f(m: &mut Machine, p: PrimId, op: StructOp, v: &Value) -> Result<Value> {
-    if let (StructOp::Tag(t) | StructOp::Untag(t), Value::Pair(_) | Value::Lazy(_)) = (op, v) {
+    let lazy = match (op, v) {
+        (StructOp::Tag(_), Value::Pair(_)) | (StructOp::Tag(_) | StructOp::Untag(_), Value::Lazy(_)) => true,
+        // (a pair built untagged, such as a native backpropagator's result, is
+        // taken apart at once if it is small: nothing would cancel)
+        (StructOp::Untag(_), Value::Pair(_)) => !small(v, &mut { SMALL_TREE }),
+        _ => false,
+    };
+    if let (true, StructOp::Tag(t) | StructOp::Untag(t)) = (lazy, op) {
         // On an aggregate: lazy, so that the forward untag of a forward tag
         // (a backpropagator's result, sensitized by it and unsensitized by its
         // caller) cancels at once.
