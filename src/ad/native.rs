@@ -344,10 +344,8 @@ fn run_fbp(
         return Ok(None);
     }
     let s = m.stack[base].clone();
-    if let Some(yb) = d64_of(m, &s, Some(Tag::Sensitivity)) {
-        if let Some(r) = fbp_d64(m, f, env, inst, yb, Some(Tag::Sensitivity))? {
-            return Ok(Some(r));
-        }
+    if let Some(r) = fbp_fast(m, f, env, inst, &s, Some(Tag::Sensitivity))? {
+        return Ok(Some(r));
     }
     let Some(yb) = dual_of(m, &s, Some(Tag::Sensitivity))? else { return Ok(None) };
     fbp_core(m, f, env, inst, yb, Some(Tag::Sensitivity))
@@ -376,41 +374,102 @@ fn real(v: &Value) -> Option<f64> {
     }
 }
 
-/// [`fbp_core`] when the sensitivity and every captured number are forward
-/// bundles of reals (and nothing is metered): the same operations on
-/// doubles, read straight from the values. `None` otherwise.
-fn fbp_d64(
+/// A forward bundle of exact integers or reals (`tag` on both parts, if
+/// any), as [`DX`], when nothing is metered.
+fn dx_of(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<DX> {
+    if m.meter.is_some() {
+        return None;
+    }
+    let Value::Bundle(b) = v else { return None };
+    let t = b.1.peel_if(Tag::Perturbation)?;
+    let (p, t) = match tag {
+        None => (X64::of(&b.0)?, X64::of(&t)?),
+        Some(tg) => (X64::of(&b.0.peel_if(tg)?)?, X64::of(&t.peel_if(tg)?)?),
+    };
+    Some(DX { p, t })
+}
+
+/// Dual numbers read straight from forward bundles (for [`fbp_fast`]).
+trait Leaf: Num + Copy {
+    fn read(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<Self>;
+    fn dual(self) -> Dual;
+}
+
+impl Leaf for D64 {
+    fn read(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<D64> {
+        d64_of(m, v, tag)
+    }
+    fn dual(self) -> Dual {
+        dual_of_d64(self)
+    }
+}
+
+impl Leaf for DX {
+    fn read(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<DX> {
+        dx_of(m, v, tag)
+    }
+    fn dual(self) -> Dual {
+        Dual { p: self.p.value(), t: self.t.value() }
+    }
+}
+
+/// The forward transform of a scalar primitive's backpropagator on its
+/// sensitivity `s` (under `tag`, as it is passed, or bare), when it and every
+/// captured number are forward bundles of reals (`D64`) or of exact integers
+/// and reals (`DX`) and nothing is metered: [`fbp_core`]'s operations on
+/// numbers read straight from the values. `None` otherwise.
+fn fbp_fast(
     m: &mut Machine,
     f: Formula,
     env: &[bool],
     inst: &Inst,
-    yb: D64,
+    s: &Value,
     tag: Option<Tag>,
 ) -> Result<Option<Value>> {
+    if m.meter.is_some() {
+        return Ok(None);
+    }
+    if let Some(r) = fbp_leaves::<D64>(m, f, env, inst, s, tag)? {
+        return Ok(Some(r));
+    }
+    fbp_leaves::<DX>(m, f, env, inst, s, tag)
+}
+
+fn fbp_leaves<N: Leaf>(
+    m: &mut Machine,
+    f: Formula,
+    env: &[bool],
+    inst: &Inst,
+    s: &Value,
+    tag: Option<Tag>,
+) -> Result<Option<Value>> {
+    let Some(yb) = N::read(m, s, tag) else { return Ok(None) };
     let (xv, yv) = captured(env, inst);
     let y = match yv {
-        Some(v) => match d64_of(m, v, None) {
+        Some(v) => match N::read(m, v, None) {
             Some(d) => Some(d),
             None => return Ok(None),
         },
         None => None,
     };
-    let mut x: Two<D64> = SmallVec::new();
+    let mut x: Two<N> = SmallVec::new();
     match xv {
-        Some(Value::Pair(p)) => match (d64_of(m, &p.car, None), d64_of(m, &p.cdr, None)) {
+        Some(Value::Pair(p)) => match (N::read(m, &p.car, None), N::read(m, &p.cdr, None)) {
             (Some(a), Some(b)) => x.extend([a, b]),
             _ => return Ok(None),
         },
-        Some(v) => match d64_of(m, v, None) {
+        Some(v) => match N::read(m, v, None) {
             Some(a) => x.push(a),
             None => return Ok(None),
         },
         None => {}
     }
-    let Some(out) = vjp_num(m, f, &x, y.as_ref(), &yb)? else { return Ok(None) };
+    // (on exact integers, an operation the primitive does otherwise fails:
+    // the general path then computes it)
+    let Ok(Some(out)) = vjp_num(m, f, &x, y.as_ref(), &yb) else { return Ok(None) };
     let xb = match out {
-        Out::One(a) => bundle_of(dual_of_d64(a), tag),
-        Out::Two(a, b) => Value::cons(bundle_of(dual_of_d64(a), tag), bundle_of(dual_of_d64(b), tag)),
+        Out::One(a) => bundle_of(a.dual(), tag),
+        Out::Two(a, b) => Value::cons(bundle_of(a.dual(), tag), bundle_of(b.dual(), tag)),
     };
     m.ad_work += 10;
     Ok(Some(Value::cons(Value::Nil, xb)))
@@ -425,10 +484,8 @@ pub fn fbp_untagged(m: &mut Machine, inst: &Inst, x: &Value) -> Result<Option<Va
     if !matches!(x, Value::Bundle(_)) {
         return Ok(None);
     }
-    if let Some(yb) = d64_of(m, x, None) {
-        if let Some(r) = fbp_d64(m, *f, env, inst, yb, None)? {
-            return Ok(Some(r));
-        }
+    if let Some(r) = fbp_fast(m, *f, env, inst, x, None)? {
+        return Ok(Some(r));
     }
     let Some(yb) = dual_of(m, x, None)? else { return Ok(None) };
     fbp_core(m, *f, env, inst, yb, None)
@@ -1061,10 +1118,16 @@ struct DX {
 impl Num for DX {
     fn op(m: &mut Machine, p: PrimId, args: &[DX]) -> Result<DX> {
         let f = formula_of(p).ok_or_else(not_scalar)?;
-        let xs: Two<X64> = args.iter().map(|a| a.p).collect();
-        let ds: Two<X64> = args.iter().map(|a| a.t).collect();
-        let y = X64::op(m, p, &xs)?;
-        let dy = jvp_num(m, f, &xs, &y, &ds)?;
+        let n = args.len();
+        if n > 2 {
+            return Err(not_scalar());
+        }
+        let (mut xs, mut ds) = ([X64::I(0); 2], [X64::I(0); 2]);
+        for (i, a) in args.iter().enumerate() {
+            (xs[i], ds[i]) = (a.p, a.t);
+        }
+        let y = X64::op(m, p, &xs[..n])?;
+        let dy = jvp_num(m, f, &xs[..n], &y, &ds[..n])?;
         Ok(DX { p: y, t: dy })
     }
     fn int(i: i64) -> DX {
