@@ -452,21 +452,21 @@ fn fbp_leaves<N: Leaf>(
         },
         None => None,
     };
-    let mut x: Two<N> = SmallVec::new();
-    match xv {
+    // (the captured argument's parts: the first `n` of `x`)
+    let (x, n) = match xv {
         Some(Value::Pair(p)) => match (N::read(m, &p.car, None), N::read(m, &p.cdr, None)) {
-            (Some(a), Some(b)) => x.extend([a, b]),
+            (Some(a), Some(b)) => ([a, b], 2),
             _ => return Ok(None),
         },
         Some(v) => match N::read(m, v, None) {
-            Some(a) => x.push(a),
+            Some(a) => ([a, a], 1),
             None => return Ok(None),
         },
-        None => {}
-    }
+        None => ([yb, yb], 0),
+    };
     // (on exact integers, an operation the primitive does otherwise fails:
     // the general path then computes it)
-    let Ok(Some(out)) = vjp_num(m, f, &x, y.as_ref(), &yb) else { return Ok(None) };
+    let Ok(Some(out)) = vjp_num(m, f, &x[..n], y.as_ref(), &yb) else { return Ok(None) };
     let xb = match out {
         Out::One(a) => bundle_of(a.dual(), tag),
         Out::Two(a, b) => Value::cons(bundle_of(a.dual(), tag), bundle_of(b.dual(), tag)),
