@@ -398,11 +398,53 @@ pub struct Normalizer<'a> {
     globals: &'a dyn GlobalScope,
     scope: Vec<(Rc<str>, Atom)>,
     index: FxHashMap<Rc<str>, Vec<usize>>,
+    /// The parts of each variable already taken apart (`Bind::Uncons`) by code
+    /// that dominates the current position in the current lambda, so that
+    /// `(car l)` and `(cdr l)` share one destructuring (and the reverse phase
+    /// one sensitivity: no `plus` of two half-zero pairs).
+    parts: FxHashMap<VarId, (VarId, VarId)>,
+    /// Undo log of `parts`: the previous entry of each key set.
+    parts_log: Vec<(VarId, Option<(VarId, VarId)>)>,
 }
 
 impl<'a> Normalizer<'a> {
     pub fn new(globals: &'a dyn GlobalScope) -> Normalizer<'a> {
-        Normalizer { globals, scope: Vec::new(), index: FxHashMap::default() }
+        Normalizer {
+            globals,
+            scope: Vec::new(),
+            index: FxHashMap::default(),
+            parts: FxHashMap::default(),
+            parts_log: Vec::new(),
+        }
+    }
+
+    /// Binds `x` and `y` to the car and cdr of `a`, or reuses the parts an
+    /// earlier destructuring of the same variable bound (it succeeded, so
+    /// this one would too, with the same parts).
+    fn uncons(&mut self, a: Atom, s: Span, binds: &mut Vec<Bind>, names: (&str, &str)) -> (VarId, VarId) {
+        if let Atom::Var(v) = a {
+            if let Some(&xy) = self.parts.get(&v) {
+                return xy;
+            }
+        }
+        let (x, y) = (fresh_var(names.0), fresh_var(names.1));
+        binds.push(Bind::Uncons(x, y, a.clone(), s));
+        if let Atom::Var(v) = a {
+            let old = self.parts.insert(v, (x, y));
+            self.parts_log.push((v, old));
+        }
+        (x, y)
+    }
+
+    /// Forgets the destructurings recorded since `mark` (leaving a block).
+    fn forget_parts(&mut self, mark: usize) {
+        while self.parts_log.len() > mark {
+            let (v, old) = self.parts_log.pop().unwrap();
+            match old {
+                Some(xy) => self.parts.insert(v, xy),
+                None => self.parts.remove(&v),
+            };
+        }
     }
 
     fn push(&mut self, name: Rc<str>, a: Atom) {
@@ -440,8 +482,10 @@ impl<'a> Normalizer<'a> {
     /// A top-level expression as a block.
     pub fn block(&mut self, e: &Core) -> Result<Block> {
         let mut binds = Vec::new();
-        let result = self.norm(e, &mut binds)?;
-        Ok(Block { binds, result })
+        let mark = self.parts_log.len();
+        let result = self.norm(e, &mut binds);
+        self.forget_parts(mark);
+        Ok(Block { binds, result: result? })
     }
 
     /// A lambda as a closure group of one.
@@ -451,6 +495,15 @@ impl<'a> Normalizer<'a> {
     }
 
     pub fn lambda_code(&mut self, l: &CoreLambda) -> Result<Lambda> {
+        // A nested lambda captures the variables it names, not parts of them
+        // the enclosing code happens to have taken apart.
+        let outer = (std::mem::take(&mut self.parts), std::mem::take(&mut self.parts_log));
+        let r = self.lambda_code_here(l);
+        (self.parts, self.parts_log) = outer;
+        r
+    }
+
+    fn lambda_code_here(&mut self, l: &CoreLambda) -> Result<Lambda> {
         let mark = self.scope.len();
         let mut binds = Vec::new();
         let param = match &l.param {
@@ -477,15 +530,17 @@ impl<'a> Normalizer<'a> {
             }
             Pat::Const(c, s) => binds.push(Bind::Check(c.0.to_value(), a, *s)),
             Pat::Cons(pa, pd, s) => {
-                let x = fresh_var(match &**pa {
-                    Pat::Var(n, _) => n,
-                    _ => "car",
-                });
-                let y = fresh_var(match &**pd {
-                    Pat::Var(n, _) => n,
-                    _ => "cdr",
-                });
-                binds.push(Bind::Uncons(x, y, a, *s));
+                let names = (
+                    match &**pa {
+                        Pat::Var(n, _) => &**n,
+                        _ => "car",
+                    },
+                    match &**pd {
+                        Pat::Var(n, _) => &**n,
+                        _ => "cdr",
+                    },
+                );
+                let (x, y) = self.uncons(a, *s, binds, names);
                 self.destructure(pa, Atom::Var(x), binds)?;
                 self.destructure(pd, Atom::Var(y), binds)?;
             }
@@ -553,8 +608,7 @@ impl<'a> Normalizer<'a> {
                     // (car x), (cadr x)...: destructured in place.
                     let mut cur = self.norm(&args[0], binds)?;
                     for &first in path {
-                        let (a, d) = (fresh_var("car"), fresh_var("cdr"));
-                        binds.push(Bind::Uncons(a, d, cur, *s));
+                        let (a, d) = self.uncons(cur, *s, binds, ("car", "cdr"));
                         cur = Atom::Var(if first { a } else { d });
                     }
                     return Ok(cur);

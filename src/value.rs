@@ -95,14 +95,19 @@ pub struct Lazy {
     pub pair: bool,
 }
 
-/// A pending operation of a lazy value: a tag operation, or taking the primal
-/// or tangent of a forward value. `zero` commutes with all of them.
+/// A pending operation of a lazy value: a tag operation, taking the primal
+/// or tangent of a forward value, or the forward version of a tag operation
+/// (what the forward transforms of `sensitize`, `*j`... do to a forward value:
+/// `(bundle (t (primal v)) (perturb (t (unperturb (tangent v)))))`). `zero`
+/// commutes with all of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LazyOp {
     Tag(Tag),
     Untag(Tag),
     Primal,
     Tangent,
+    FTag(Tag),
+    FUntag(Tag),
 }
 
 /// The tags that wrap non-aggregate values.

@@ -15,7 +15,7 @@ use crate::anf::{Bind, Expr, Group, Kind, Lambda, VarId};
 use crate::error::Result;
 use crate::eval::Machine;
 use crate::prims::{self, Class, PrimId, Rule};
-use crate::value::{Inst, Tag, Value};
+use crate::value::{Inst, LazyOp, Tag, Value};
 use smallvec::{smallvec, SmallVec};
 use std::rc::Rc;
 
@@ -83,6 +83,11 @@ pub enum Native {
     RF(PrimId, super::native_rf::RfCell),
     /// The backpropagator it returns.
     RFBp(Rc<super::native_rf::BpPlan>),
+    /// The forward transform of a shape predicate's reverse version (forward
+    /// over reverse): `(cons ((forward *j) ((forward p) v)) bp)`, `bp` a
+    /// closure of the forward transform `bp_f` of the backpropagator's group
+    /// capturing `v`.
+    FShapeR(PrimId, Rc<Group>),
 }
 
 fn formula(p: PrimId) -> Option<Formula> {
@@ -243,6 +248,7 @@ pub fn forward_of(nat: &Native) -> Option<Native> {
         }),
         Native::Bp { f, env } if scalar(f) => Some(Native::FBp { f: *f, env: env.clone() }),
         Native::F(p, f) if scalar(f) => Some(Native::FF(*p, *f)),
+        Native::ShapeR(p, bp) => Some(Native::FShapeR(*p, super::transform_group(bp, Kind::F))),
         _ => None,
     }
 }
@@ -299,6 +305,24 @@ fn run_fr(
     nargs: usize,
 ) -> Result<Option<Value>> {
     let Some(args) = leaves(m, prim, base, nargs)? else { return Ok(None) };
+    // Forward bundles of `*j`-tagged reals, unmetered: on doubles (as
+    // `apply_jvp` computes them), read straight from the values.
+    let d64: Option<Two<D64>> = args.iter().map(|a| d64_of(m, a, Some(Tag::Reverse))).collect();
+    if let (Some(xs), false) = (d64, matches!(f, Formula::Zero | Formula::Struct(_))) {
+        let (xf, df): (Two<f64>, Two<f64>) = xs.iter().map(|d| (d.p, d.t)).unzip();
+        if let Some(y) = prim_f64(prim, &xf) {
+            let dy = jvp_num(m, f, &xf, &y, &df)?;
+            let yd = dual_of_d64(D64 { p: y, t: dy });
+            let x = match &xs[..] {
+                [a] => bundle_of(dual_of_d64(*a), None),
+                [a, b] => Value::cons(bundle_of(dual_of_d64(*a), None), bundle_of(dual_of_d64(*b), None)),
+                _ => return Ok(None),
+            };
+            let y = if env.contains(&true) { bundle_of(yd.clone(), None) } else { Value::Nil };
+            let bpv = bp_closure(bp_f, env, &x, &y);
+            return Ok(Some(Value::cons(bundle_of(yd, Some(Tag::Reverse)), bpv)));
+        }
+    }
     let mut xs: Two<Dual> = SmallVec::new();
     for a in &args {
         match dual_of(m, a, Some(Tag::Reverse))? {
@@ -336,8 +360,135 @@ fn run_fbp(
         return Ok(None);
     }
     let s = m.stack[base].clone();
+    if let Some(r) = fbp_fast(m, f, env, inst, &s, Some(Tag::Sensitivity))? {
+        return Ok(Some(r));
+    }
     let Some(yb) = dual_of(m, &s, Some(Tag::Sensitivity))? else { return Ok(None) };
     fbp_core(m, f, env, inst, yb, Some(Tag::Sensitivity))
+}
+
+/// A forward bundle of a real with a perturbed real (`tag` on both, if
+/// any), as doubles, when nothing is metered (what [`dual_of`] and
+/// [`dual_reals`] together find, without building the values).
+fn d64_of(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<D64> {
+    if m.meter.is_some() {
+        return None;
+    }
+    let Value::Bundle(b) = v else { return None };
+    let t = b.1.peel_if(Tag::Perturbation)?;
+    let (p, t) = match tag {
+        None => (real(&b.0)?, real(&t)?),
+        Some(tg) => (real(&b.0.peel_if(tg)?)?, real(&t.peel_if(tg)?)?),
+    };
+    Some(D64 { p, t })
+}
+
+fn real(v: &Value) -> Option<f64> {
+    match v {
+        Value::Real(x) => Some(*x),
+        _ => None,
+    }
+}
+
+/// A forward bundle of exact integers or reals (`tag` on both parts, if
+/// any), as [`DX`], when nothing is metered.
+fn dx_of(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<DX> {
+    if m.meter.is_some() {
+        return None;
+    }
+    let Value::Bundle(b) = v else { return None };
+    let t = b.1.peel_if(Tag::Perturbation)?;
+    let (p, t) = match tag {
+        None => (X64::of(&b.0)?, X64::of(&t)?),
+        Some(tg) => (X64::of(&b.0.peel_if(tg)?)?, X64::of(&t.peel_if(tg)?)?),
+    };
+    Some(DX { p, t })
+}
+
+/// Dual numbers read straight from forward bundles (for [`fbp_fast`]).
+trait Leaf: Num + Copy {
+    fn read(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<Self>;
+    fn dual(self) -> Dual;
+}
+
+impl Leaf for D64 {
+    fn read(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<D64> {
+        d64_of(m, v, tag)
+    }
+    fn dual(self) -> Dual {
+        dual_of_d64(self)
+    }
+}
+
+impl Leaf for DX {
+    fn read(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<DX> {
+        dx_of(m, v, tag)
+    }
+    fn dual(self) -> Dual {
+        Dual { p: self.p.value(), t: self.t.value() }
+    }
+}
+
+/// The forward transform of a scalar primitive's backpropagator on its
+/// sensitivity `s` (under `tag`, as it is passed, or bare), when it and every
+/// captured number are forward bundles of reals (`D64`) or of exact integers
+/// and reals (`DX`) and nothing is metered: [`fbp_core`]'s operations on
+/// numbers read straight from the values. `None` otherwise.
+fn fbp_fast(
+    m: &mut Machine,
+    f: Formula,
+    env: &[bool],
+    inst: &Inst,
+    s: &Value,
+    tag: Option<Tag>,
+) -> Result<Option<Value>> {
+    if m.meter.is_some() {
+        return Ok(None);
+    }
+    if let Some(r) = fbp_leaves::<D64>(m, f, env, inst, s, tag)? {
+        return Ok(Some(r));
+    }
+    fbp_leaves::<DX>(m, f, env, inst, s, tag)
+}
+
+fn fbp_leaves<N: Leaf>(
+    m: &mut Machine,
+    f: Formula,
+    env: &[bool],
+    inst: &Inst,
+    s: &Value,
+    tag: Option<Tag>,
+) -> Result<Option<Value>> {
+    let Some(yb) = N::read(m, s, tag) else { return Ok(None) };
+    let (xv, yv) = captured(env, inst);
+    let y = match yv {
+        Some(v) => match N::read(m, v, None) {
+            Some(d) => Some(d),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    // (the captured argument's parts: the first `n` of `x`)
+    let (x, n) = match xv {
+        Some(Value::Pair(p)) => match (N::read(m, &p.car, None), N::read(m, &p.cdr, None)) {
+            (Some(a), Some(b)) => ([a, b], 2),
+            _ => return Ok(None),
+        },
+        Some(v) => match N::read(m, v, None) {
+            Some(a) => ([a, a], 1),
+            None => return Ok(None),
+        },
+        None => ([yb, yb], 0),
+    };
+    // (on exact integers, an operation the primitive does otherwise fails:
+    // the general path then computes it)
+    let Ok(Some(out)) = vjp_num(m, f, &x[..n], y.as_ref(), &yb) else { return Ok(None) };
+    let xb = match out {
+        Out::One(a) => bundle_of(a.dual(), tag),
+        Out::Two(a, b) => Value::cons(bundle_of(a.dual(), tag), bundle_of(b.dual(), tag)),
+    };
+    m.ad_work += 10;
+    Ok(Some(Value::cons(Value::Nil, xb)))
 }
 
 /// `(unsensitize (bp (sensitize x)))`, all three forward-transformed, for a
@@ -348,6 +499,9 @@ pub fn fbp_untagged(m: &mut Machine, inst: &Inst, x: &Value) -> Result<Option<Va
     let Some(Native::FBp { f, env }) = inst.group.native.get() else { return Ok(None) };
     if !matches!(x, Value::Bundle(_)) {
         return Ok(None);
+    }
+    if let Some(r) = fbp_fast(m, *f, env, inst, x, None)? {
+        return Ok(Some(r));
     }
     let Some(yb) = dual_of(m, x, None)? else { return Ok(None) };
     fbp_core(m, *f, env, inst, yb, None)
@@ -396,12 +550,15 @@ fn fbp_core(
             Some(Out::Two(a, b)) => Some(Out::Two(dual_of_d64(a), dual_of_d64(b))),
             None => None,
         },
-        _ => vjp_num(m, f, &x, y.as_ref(), &yb)?,
+        _ => match vjp_x64(m, f, &x, y.as_ref(), &yb) {
+            Some(out) => Some(out),
+            None => vjp_num(m, f, &x, y.as_ref(), &yb)?,
+        },
     };
     let Some(out) = out else { return Ok(None) };
     // The forward version of `sensitize` on (cons '() xb), built at once: each
     // leaf is (bundle (sensitize a) (perturb (sensitize da))), as `struct_f`
-    // makes it (see `retag_bundles`).
+    // makes it (see `struct_f_tree`).
     let xb = match out {
         Out::One(a) => bundle_of(a, tag),
         Out::Two(a, b) => Value::cons(bundle_of(a, tag), bundle_of(b, tag)),
@@ -483,7 +640,24 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             let z = ops::lazy_zero(m, &x)?;
             Ok(Some(ops::tag(m, Tag::Sensitivity, &Value::cons(Value::Nil, z))?))
         }
-        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp => Ok(None),
+        Native::FShapeR(p, bp_f) if nargs == 1 => {
+            // (let ((y ((forward p) v))) (cons ((forward *j) y) (lambda (s) ...))):
+            // the two calls as `Native::ShapeF` and `Native::F` of `*j` run them,
+            // on a forward argument (as the interpreter checks on entry).
+            let v = m.stack[base].clone();
+            if super::ops::tag_mismatch(Kind::F, &v).is_some() {
+                return Ok(None);
+            }
+            m.stack.push(v.clone());
+            let Value::Bool(b) = m.call_prim(*p, 1)? else { return Ok(None) };
+            m.tick()?;
+            m.ad_work += 3;
+            let y = bool_bundle(b);
+            m.tick()?;
+            let jy = struct_f(m, star_j(), StructOp::Tag(Tag::Reverse), &y)?;
+            Ok(Some(Value::cons(jy, Value::closure(bp_f.clone(), vec![v], 0))))
+        }
+        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp | Native::FShapeR(..) => Ok(None),
         Native::F(p, f) => {
             if let Some((xs, ds, n)) = real_duals(m, *p, *f, base, nargs) {
                 // (the general path below, on doubles)
@@ -641,6 +815,12 @@ pub(super) fn apply(m: &mut Machine, p: PrimId, args: &[Value]) -> Result<Value>
         }
     }
     (prims::prim(p).imp)(m, args)
+}
+
+/// The `*j` primitive.
+fn star_j() -> PrimId {
+    static ID: std::sync::OnceLock<PrimId> = std::sync::OnceLock::new();
+    *ID.get_or_init(|| prims::lookup("*j").expect("*j primitive"))
 }
 
 struct Ids {
@@ -894,6 +1074,116 @@ fn dual_of_d64(d: D64) -> Dual {
     Dual { p: Value::Real(d.p), t: Value::Real(d.t) }
 }
 
+/// A number the rules compute with when exact integers meet reals (the
+/// exact seed 1 of a gradient, passed through the sensitivities of sums):
+/// an exact integer, or a double.
+#[derive(Clone, Copy)]
+enum X64 {
+    I(i64),
+    R(f64),
+}
+
+impl X64 {
+    fn of(v: &Value) -> Option<X64> {
+        match v {
+            Value::Int(i) => Some(X64::I(*i)),
+            Value::Real(x) => Some(X64::R(*x)),
+            _ => None,
+        }
+    }
+
+    fn value(self) -> Value {
+        match self {
+            X64::I(i) => Value::Int(i),
+            X64::R(x) => Value::Real(x),
+        }
+    }
+
+    fn f64(self) -> f64 {
+        match self {
+            X64::I(i) => i as f64,
+            X64::R(x) => x,
+        }
+    }
+}
+
+impl Num for X64 {
+    /// What the primitive computes (`num::arith`): exact integers stay exact
+    /// under `+`, `-` and `*` (unless that overflows), and an exact integer
+    /// with a real is converted to a double. Anything else (integer division,
+    /// overflow, a function of an exact integer) is not done here: an error,
+    /// for which the caller takes the general path.
+    fn op(_: &mut Machine, p: PrimId, args: &[X64]) -> Result<X64> {
+        let f = formula_of(p).ok_or_else(not_scalar)?;
+        let r = match (f, args) {
+            (Formula::Add, [X64::I(a), X64::I(b)]) => a.checked_add(*b).map(X64::I),
+            (Formula::Sub, [X64::I(a), X64::I(b)]) => a.checked_sub(*b).map(X64::I),
+            (Formula::Mul, [X64::I(a), X64::I(b)]) => a.checked_mul(*b).map(X64::I),
+            (Formula::Div, [X64::I(_), X64::I(_)]) => None,
+            (Formula::Add | Formula::Sub | Formula::Mul | Formula::Div, [a, b]) => {
+                prim_f64(p, &[a.f64(), b.f64()]).map(X64::R)
+            }
+            (_, [X64::R(a)]) => prim_f64(p, &[*a]).map(X64::R),
+            (_, [X64::R(a), X64::R(b)]) => prim_f64(p, &[*a, *b]).map(X64::R),
+            _ => None,
+        };
+        r.ok_or_else(not_scalar)
+    }
+    fn int(i: i64) -> X64 {
+        X64::I(i)
+    }
+}
+
+/// A forward bundle of [`X64`] numbers.
+#[derive(Clone, Copy)]
+struct DX {
+    p: X64,
+    t: X64,
+}
+
+impl Num for DX {
+    fn op(m: &mut Machine, p: PrimId, args: &[DX]) -> Result<DX> {
+        let f = formula_of(p).ok_or_else(not_scalar)?;
+        let n = args.len();
+        if n > 2 {
+            return Err(not_scalar());
+        }
+        let (mut xs, mut ds) = ([X64::I(0); 2], [X64::I(0); 2]);
+        for (i, a) in args.iter().enumerate() {
+            (xs[i], ds[i]) = (a.p, a.t);
+        }
+        let y = X64::op(m, p, &xs[..n])?;
+        let dy = jvp_num(m, f, &xs[..n], &y, &ds[..n])?;
+        Ok(DX { p: y, t: dy })
+    }
+    fn int(i: i64) -> DX {
+        DX { p: X64::I(i), t: X64::I(0) }
+    }
+}
+
+/// The cotangent rule of a scalar primitive on dual numbers whose parts are
+/// exact integers and reals (and nothing is metered), computed on [`X64`]:
+/// the same operations in the same order as on the values, so the same
+/// results. `None` where that does not apply (the caller takes the general
+/// path, which also reports any error).
+fn vjp_x64(m: &mut Machine, f: Formula, x: &[Dual], y: Option<&Dual>, yb: &Dual) -> Option<Out<Dual>> {
+    if m.meter.is_some() {
+        return None;
+    }
+    let dx = |d: &Dual| Some(DX { p: X64::of(&d.p)?, t: X64::of(&d.t)? });
+    let xs: Two<DX> = x.iter().map(dx).collect::<Option<_>>()?;
+    let y = match y {
+        Some(d) => Some(dx(d)?),
+        None => None,
+    };
+    let back = |d: DX| Dual { p: d.p.value(), t: d.t.value() };
+    match vjp_num(m, f, &xs, y.as_ref(), &dx(yb)?) {
+        Ok(Some(Out::One(a))) => Some(Out::One(back(a))),
+        Ok(Some(Out::Two(a, b))) => Some(Out::Two(back(a), back(b))),
+        _ => None,
+    }
+}
+
 /// A scalar primitive and its tangent, on reals as doubles when they all are.
 fn apply_jvp(m: &mut Machine, p: PrimId, f: Formula, x: &[Value], d: &[Value]) -> Result<(Value, Value)> {
     if let (Some(xf), Some(df), false) =
@@ -1037,6 +1327,16 @@ fn run_struct(
                 }
             }
             let (a, b) = (m.stack[base].clone(), m.stack[base + 1].clone());
+            if op == StructOp::Plus {
+                let budget = &mut { SMALL_TREE };
+                let tree = is_lazy_zero(&a) || is_lazy_zero(&b) || (small(&a, budget) && small(&b, budget));
+                if tree {
+                    if let Some(r) = plus_f_tree(m, *p, &a, &b)? {
+                        return Ok(r);
+                    }
+                }
+                return plus_f_slow(m, *p, &a, &b);
+            }
             let (xa, xb) = (ops::primal(m, &a)?, ops::primal(m, &b)?);
             let y = (prims::prim(*p).imp)(m, &[xa, xb])?;
             let (ta, tb) = (ops::tangent(m, &a)?, ops::tangent(m, &b)?);
@@ -1074,7 +1374,8 @@ fn run_struct(
         | Native::FBp { .. }
         | Native::FF(..)
         | Native::RF(..)
-        | Native::RFBp(_) => {
+        | Native::RFBp(_)
+        | Native::FShapeR(..) => {
             Err(crate::error::Error::runtime(None, "internal error: not an AD primitive's rule"))
         }
         // (lambda (s) (sensitize (cons '() (vjp x y (unsensitize s)))))
@@ -1091,56 +1392,277 @@ fn run_struct(
 /// The forward version of AD primitive `p` on the value `v`:
 /// (let* ((x (primal v)) (y (p x))) (bundle y (perturb (jvp x y (unperturb (tangent v)))))).
 fn struct_f(m: &mut Machine, p: PrimId, op: StructOp, v: &Value) -> Result<Value> {
-    if let StructOp::Tag(t) | StructOp::Untag(t) = op {
-        let untag = matches!(op, StructOp::Untag(_));
-        if let Some(r) = retag_bundles(m, t, untag, v, &mut { SMALL_TREE }) {
+    let lazy = match (op, v) {
+        (StructOp::Tag(_), Value::Pair(_)) | (StructOp::Tag(_) | StructOp::Untag(_), Value::Lazy(_)) => true,
+        // (a pair built untagged, such as a native backpropagator's result, is
+        // taken apart at once if it is small: nothing would cancel)
+        (StructOp::Untag(_), Value::Pair(_)) => !small(v, &mut { SMALL_TREE }),
+        _ => false,
+    };
+    if let (true, StructOp::Tag(t) | StructOp::Untag(t)) = (lazy, op) {
+        // On an aggregate: lazy, so that the forward untag of a forward tag
+        // (a backpropagator's result, sensitized by it and unsensitized by its
+        // caller) cancels at once.
+        m.ad_work += 1;
+        let lop = if let StructOp::Tag(_) = op { LazyOp::FTag(t) } else { LazyOp::FUntag(t) };
+        return super::ops::make_lazy(m, v, false, smallvec![lop]);
+    }
+    struct_f_now(m, p, op, v)
+}
+
+/// The forward version of tag operation `t` (removing it when `untag` is
+/// set) on a value, one level deep (`LazyOp::FTag`, `LazyOp::FUntag`).
+pub fn forward_retag(m: &mut Machine, t: Tag, untag: bool, v: &Value) -> Result<Value> {
+    let op = if untag { StructOp::Untag(t) } else { StructOp::Tag(t) };
+    struct_f_now(m, tag_prim(t, untag), op, v)
+}
+
+/// The primitive of a tag operation.
+fn tag_prim(t: Tag, untag: bool) -> PrimId {
+    static IDS: std::sync::OnceLock<[PrimId; 6]> = std::sync::OnceLock::new();
+    let ids = IDS.get_or_init(|| {
+        ["perturb", "unperturb", "sensitize", "unsensitize", "*j", "*j-inverse"]
+            .map(|n| prims::lookup(n).expect("tag primitive"))
+    });
+    let i = match t {
+        Tag::Perturbation => 0,
+        Tag::Sensitivity => 2,
+        Tag::Reverse => 4,
+    };
+    ids[i + untag as usize]
+}
+
+/// [`struct_f`] applied now (at least one level deep).
+fn struct_f_now(m: &mut Machine, p: PrimId, op: StructOp, v: &Value) -> Result<Value> {
+    // (`zero` only on a leaf: on an aggregate the general definition makes a
+    // lazy zero, which `plus` skips, where adding it would turn -0.0 into 0.0)
+    let tree = match op {
+        StructOp::Tag(_) | StructOp::Untag(_) => true,
+        StructOp::Zero => matches!(v, Value::Bundle(_)),
+        _ => false,
+    };
+    if tree && small(v, &mut { SMALL_TREE }) {
+        if let Some(r) = struct_f_tree(m, op, v)? {
             return Ok(r);
         }
     }
     struct_f_slow(m, p, op, v)
 }
 
-/// How many nodes [`retag_bundles`] takes on.
-const SMALL_TREE: u32 = 8;
+/// How many nodes [`struct_f_tree`] and [`plus_f_tree`] take on (larger
+/// values get the general definition, lazy, so that passing a long list
+/// through a tag operation and back stays O(1)).
+const SMALL_TREE: u32 = 16;
 
-/// Is this a number under zero or more tags?
-fn tagged_number(v: &Value) -> bool {
+/// Has `v` at most `budget` nodes (pairs, closures, leaves; a lazy value
+/// counts as its head normal form if it has one, a leaf if not)?
+fn small(v: &Value, budget: &mut u32) -> bool {
+    if let Value::Nil = v {
+        return true;
+    }
+    let Some(b) = budget.checked_sub(1) else { return false };
+    *budget = b;
     match v {
-        Value::TReal(..) => true,
-        Value::Tagged(_, x) => tagged_number(x),
+        Value::Pair(q) => small(&q.car, budget) && small(&q.cdr, budget),
+        Value::Closure(inst, _) => inst.env.iter().all(|x| small(x, budget)),
+        Value::Lazy(z) => z.hnf.get().is_none_or(|h| small(h, budget)),
+        _ => true,
+    }
+}
+
+/// Is this a number or a boolean under zero or more tags (a leaf the tag
+/// operations and `zero` treat one level at a time)?
+fn tagged_leaf(v: &Value) -> bool {
+    match v {
+        Value::TReal(..) | Value::Bool(_) => true,
+        Value::Tagged(_, x) => tagged_leaf(x),
         _ => v.is_number(),
     }
 }
 
-/// The forward version of tag operation `t` (removing it when `untag` is set)
-/// at once on a small tree of pairs over forward bundles of tagged numbers
-/// (the sensitivity tuples of forward-over-reverse backpropagators): the
-/// bundle of the tagged primal and perturbed tagged tangent at each leaf.
-/// `None` leaves anything else (or larger) to the general definition.
-fn retag_bundles(m: &mut Machine, t: Tag, untag: bool, v: &Value, budget: &mut u32) -> Option<Value> {
-    *budget = budget.checked_sub(1)?;
+/// The forward transform's group of a closure that is neither a primitive's
+/// version nor anything but a forward value: the group it was transformed from.
+fn forward_parent(v: &Value) -> Option<(&Rc<Inst>, u32, &Rc<Group>)> {
     match v {
-        Value::Nil => Some(Value::Nil),
-        Value::Pair(p) => {
-            let car = retag_bundles(m, t, untag, &p.car, budget)?;
-            Some(Value::cons(car, retag_bundles(m, t, untag, &p.cdr, budget)?))
-        }
-        Value::Bundle(b) => {
-            let dx = b.1.peel_if(Tag::Perturbation)?;
-            if !tagged_number(&b.0) || !tagged_number(&dx) {
-                return None;
+        Value::Closure(inst, i) if !super::ops::group_is_prim_based(&inst.group) => {
+            match &inst.group.origin {
+                crate::anf::Origin::Transformed(Kind::F, parent) => Some((inst, *i, parent)),
+                _ => None,
             }
-            let (y, dy) = if untag {
-                (b.0.peel_if(t)?, dx.peel_if(t)?)
-            } else {
-                (Value::tagged(t, b.0.clone()), Value::tagged(t, dx))
+        }
+        _ => None,
+    }
+}
+
+/// The forward version of a tag operation (or of `zero` on a leaf:
+/// `struct_f`) at once on a small tree of pairs and forward closures over forward bundles of
+/// tagged numbers (the sensitivity tuples of forward-over-reverse
+/// backpropagators): these operations distribute over the parts of pairs and
+/// over closure environments (a closure's group becomes the forward transform
+/// of the operation's group), and on a leaf they are the bundle of the
+/// operation on the primal and on the perturbed tangent; a lazy part in head
+/// normal form is taken as that. `None` (nothing done) for anything else
+/// (a lazy part not yet expanded, which the general definition keeps lazy), or
+/// where the operation would fail, so that the general definition reports it
+/// when it should. The caller checks that `v` is [`small`].
+fn struct_f_tree(m: &mut Machine, op: StructOp, v: &Value) -> Result<Option<Value>> {
+    use super::ops;
+    Ok(match v {
+        Value::Nil => Some(Value::Nil),
+        Value::Pair(q) => {
+            let Some(car) = struct_f_tree(m, op, &q.car)? else { return Ok(None) };
+            let Some(cdr) = struct_f_tree(m, op, &q.cdr)? else { return Ok(None) };
+            m.ad_work += 1;
+            Some(Value::cons(car, cdr))
+        }
+        Value::Bundle(bd) => {
+            let Some(dx) = bd.1.peel_if(Tag::Perturbation) else { return Ok(None) };
+            if !tagged_leaf(&bd.0) || !tagged_leaf(&dx) {
+                return Ok(None);
+            }
+            let (y, dy) = match op {
+                StructOp::Tag(t) => (Value::tagged(t, bd.0.clone()), Value::tagged(t, dx)),
+                StructOp::Untag(t) => match (bd.0.peel_if(t), dx.peel_if(t)) {
+                    (Some(y), Some(dy)) => (y, dy),
+                    _ => return Ok(None),
+                },
+                // (zero counts itself)
+                StructOp::Zero => (ops::zero(m, &bd.0)?, ops::zero(m, &dx)?),
+                _ => return Ok(None),
             };
             // primal, the operation, tangent, untag, the operation, tag, bundle
             m.ad_work += 7;
             Some(Value::bundle(y, Value::tagged(Tag::Perturbation, dy)))
         }
+        Value::Lazy(z) => match z.hnf.get() {
+            // Already in head normal form: its parts.
+            Some(h) => {
+                let h = h.clone();
+                return struct_f_tree(m, op, &h);
+            }
+            None => None,
+        },
+        Value::Closure(..) => {
+            let Some((inst, i, parent)) = forward_parent(v) else { return Ok(None) };
+            let g = match op {
+                StructOp::Tag(t) => super::transform_group(parent, ops::tag_kind(t)),
+                StructOp::Untag(t) => match &parent.origin {
+                    crate::anf::Origin::Transformed(k, pp) if *k == ops::tag_kind(t) => pp.clone(),
+                    _ => return Ok(None),
+                },
+                StructOp::Zero => parent.clone(),
+                _ => return Ok(None),
+            };
+            let mut env = Vec::with_capacity(inst.env.len());
+            for x in inst.env.iter() {
+                let Some(y) = struct_f_tree(m, op, x)? else { return Ok(None) };
+                env.push(y);
+            }
+            m.ad_work += 1;
+            Some(Value::Closure(
+                Rc::new(Inst { group: super::transform_group(&g, Kind::F), env: env.into_boxed_slice() }),
+                i,
+            ))
+        }
         _ => None,
+    })
+}
+
+/// The forward version of `plus` (`Native::F` of `plus`, two arguments) at
+/// once on small trees of pairs and forward closures over forward bundles of
+/// tagged numbers: `plus` distributes over pairs and environments like the
+/// operations of [`struct_f_tree`], and a lazy zero added to a forward value
+/// leaves it as it is (as `plus` does with the primals and the tangents).
+/// Lazy parts not in head normal form get the general definition; `None`
+/// for anything else, or where `plus` would fail. The caller checks that the
+/// values are [`small`] (unless one is a lazy zero).
+fn plus_f_tree(m: &mut Machine, p: PrimId, a: &Value, b: &Value) -> Result<Option<Value>> {
+    use super::ops;
+    let forward = |v: &Value| match v {
+        Value::Nil | Value::Pair(_) | Value::Lazy(_) => true,
+        Value::Bundle(bd) => bd.1.outer_tag() == Some(Tag::Perturbation),
+        _ => forward_parent(v).is_some(),
+    };
+    if is_lazy_zero(a) && forward(b) {
+        m.ad_work += 1;
+        return Ok(Some(b.clone()));
     }
+    if is_lazy_zero(b) && forward(a) {
+        m.ad_work += 1;
+        return Ok(Some(a.clone()));
+    }
+    let forced = |v: &Value| match v {
+        Value::Lazy(z) => z.hnf.get().cloned(),
+        _ => None,
+    };
+    if let (Value::Lazy(_), _) | (_, Value::Lazy(_)) = (a, b) {
+        // Lazy parts already in head normal form are taken apart; others stay lazy.
+        return match (forced(a), forced(b)) {
+            (Some(x), None) if !matches!(b, Value::Lazy(_)) => plus_f_tree(m, p, &x, b),
+            (None, Some(y)) if !matches!(a, Value::Lazy(_)) => plus_f_tree(m, p, a, &y),
+            (Some(x), Some(y)) => plus_f_tree(m, p, &x, &y),
+            _ => Ok(plus_f_slow(m, p, a, b).ok()),
+        };
+    }
+    Ok(match (a, b) {
+        (Value::Nil, Value::Nil) => Some(Value::Nil),
+        (Value::Pair(q), Value::Pair(r)) => {
+            let Some(car) = plus_f_tree(m, p, &q.car, &r.car)? else { return Ok(None) };
+            let Some(cdr) = plus_f_tree(m, p, &q.cdr, &r.cdr)? else { return Ok(None) };
+            m.ad_work += 1;
+            Some(Value::cons(car, cdr))
+        }
+        (Value::Bundle(x), Value::Bundle(y)) => {
+            let (Some(dx), Some(dy)) = (x.1.peel_if(Tag::Perturbation), y.1.peel_if(Tag::Perturbation))
+            else {
+                return Ok(None);
+            };
+            if ![&x.0, &y.0, &dx, &dy].iter().all(|v| tagged_leaf(v)) {
+                return Ok(None);
+            }
+            let (Ok(s), Ok(ds)) = (ops::plus(m, &x.0, &y.0), ops::plus(m, &dx, &dy)) else { return Ok(None) };
+            // primal twice, plus, tangent twice, untag twice, plus, tag, bundle (the
+            // two `plus`es counted themselves)
+            m.ad_work += 8;
+            Some(Value::bundle(s, Value::tagged(Tag::Perturbation, ds)))
+        }
+        (Value::Closure(..), Value::Closure(..)) => {
+            let (Some((i1, k1, _)), Some((i2, k2, _))) = (forward_parent(a), forward_parent(b)) else {
+                return Ok(None);
+            };
+            if k1 != k2 || !Rc::ptr_eq(&i1.group, &i2.group) || i1.env.len() != i2.env.len() {
+                return Ok(None);
+            }
+            let mut env = Vec::with_capacity(i1.env.len());
+            for (x, y) in i1.env.iter().zip(i2.env.iter()) {
+                let Some(z) = plus_f_tree(m, p, x, y)? else { return Ok(None) };
+                env.push(z);
+            }
+            m.ad_work += 1;
+            Some(Value::Closure(Rc::new(Inst { group: i1.group.clone(), env: env.into_boxed_slice() }), k1))
+        }
+        _ => None,
+    })
+}
+
+/// Is this a lazy zero?
+fn is_lazy_zero(v: &Value) -> bool {
+    matches!(v, Value::Lazy(z) if z.zero)
+}
+
+/// The forward version of `plus` by its definition, step by step (the
+/// operations distribute over the pair of arguments, so they are applied to
+/// each and the tuple is never built).
+fn plus_f_slow(m: &mut Machine, p: PrimId, a: &Value, b: &Value) -> Result<Value> {
+    use super::ops;
+    let (xa, xb) = (ops::primal(m, a)?, ops::primal(m, b)?);
+    let y = (prims::prim(p).imp)(m, &[xa, xb])?;
+    let (ta, tb) = (ops::tangent(m, a)?, ops::tangent(m, b)?);
+    let da = ops::untag(m, Tag::Perturbation, &ta)?;
+    let db = ops::untag(m, Tag::Perturbation, &tb)?;
+    let d = super::ops::plus(m, &da, &db)?;
+    let pd = ops::tag(m, Tag::Perturbation, &d)?;
+    ops::bundle(m, &y, &pd)
 }
 
 /// [`struct_f`] by its definition, step by step.

@@ -132,6 +132,8 @@ fn apply_op(m: &mut Machine, op: LazyOp, v: &Value) -> Result<Value> {
         LazyOp::Untag(t) => untag(m, t, v),
         LazyOp::Primal => primal(m, v),
         LazyOp::Tangent => tangent(m, v),
+        LazyOp::FTag(t) => super::native::forward_retag(m, t, false, v),
+        LazyOp::FUntag(t) => super::native::forward_retag(m, t, true, v),
     }
 }
 
@@ -190,7 +192,10 @@ fn new_lazy(base: &Value, zero: bool, ops: Ops) -> Value {
 
 fn cancels(last: Option<&LazyOp>, op: LazyOp) -> bool {
     match (last, op) {
-        (Some(LazyOp::Tag(a)), LazyOp::Untag(b)) | (Some(LazyOp::Untag(a)), LazyOp::Tag(b)) => *a == b,
+        (Some(LazyOp::Tag(a)), LazyOp::Untag(b))
+        | (Some(LazyOp::Untag(a)), LazyOp::Tag(b))
+        | (Some(LazyOp::FTag(a)), LazyOp::FUntag(b))
+        | (Some(LazyOp::FUntag(a)), LazyOp::FTag(b)) => *a == b,
         _ => false,
     }
 }
@@ -241,8 +246,14 @@ fn hnf_step(m: &mut Machine, z: &Lazy) -> Result<Value> {
         }
         Value::Closure(inst, i) if !is_prim_based(&base) => {
             let mut g = inst.group.clone();
-            for op in z.ops.iter() {
-                g = group_after(*op, &g).ok_or_else(|| op_error(*op, &base))?;
+            for (k, op) in z.ops.iter().enumerate() {
+                g = match group_after(*op, &g) {
+                    Some(g) => g,
+                    None if matches!(op, LazyOp::FTag(_) | LazyOp::FUntag(_)) => {
+                        return Err(closure_op_error(m, &base, &z.ops[..=k]))
+                    }
+                    None => return Err(op_error(*op, &base)),
+                };
             }
             let mut env = Vec::with_capacity(inst.env.len());
             for x in inst.env.iter() {
@@ -408,6 +419,15 @@ fn group_after(op: LazyOp, g: &Rc<crate::anf::Group>) -> Option<Rc<crate::anf::G
         (LazyOp::Untag(t), Origin::Transformed(k, parent)) if *k == tag_kind(t) => Some(parent.clone()),
         (LazyOp::Primal, Origin::Transformed(Kind::F, parent)) => Some(parent.clone()),
         (LazyOp::Tangent, Origin::Transformed(Kind::F, parent)) => Some(transform_group(parent, Kind::P)),
+        // (bundle (t (primal c)) (perturb (t (unperturb (tangent c))))): the
+        // forward transform of the (un)tagged group
+        (LazyOp::FTag(t), Origin::Transformed(Kind::F, parent)) => {
+            Some(transform_group(&transform_group(parent, tag_kind(t)), Kind::F))
+        }
+        (LazyOp::FUntag(t), Origin::Transformed(Kind::F, parent)) => match &parent.origin {
+            Origin::Transformed(k, pp) if *k == tag_kind(t) => Some(transform_group(pp, Kind::F)),
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -418,7 +438,23 @@ fn op_error(op: LazyOp, v: &Value) -> Error {
         LazyOp::Tag(t) | LazyOp::Untag(t) => not_tagged(t, v),
         LazyOp::Primal => not_forward("primal", v),
         LazyOp::Tangent => not_forward("tangent", v),
+        // (forward_retag reports these)
+        LazyOp::FTag(t) | LazyOp::FUntag(t) => not_tagged(t, v),
     }
+}
+
+/// The error of applying `ops` (the last of which fails on its group) to
+/// closure `v`: the one the operations report applied one by one (a forward
+/// tag operation reports what its definition's steps do).
+fn closure_op_error(m: &mut Machine, v: &Value, ops: &[LazyOp]) -> Error {
+    let mut r = v.clone();
+    for op in ops {
+        match apply_op(m, *op, &r).and_then(|x| hnf(m, &x)) {
+            Ok(x) => r = x,
+            Err(e) => return e,
+        }
+    }
+    op_error(*ops.last().unwrap(), v)
 }
 
 /// `op` applied to a closure that is not a primitive's version: its group

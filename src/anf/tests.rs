@@ -322,3 +322,37 @@ fn a_lambda_applied_where_it_stands_is_a_let() {
     );
     assert!(m.body.binds.iter().any(|b| matches!(b, Bind::Uncons(..))));
 }
+
+fn count_uncons(b: &Block) -> usize {
+    b.binds
+        .iter()
+        .map(|bind| match bind {
+            Bind::Uncons(..) => 1,
+            Bind::Let(_, Expr::If(_, t, f)) => count_uncons(t) + count_uncons(f),
+            _ => 0,
+        })
+        .sum()
+}
+
+#[test]
+fn a_variable_is_taken_apart_once_where_that_dominates() {
+    // The second destructuring of `l` reuses the parts of the first (so the
+    // reverse transform gives `l` one sensitivity, not a sum of two half-zero pairs).
+    let g = norm("(lambda (l) (let (((cons a b) l)) (let (((cons c d) l)) (cons (+ a c) d))))");
+    let m = &members(&g)[0];
+    assert_eq!(count_uncons(&m.body), 1, "{}", crate::show::lambda_to_string(m));
+    check_scopes_group(&g, &[]);
+    // Not across branches: each branch that takes `l` apart has its own.
+    let g = norm("(lambda (l) (if (null? l) (let (((cons a b) l)) a) (let (((cons c d) l)) c)))");
+    assert_eq!(count_uncons(&members(&g)[0].body), 2);
+    // Not after a branch that took it apart.
+    let g = norm("(lambda (l) (cons (if (null? l) 0 (let (((cons a b) l)) a)) (let (((cons c d) l)) c)))");
+    assert_eq!(count_uncons(&members(&g)[0].body), 2);
+    check_scopes_group(&g, &[]);
+    // Not into a nested lambda: it captures `l` itself and takes it apart.
+    let g = norm("(lambda (l) (let (((cons a b) l)) (lambda (z) (let (((cons c d) l)) (+ a c)))))");
+    let inner = inner_group(&g);
+    assert!(inner.free.iter().any(|v| var_base_name(*v).as_ref() == "l"));
+    assert_eq!(count_uncons(&members(&inner)[0].body), 1);
+    check_scopes_group(&g, &[]);
+}
