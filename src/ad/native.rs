@@ -367,20 +367,25 @@ fn run_fbp(
     fbp_core(m, f, env, inst, yb, Some(Tag::Sensitivity))
 }
 
-/// A forward bundle of a real with a perturbed real (`tag` on both, if
-/// any), as doubles, when nothing is metered (what [`dual_of`] and
+/// A forward bundle of numbers with a perturbation of a number (`tag` on
+/// both parts, if any), unboxed by `num` (reals as doubles, or exact integers
+/// and reals as [`X64`]), when nothing is metered (what [`dual_of`] and
 /// [`dual_reals`] together find, without building the values).
-fn d64_of(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<D64> {
+fn fwd_of<N>(m: &Machine, v: &Value, tag: Option<Tag>, num: fn(&Value) -> Option<N>) -> Option<Fwd<N>> {
     if m.meter.is_some() {
         return None;
     }
     let Value::Bundle(b) = v else { return None };
     let t = b.1.peel_if(Tag::Perturbation)?;
     let (p, t) = match tag {
-        None => (real(&b.0)?, real(&t)?),
-        Some(tg) => (real(&b.0.peel_if(tg)?)?, real(&t.peel_if(tg)?)?),
+        None => (num(&b.0)?, num(&t)?),
+        Some(tg) => (num(&b.0.peel_if(tg)?)?, num(&t.peel_if(tg)?)?),
     };
-    Some(D64 { p, t })
+    Some(Fwd { p, t })
+}
+
+fn d64_of(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<D64> {
+    fwd_of(m, v, tag, real)
 }
 
 fn real(v: &Value) -> Option<f64> {
@@ -388,21 +393,6 @@ fn real(v: &Value) -> Option<f64> {
         Value::Real(x) => Some(*x),
         _ => None,
     }
-}
-
-/// A forward bundle of exact integers or reals (`tag` on both parts, if
-/// any), as [`DX`], when nothing is metered.
-fn dx_of(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<DX> {
-    if m.meter.is_some() {
-        return None;
-    }
-    let Value::Bundle(b) = v else { return None };
-    let t = b.1.peel_if(Tag::Perturbation)?;
-    let (p, t) = match tag {
-        None => (X64::of(&b.0)?, X64::of(&t)?),
-        Some(tg) => (X64::of(&b.0.peel_if(tg)?)?, X64::of(&t.peel_if(tg)?)?),
-    };
-    Some(DX { p, t })
 }
 
 /// Dual numbers read straight from forward bundles (for [`fbp_fast`]).
@@ -422,7 +412,7 @@ impl Leaf for D64 {
 
 impl Leaf for DX {
     fn read(m: &Machine, v: &Value, tag: Option<Tag>) -> Option<DX> {
-        dx_of(m, v, tag)
+        fwd_of(m, v, tag, X64::of)
     }
     fn dual(self) -> Dual {
         Dual { p: self.p.value(), t: self.t.value() }
@@ -1022,30 +1012,35 @@ impl Num for f64 {
     }
 }
 
-/// A forward bundle of doubles (as [`Dual`] of reals).
+/// A forward bundle of unboxed numbers (as [`Dual`]): `f64` ([`D64`]) or
+/// [`X64`] ([`DX`]); its operations are the primitives' forward versions.
 #[derive(Clone, Copy)]
-struct D64 {
-    p: f64,
-    t: f64,
+struct Fwd<N> {
+    p: N,
+    t: N,
 }
 
-impl Num for D64 {
-    fn op(m: &mut Machine, p: PrimId, args: &[D64]) -> Result<D64> {
+/// A forward bundle of doubles (as [`Dual`] of reals).
+type D64 = Fwd<f64>;
+
+impl<N: Num + Copy> Num for Fwd<N> {
+    fn op(m: &mut Machine, p: PrimId, args: &[Fwd<N>]) -> Result<Fwd<N>> {
         let f = formula_of(p).ok_or_else(not_scalar)?;
         let n = args.len();
         if n > 2 {
             return Err(not_scalar());
         }
-        let (mut xs, mut ds) = ([0.0; 2], [0.0; 2]);
+        let (mut xs, mut ds) = ([N::int(0); 2], [N::int(0); 2]);
         for (i, a) in args.iter().enumerate() {
             (xs[i], ds[i]) = (a.p, a.t);
         }
-        let y = prim_f64(p, &xs[..n]).ok_or_else(not_scalar)?;
+        let y = N::op(m, p, &xs[..n])?;
         let dy = jvp_num(m, f, &xs[..n], &y, &ds[..n])?;
-        Ok(D64 { p: y, t: dy })
+        Ok(Fwd { p: y, t: dy })
     }
-    fn int(i: i64) -> D64 {
-        D64 { p: i as f64, t: 0.0 }
+    /// A constant lifted by the forward transform: a zero tangent.
+    fn int(i: i64) -> Fwd<N> {
+        Fwd { p: N::int(i), t: N::int(0) }
     }
 }
 
@@ -1135,31 +1130,7 @@ impl Num for X64 {
 }
 
 /// A forward bundle of [`X64`] numbers.
-#[derive(Clone, Copy)]
-struct DX {
-    p: X64,
-    t: X64,
-}
-
-impl Num for DX {
-    fn op(m: &mut Machine, p: PrimId, args: &[DX]) -> Result<DX> {
-        let f = formula_of(p).ok_or_else(not_scalar)?;
-        let n = args.len();
-        if n > 2 {
-            return Err(not_scalar());
-        }
-        let (mut xs, mut ds) = ([X64::I(0); 2], [X64::I(0); 2]);
-        for (i, a) in args.iter().enumerate() {
-            (xs[i], ds[i]) = (a.p, a.t);
-        }
-        let y = X64::op(m, p, &xs[..n])?;
-        let dy = jvp_num(m, f, &xs[..n], &y, &ds[..n])?;
-        Ok(DX { p: y, t: dy })
-    }
-    fn int(i: i64) -> DX {
-        DX { p: X64::I(i), t: X64::I(0) }
-    }
-}
+type DX = Fwd<X64>;
 
 /// The cotangent rule of a scalar primitive on dual numbers whose parts are
 /// exact integers and reals (and nothing is metered), computed on [`X64`]:
