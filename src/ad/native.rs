@@ -644,7 +644,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             m.ad_work += 3;
             let y = bool_bundle(b);
             m.tick()?;
-            let jy = struct_f(m, star_j(), StructOp::Tag(Tag::Reverse), &y)?;
+            let jy = struct_f(m, tag_prim(Tag::Reverse, false), StructOp::Tag(Tag::Reverse), &y)?;
             Ok(Some(Value::cons(jy, Value::closure(bp_f.clone(), vec![v], 0))))
         }
         Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp | Native::FShapeR(..) => Ok(None),
@@ -805,12 +805,6 @@ pub(super) fn apply(m: &mut Machine, p: PrimId, args: &[Value]) -> Result<Value>
         }
     }
     (prims::prim(p).imp)(m, args)
-}
-
-/// The `*j` primitive.
-fn star_j() -> PrimId {
-    static ID: std::sync::OnceLock<PrimId> = std::sync::OnceLock::new();
-    *ID.get_or_init(|| prims::lookup("*j").expect("*j primitive"))
 }
 
 struct Ids {
@@ -1306,16 +1300,8 @@ fn run_struct(
                         return Ok(r);
                     }
                 }
-                return plus_f_slow(m, *p, &a, &b);
             }
-            let (xa, xb) = (ops::primal(m, &a)?, ops::primal(m, &b)?);
-            let y = (prims::prim(*p).imp)(m, &[xa, xb])?;
-            let (ta, tb) = (ops::tangent(m, &a)?, ops::tangent(m, &b)?);
-            let da = ops::untag(m, Tag::Perturbation, &ta)?;
-            let db = ops::untag(m, Tag::Perturbation, &tb)?;
-            let d = struct_jvp2(m, op, &da, &db)?;
-            let pd = ops::tag(m, Tag::Perturbation, &d)?;
-            ops::bundle(m, &y, &pd)
+            struct_f2_slow(m, *p, op, &a, &b)
         }
         Native::F(p, _) => {
             let v = arg_value(m, base, nargs);
@@ -1393,17 +1379,19 @@ pub fn forward_retag(m: &mut Machine, t: Tag, untag: bool, v: &Value) -> Result<
 
 /// The primitive of a tag operation.
 fn tag_prim(t: Tag, untag: bool) -> PrimId {
+    const TAGS: [Tag; 3] = [Tag::Perturbation, Tag::Sensitivity, Tag::Reverse];
     static IDS: std::sync::OnceLock<[PrimId; 6]> = std::sync::OnceLock::new();
     let ids = IDS.get_or_init(|| {
-        ["perturb", "unperturb", "sensitize", "unsensitize", "*j", "*j-inverse"]
-            .map(|n| prims::lookup(n).expect("tag primitive"))
+        std::array::from_fn(|i| {
+            prims::lookup(super::ops::prim_name(TAGS[i / 2], i % 2 == 1)).expect("tag primitive")
+        })
     });
     let i = match t {
         Tag::Perturbation => 0,
-        Tag::Sensitivity => 2,
-        Tag::Reverse => 4,
+        Tag::Sensitivity => 1,
+        Tag::Reverse => 2,
     };
-    ids[i + untag as usize]
+    ids[2 * i + untag as usize]
 }
 
 /// [`struct_f`] applied now (at least one level deep).
@@ -1575,7 +1563,7 @@ fn plus_f_tree(m: &mut Machine, p: PrimId, a: &Value, b: &Value) -> Result<Optio
             (Some(x), None) if !matches!(b, Value::Lazy(_)) => plus_f_tree(m, p, &x, b),
             (None, Some(y)) if !matches!(a, Value::Lazy(_)) => plus_f_tree(m, p, a, &y),
             (Some(x), Some(y)) => plus_f_tree(m, p, &x, &y),
-            _ => Ok(plus_f_slow(m, p, a, b).ok()),
+            _ => Ok(struct_f2_slow(m, p, StructOp::Plus, a, b).ok()),
         };
     }
     Ok(match (a, b) {
@@ -1624,17 +1612,17 @@ fn is_lazy_zero(v: &Value) -> bool {
     matches!(v, Value::Lazy(z) if z.zero)
 }
 
-/// The forward version of `plus` by its definition, step by step (the
-/// operations distribute over the pair of arguments, so they are applied to
-/// each and the tuple is never built).
-fn plus_f_slow(m: &mut Machine, p: PrimId, a: &Value, b: &Value) -> Result<Value> {
+/// The forward version of a two-argument AD primitive (`plus`, `bundle`) by
+/// its definition, step by step (the operations distribute over the pair of
+/// arguments, so they are applied to each and the tuple is never built).
+fn struct_f2_slow(m: &mut Machine, p: PrimId, op: StructOp, a: &Value, b: &Value) -> Result<Value> {
     use super::ops;
     let (xa, xb) = (ops::primal(m, a)?, ops::primal(m, b)?);
     let y = (prims::prim(p).imp)(m, &[xa, xb])?;
     let (ta, tb) = (ops::tangent(m, a)?, ops::tangent(m, b)?);
     let da = ops::untag(m, Tag::Perturbation, &ta)?;
     let db = ops::untag(m, Tag::Perturbation, &tb)?;
-    let d = super::ops::plus(m, &da, &db)?;
+    let d = struct_jvp2(m, op, &da, &db)?;
     let pd = ops::tag(m, Tag::Perturbation, &d)?;
     ops::bundle(m, &y, &pd)
 }

@@ -559,41 +559,33 @@ fn e_untag(m: &mut Machine, t: Tag, v: &Value) -> Option<Value> {
     }
 }
 
-/// `primal` of a bundle, or of a pair of them (its parts at once).
-fn e_primal(m: &mut Machine, v: &Value) -> Result<Value> {
+/// `primal` (`tangent` when `tangent` is set) of a bundle, or of a pair of
+/// them (its parts at once).
+fn e_part(m: &mut Machine, v: &Value, tangent: bool) -> Result<Value> {
     match v {
         Value::Bundle(b) => {
             m.ad_work += 1;
-            Ok(b.0.clone())
+            Ok(if tangent { b.1.clone() } else { b.0.clone() })
         }
         Value::Pair(p) => {
-            let a = e_primal(m, &p.car)?;
-            Ok(Value::cons(a, e_primal(m, &p.cdr)?))
+            let a = e_part(m, &p.car, tangent)?;
+            Ok(Value::cons(a, e_part(m, &p.cdr, tangent)?))
         }
         Value::Lazy(z) if !z.zero => {
             let h = ops::hnf(m, v)?;
-            e_primal(m, &h)
+            e_part(m, &h, tangent)
         }
+        _ if tangent => ops::tangent(m, v),
         _ => ops::primal(m, v),
     }
 }
 
+fn e_primal(m: &mut Machine, v: &Value) -> Result<Value> {
+    e_part(m, v, false)
+}
+
 fn e_tangent(m: &mut Machine, v: &Value) -> Result<Value> {
-    match v {
-        Value::Bundle(b) => {
-            m.ad_work += 1;
-            Ok(b.1.clone())
-        }
-        Value::Pair(p) => {
-            let a = e_tangent(m, &p.car)?;
-            Ok(Value::cons(a, e_tangent(m, &p.cdr)?))
-        }
-        Value::Lazy(z) if !z.zero => {
-            let h = ops::hnf(m, v)?;
-            e_tangent(m, &h)
-        }
-        _ => ops::tangent(m, v),
-    }
+    e_part(m, v, true)
 }
 
 /// `bundle` of numbers (or pairs of them) with their perturbations.

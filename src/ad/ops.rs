@@ -37,7 +37,7 @@ pub fn tag_kind(t: Tag) -> Kind {
     }
 }
 
-fn prim_name(t: Tag, inverse: bool) -> &'static str {
+pub(super) fn prim_name(t: Tag, inverse: bool) -> &'static str {
     match (t, inverse) {
         (Tag::Perturbation, false) => "perturb",
         (Tag::Perturbation, true) => "unperturb",
