@@ -260,7 +260,8 @@ fn tuple_param(l: &Lambda, r: &mut Resolver) -> Param {
     Param::Tuple { slot, parts: parts.into(), skip: k }
 }
 
-fn count_uses_block(b: &Block, uses: &mut FxHashMap<VarId, u32>) {
+/// How many times each variable is read in a block (see [`visit_block`]).
+pub(crate) fn count_uses_block(b: &Block, uses: &mut FxHashMap<VarId, u32>) {
     visit_block(b, &mut |v| *uses.entry(v).or_default() += 1);
 }
 

@@ -679,18 +679,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
         }
         Native::R { prim, bp, env, .. } => {
             let Some(args) = leaves(m, *prim, base, nargs)? else { return Ok(None) };
-            let mut xs = [Value::Nil, Value::Nil];
-            for (i, a) in args.iter().enumerate() {
-                match a.peel_if(Tag::Reverse) {
-                    Some(x) if x.is_number() => xs[i] = x,
-                    _ => return Ok(None),
-                }
-            }
-            let n = args.len();
-            let y = apply(m, *prim, &xs[..n])?;
-            let x = if n == 1 { xs[0].clone() } else { Value::cons(xs[0].clone(), xs[1].clone()) };
-            let bpv = bp_closure(bp, env, &x, &y);
-            Ok(Some(Value::cons(Value::tagged(Tag::Reverse, y), bpv)))
+            Ok(reverse_on_leaves(m, *prim, bp, env, &args)?.map(|(jy, bpv)| Value::cons(jy, bpv)))
         }
         Native::Bp { f, env } => {
             if nargs != 1 {
@@ -706,6 +695,34 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             Ok(Some(r))
         }
     }
+}
+
+/// A scalar primitive's reverse version (`Native::R`) on its one or two
+/// argument leaves, when each is a number under the `*j` tag: `(*j y)` and the
+/// backpropagator closure (group `bp` capturing per `env`); `None` otherwise.
+pub(super) fn reverse_on_leaves(
+    m: &mut Machine,
+    prim: PrimId,
+    bp: &Rc<Group>,
+    env: &[bool],
+    leaves: &[Value],
+) -> Result<Option<(Value, Value)>> {
+    let mut xs = [Value::Nil, Value::Nil];
+    for (i, a) in leaves.iter().take(2).enumerate() {
+        match a.peel_if(Tag::Reverse) {
+            Some(x) if x.is_number() => xs[i] = x,
+            _ => return Ok(None),
+        }
+    }
+    let n = leaves.len();
+    let x = match (n, &xs) {
+        (1, [a, _]) => a.clone(),
+        (2, [a, b]) => Value::cons(a.clone(), b.clone()),
+        _ => return Ok(None),
+    };
+    let y = apply(m, prim, &xs[..n])?;
+    let bpv = bp_closure(bp, env, &x, &y);
+    Ok(Some((Value::tagged(Tag::Reverse, y), bpv)))
 }
 
 /// The cotangent a scalar primitive's backpropagator (`Native::Bp`) computes

@@ -241,30 +241,9 @@ fn make_bp_plan(g: &Rc<Group>) -> Option<BpPlan> {
     }
     let param = regs.def(lam.param);
     let b = &lam.body.binds;
-    // uses of each variable
+    // uses of each variable (the steps below take only the binds they know)
     let mut uses: FxHashMap<VarId, u32> = FxHashMap::default();
-    let mut use_atom = |a: &Atom| {
-        if let Atom::Var(v) = a {
-            *uses.entry(*v).or_default() += 1;
-        }
-    };
-    for bind in b {
-        match bind {
-            Bind::Let(_, Expr::Prim(_, Args::One(a), _)) | Bind::Uncons(_, _, a, _) => use_atom(a),
-            Bind::Let(_, Expr::Prim(_, Args::Tuple(xs), _)) => xs.iter().for_each(&mut use_atom),
-            Bind::Let(_, Expr::App(f, Args::One(a), _)) => {
-                use_atom(f);
-                use_atom(a);
-            }
-            Bind::Let(_, Expr::Cons(a, d)) => {
-                use_atom(a);
-                use_atom(d);
-            }
-            Bind::Let(_, Expr::MakeEnvSens(_, _, xs)) => xs.iter().for_each(&mut use_atom),
-            _ => return None,
-        }
-    }
-    use_atom(&lam.body.result);
+    crate::resolve::count_uses_block(&lam.body, &mut uses);
     let once = |v: &VarId| uses.get(v).copied() == Some(1);
     let tag_prim = |e: &Expr, name: &str| match e {
         Expr::Prim(p, Args::One(a), _) if prim_named(*p, name) => Some(a.clone()),
@@ -500,21 +479,7 @@ fn call_r(m: &mut Machine, c: &Call, args: &[Value]) -> Result<Option<(Value, Va
                 (1, [a]) => smallvec::smallvec![a.clone()],
                 _ => return Ok(None),
             };
-            let mut xs: SmallVec<[Value; 2]> = SmallVec::new();
-            for l in &leaves {
-                match l.peel_if(Tag::Reverse) {
-                    Some(x) if x.is_number() => xs.push(x),
-                    _ => return Ok(None),
-                }
-            }
-            let y = super::native::apply(m, c.prim, &xs)?;
-            let x = match &xs[..] {
-                [a] => a.clone(),
-                [a, b] => Value::cons(a.clone(), b.clone()),
-                _ => return Ok(None),
-            };
-            let bp = bp_closure(&c.bp, &c.env, &x, &y);
-            Ok(Some((Value::tagged(Tag::Reverse, y), bp)))
+            super::native::reverse_on_leaves(m, c.prim, &c.bp, &c.env, &leaves)
         }
     }
 }
