@@ -81,15 +81,16 @@ pub enum Retag {
 
 impl Retag {
     fn of(name: &str) -> Option<Retag> {
+        use crate::ad::ops::prim_name;
         use crate::value::Tag::*;
-        Some(match name {
-            "perturb" => Retag::Tag(Perturbation),
-            "unperturb" => Retag::Untag(Perturbation),
-            "sensitize" => Retag::Tag(Sensitivity),
-            "unsensitize" => Retag::Untag(Sensitivity),
-            "*j" => Retag::Tag(Reverse),
-            "*j-inverse" => Retag::Untag(Reverse),
-            _ => return None,
+        [Perturbation, Sensitivity, Reverse].into_iter().find_map(|t| {
+            if prim_name(t, false) == name {
+                Some(Retag::Tag(t))
+            } else if prim_name(t, true) == name {
+                Some(Retag::Untag(t))
+            } else {
+                None
+            }
         })
     }
 }

@@ -524,6 +524,15 @@ fn e_untag(m: &mut Machine, t: Tag, v: &Value) -> Option<Value> {
     }
 }
 
+/// `untag` at once where [`e_untag`] can, otherwise as the primitive does it
+/// (which also reports a value that is not tagged `t`).
+fn untag_now(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
+    match e_untag(m, t, v) {
+        Some(u) => Ok(u),
+        None => ops::untag(m, t, v),
+    }
+}
+
 /// `primal` (`tangent` when `tangent` is set) of a bundle, or of a pair of
 /// them (its parts at once).
 fn e_part(m: &mut Machine, v: &Value, tangent: bool) -> Result<Value> {
@@ -717,10 +726,7 @@ fn bp_core(m: &mut Machine, pl: &BpPlan, inst: &Inst, s: Value, untagged: bool) 
     }
     let v = get(&r, env, &pl.result);
     if untagged {
-        return match e_untag(m, Tag::Sensitivity, &v) {
-            Some(u) => Ok(u),
-            None => ops::untag(m, Tag::Sensitivity, &v),
-        };
+        return untag_now(m, Tag::Sensitivity, &v);
     }
     Ok(v)
 }
@@ -765,10 +771,7 @@ fn call_bp(m: &mut Machine, f: Value, x: Value, pre: bool, post: bool) -> Result
     m.stack.push(s);
     let r = m.call(f, 1, None)?;
     if post {
-        return match e_untag(m, Tag::Sensitivity, &r) {
-            Some(u) => Ok(u),
-            None => ops::untag(m, Tag::Sensitivity, &r),
-        };
+        return untag_now(m, Tag::Sensitivity, &r);
     }
     Ok(r)
 }

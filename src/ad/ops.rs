@@ -37,7 +37,8 @@ pub fn tag_kind(t: Tag) -> Kind {
     }
 }
 
-pub(super) fn prim_name(t: Tag, inverse: bool) -> &'static str {
+/// The primitive of tag operation `t` (its inverse when `inverse` is set).
+pub(crate) fn prim_name(t: Tag, inverse: bool) -> &'static str {
     match (t, inverse) {
         (Tag::Perturbation, false) => "perturb",
         (Tag::Perturbation, true) => "unperturb",
