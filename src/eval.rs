@@ -5,7 +5,7 @@
 use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimId};
-use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Op2, Param, Retag};
+use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Op2, Param, Retag, Split};
 use crate::source::Span;
 use crate::value::{Inst, Value};
 use rustc_hash::FxHashMap;
@@ -1320,6 +1320,108 @@ impl Machine {
         }
     }
 
+    /// The two parts of the pair `e` returns (see [`CBind::Split`]).
+    #[inline(always)]
+    fn split_expr(&mut self, base: usize, inst: &Rc<Inst>, e: &CExpr, span: Span) -> Result<(Value, Value)> {
+        let v = match e {
+            CExpr::App(f, args, call) => {
+                if let (Some(Value::Closure(ci, 0)), true) = (self.peek(base, inst, f), self.native_rules) {
+                    if matches!(ci.group.native.get(), Some(crate::ad::native::Native::R { .. }))
+                        && self.depth < self.max_depth
+                    {
+                        let ci = ci.clone();
+                        return self.split_reverse_call(base, inst, &ci, args, call, span);
+                    }
+                }
+                self.app_push(base, inst, f, args, call)?;
+                self.pop()
+            }
+            CExpr::BpCall(c) => return self.split_bp_call(base, inst, c, span),
+            e => self.eval_expr(base, inst, e)?,
+        };
+        self.split_value(v, span)
+    }
+
+    /// A call of a primitive's reverse version `ci` whose result is taken apart
+    /// at once: natively without building the pair where it can be, as an
+    /// ordinary call otherwise.
+    #[inline(never)]
+    fn split_reverse_call(
+        &mut self,
+        base: usize,
+        inst: &Rc<Inst>,
+        ci: &Rc<Inst>,
+        args: &CArgs,
+        call: &Span,
+        span: Span,
+    ) -> Result<(Value, Value)> {
+        let n = self.push_args(base, inst, args)?;
+        let b = self.stack.len() - n;
+        match crate::ad::native::reverse_parts(self, ci, b, n) {
+            Ok(Some(parts)) => {
+                self.truncate_to(b);
+                Ok(parts)
+            }
+            Ok(None) => {
+                self.call_closure_push(ci, 0, n, Some(call))?;
+                let v = self.pop();
+                self.split_value(v, span)
+            }
+            Err(e) => Err(self.call_failed(b, e, None, ci, 0, &ci.group, 0, Some(call))),
+        }
+    }
+
+    /// A backpropagator call whose result is taken apart at once (see [`CExpr::BpCall`]).
+    #[inline(never)]
+    fn split_bp_call(
+        &mut self,
+        base: usize,
+        inst: &Rc<Inst>,
+        c: &crate::resolve::BpCall,
+        span: Span,
+    ) -> Result<(Value, Value)> {
+        if !c.forward && self.native_rules {
+            if let Some(Value::Closure(bi, _)) = self.peek(base, inst, &c.bp) {
+                if matches!(bi.group.native.get(), Some(crate::ad::native::Native::Bp { .. })) {
+                    let bi = bi.clone();
+                    let x = atom!(self, base, inst, &c.x);
+                    if let Some(parts) = crate::ad::native::bp_untagged_parts(self, &bi, &x)? {
+                        self.tick().map_err(|e| e.at(c.call))?;
+                        return Ok(parts);
+                    }
+                }
+            }
+        }
+        let v = self.bp_call(base, inst, c)?;
+        self.split_value(v, span)
+    }
+
+    /// The car and cdr of a pair (a lazy pair is taken apart one level), moved
+    /// out of it when nothing else holds it; a pattern mismatch at `span` otherwise.
+    #[inline(always)]
+    fn split_value(&mut self, v: Value, span: Span) -> Result<(Value, Value)> {
+        let v = match v {
+            Value::Lazy(_) if v.is_pair() => crate::ad::ops::hnf(self, &v)?,
+            v => v,
+        };
+        match v {
+            Value::Pair(p) => Ok(match Rc::try_unwrap(p) {
+                Ok(mut q) => {
+                    (std::mem::replace(&mut q.car, Value::Nil), std::mem::replace(&mut q.cdr, Value::Nil))
+                }
+                Err(p) => (p.car.clone(), p.cdr.clone()),
+            }),
+            other => Err(Error::runtime(
+                Some(span),
+                format!(
+                    "pattern mismatch: expected a pair, got {} ({})",
+                    crate::print::to_string(&other),
+                    other.kind_name()
+                ),
+            )),
+        }
+    }
+
     /// Runs a binding (the ones `run_block` does not run itself).
     #[inline(never)]
     fn exec_bind(&mut self, base: usize, inst: &Rc<Inst>, b: &CBind) -> Result<()> {
@@ -1353,25 +1455,19 @@ impl Machine {
             }
             CBind::Uncons(x, y, a, span) => {
                 let v = atom!(self, base, inst, a);
-                // A lazy pair is taken apart one level.
-                let v = match v {
-                    Value::Lazy(_) if v.is_pair() => crate::ad::ops::hnf(self, &v)?,
-                    v => v,
-                };
-                match v {
-                    Value::Pair(p) => {
-                        self.stack[base + *x as usize] = p.car.clone();
-                        self.stack[base + *y as usize] = p.cdr.clone();
-                    }
-                    other => {
-                        return Err(Error::runtime(
-                            Some(*span),
-                            format!(
-                                "pattern mismatch: expected a pair, got {} ({})",
-                                crate::print::to_string(&other),
-                                other.kind_name()
-                            ),
-                        ))
+                let (car, cdr) = self.split_value(v, *span)?;
+                self.stack[base + *x as usize] = car;
+                self.stack[base + *y as usize] = cdr;
+            }
+            CBind::Split(e, x, rest, span) => {
+                let (car, cdr) = self.split_expr(base, inst, e, *span)?;
+                self.stack[base + *x as usize] = car;
+                match rest {
+                    Split::Slot(y) => self.stack[base + *y as usize] = cdr,
+                    Split::Pair(a, d, span) => {
+                        let (cadr, cddr) = self.split_value(cdr, *span)?;
+                        self.stack[base + *a as usize] = cadr;
+                        self.stack[base + *d as usize] = cddr;
                     }
                 }
             }

@@ -106,9 +106,22 @@ pub enum Cond {
 pub enum CBind {
     Let(u32, CExpr),
     Uncons(u32, u32, CAtom, Span),
+    /// `(r e)` then `((cons x y) r)`, `r` read nowhere else: the pair `e`
+    /// returns is taken apart without being stored (moved apart when nothing
+    /// else holds it), and not built at all where a native version can return
+    /// its two parts (a scalar primitive's reverse version, a backpropagator
+    /// call). `x` goes to the first slot; `y` as [`Split`] says.
+    Split(CExpr, u32, Split, Span),
     Check(Value, CAtom, Span),
     Letrec(Box<[u32]>, Rc<Group>, Box<[CAtom]>),
     EnvSens(Box<[u32]>, CAtom),
+}
+
+/// Where a [`CBind::Split`] puts the second part of its pair.
+pub enum Split {
+    Slot(u32),
+    /// `((cons a b) y)` next, `y` read nowhere else: taken apart in turn.
+    Pair(u32, u32, Span),
 }
 
 /// A block whose last expression is in tail position.
@@ -591,10 +604,30 @@ impl Resolver {
                     }
                 }
                 Bind::Uncons(x, y, a, s) => {
-                    let a = self.atom(a);
+                    let ca = self.atom(a);
                     self.release_all(std::mem::take(&mut dying[i]));
                     let (sx, sy) = (self.bind(*x), self.bind(*y));
-                    binds.push(CBind::Uncons(sx, sy, a, *s));
+                    // The pair the binding before made (and that nothing else reads).
+                    let fresh = match (a, i.checked_sub(1).and_then(|j| b.binds.get(j))) {
+                        (Atom::Var(r), Some(Bind::Let(r2, _) | Bind::Uncons(_, r2, _, _))) => {
+                            r == r2 && self.uses.get(r).copied() == Some(1)
+                        }
+                        _ => false,
+                    };
+                    match binds.pop() {
+                        Some(CBind::Let(sr, e)) if fresh && matches!(ca, CAtom::Local(s) if s == sr) => {
+                            binds.push(CBind::Split(e, sx, Split::Slot(sy), *s));
+                        }
+                        Some(CBind::Split(e, sr, Split::Slot(sd), s0))
+                            if fresh && matches!(ca, CAtom::Local(s) if s == sd) =>
+                        {
+                            binds.push(CBind::Split(e, sr, Split::Pair(sx, sy, *s), s0));
+                        }
+                        last => {
+                            binds.extend(last);
+                            binds.push(CBind::Uncons(sx, sy, ca, *s));
+                        }
+                    }
                 }
                 Bind::Check(c, a, s) => binds.push(CBind::Check(c.clone(), self.atom(a), *s)),
                 Bind::Letrec(names, g) => {

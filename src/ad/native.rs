@@ -707,22 +707,65 @@ pub(super) fn reverse_on_leaves(
     env: &[bool],
     leaves: &[Value],
 ) -> Result<Option<(Value, Value)>> {
+    let Some((x, xs)) = reverse_args(leaves) else { return Ok(None) };
+    reverse_apply(m, prim, bp, env, x, xs, leaves.len()).map(Some)
+}
+
+/// The numbers under the `*j` tag of a scalar primitive's one or two argument
+/// leaves, if that is what they are: the argument (one number, or a pair of
+/// two) and the numbers.
+fn reverse_args(leaves: &[Value]) -> Option<(Value, [Value; 2])> {
     let mut xs = [Value::Nil, Value::Nil];
     for (i, a) in leaves.iter().take(2).enumerate() {
         match a.peel_if(Tag::Reverse) {
             Some(x) if x.is_number() => xs[i] = x,
-            _ => return Ok(None),
+            _ => return None,
         }
     }
-    let n = leaves.len();
-    let x = match (n, &xs) {
+    let x = match (leaves.len(), &xs) {
         (1, [a, _]) => a.clone(),
         (2, [a, b]) => Value::cons(a.clone(), b.clone()),
-        _ => return Ok(None),
+        _ => return None,
     };
+    Some((x, xs))
+}
+
+/// A scalar primitive's reverse version on `n` numbers `xs` (see
+/// [`reverse_on_leaves`]).
+#[allow(clippy::too_many_arguments)]
+fn reverse_apply(
+    m: &mut Machine,
+    prim: PrimId,
+    bp: &Rc<Group>,
+    env: &[bool],
+    x: Value,
+    xs: [Value; 2],
+    n: usize,
+) -> Result<(Value, Value)> {
     let y = apply(m, prim, &xs[..n])?;
     let bpv = bp_closure(bp, env, &x, &y);
-    Ok(Some((Value::tagged(Tag::Reverse, y), bpv)))
+    Ok((Value::tagged(Tag::Reverse, y), bpv))
+}
+
+/// A call of a scalar primitive's reverse version (`inst`, a `Native::R`
+/// closure) on the `nargs` values at `base`, as the two parts of the pair it
+/// returns: `(*j y)` and the backpropagator; `None` (having done nothing) when
+/// the native code does not apply. The call is counted (`tick`) as the
+/// interpreter's would be.
+pub fn reverse_parts(
+    m: &mut Machine,
+    inst: &Inst,
+    base: usize,
+    nargs: usize,
+) -> Result<Option<(Value, Value)>> {
+    let Some(Native::R { prim, f, bp, env }) = inst.group.native.get() else { return Ok(None) };
+    if matches!(f, Formula::Struct(_)) || matches!(m.stack.get(base), Some(Value::Lazy(_)) | None) {
+        return Ok(None);
+    }
+    let Some(args) = leaves(m, *prim, base, nargs)? else { return Ok(None) };
+    let Some((x, xs)) = reverse_args(&args) else { return Ok(None) };
+    m.tick()?;
+    reverse_apply(m, *prim, bp, env, x, xs, args.len()).map(Some)
 }
 
 /// The cotangent a scalar primitive's backpropagator (`Native::Bp`) computes
@@ -769,9 +812,17 @@ pub(super) fn bp_cotangent(
 /// code does with each backpropagator it calls (`CExpr::BpCall`). `None`
 /// when the native code does not apply (the caller then runs those steps).
 pub fn bp_untagged(m: &mut Machine, inst: &Inst, yb: &Value) -> Result<Option<Value>> {
-    let Some(Native::Bp { f, env }) = inst.group.native.get() else {
+    if !matches!(inst.group.native.get(), Some(Native::Bp { .. })) {
         return super::native_rf::bp_untagged(m, inst, yb);
-    };
+    }
+    Ok(bp_untagged_parts(m, inst, yb)?.map(|(e, xb)| Value::cons(e, xb)))
+}
+
+/// [`bp_untagged`] of a scalar primitive's backpropagator (`Native::Bp`), as
+/// the two parts of the pair it returns: the primitive's (empty) environment
+/// sensitivity and its argument's sensitivity.
+pub fn bp_untagged_parts(m: &mut Machine, inst: &Inst, yb: &Value) -> Result<Option<(Value, Value)>> {
+    let Some(Native::Bp { f, env }) = inst.group.native.get() else { return Ok(None) };
     // (what `Native::Bp` finds under the sensitivity tag)
     let yb = match f {
         Formula::Struct(_) => return Ok(None),
@@ -782,7 +833,7 @@ pub fn bp_untagged(m: &mut Machine, inst: &Inst, yb: &Value) -> Result<Option<Va
     let Some(xb) = bp_cotangent(m, *f, env, inst, yb)? else { return Ok(None) };
     // unsensitize after sensitize cancels: the pair itself
     m.ad_work += 2;
-    Ok(Some(Value::cons(Value::Nil, xb)))
+    Ok(Some((Value::Nil, xb)))
 }
 
 /// The argument leaves of a call of an arity-1 or arity-2 primitive's version:

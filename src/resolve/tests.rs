@@ -90,7 +90,7 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
     };
     for bind in &b.binds {
         match bind {
-            CBind::Let(_, e) => expr(e, out),
+            CBind::Let(_, e) | CBind::Split(e, ..) => expr(e, out),
             CBind::Uncons(_, _, x, _) | CBind::Check(_, x, _) | CBind::EnvSens(_, x) => a(x, out),
             CBind::Letrec(_, _, caps) => caps.iter().for_each(|c| a(c, out)),
         }
@@ -163,5 +163,74 @@ fn tuple_fast_path_gives_the_same_results_as_the_general_path() {
         let b = eval_all(&format!("{defs} {slow}"));
         assert_eq!(a, [expected], "{fast}");
         assert_eq!(b, [expected], "{slow}");
+    }
+}
+
+/// The `CBind::Split`s of a block and its nested blocks: for each, whether its
+/// second part is taken apart in turn.
+fn splits(b: &CBlock, out: &mut Vec<bool>) {
+    let nested = |e: &CExpr, out: &mut Vec<bool>| {
+        if let CExpr::If(_, t, f) = e {
+            splits(t, out);
+            splits(f, out);
+        }
+    };
+    for bind in &b.binds {
+        match bind {
+            CBind::Split(e, _, rest, _) => {
+                out.push(matches!(rest, Split::Pair(..)));
+                nested(e, out);
+            }
+            CBind::Let(_, e) => nested(e, out),
+            _ => {}
+        }
+    }
+    nested(&b.tail, out);
+}
+
+fn split_shape(src: &str) -> Vec<bool> {
+    let mut out = Vec::new();
+    splits(&code(&group(src)).members[0].body, &mut out);
+    out
+}
+
+#[test]
+fn a_pair_taken_apart_at_once_is_split_without_being_stored() {
+    // (r (f x)) ((cons a b) r): one split
+    assert_eq!(split_shape("(lambda (f x) (let (((cons a b) (f x))) (+ a b)))"), [false]);
+    // and ((cons c d) b) after it: the second part taken apart in turn
+    assert_eq!(split_shape("(lambda (f x) (let (((cons a (cons c d)) (f x))) (+ a (+ c d))))"), [true]);
+    // the pair read again: not split (it must be stored)
+    assert_eq!(
+        split_shape("(lambda (f x) (let* ((p (f x)) ((cons a b) p)) (cons p a)))"),
+        Vec::<bool>::new()
+    );
+    // a parameter is destructured by the tuple fast path instead
+    assert_eq!(split_shape("(lambda ((cons a b)) (+ a b))"), Vec::<bool>::new());
+}
+
+/// A split pair is moved apart only when nothing else holds it; a pair that is
+/// also held elsewhere (here by a global and by a captured variable) keeps its
+/// parts. Mismatches keep their message.
+#[test]
+fn split_pairs_held_elsewhere_are_left_intact() {
+    let defs = "(define p (cons 1 (cons 2 3)))
+                (define (f) p)
+                (define (g x) (if (= x 0) (cons x x) x))";
+    let cases = [
+        ("(let (((cons a (cons b c)) (f))) (list a b c p))", "(1 2 3 (1 2 . 3))"),
+        ("(let* ((q (cons 4 5)) (k (lambda () q)) ((cons a b) (k))) (list a b q))", "(4 5 (4 . 5))"),
+        ("(let (((cons a b) (g 0))) (+ a b))", "0"),
+        (
+            "(let (((cons a b) (g 7))) (+ a b))",
+            "error: pattern mismatch: expected a pair, got 7 (an exact integer)",
+        ),
+        (
+            "(let (((cons a (cons b c)) (cons 1 2))) a)",
+            "error: pattern mismatch: expected a pair, got 2 (an exact integer)",
+        ),
+    ];
+    for (src, expected) in cases {
+        assert_eq!(eval_all(&format!("{defs} {src}")), [expected], "{src}");
     }
 }
