@@ -789,22 +789,35 @@ pub(super) fn bp_cotangent(
         Some(_) => return Ok(None),
         None => &[],
     };
-    let scalar = !matches!(f, Formula::Zero | Formula::Struct(_));
-    let y64 = match y {
-        Some(v) => reals(m, std::slice::from_ref(v)).map(|r| Some(r[0])),
-        None => Some(None),
-    };
-    let fast = match (scalar, reals(m, xs), y64, reals(m, std::slice::from_ref(&yb))) {
-        (true, Some(x64), Some(y64), Some(yb64)) => Some(vjp_num(m, f, &x64, y64.as_ref(), &yb64[0])?),
-        _ => None,
-    };
-    let xb = match fast {
-        Some(Some(Out::One(a))) => Some(Value::Real(a)),
-        Some(Some(Out::Two(a, b))) => Some(Value::cons(Value::Real(a), Value::Real(b))),
-        Some(None) => None,
+    let xb = match vjp_unboxed(m, f, xs, y, &yb) {
+        Some(Out::One(a)) => Some(a.value()),
+        Some(Out::Two(a, b)) => Some(Value::cons(a.value(), b.value())),
         None => vjp(m, f, xs, y, &yb)?,
     };
     Ok(xb)
+}
+
+/// A scalar primitive's cotangent rule on exact integers and doubles, unboxed
+/// ([`X64`]), when those are what it sees, nothing is metered, and every
+/// operation stays in them (see `X64::op`); `None` otherwise (nothing done:
+/// the caller runs the rule on values).
+fn vjp_unboxed(m: &mut Machine, f: Formula, x: &[Value], y: Option<&Value>, yb: &Value) -> Option<Out<X64>> {
+    if m.meter.is_some() || matches!(f, Formula::Zero | Formula::Struct(_)) {
+        return None;
+    }
+    if x.len() > 2 {
+        return None;
+    }
+    let mut xs = [X64::I(0); 2];
+    for (i, v) in x.iter().enumerate() {
+        xs[i] = X64::of(v)?;
+    }
+    let xs = &xs[..x.len()];
+    let y = match y {
+        Some(v) => Some(X64::of(v)?),
+        None => None,
+    };
+    vjp_num(m, f, xs, y.as_ref(), &X64::of(yb)?).ok().flatten()
 }
 
 /// `(unsensitize (bp (sensitize yb)))` for a closure `bp` of a scalar
