@@ -7,7 +7,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimId};
 use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Op2, Param, Retag, Split};
 use crate::source::Span;
-use crate::value::{Inst, Value};
+use crate::value::{Inst, InstBuilder, InstRc, Value};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::io::Write;
@@ -316,7 +316,7 @@ impl Machine {
                 let g = g.clone();
                 self.globals[id as usize].state = GState::Forcing;
                 self.stack.push(Value::Nil);
-                let r = self.call_closure(Rc::new(Inst { group: g.clone(), env: Box::new([]) }), 0, 1, None);
+                let r = self.call_closure(InstRc::empty(g.clone()), 0, 1, None);
                 match r {
                     Ok(v) => {
                         self.globals[id as usize].state = GState::Value(v.clone());
@@ -491,7 +491,7 @@ impl Machine {
 
     /// Counts a primitive call made by AD-transformed code (see `meter_derivative`).
     #[cold]
-    fn meter_site(&mut self, p: PrimId, inst: &Rc<Inst>) {
+    fn meter_site(&mut self, p: PrimId, inst: &InstRc) {
         if prims::prim(p).class == Class::Other || !inst.group.is_derivative_code() {
             return;
         }
@@ -503,7 +503,7 @@ impl Machine {
     /// Calls a closure; deep recursion grows the native stack instead of overflowing.
     pub fn call_closure(
         &mut self,
-        inst: Rc<Inst>,
+        inst: InstRc,
         idx: u32,
         nargs: usize,
         span: Option<Span>,
@@ -516,7 +516,7 @@ impl Machine {
     #[inline(always)]
     fn call_closure_push(
         &mut self,
-        inst: &Rc<Inst>,
+        inst: &InstRc,
         idx: u32,
         nargs: usize,
         span: Option<&Span>,
@@ -542,7 +542,7 @@ impl Machine {
     /// the stack it runs on so that the calls it makes can check them cheaply.
     #[cold]
     #[inline(never)]
-    fn call_loop_grow(&mut self, inst: &Rc<Inst>, idx: u32, nargs: usize, span: Option<&Span>) -> Result<()> {
+    fn call_loop_grow(&mut self, inst: &InstRc, idx: u32, nargs: usize, span: Option<&Span>) -> Result<()> {
         let saved = (self.stack_lo, self.stack_span);
         let r = stacker::maybe_grow(RED_ZONE, SEGMENT, || {
             let sp = stack_pointer();
@@ -564,7 +564,7 @@ impl Machine {
     /// Runs a closure call; leaves the result on top of the value stack, where the
     /// arguments were. The common case (the body returns without a tail call)
     /// takes no loop state; tail calls continue in [`Machine::tail_loop`].
-    fn call_loop(&mut self, inst: &Rc<Inst>, idx: u32, nargs: usize, span: Option<&Span>) -> Result<()> {
+    fn call_loop(&mut self, inst: &InstRc, idx: u32, nargs: usize, span: Option<&Span>) -> Result<()> {
         let base = self.stack.len() - nargs;
         match self.enter(base, inst, idx, nargs) {
             Ok(Next::Return) => Ok(()),
@@ -579,7 +579,7 @@ impl Machine {
     fn tail_loop(
         &mut self,
         base: usize,
-        first: &Rc<Inst>,
+        first: &InstRc,
         first_idx: u32,
         mut n: usize,
         mut tspan: Span,
@@ -652,12 +652,12 @@ impl Machine {
 
     /// Sets up the frame of member `idx` with its arguments and runs its body.
     #[inline(always)]
-    fn enter(&mut self, base: usize, inst: &Rc<Inst>, idx: u32, nargs: usize) -> Result<Next> {
+    fn enter(&mut self, base: usize, inst: &InstRc, idx: u32, nargs: usize) -> Result<Next> {
         self.tick()?;
-        if inst.group.native.get().is_some() && self.native_rules && self.enter_native(base, inst, nargs)? {
+        if inst.group().native.get().is_some() && self.native_rules && self.enter_native(base, inst, nargs)? {
             return Ok(Next::Return);
         }
-        let code: &GroupCode = match inst.group.code.get() {
+        let code: &GroupCode = match inst.group().code.get() {
             Some(c) if c.plain => c,
             _ => self.enter_checks(base, inst, idx, nargs)?,
         };
@@ -684,8 +684,8 @@ impl Machine {
 
     /// Runs a call natively (`ad::native`) if it can be; then its result is at `base`.
     #[inline(never)]
-    fn enter_native(&mut self, base: usize, inst: &Rc<Inst>, nargs: usize) -> Result<bool> {
-        let Some(nat) = inst.group.native.get() else { return Ok(false) };
+    fn enter_native(&mut self, base: usize, inst: &InstRc, nargs: usize) -> Result<bool> {
+        let Some(nat) = inst.group().native.get() else { return Ok(false) };
         match crate::ad::native::run(self, nat, inst, base, nargs)? {
             Some(v) => {
                 self.ret::<false>(base, v);
@@ -729,7 +729,7 @@ impl Machine {
     fn enter_checks<'i>(
         &mut self,
         base: usize,
-        inst: &'i Rc<Inst>,
+        inst: &'i InstRc,
         idx: u32,
         nargs: usize,
     ) -> Result<&'i GroupCode> {
@@ -758,7 +758,7 @@ impl Machine {
     fn run_block<const INNER: bool>(
         &mut self,
         base: usize,
-        inst: &Rc<Inst>,
+        inst: &InstRc,
         block: &CBlock,
         start: usize,
     ) -> Result<Next> {
@@ -837,7 +837,7 @@ impl Machine {
 
     /// The tail expressions of a block that `run_block` does not run itself.
     #[inline(never)]
-    fn tail_slow<const INNER: bool>(&mut self, base: usize, inst: &Rc<Inst>, e: &CExpr) -> Result<Next> {
+    fn tail_slow<const INNER: bool>(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Next> {
         match e {
             CExpr::App(f, args, span) => {
                 let fv = atom!(self, base, inst, f);
@@ -997,7 +997,7 @@ impl Machine {
 
     /// Whether a condition holds.
     #[inline(always)]
-    fn truth(&mut self, base: usize, inst: &Rc<Inst>, c: &Cond) -> Result<bool> {
+    fn truth(&mut self, base: usize, inst: &InstRc, c: &Cond) -> Result<bool> {
         match c {
             Cond::Cmp(op, a, b, ..) => {
                 if let Some(Num::Bool(t)) = self.arith_fast(base, inst, *op, a, b) {
@@ -1014,7 +1014,7 @@ impl Machine {
     }
 
     #[inline(never)]
-    fn truth_slow(&mut self, base: usize, inst: &Rc<Inst>, c: &Cond) -> Result<bool> {
+    fn truth_slow(&mut self, base: usize, inst: &InstRc, c: &Cond) -> Result<bool> {
         Ok(match c {
             Cond::Atom(c) => match self.peek(base, inst, c) {
                 Some(v) => v.is_true_stripped(),
@@ -1030,7 +1030,7 @@ impl Machine {
     /// An operand by reference, where it is one (not a sibling closure, which is
     /// built, nor a global not evaluated yet).
     #[inline(always)]
-    fn peek<'a>(&'a self, base: usize, inst: &'a Rc<Inst>, a: &'a CAtom) -> Option<&'a Value> {
+    fn peek<'a>(&'a self, base: usize, inst: &'a InstRc, a: &'a CAtom) -> Option<&'a Value> {
         match a {
             CAtom::Local(s) => Some(self.slot(base + *s as usize)),
             CAtom::Env(i) => Some(&inst.env[*i as usize]),
@@ -1045,7 +1045,7 @@ impl Machine {
 
     /// Inline machine-integer and double arithmetic on operands read in place.
     #[inline(always)]
-    fn arith_fast(&self, base: usize, inst: &Rc<Inst>, op: Op2, a: &CAtom, b: &CAtom) -> Option<Num> {
+    fn arith_fast(&self, base: usize, inst: &InstRc, op: Op2, a: &CAtom, b: &CAtom) -> Option<Num> {
         if self.meter.is_some() {
             return None;
         }
@@ -1076,7 +1076,7 @@ impl Machine {
     /// scalar primitive's backpropagator (or its forward transform), otherwise
     /// the three steps.
     #[inline(never)]
-    fn bp_call(&mut self, base: usize, inst: &Rc<Inst>, c: &crate::resolve::BpCall) -> Result<Value> {
+    fn bp_call(&mut self, base: usize, inst: &InstRc, c: &crate::resolve::BpCall) -> Result<Value> {
         use crate::resolve::Step;
         use crate::value::Tag;
         let bp = atom!(self, base, inst, &c.bp);
@@ -1129,7 +1129,7 @@ impl Machine {
     fn arith_slow(
         &mut self,
         base: usize,
-        inst: &Rc<Inst>,
+        inst: &InstRc,
         a: &CAtom,
         b: &CAtom,
         p: PrimId,
@@ -1153,7 +1153,7 @@ impl Machine {
 
     /// Pushes the arguments; returns how many.
     #[inline(always)]
-    fn push_args(&mut self, base: usize, inst: &Rc<Inst>, a: &CArgs) -> Result<usize> {
+    fn push_args(&mut self, base: usize, inst: &InstRc, a: &CArgs) -> Result<usize> {
         match a {
             CArgs::One(x) => {
                 self.push_atom(base, inst, x)?;
@@ -1170,7 +1170,7 @@ impl Machine {
 
     /// Pushes an operand's value (a copy; globals and siblings out of line).
     #[inline(always)]
-    fn push_atom(&mut self, base: usize, inst: &Rc<Inst>, a: &CAtom) -> Result<()> {
+    fn push_atom(&mut self, base: usize, inst: &InstRc, a: &CAtom) -> Result<()> {
         if self.stack.len() == self.stack.capacity() {
             self.grow_stack();
         }
@@ -1191,7 +1191,7 @@ impl Machine {
     }
 
     #[inline(never)]
-    fn push_atom_slow(&mut self, base: usize, inst: &Rc<Inst>, a: &CAtom) -> Result<()> {
+    fn push_atom_slow(&mut self, base: usize, inst: &InstRc, a: &CAtom) -> Result<()> {
         let v = atom!(self, base, inst, a);
         self.push(v);
         Ok(())
@@ -1199,7 +1199,7 @@ impl Machine {
 
     /// A call not in tail position, leaving the result on top of the value stack.
     #[inline(always)]
-    fn app_push(&mut self, base: usize, inst: &Rc<Inst>, f: &CAtom, args: &CArgs, span: &Span) -> Result<()> {
+    fn app_push(&mut self, base: usize, inst: &InstRc, f: &CAtom, args: &CArgs, span: &Span) -> Result<()> {
         if let Some(Value::Closure(ci, k)) = self.peek(base, inst, f) {
             let (ci, k) = (ci.clone(), *k);
             let n = self.push_args(base, inst, args)?;
@@ -1213,7 +1213,7 @@ impl Machine {
     fn app_push_slow(
         &mut self,
         base: usize,
-        inst: &Rc<Inst>,
+        inst: &InstRc,
         f: &CAtom,
         args: &CArgs,
         span: &Span,
@@ -1223,7 +1223,7 @@ impl Machine {
         self.call_push(fv, n, Some(*span))
     }
 
-    fn eval_expr(&mut self, base: usize, inst: &Rc<Inst>, e: &CExpr) -> Result<Value> {
+    fn eval_expr(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Value> {
         match e {
             CExpr::Atom(a) => Ok(atom!(self, base, inst, a)),
             CExpr::App(f, args, span) => {
@@ -1271,11 +1271,12 @@ impl Machine {
                 Ok(Value::cons(av, dv))
             }
             CExpr::Closure(g, caps) => {
-                let mut env = Vec::with_capacity(caps.len());
+                // Built in place; an error while reading a capture frees it.
+                let mut b = InstBuilder::new(g.clone(), caps.len());
                 for c in caps.iter() {
-                    env.push(atom!(self, base, inst, c));
+                    b.push(atom!(self, base, inst, c));
                 }
-                Ok(Value::closure(g.clone(), env, 0))
+                Ok(Value::Closure(b.finish(), 0))
             }
             CExpr::If(c, t, f) => {
                 let b = if self.truth(base, inst, c)? { t } else { f };
@@ -1301,21 +1302,21 @@ impl Machine {
                         ))
                     }
                 };
-                let mut env = Vec::with_capacity(xs.len());
+                let mut b = InstBuilder::new(g, xs.len());
                 for c in xs.iter() {
-                    env.push(atom!(self, base, inst, c));
+                    b.push(atom!(self, base, inst, c));
                 }
-                Ok(Value::closure(g, env, i))
+                Ok(Value::Closure(b.finish(), i))
             }
             CExpr::MakeEnvSens(g, i, xs) => {
                 if crate::ad::ops::group_is_prim_based(g) {
                     return Ok(Value::Nil);
                 }
-                let mut env = Vec::with_capacity(xs.len());
+                let mut b = InstBuilder::new(g.clone(), xs.len());
                 for c in xs.iter() {
-                    env.push(atom!(self, base, inst, c));
+                    b.push(atom!(self, base, inst, c));
                 }
-                Ok(Value::closure(g.clone(), env, *i))
+                Ok(Value::Closure(b.finish(), *i))
             }
         }
     }
@@ -1424,7 +1425,7 @@ impl Machine {
 
     /// Runs a binding (the ones `run_block` does not run itself).
     #[inline(never)]
-    fn exec_bind(&mut self, base: usize, inst: &Rc<Inst>, b: &CBind) -> Result<()> {
+    fn exec_bind(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
         match b {
             CBind::Let(s, e) => {
                 // Each case sets the slot separately (see `run_block`).
@@ -1486,11 +1487,11 @@ impl Machine {
                 }
             }
             CBind::Letrec(slots, g, caps) => {
-                let mut env = Vec::with_capacity(caps.len());
+                let mut b = InstBuilder::new(g.clone(), caps.len());
                 for c in caps.iter() {
-                    env.push(atom!(self, base, inst, c));
+                    b.push(atom!(self, base, inst, c));
                 }
-                let ni = Rc::new(Inst { group: g.clone(), env: env.into_boxed_slice() });
+                let ni = b.finish();
                 for (j, s) in slots.iter().enumerate() {
                     self.stack[base + *s as usize] = Value::Closure(ni.clone(), j as u32);
                 }

@@ -1,7 +1,7 @@
 //! Printing A-normal form (for `vlad anf`, the REPL's `:anf`, and closures).
 
 use crate::anf::{var_name, Args, Atom, Bind, Block, Expr, Group, Lambda, Origin};
-use crate::value::{Inst, Value};
+use crate::value::{InstRc, Value};
 use std::cell::RefCell;
 use std::fmt::Write;
 use std::rc::Rc;
@@ -218,7 +218,7 @@ fn write_closure_name(out: &mut String, g: &Group, i: usize) {
     }
 }
 
-pub fn write_closure(out: &mut String, inst: &Rc<Inst>, i: usize) {
+pub fn write_closure(out: &mut String, inst: &InstRc, i: usize) {
     if let Origin::PrimRule(k, p) = &inst.group.origin {
         let _ = write!(out, "({} {})", k.name(), crate::prims::prim(*p).name);
         return;

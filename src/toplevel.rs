@@ -8,7 +8,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::eval::{GState, Machine};
 use crate::expand::{self, Core, CoreLambda, Pat};
 use crate::source::{SourceMap, Span};
-use crate::value::{Inst, Value};
+use crate::value::{InstRc, Value};
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -352,7 +352,7 @@ impl Session {
                             let list = value.as_list().unwrap();
                             let l = expand::expand_lambda(&value, list, Some(name.clone()))?;
                             let grp = n.lambda(&l)?;
-                            let v = Value::Closure(Rc::new(Inst { group: grp, env: Box::new([]) }), 0);
+                            let v = Value::Closure(InstRc::empty(grp), 0);
                             self.m.globals[g as usize].state = GState::Value(v);
                         } else {
                             let core = expand::expand(&value)?;
@@ -407,7 +407,7 @@ impl Session {
         self.m.stack.clear();
         self.m.depth = 0;
         self.m.stack.push(Value::Nil);
-        self.m.call_closure(Rc::new(Inst { group: g.clone(), env: Box::new([]) }), 0, 1, None)
+        self.m.call_closure(InstRc::empty(g.clone()), 0, 1, None)
     }
 
     /// Runs program text as one unit (definitions and expressions, as a file would)

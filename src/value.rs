@@ -6,6 +6,9 @@ use crate::prims::PrimId;
 use num_bigint::BigInt;
 use std::rc::Rc;
 
+mod inst;
+pub use inst::{Inst, InstBuilder, InstRc};
+
 /// A VLAD value. 16 bytes. The variants holding no reference count come first,
 /// so that telling them apart (on every clone and drop) is one comparison.
 pub enum Value {
@@ -21,7 +24,7 @@ pub enum Value {
     Rat(Rc<num_rational::BigRational>),
     Pair(Rc<Pair>),
     /// Member `.1` of a closure group instance (a plain lambda is a group of one).
-    Closure(Rc<Inst>, u32),
+    Closure(InstRc, u32),
     /// A perturbation-, sensitivity- or reverse-tagged value (AD.md). Never a
     /// real under at most [`Tags::MAX`] tags: that is a [`Value::TReal`].
     Tagged(Tag, Rc<Value>),
@@ -66,7 +69,7 @@ impl Clone for Value {
             Value::Big(x) => std::mem::forget(Rc::clone(x)),
             Value::Rat(x) => std::mem::forget(Rc::clone(x)),
             Value::Pair(x) => std::mem::forget(Rc::clone(x)),
-            Value::Closure(x, _) => std::mem::forget(Rc::clone(x)),
+            Value::Closure(x, _) => std::mem::forget(InstRc::clone(x)),
             Value::Tagged(_, x) => std::mem::forget(Rc::clone(x)),
             Value::Bundle(x) => std::mem::forget(Rc::clone(x)),
             Value::Vector(x) => std::mem::forget(Rc::clone(x)),
@@ -213,7 +216,7 @@ thread_local! {
 fn defer_drop(v: Value) {
     let heavy = match &v {
         Value::Pair(p) => Rc::strong_count(p) == 1,
-        Value::Closure(i, _) => Rc::strong_count(i) == 1 && !i.env.is_empty(),
+        Value::Closure(i, _) => InstRc::strong_count(i) == 1 && i.env_len() != 0,
         _ => false,
     };
     if heavy {
@@ -237,21 +240,6 @@ fn drop_heavy(v: Value) {
         }
     }
     DEPTH.with(|c| c.set(d));
-}
-
-impl Drop for Inst {
-    fn drop(&mut self) {
-        for v in std::mem::take(&mut self.env).into_vec() {
-            defer_drop(v);
-        }
-    }
-}
-
-/// An instance of a closure group: the code plus the captured free variables,
-/// in the group's fixed order.
-pub struct Inst {
-    pub group: Rc<Group>,
-    pub env: Box<[Value]>,
 }
 
 impl Value {
@@ -303,8 +291,13 @@ impl Value {
         Value::Bundle(Rc::new((p, t)))
     }
 
-    pub fn closure(group: Rc<Group>, env: Vec<Value>, idx: u32) -> Value {
-        Value::Closure(Rc::new(Inst { group, env: env.into_boxed_slice() }), idx)
+    /// Member `idx` of an instance of `group` capturing `env` (written in place).
+    pub fn closure(
+        group: Rc<Group>,
+        env: impl IntoIterator<Item = Value, IntoIter: ExactSizeIterator>,
+        idx: u32,
+    ) -> Value {
+        Value::Closure(InstRc::from_exact_iter(group, env), idx)
     }
 
     /// A proper list of the given values.
@@ -397,7 +390,7 @@ impl Value {
     pub fn ptr_id(&self) -> Option<usize> {
         match self {
             Value::Pair(p) => Some(Rc::as_ptr(p) as usize),
-            Value::Closure(i, k) => Some(Rc::as_ptr(i) as usize ^ ((*k as usize) << 48)),
+            Value::Closure(i, k) => Some(InstRc::as_ptr(i) as usize ^ ((*k as usize) << 48)),
             Value::Tagged(_, v) => Some(Rc::as_ptr(v) as usize),
             Value::Bundle(b) => Some(Rc::as_ptr(b) as usize),
             Value::Big(b) => Some(Rc::as_ptr(b) as usize),

@@ -15,7 +15,7 @@ use crate::anf::{Bind, Expr, Group, Kind, Lambda, VarId};
 use crate::error::Result;
 use crate::eval::Machine;
 use crate::prims::{self, Class, PrimId, Rule};
-use crate::value::{Inst, LazyOp, Tag, Value};
+use crate::value::{Inst, InstBuilder, InstRc, LazyOp, Tag, Value};
 use smallvec::{smallvec, SmallVec};
 use std::rc::Rc;
 
@@ -197,7 +197,7 @@ fn only_lambda(binds: &[Bind]) -> Option<&Rc<Group>> {
 /// The backpropagator closure a reverse version returns: group `bp` capturing
 /// `x` or `y` (`true`) at each position of `env`.
 pub(super) fn bp_closure(bp: &Rc<Group>, env: &[bool], x: &Value, y: &Value) -> Value {
-    let captured = env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() }).collect();
+    let captured = env.iter().map(|is_y| if *is_y { y.clone() } else { x.clone() });
     Value::closure(bp.clone(), captured, 0)
 }
 
@@ -609,7 +609,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             Ok(Some(match nat {
                 Native::ShapeR(_, bp) => {
                     let jy = ops::tag(m, Tag::Reverse, &y)?;
-                    Value::cons(jy, Value::closure(bp.clone(), vec![v], 0))
+                    Value::cons(jy, Value::closure(bp.clone(), [v], 0))
                 }
                 _ => match y {
                     Value::Bool(b) => {
@@ -645,7 +645,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             let y = bool_bundle(b);
             m.tick()?;
             let jy = struct_f(m, tag_prim(Tag::Reverse, false), StructOp::Tag(Tag::Reverse), &y)?;
-            Ok(Some(Value::cons(jy, Value::closure(bp_f.clone(), vec![v], 0))))
+            Ok(Some(Value::cons(jy, Value::closure(bp_f.clone(), [v], 0))))
         }
         Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp | Native::FShapeR(..) => Ok(None),
         Native::F(p, f) => {
@@ -1525,7 +1525,7 @@ fn tagged_leaf(v: &Value) -> bool {
 
 /// The forward transform's group of a closure that is neither a primitive's
 /// version nor anything but a forward value: the group it was transformed from.
-fn forward_parent(v: &Value) -> Option<(&Rc<Inst>, u32, &Rc<Group>)> {
+fn forward_parent(v: &Value) -> Option<(&InstRc, u32, &Rc<Group>)> {
     match v {
         Value::Closure(inst, i) if !super::ops::group_is_prim_based(&inst.group) => {
             match &inst.group.origin {
@@ -1596,16 +1596,13 @@ fn struct_f_tree(m: &mut Machine, op: StructOp, v: &Value) -> Result<Option<Valu
                 StructOp::Zero => parent.clone(),
                 _ => return Ok(None),
             };
-            let mut env = Vec::with_capacity(inst.env.len());
+            let mut env = InstBuilder::new(super::transform_group(&g, Kind::F), inst.env.len());
             for x in inst.env.iter() {
                 let Some(y) = struct_f_tree(m, op, x)? else { return Ok(None) };
                 env.push(y);
             }
             m.ad_work += 1;
-            Some(Value::Closure(
-                Rc::new(Inst { group: super::transform_group(&g, Kind::F), env: env.into_boxed_slice() }),
-                i,
-            ))
+            Some(Value::Closure(env.finish(), i))
         }
         _ => None,
     })
@@ -1676,13 +1673,13 @@ fn plus_f_tree(m: &mut Machine, p: PrimId, a: &Value, b: &Value) -> Result<Optio
             if k1 != k2 || !Rc::ptr_eq(&i1.group, &i2.group) || i1.env.len() != i2.env.len() {
                 return Ok(None);
             }
-            let mut env = Vec::with_capacity(i1.env.len());
+            let mut env = InstBuilder::new(i1.group.clone(), i1.env.len());
             for (x, y) in i1.env.iter().zip(i2.env.iter()) {
                 let Some(z) = plus_f_tree(m, p, x, y)? else { return Ok(None) };
                 env.push(z);
             }
             m.ad_work += 1;
-            Some(Value::Closure(Rc::new(Inst { group: i1.group.clone(), env: env.into_boxed_slice() }), k1))
+            Some(Value::Closure(env.finish(), k1))
         }
         _ => None,
     })

@@ -405,8 +405,7 @@ pub fn run(
             }
         }
     }
-    let env: Vec<Value> = pl.caps.iter().map(|i| r[*i as usize].clone()).collect();
-    let bp = Value::closure(pl.bp.clone(), env, 0);
+    let bp = Value::closure(pl.bp.clone(), pl.caps.iter().map(|i| r[*i as usize].clone()), 0);
     Ok(Some(Value::cons(std::mem::replace(&mut r[pl.val as usize], Value::Nil), bp)))
 }
 
@@ -719,7 +718,7 @@ fn bp_core(m: &mut Machine, pl: &BpPlan, inst: &Inst, s: Value, untagged: bool) 
                 r[*d as usize] = if ops::group_is_prim_based(g) {
                     Value::Nil
                 } else {
-                    Value::closure(g.clone(), xs.iter().map(|a| get(&r, env, a)).collect(), *i)
+                    Value::closure(g.clone(), xs.iter().map(|a| get(&r, env, a)), *i)
                 };
             }
         }

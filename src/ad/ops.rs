@@ -4,12 +4,12 @@
 //! transformed (lazily) and their environments mapped.
 
 use super::{rules, transform_group};
-use crate::anf::{Kind, Origin};
+use crate::anf::{Group, Kind, Origin};
 use crate::error::{Error, Result};
 use crate::eval::Machine;
 use crate::num;
 use crate::print::to_string;
-use crate::value::{Inst, Lazy, LazyOp, Tag, Value};
+use crate::value::{Inst, InstBuilder, InstRc, Lazy, LazyOp, Tag, Value};
 use smallvec::SmallVec;
 use std::rc::Rc;
 
@@ -49,18 +49,20 @@ pub(crate) fn prim_name(t: Tag, inverse: bool) -> &'static str {
     }
 }
 
+/// An instance of `group` capturing `f` of each value `inst` captures.
 fn map_env(
     m: &mut Machine,
     inst: &Inst,
+    group: Rc<Group>,
     f: &mut dyn FnMut(&mut Machine, &Value) -> Result<Value>,
-) -> Result<Box<[Value]>> {
+) -> Result<InstRc> {
     // The only deep recursion of the tag operations: closures nested in closures.
     stacker::maybe_grow(RED_ZONE, SEGMENT, || {
-        let mut env = Vec::with_capacity(inst.env.len());
+        let mut env = InstBuilder::new(group, inst.env.len());
         for v in inst.env.iter() {
             env.push(f(m, v)?);
         }
-        Ok(env.into_boxed_slice())
+        Ok(env.finish())
     })
 }
 
@@ -94,8 +96,7 @@ pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
             Value::Prim(_) | Value::Rev(_) => Value::Nil,
             Value::Closure(_, _) if is_prim_based(v) => Value::Nil,
             Value::Closure(inst, i) => {
-                let env = map_env(m, inst, &mut |m, x| zero(m, x))?;
-                Value::Closure(Rc::new(Inst { group: inst.group.clone(), env }), *i)
+                Value::Closure(map_env(m, inst, inst.group.clone(), &mut |m, x| zero(m, x))?, *i)
             }
             Value::Tagged(t, x) => Value::tagged(*t, zero(m, x)?),
             Value::TReal(ts, _) => Value::TReal(*ts, 0.0),
@@ -256,11 +257,11 @@ fn hnf_step(m: &mut Machine, z: &Lazy) -> Result<Value> {
                     None => return Err(op_error(*op, &base)),
                 };
             }
-            let mut env = Vec::with_capacity(inst.env.len());
+            let mut env = InstBuilder::new(g, inst.env.len());
             for x in inst.env.iter() {
                 env.push(make_lazy(m, x, z.zero, z.ops.clone())?);
             }
-            Ok(Value::Closure(Rc::new(Inst { group: g, env: env.into_boxed_slice() }), *i))
+            Ok(Value::Closure(env.finish(), *i))
         }
         other => make_lazy(m, other, z.zero, z.ops.clone()),
     }
@@ -306,7 +307,7 @@ type PlusMemo = Option<rustc_hash::FxHashMap<(usize, usize), Value>>;
 fn shared(v: &Value) -> bool {
     match v {
         Value::Pair(p) => Rc::strong_count(p) > 1,
-        Value::Closure(i, _) => Rc::strong_count(i) > 1,
+        Value::Closure(i, _) => InstRc::strong_count(i) > 1,
         Value::Lazy(z) => Rc::strong_count(z) > 1,
         Value::Vector(x) => Rc::strong_count(x) > 1,
         _ => false,
@@ -347,11 +348,11 @@ fn plus_rec(m: &mut Machine, a: &Value, b: &Value, memo: &mut PlusMemo) -> Resul
             (Value::Closure(i1, k1), Value::Closure(i2, k2))
                 if k1 == k2 && Rc::ptr_eq(&i1.group, &i2.group) && i1.env.len() == i2.env.len() =>
             {
-                let mut env = Vec::with_capacity(i1.env.len());
+                let mut env = InstBuilder::new(i1.group.clone(), i1.env.len());
                 for (x, y) in i1.env.iter().zip(i2.env.iter()) {
                     env.push(plus_rec(m, x, y, memo)?);
                 }
-                Value::Closure(Rc::new(Inst { group: i1.group.clone(), env: env.into_boxed_slice() }), *k1)
+                Value::Closure(env.finish(), *k1)
             }
             (Value::Tagged(..) | Value::TReal(..), Value::Tagged(..) | Value::TReal(..))
                 if a.outer_tag() == b.outer_tag() =>
@@ -468,8 +469,7 @@ fn closure_after(
 ) -> Result<Value> {
     let Value::Closure(inst, i) = v else { return Err(op_error(op, v)) };
     let g = group_after(op, &inst.group).ok_or_else(|| op_error(op, v))?;
-    let env = map_env(m, inst, f)?;
-    Ok(Value::Closure(Rc::new(Inst { group: g, env }), *i))
+    Ok(Value::Closure(map_env(m, inst, g, f)?, *i))
 }
 
 fn not_tagged(t: Tag, v: &Value) -> Error {
@@ -521,10 +521,9 @@ fn bundle_step(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
     Ok(match (p, t) {
         (Value::Nil, Value::Nil) => Value::Nil,
         (Value::Rev(_), Value::Nil) => p.clone(),
-        (Value::Closure(inst, i), Value::Nil) if is_prim_based(p) => Value::Closure(
-            Rc::new(Inst { group: transform_group(&inst.group, Kind::F), env: Box::new([]) }),
-            *i,
-        ),
+        (Value::Closure(inst, i), Value::Nil) if is_prim_based(p) => {
+            Value::Closure(InstRc::empty(transform_group(&inst.group, Kind::F)), *i)
+        }
         (Value::Pair(a), Value::Pair(b)) => {
             Value::cons(bundle(m, &a.car, &b.car)?, bundle(m, &a.cdr, &b.cdr)?)
         }
@@ -534,14 +533,11 @@ fn bundle_step(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
                 Origin::Transformed(Kind::P, g) if Rc::ptr_eq(g, &i1.group) => {}
                 _ => return Err(bundle_mismatch(p, t)),
             }
-            let mut env = Vec::with_capacity(i1.env.len());
+            let mut env = InstBuilder::new(transform_group(&i1.group, Kind::F), i1.env.len());
             for (x, y) in i1.env.iter().zip(i2.env.iter()) {
                 env.push(bundle(m, x, y)?);
             }
-            Value::Closure(
-                Rc::new(Inst { group: transform_group(&i1.group, Kind::F), env: env.into_boxed_slice() }),
-                *k1,
-            )
+            Value::Closure(env.finish(), *k1)
         }
         (Value::Pair(_) | Value::Closure(..), _) | (_, Value::Pair(_) | Value::Closure(..)) => {
             return Err(bundle_mismatch(p, t))

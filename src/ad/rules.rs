@@ -6,8 +6,7 @@ use crate::anf::{Atom, GlobalScope, Group, Kind, Normalizer, Origin};
 use crate::error::{Error, Result};
 use crate::eval::Machine;
 use crate::prims::{self, PrimId, Rule};
-use crate::value::{Inst, Value};
-use std::rc::Rc;
+use crate::value::{InstRc, Value};
 
 /// A scope that sees only primitives (rule code cannot be shadowed by user code).
 pub struct PrimScope;
@@ -78,7 +77,7 @@ pub fn prim_rule(m: &mut Machine, p: PrimId, k: Kind) -> Result<Value> {
     if let Some(ms) = g.members.get() {
         super::native::attach(&g, p, k, &ms[0]);
     }
-    let v = Value::Closure(Rc::new(Inst { group: g, env: Box::new([]) }), 0);
+    let v = Value::Closure(InstRc::empty(g), 0);
     m.prim_rules.insert((p, k as u8), v.clone());
     Ok(v)
 }

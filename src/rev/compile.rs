@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::expand::{self, ConstVal, CoreLambda, DatumKindValue, Pat};
 use crate::prims::{self, PrimId};
 use crate::source::Span;
-use crate::value::{Inst, Value};
+use crate::value::{InstRc, Value};
 use std::rc::Rc;
 
 /// How a natively evaluated primitive is differentiated.
@@ -464,7 +464,7 @@ impl Compiler<'_> {
             CoreLambda { param, body, span: sp, name: Some(format!("expression in {}", self.proc).into()) };
         let mut n = Normalizer::new(&self.scope);
         let g = n.lambda(&lam)?;
-        let f = Value::Closure(Rc::new(Inst { group: g, env: Box::new([]) }), 0);
+        let f = Value::Closure(InstRc::empty(g), 0);
         let args: Vec<RExpr> = used.iter().map(|(_, s)| RExpr::Var(*s)).collect();
         Ok(RExpr::Apply(Box::new(RExpr::Const(f)), args.into_boxed_slice(), sp))
     }
