@@ -1323,7 +1323,7 @@ impl Machine {
 
     /// The two parts of the pair `e` returns (see [`CBind::Split`]).
     #[inline(always)]
-    fn split_expr(&mut self, base: usize, inst: &Rc<Inst>, e: &CExpr, span: Span) -> Result<(Value, Value)> {
+    fn split_expr(&mut self, base: usize, inst: &InstRc, e: &CExpr, span: Span) -> Result<(Value, Value)> {
         let v = match e {
             CExpr::App(f, args, call) => {
                 if let (Some(Value::Closure(ci, 0)), true) = (self.peek(base, inst, f), self.native_rules) {
@@ -1350,8 +1350,8 @@ impl Machine {
     fn split_reverse_call(
         &mut self,
         base: usize,
-        inst: &Rc<Inst>,
-        ci: &Rc<Inst>,
+        inst: &InstRc,
+        ci: &InstRc,
         args: &CArgs,
         call: &Span,
         span: Span,
@@ -1377,7 +1377,7 @@ impl Machine {
     fn split_bp_call(
         &mut self,
         base: usize,
-        inst: &Rc<Inst>,
+        inst: &InstRc,
         c: &crate::resolve::BpCall,
         span: Span,
     ) -> Result<(Value, Value)> {
