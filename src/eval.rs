@@ -1323,7 +1323,14 @@ impl Machine {
 
     /// The two parts of the pair `e` returns (see [`CBind::Split`]).
     #[inline(always)]
-    fn split_expr(&mut self, base: usize, inst: &InstRc, e: &CExpr, span: Span) -> Result<(Value, Value)> {
+    fn split_expr(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        e: &CExpr,
+        span: Span,
+        want_cdr: bool,
+    ) -> Result<(Value, Value)> {
         let v = match e {
             CExpr::App(f, args, call) => {
                 if let (Some(Value::Closure(ci, 0)), true) = (self.peek(base, inst, f), self.native_rules) {
@@ -1331,7 +1338,7 @@ impl Machine {
                         && self.depth < self.max_depth
                     {
                         let ci = ci.clone();
-                        return self.split_reverse_call(base, inst, &ci, args, call, span);
+                        return self.split_reverse_call(base, inst, &ci, args, call, span, want_cdr);
                     }
                 }
                 self.app_push(base, inst, f, args, call)?;
@@ -1347,6 +1354,7 @@ impl Machine {
     /// at once: natively without building the pair where it can be, as an
     /// ordinary call otherwise.
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn split_reverse_call(
         &mut self,
         base: usize,
@@ -1355,10 +1363,11 @@ impl Machine {
         args: &CArgs,
         call: &Span,
         span: Span,
+        want_cdr: bool,
     ) -> Result<(Value, Value)> {
         let n = self.push_args(base, inst, args)?;
         let b = self.stack.len() - n;
-        match crate::ad::native::reverse_parts(self, ci, b, n) {
+        match crate::ad::native::reverse_parts(self, ci, b, n, want_cdr) {
             Ok(Some(parts)) => {
                 self.truncate_to(b);
                 Ok(parts)
@@ -1461,10 +1470,11 @@ impl Machine {
                 self.stack[base + *y as usize] = cdr;
             }
             CBind::Split(e, x, rest, span) => {
-                let (car, cdr) = self.split_expr(base, inst, e, *span)?;
+                let (car, cdr) = self.split_expr(base, inst, e, *span, !matches!(rest, Split::Unread))?;
                 self.stack[base + *x as usize] = car;
                 match rest {
                     Split::Slot(y) => self.stack[base + *y as usize] = cdr,
+                    Split::Unread => drop(cdr),
                     Split::Pair(a, d, span) => {
                         let (cadr, cddr) = self.split_value(cdr, *span)?;
                         self.stack[base + *a as usize] = cadr;

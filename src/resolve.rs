@@ -120,6 +120,9 @@ pub enum CBind {
 /// Where a [`CBind::Split`] puts the second part of its pair.
 pub enum Split {
     Slot(u32),
+    /// The second part is never read: not stored (and, where a native version
+    /// returns it, not built).
+    Unread,
     /// `((cons a b) y)` next, `y` read nowhere else: taken apart in turn.
     Pair(u32, u32, Span),
 }
@@ -616,7 +619,9 @@ impl Resolver {
                     };
                     match binds.pop() {
                         Some(CBind::Let(sr, e)) if fresh && matches!(ca, CAtom::Local(s) if s == sr) => {
-                            binds.push(CBind::Split(e, sx, Split::Slot(sy), *s));
+                            let rest =
+                                if self.uses.contains_key(y) { Split::Slot(sy) } else { Split::Unread };
+                            binds.push(CBind::Split(e, sx, rest, *s));
                         }
                         Some(CBind::Split(e, sr, Split::Slot(sd), s0))
                             if fresh && matches!(ca, CAtom::Local(s) if s == sd) =>

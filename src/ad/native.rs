@@ -707,65 +707,71 @@ pub(super) fn reverse_on_leaves(
     env: &[bool],
     leaves: &[Value],
 ) -> Result<Option<(Value, Value)>> {
-    let Some((x, xs)) = reverse_args(leaves) else { return Ok(None) };
-    reverse_apply(m, prim, bp, env, x, xs, leaves.len()).map(Some)
+    let Some(xs) = reverse_args(leaves) else { return Ok(None) };
+    reverse_apply(m, prim, Some((bp, env)), xs, leaves.len()).map(Some)
 }
 
 /// The numbers under the `*j` tag of a scalar primitive's one or two argument
-/// leaves, if that is what they are: the argument (one number, or a pair of
-/// two) and the numbers.
-fn reverse_args(leaves: &[Value]) -> Option<(Value, [Value; 2])> {
+/// leaves, if that is what they are.
+fn reverse_args(leaves: &[Value]) -> Option<[Value; 2]> {
+    if !matches!(leaves.len(), 1 | 2) {
+        return None;
+    }
     let mut xs = [Value::Nil, Value::Nil];
-    for (i, a) in leaves.iter().take(2).enumerate() {
+    for (i, a) in leaves.iter().enumerate() {
         match a.peel_if(Tag::Reverse) {
             Some(x) if x.is_number() => xs[i] = x,
             _ => return None,
         }
     }
-    let x = match (leaves.len(), &xs) {
-        (1, [a, _]) => a.clone(),
-        (2, [a, b]) => Value::cons(a.clone(), b.clone()),
-        _ => return None,
-    };
-    Some((x, xs))
+    Some(xs)
 }
 
 /// A scalar primitive's reverse version on `n` numbers `xs` (see
-/// [`reverse_on_leaves`]).
-#[allow(clippy::too_many_arguments)]
+/// [`reverse_on_leaves`]): `(*j y)` and the backpropagator, a closure of group
+/// `bp` capturing per `env`, or `()` where `bp` is `None` (the caller reads
+/// no backpropagator, so none is built).
 fn reverse_apply(
     m: &mut Machine,
     prim: PrimId,
-    bp: &Rc<Group>,
-    env: &[bool],
-    x: Value,
+    bp: Option<(&Rc<Group>, &[bool])>,
     xs: [Value; 2],
     n: usize,
 ) -> Result<(Value, Value)> {
     let y = apply(m, prim, &xs[..n])?;
-    let bpv = bp_closure(bp, env, &x, &y);
+    let bpv = match bp {
+        Some((bp, env)) => {
+            let [a, b] = xs;
+            let x = if n == 1 { a } else { Value::cons(a, b) };
+            bp_closure(bp, env, &x, &y)
+        }
+        None => Value::Nil,
+    };
     Ok((Value::tagged(Tag::Reverse, y), bpv))
 }
 
 /// A call of a scalar primitive's reverse version (`inst`, a `Native::R`
 /// closure) on the `nargs` values at `base`, as the two parts of the pair it
-/// returns: `(*j y)` and the backpropagator; `None` (having done nothing) when
-/// the native code does not apply. The call is counted (`tick`) as the
-/// interpreter's would be.
+/// returns: `(*j y)` and the backpropagator (`()` instead unless `want_bp`:
+/// building a closure is not observable, and one never read need not be
+/// built); `None` (having done nothing) when the native code does not apply.
+/// The call is counted (`tick`) as the interpreter's would be.
 pub fn reverse_parts(
     m: &mut Machine,
     inst: &Inst,
     base: usize,
     nargs: usize,
+    want_bp: bool,
 ) -> Result<Option<(Value, Value)>> {
     let Some(Native::R { prim, f, bp, env }) = inst.group.native.get() else { return Ok(None) };
     if matches!(f, Formula::Struct(_)) || matches!(m.stack.get(base), Some(Value::Lazy(_)) | None) {
         return Ok(None);
     }
     let Some(args) = leaves(m, *prim, base, nargs)? else { return Ok(None) };
-    let Some((x, xs)) = reverse_args(&args) else { return Ok(None) };
+    let Some(xs) = reverse_args(&args) else { return Ok(None) };
     m.tick()?;
-    reverse_apply(m, *prim, bp, env, x, xs, args.len()).map(Some)
+    let bp = if want_bp { Some((bp, &env[..])) } else { None };
+    reverse_apply(m, *prim, bp, xs, args.len()).map(Some)
 }
 
 /// The cotangent a scalar primitive's backpropagator (`Native::Bp`) computes

@@ -166,10 +166,10 @@ fn tuple_fast_path_gives_the_same_results_as_the_general_path() {
     }
 }
 
-/// The `CBind::Split`s of a block and its nested blocks: for each, whether its
-/// second part is taken apart in turn.
-fn splits(b: &CBlock, out: &mut Vec<bool>) {
-    let nested = |e: &CExpr, out: &mut Vec<bool>| {
+/// The `CBind::Split`s of a block and its nested blocks: for each, what
+/// becomes of its second part.
+fn splits(b: &CBlock, out: &mut Vec<&'static str>) {
+    let nested = |e: &CExpr, out: &mut Vec<&'static str>| {
         if let CExpr::If(_, t, f) = e {
             splits(t, out);
             splits(f, out);
@@ -178,7 +178,11 @@ fn splits(b: &CBlock, out: &mut Vec<bool>) {
     for bind in &b.binds {
         match bind {
             CBind::Split(e, _, rest, _) => {
-                out.push(matches!(rest, Split::Pair(..)));
+                out.push(match rest {
+                    Split::Slot(_) => "stored",
+                    Split::Unread => "unread",
+                    Split::Pair(..) => "split",
+                });
                 nested(e, out);
             }
             CBind::Let(_, e) => nested(e, out),
@@ -188,7 +192,7 @@ fn splits(b: &CBlock, out: &mut Vec<bool>) {
     nested(&b.tail, out);
 }
 
-fn split_shape(src: &str) -> Vec<bool> {
+fn split_shape(src: &str) -> Vec<&'static str> {
     let mut out = Vec::new();
     splits(&code(&group(src)).members[0].body, &mut out);
     out
@@ -197,16 +201,18 @@ fn split_shape(src: &str) -> Vec<bool> {
 #[test]
 fn a_pair_taken_apart_at_once_is_split_without_being_stored() {
     // (r (f x)) ((cons a b) r): one split
-    assert_eq!(split_shape("(lambda (f x) (let (((cons a b) (f x))) (+ a b)))"), [false]);
+    assert_eq!(split_shape("(lambda (f x) (let (((cons a b) (f x))) (+ a b)))"), ["stored"]);
+    // b never read: not stored
+    assert_eq!(split_shape("(lambda (f x) (let (((cons a b) (f x))) a))"), ["unread"]);
     // and ((cons c d) b) after it: the second part taken apart in turn
-    assert_eq!(split_shape("(lambda (f x) (let (((cons a (cons c d)) (f x))) (+ a (+ c d))))"), [true]);
+    assert_eq!(split_shape("(lambda (f x) (let (((cons a (cons c d)) (f x))) (+ a (+ c d))))"), ["split"]);
     // the pair read again: not split (it must be stored)
     assert_eq!(
         split_shape("(lambda (f x) (let* ((p (f x)) ((cons a b) p)) (cons p a)))"),
-        Vec::<bool>::new()
+        Vec::<&str>::new()
     );
     // a parameter is destructured by the tuple fast path instead
-    assert_eq!(split_shape("(lambda ((cons a b)) (+ a b))"), Vec::<bool>::new());
+    assert_eq!(split_shape("(lambda ((cons a b)) (+ a b))"), Vec::<&str>::new());
 }
 
 /// A split pair is moved apart only when nothing else holds it; a pair that is
