@@ -528,7 +528,7 @@ impl Machine {
             self.stack.truncate(len - nargs);
             return Err(too_deep(self.max_depth, span.copied()));
         }
-        let r = if stack_pointer().wrapping_sub(self.stack_lo) < self.stack_span {
+        let r = if self.stack_ok() {
             self.call_loop(inst, idx, nargs, span)
         } else {
             self.call_loop_grow(inst, idx, nargs, span)
@@ -543,6 +543,22 @@ impl Machine {
     #[cold]
     #[inline(never)]
     fn call_loop_grow(&mut self, inst: &InstRc, idx: u32, nargs: usize, span: Option<&Span>) -> Result<()> {
+        self.with_stack(|m| m.call_loop(inst, idx, nargs, span))
+    }
+
+    /// Whether the native stack has room for another level of evaluation
+    /// without a check by `stacker` (see [`Machine::with_stack`]).
+    #[inline(always)]
+    fn stack_ok(&self) -> bool {
+        stack_pointer().wrapping_sub(self.stack_lo) < self.stack_span
+    }
+
+    /// Runs `f` on a new stack segment if the native stack is running out (or its
+    /// bounds are not known yet), recording the bounds of the stack it runs on so
+    /// that the calls and nested blocks it evaluates can check them cheaply.
+    #[cold]
+    #[inline(never)]
+    fn with_stack<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
         let saved = (self.stack_lo, self.stack_span);
         let r = stacker::maybe_grow(RED_ZONE, SEGMENT, || {
             let sp = stack_pointer();
@@ -555,7 +571,7 @@ impl Machine {
                 // Unknown bounds: check on every call.
                 _ => (self.stack_lo, self.stack_span) = (0, 0),
             }
-            self.call_loop(inst, idx, nargs, span)
+            f(self)
         });
         (self.stack_lo, self.stack_span) = saved;
         r
@@ -1280,7 +1296,14 @@ impl Machine {
             }
             CExpr::If(c, t, f) => {
                 let b = if self.truth(base, inst, c)? { t } else { f };
-                self.run_block::<true>(base, inst, b, 0)?;
+                // A block nested in a binding recurses natively as a call does
+                // (deeply nested source; large frames in a debug build), so it
+                // checks the native stack as a call does.
+                if self.stack_ok() {
+                    self.run_block::<true>(base, inst, b, 0)?;
+                } else {
+                    self.with_stack(|m| m.run_block::<true>(base, inst, b, 0))?;
+                }
                 Ok(self.pop())
             }
             CExpr::MakeEnvSensLike(l, xs) => {

@@ -197,6 +197,21 @@ fn deep_non_tail_recursion_grows_the_stack() {
     assert_eq!(run(&src), [n.to_string()]);
 }
 
+#[test]
+fn nested_blocks_in_a_body_grow_the_stack() {
+    // A conditional in a binding is evaluated by a nested native call of the
+    // evaluator, not by a procedure call, so it checks the native stack as a
+    // call does: 12 of them nested in each of 2000 recursive calls take more
+    // native stack per call than the red zone left by the check at each call
+    // (in a debug build, whose frames are tens of KiB).
+    let k = 12;
+    let mut body = "(g (- n 1))".to_string();
+    for i in (0..k).rev() {
+        body = format!("(let ((x{i} (if (> n 0) (+ 1 {body}) 0))) x{i})");
+    }
+    assert_eq!(run(&format!("(define (g n) {body}) (g 2000)")), [(k * 2000).to_string()]);
+}
+
 /// The requirement: 1,000,000 nested calls work. Ignored by default because it needs
 /// about 7 GB of native stack in a debug build (about 1.3 GB in release); run it with
 /// `cargo test --release -- --ignored deep_recursion_of_a_million_frames`.
