@@ -394,6 +394,7 @@ impl Repl {
                 Step::Expr { thunk, .. } => {
                     self.guarded(|s| s.run_thunk(&thunk)).map(|v| self.print_value(&v))
                 }
+                Step::Failed { error, .. } => Err(error),
             };
             if let Err(e) = r {
                 return self.report(&e);
@@ -566,6 +567,7 @@ impl Repl {
                 }
                 GState::Thunk(_) => "not evaluated (its evaluation failed)".to_string(),
                 GState::Forcing => "being evaluated".to_string(),
+                GState::Failed(_) => "not defined (it failed to compile)".to_string(),
             };
             let shadow = if self.prelude.contains_key(&name) { "  (replaces the prelude's)" } else { "" };
             out.push(format!("{:<width$}  {}{}", name, what, shadow, width = width));

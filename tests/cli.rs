@@ -452,6 +452,30 @@ fn test_command_counts_a_file_that_does_not_compile_as_a_failure() {
 }
 
 #[test]
+fn test_command_goes_on_past_an_annotation_that_does_not_compile() {
+    let d = Dir::new();
+    d.file(
+        "t.vlad",
+        "(nope 1) ===> (error \"unbound variable `nope`\")\n(nope 2) ===> 2\n(if 1) ===> 3\n\
+         (define (f x) (g x))\n(f 1) ===> 1\n(define 5 1)\n(+ 1 2) ===> 3\n",
+    );
+    let o = vlad(&d, &["test", "t.vlad"]);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stdout,
+        "t.vlad:2: expected 2, got error: unbound variable `nope`
+t.vlad:3: expected 3, got error: `if` needs a test, a consequent and an alternative
+t.vlad:5: expected 1, got error: unbound variable `g`
+t.vlad:6:9: definition failed: bad `define`: expected a name or `(name parameter ...)`
+2 passed, 4 failed
+"
+    );
+    // `vlad run` still rejects the program before anything runs.
+    let o = vlad(&d, &["run", "t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (1, ""));
+}
+
+#[test]
 fn test_command_with_include_path() {
     let d = Dir::new();
     d.file("t/t.vlad", "(include \"lib\")\n(c) ===> 3\n").file("libdir/lib.vlad", "(define (c) 3)\n");
