@@ -298,7 +298,7 @@ impl Session {
                 return r;
             }
         }
-        Err(Error::syntax(span, format!("include: cannot find \"{}\" (searched the including file's directory, -I directories, and the prelude)", target)))
+        Err(Error::syntax(span, format!("include not found: \"{}\" (searched the including file's directory, -I directories, and the prelude)", target)))
     }
 
     /// Compiles items: allocates globals, checks duplicates and scopes, and

@@ -154,7 +154,7 @@ fn include_not_found() {
     assert_eq!(o.stdout, "");
     assert_stderr(
         &o,
-        "bad.vlad:2:1: error: include: cannot find \"nope\" (searched the including file's directory, -I directories, and the prelude)\n  | (include \"nope\")\n  | ^\n",
+        "bad.vlad:2:1: error: include not found: \"nope\" (searched the including file's directory, -I directories, and the prelude)\n  | (include \"nope\")\n  | ^\n",
     );
 }
 
@@ -371,7 +371,7 @@ fn run_with_include_search_path() {
     // without -I, lib is not found
     let o = vlad(&d, &["run", "src/main.vlad"]);
     assert_eq!(o.code, 1);
-    assert!(o.stderr.starts_with("src/main.vlad:2:1: error: include: cannot find \"lib\""), "{}", o.stderr);
+    assert!(o.stderr.starts_with("src/main.vlad:2:1: error: include not found: \"lib\""), "{}", o.stderr);
 }
 
 #[test]
