@@ -390,7 +390,9 @@ impl Repl {
         };
         for step in unit.steps {
             let r = match step {
-                Step::Define(g, _) => self.guarded(|s| s.m.global(g).map(|_| ())),
+                Step::Define(g, _) => {
+                    self.guarded(|s| s.m.global(g).map_err(|e| s.name_pattern(e)).map(|_| ()))
+                }
                 Step::Expr { thunk, .. } => {
                     self.guarded(|s| s.run_thunk(&thunk)).map(|v| self.print_value(&v))
                 }

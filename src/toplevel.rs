@@ -440,7 +440,7 @@ impl Session {
     pub fn run_define(&mut self, g: u32) -> Result<Value> {
         self.m.stack.clear();
         self.m.depth = 0;
-        self.m.global(g)
+        self.m.global(g).map_err(|e| self.name_pattern(e))
     }
 
     /// Runs a thunk group.
@@ -448,7 +448,30 @@ impl Session {
         self.m.stack.clear();
         self.m.depth = 0;
         self.m.stack.push(Value::Nil);
-        self.m.call_closure(Rc::new(Inst { group: g.clone(), env: Box::new([]) }), 0, 1, None)
+        self.m
+            .call_closure(Rc::new(Inst { group: g.clone(), env: Box::new([]) }), 0, 1, None)
+            .map_err(|e| self.name_pattern(e))
+    }
+
+    /// A pattern mismatch names the pattern (LANGUAGE.md: "a run-time error naming
+    /// the pattern and the value"): the evaluator knows only its location, so its
+    /// source text is added here.
+    pub fn name_pattern(&self, mut e: Error) -> Error {
+        if !e.message.starts_with("pattern mismatch:") || e.message.contains(", for the pattern `") {
+            return e;
+        }
+        let Some(sp) = e.span else { return e };
+        let text = self.sources.file(sp.file).and_then(|f| f.text.get(sp.start as usize..sp.end as usize));
+        // The location is a pattern's, or a call's that destructures inline (`(car 5)`).
+        let is_pattern = |t: &&str| {
+            crate::reader::read_all(t, u32::MAX)
+                .is_ok_and(|ds| !ds.is_empty() && ds.iter().all(|d| expand::pattern(d).is_ok()))
+        };
+        if let Some(text) = text.filter(|t| t.chars().count() <= 80).filter(is_pattern) {
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            e.message = format!("{}, for the pattern `{}`", e.message, text);
+        }
+        e
     }
 
     /// Runs program text as one unit (definitions and expressions, as a file would)

@@ -196,7 +196,7 @@ fn pattern_mismatch() {
     assert_eq!(o.code, 1);
     assert_stderr(
         &o,
-        "bad.vlad:1:12: error: pattern mismatch: expected a pair, got 5 (an exact integer)
+        "bad.vlad:1:12: error: pattern mismatch: expected a pair, got 5 (an exact integer), for the pattern `(cons a b)`
   | (define (f (cons a b)) a)
   |            ^
   in f called at bad.vlad:2:20
