@@ -150,6 +150,9 @@ pub fn datum_text(d: &Datum) -> String {
 /// Checks one file in a fresh session made by `new_session`.
 pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut Report) {
     let mut sess = new_session();
+    // One annotation that fails to compile fails (or, expecting an error, passes)
+    // by itself; the checks after it still run.
+    sess.defer_errors = true;
     let fail = |report: &mut Report, line: String| {
         report.failed += 1;
         report.failures.push(line);
@@ -170,8 +173,16 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
                     fail(report, format!("{}: definition failed: {}", loc, e.message));
                 }
             }
-            Step::Expr { thunk, span, expected } => {
-                let r = sess.run_thunk(&thunk);
+            Step::Failed { error, span, definition: true, .. } => {
+                let loc = sess.sources.location(span);
+                fail(report, format!("{}: definition failed: {}", loc, error.message));
+            }
+            Step::Expr { .. } | Step::Failed { .. } => {
+                let (r, span, expected) = match step {
+                    Step::Expr { thunk, span, expected } => (sess.run_thunk(&thunk), span, expected),
+                    Step::Failed { error, span, expected, .. } => (Err(error), span, expected),
+                    Step::Define(..) => unreachable!(),
+                };
                 let loc = sess.sources.location(span);
                 let loc = loc.rsplit_once(':').map(|(a, _)| a.to_string()).unwrap_or(loc);
                 match check(&r, expected.as_ref()) {

@@ -241,6 +241,7 @@ fn run_file(file: &Path, opts: &Opts) -> i32 {
                 let text = crate::print::to_string(&v);
                 let _ = writeln!(s.m.out, "{}", text);
             }),
+            Step::Failed { error, .. } => Err(error),
         };
         if let Err(e) = r {
             let _ = s.m.out.flush();
@@ -284,7 +285,7 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, inverse: bool, opts: &Opt
         .iter()
         .map(|it| match it {
             Item::Define { name, .. } | Item::DefineReversible { name, .. } => Some(name.clone()),
-            Item::Expr { .. } => None,
+            Item::Expr { .. } | Item::Broken { .. } => None,
         })
         .collect();
     let unit = match s.compile(items) {
@@ -297,7 +298,7 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, inverse: bool, opts: &Opt
     // The expressions' thunks, in order (definitions are found through the scope).
     let mut exprs = unit.steps.iter().filter_map(|st| match st {
         Step::Expr { thunk, .. } => Some(thunk.clone()),
-        Step::Define(..) => None,
+        Step::Define(..) | Step::Failed { .. } => None,
     });
     let mut code = 0;
     let mut out = String::new();

@@ -84,8 +84,8 @@ impl Error {
                 out.push_str(&format!("{}: error: {}\n", sm.location(sp), self.message));
                 if let Some(f) = sm.file(sp.file) {
                     let (line, col) = f.line_col(sp.start);
-                    let text = f.line_text(line);
-                    out.push_str(&format!("  | {}\n  | {}^\n", text, " ".repeat(col.saturating_sub(1))));
+                    let (text, caret) = excerpt(f.line_text(line), col.saturating_sub(1));
+                    out.push_str(&format!("  | {}\n  | {}^\n", text, caret));
                 }
             }
             None => out.push_str(&format!("error: {}\n", self.message)),
@@ -101,5 +101,55 @@ impl Error {
             out.push_str(&format!("  ... {} more frames\n", self.trace_elided));
         }
         out
+    }
+}
+
+/// Longest source line shown whole under an error; a longer one is cut to a
+/// window around the caret.
+const EXCERPT_WIDTH: usize = 120;
+
+/// The source line to show and the padding that puts a caret under character
+/// `col` (0-based) of it: tabs in the padding stay tabs so the caret lines up,
+/// and a very long line (generated or minified code) is cut around the caret.
+fn excerpt(line: &str, col: usize) -> (String, String) {
+    let chars: Vec<char> = line.chars().collect();
+    let col = col.min(chars.len());
+    let (from, to) = if chars.len() <= EXCERPT_WIDTH {
+        (0, chars.len())
+    } else {
+        let from = col.saturating_sub(EXCERPT_WIDTH / 2);
+        (from, (from + EXCERPT_WIDTH).min(chars.len()))
+    };
+    let mut text: String = if from > 0 { "...".into() } else { String::new() };
+    let mut pad: String = if from > 0 { "   ".into() } else { String::new() };
+    text.extend(&chars[from..to]);
+    if to < chars.len() {
+        text.push_str("...");
+    }
+    pad.extend(chars[from..col].iter().map(|&c| if c == '\t' { '\t' } else { ' ' }));
+    (text, pad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::excerpt;
+
+    #[test]
+    fn the_caret_lines_up_under_tabs() {
+        let (text, pad) = excerpt("\t(f\tx)", 4);
+        assert_eq!(text, "\t(f\tx)");
+        assert_eq!(pad, "\t  \t");
+    }
+
+    #[test]
+    fn a_very_long_line_is_cut_around_the_caret() {
+        let line = format!("{}(car 5){}", "(".repeat(1000), ")".repeat(1000));
+        let (text, pad) = excerpt(&line, 1000);
+        assert!(text.starts_with("...(") && text.ends_with(")..."), "{text}");
+        assert!(text.chars().count() <= super::EXCERPT_WIDTH + 6);
+        let caret = pad.chars().count();
+        assert_eq!(text.chars().skip(caret).take(8).collect::<String>(), "(car 5))");
+        // a short line is shown whole
+        assert_eq!(excerpt("(car 5)", 0), ("(car 5)".to_string(), String::new()));
     }
 }

@@ -28,6 +28,9 @@ pub enum GState {
     /// A constant definition not evaluated yet: a thunk group taking `'()`.
     Thunk(Rc<Group>),
     Forcing,
+    /// A definition that failed to compile (`vlad test` goes on past it): using
+    /// it raises that error.
+    Failed(Error),
 }
 
 enum Next {
@@ -312,6 +315,7 @@ impl Machine {
                 Some(self.globals[id as usize].span),
                 format!("the definition of `{}` depends on its own value", self.globals[id as usize].name),
             )),
+            GState::Failed(e) => Err(e.clone()),
             GState::Thunk(g) => {
                 let g = g.clone();
                 self.globals[id as usize].state = GState::Forcing;

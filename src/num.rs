@@ -82,7 +82,7 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
             '*' => x.checked_mul(*y),
             _ => {
                 if *y == 0 {
-                    return Some(Err("division by exact zero".into()));
+                    return Some(Err("exact division by zero".into()));
                 }
                 // `checked_rem` is `None` only for i64::MIN / -1, which the big path handles.
                 match x.checked_rem(*y) {
@@ -104,7 +104,7 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
             '*' => from_big(x * y),
             _ => {
                 if y.is_zero() {
-                    return Some(Err("division by exact zero".into()));
+                    return Some(Err("exact division by zero".into()));
                 }
                 let (q, r) = x.div_rem(&y);
                 if r.is_zero() {
@@ -123,7 +123,7 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
             '*' => from_rat(x * y),
             _ => {
                 if y.is_zero() {
-                    return Some(Err("division by exact zero".into()));
+                    return Some(Err("exact division by zero".into()));
                 }
                 from_rat(x / y)
             }

@@ -390,10 +390,13 @@ impl Repl {
         };
         for step in unit.steps {
             let r = match step {
-                Step::Define(g, _) => self.guarded(|s| s.m.global(g).map(|_| ())),
+                Step::Define(g, _) => {
+                    self.guarded(|s| s.m.global(g).map_err(|e| s.name_pattern(e)).map(|_| ()))
+                }
                 Step::Expr { thunk, .. } => {
                     self.guarded(|s| s.run_thunk(&thunk)).map(|v| self.print_value(&v))
                 }
+                Step::Failed { error, .. } => Err(error),
             };
             if let Err(e) = r {
                 return self.report(&e);
@@ -566,6 +569,7 @@ impl Repl {
                 }
                 GState::Thunk(_) => "not evaluated (its evaluation failed)".to_string(),
                 GState::Forcing => "being evaluated".to_string(),
+                GState::Failed(_) => "not defined (it failed to compile)".to_string(),
             };
             let shadow = if self.prelude.contains_key(&name) { "  (replaces the prelude's)" } else { "" };
             out.push(format!("{:<width$}  {}{}", name, what, shadow, width = width));

@@ -42,6 +42,12 @@ pub enum Item {
         datum: Datum,
         expected: Option<Datum>,
     },
+    /// A definition that could not be parsed (only with `Session::defer_errors`):
+    /// its name, when it has one, raises the error when used.
+    Broken {
+        name: Option<(Rc<str>, Span)>,
+        error: Error,
+    },
 }
 
 /// A session: the machine, the sources, and the names defined so far.
@@ -58,6 +64,11 @@ pub struct Session {
     pub accessors: FxHashMap<u32, &'static [bool]>,
     /// Set while `Session::new` compiles the built-in prelude.
     loading_prelude: bool,
+    /// `vlad test`: an expression that fails to compile becomes a
+    /// [`Step::Failed`] (a check that fails, or passes if it expects an error)
+    /// and a definition that fails to compile raises its error when used,
+    /// instead of the whole unit being rejected.
+    pub defer_errors: bool,
 }
 
 /// The prelude's pair accessors and the parts they take, innermost first (`true` = car).
@@ -81,6 +92,9 @@ pub enum Step {
     Define(u32, Span),
     /// Evaluate an expression (a thunk) and print or check its value.
     Expr { thunk: Rc<Group>, span: Span, expected: Option<Datum> },
+    /// An expression that failed to compile, or a definition that failed to parse
+    /// and has no name (only with `Session::defer_errors`).
+    Failed { error: Error, span: Span, expected: Option<Datum>, definition: bool },
 }
 
 struct Scope<'a> {
@@ -140,6 +154,7 @@ impl Session {
             prelude_names: Vec::new(),
             accessors: FxHashMap::default(),
             loading_prelude: false,
+            defer_errors: false,
         }
     }
 
@@ -202,24 +217,29 @@ impl Session {
                         items.extend(self.include(&target, d.span, dir, stack)?);
                         continue;
                     }
-                    Some("define") => {
+                    Some(head @ ("define" | "define-reversible")) => {
                         if expected.is_some() {
                             return Err(Error::syntax(d.span, "a definition has no value to check"));
                         }
-                        items.push(parse_define(&d, list)?);
-                        continue;
-                    }
-                    Some("define-reversible") => {
-                        if expected.is_some() {
-                            return Err(Error::syntax(d.span, "a definition has no value to check"));
+                        let item = if head == "define" {
+                            parse_define(&d, list)
+                        } else {
+                            crate::rev::syntax::parse_define(&d).and_then(|def| {
+                                check_name(&list[1].as_list().unwrap()[0], &def.name)?;
+                                Ok(Item::DefineReversible {
+                                    name: def.name.clone(),
+                                    name_span: def.name_span,
+                                    def: Box::new(def),
+                                })
+                            })
+                        };
+                        match item {
+                            Ok(item) => items.push(item),
+                            Err(error) if self.defer_errors => {
+                                items.push(Item::Broken { name: defined_name(list), error })
+                            }
+                            Err(e) => return Err(e),
                         }
-                        let def = crate::rev::syntax::parse_define(&d)?;
-                        check_name(&list[1].as_list().unwrap()[0], &def.name)?;
-                        items.push(Item::DefineReversible {
-                            name: def.name.clone(),
-                            name_span: def.name_span,
-                            def: Box::new(def),
-                        });
                         continue;
                     }
                     _ => {}
@@ -278,7 +298,7 @@ impl Session {
                 return r;
             }
         }
-        Err(Error::syntax(span, format!("include: cannot find \"{}\" (searched the including file's directory, -I directories, and the prelude)", target)))
+        Err(Error::syntax(span, format!("include not found: \"{}\" (searched the including file's directory, -I directories, and the prelude)", target)))
     }
 
     /// Compiles items: allocates globals, checks duplicates and scopes, and
@@ -309,7 +329,9 @@ impl Session {
         let mut defined: FxHashMap<Rc<str>, (u32, Span)> = FxHashMap::default();
         let mut full: FxHashMap<Rc<str>, u32> = FxHashMap::default();
         for it in &items {
-            if let Item::Define { name, name_span, .. } | Item::DefineReversible { name, name_span, .. } = it
+            if let Item::Define { name, name_span, .. }
+            | Item::DefineReversible { name, name_span, .. }
+            | Item::Broken { name: Some((name, name_span)), .. } = it
             {
                 if let Some((_, prev)) = defined.get(name) {
                     return Err(Error::syntax(
@@ -363,7 +385,11 @@ impl Session {
                         Ok(())
                     })();
                     if let Err(e) = r {
-                        errors.push(e);
+                        if self.defer_errors {
+                            self.m.globals[g as usize].state = GState::Failed(e);
+                        } else {
+                            errors.push(e);
+                        }
                     }
                 }
                 Item::DefineReversible { name, def, .. } => {
@@ -372,15 +398,30 @@ impl Session {
                     let scope = Scope { base: &self.scope, local: &full, accessors: &self.accessors };
                     match crate::rev::define(*def, &scope) {
                         Ok(v) => self.m.globals[g as usize].state = GState::Value(v),
+                        Err(e) if self.defer_errors => self.m.globals[g as usize].state = GState::Failed(e),
                         Err(e) => errors.push(e),
                     }
                 }
+                Item::Broken { name, error } => match name {
+                    Some((name, _)) => {
+                        let g = defined[&name].0;
+                        visible.insert(name, g);
+                        self.m.globals[g as usize].state = GState::Failed(error);
+                    }
+                    None => {
+                        let span = error.span.unwrap_or_default();
+                        steps.push(Step::Failed { error, span, expected: None, definition: true })
+                    }
+                },
                 Item::Expr { datum, expected } => {
                     let scope = Scope { base: &self.scope, local: &visible, accessors: &self.accessors };
                     let mut n = Normalizer::new(&scope);
                     let r = expand::expand(&datum).and_then(|core| n.lambda(&thunk(core, None)));
                     match r {
                         Ok(grp) => steps.push(Step::Expr { thunk: grp, span: datum.span, expected }),
+                        Err(error) if self.defer_errors => {
+                            steps.push(Step::Failed { error, span: datum.span, expected, definition: false })
+                        }
                         Err(e) => errors.push(e),
                     }
                 }
@@ -399,7 +440,7 @@ impl Session {
     pub fn run_define(&mut self, g: u32) -> Result<Value> {
         self.m.stack.clear();
         self.m.depth = 0;
-        self.m.global(g)
+        self.m.global(g).map_err(|e| self.name_pattern(e))
     }
 
     /// Runs a thunk group.
@@ -407,7 +448,28 @@ impl Session {
         self.m.stack.clear();
         self.m.depth = 0;
         self.m.stack.push(Value::Nil);
-        self.m.call_closure(InstRc::empty(g.clone()), 0, 1, None)
+        self.m.call_closure(InstRc::empty(g.clone()), 0, 1, None).map_err(|e| self.name_pattern(e))
+    }
+
+    /// A pattern mismatch names the pattern (LANGUAGE.md: "a run-time error naming
+    /// the pattern and the value"): the evaluator knows only its location, so its
+    /// source text is added here.
+    pub fn name_pattern(&self, mut e: Error) -> Error {
+        if !e.message.starts_with("pattern mismatch:") || e.message.contains(", for the pattern `") {
+            return e;
+        }
+        let Some(sp) = e.span else { return e };
+        let text = self.sources.file(sp.file).and_then(|f| f.text.get(sp.start as usize..sp.end as usize));
+        // The location is a pattern's, or a call's that destructures inline (`(car 5)`).
+        let is_pattern = |t: &&str| {
+            crate::reader::read_all(t, u32::MAX)
+                .is_ok_and(|ds| !ds.is_empty() && ds.iter().all(|d| expand::pattern(d).is_ok()))
+        };
+        if let Some(text) = text.filter(|t| t.chars().count() <= 80).filter(is_pattern) {
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            e.message = format!("{}, for the pattern `{}`", e.message, text);
+        }
+        e
     }
 
     /// Runs program text as one unit (definitions and expressions, as a file would)
@@ -422,6 +484,7 @@ impl Session {
                 Step::Define(g, _) => {
                     self.run_define(g)?;
                 }
+                Step::Failed { error, .. } => return Err(error),
                 Step::Expr { thunk, .. } => {
                     // Callers get plain data: pending lazy AD operations are applied.
                     let v = self.run_thunk(&thunk)?;
@@ -501,6 +564,20 @@ fn parse_define(d: &Datum, list: &[Datum]) -> Result<Item> {
             }
         }
         _ => Err(Error::syntax(list[1].span, "bad `define`: expected a name or `(name parameter ...)`")),
+    }
+}
+
+/// The name a `define` or `define-reversible` form would define, if it has one.
+fn defined_name(list: &[Datum]) -> Option<(Rc<str>, Span)> {
+    let mut target = list.get(1)?;
+    loop {
+        match &target.kind {
+            DatumKind::Symbol(name) if !expand::KEYWORDS.contains(&&**name) && &**name != "===>" => {
+                return Some((name.clone(), target.span))
+            }
+            DatumKind::List(items, None) if !items.is_empty() => target = &items[0],
+            _ => return None,
+        }
     }
 }
 

@@ -154,7 +154,7 @@ fn include_not_found() {
     assert_eq!(o.stdout, "");
     assert_stderr(
         &o,
-        "bad.vlad:2:1: error: include: cannot find \"nope\" (searched the including file's directory, -I directories, and the prelude)\n  | (include \"nope\")\n  | ^\n",
+        "bad.vlad:2:1: error: include not found: \"nope\" (searched the including file's directory, -I directories, and the prelude)\n  | (include \"nope\")\n  | ^\n",
     );
 }
 
@@ -196,7 +196,7 @@ fn pattern_mismatch() {
     assert_eq!(o.code, 1);
     assert_stderr(
         &o,
-        "bad.vlad:1:12: error: pattern mismatch: expected a pair, got 5 (an exact integer)
+        "bad.vlad:1:12: error: pattern mismatch: expected a pair, got 5 (an exact integer), for the pattern `(cons a b)`
   | (define (f (cons a b)) a)
   |            ^
   in f called at bad.vlad:2:20
@@ -371,7 +371,7 @@ fn run_with_include_search_path() {
     // without -I, lib is not found
     let o = vlad(&d, &["run", "src/main.vlad"]);
     assert_eq!(o.code, 1);
-    assert!(o.stderr.starts_with("src/main.vlad:2:1: error: include: cannot find \"lib\""), "{}", o.stderr);
+    assert!(o.stderr.starts_with("src/main.vlad:2:1: error: include not found: \"lib\""), "{}", o.stderr);
 }
 
 #[test]
@@ -449,6 +449,30 @@ fn test_command_counts_a_file_that_does_not_compile_as_a_failure() {
     let o = vlad(&d, &["test", "a.vlad", "b.vlad"]);
     assert_eq!(o.code, 1);
     assert_eq!(o.stdout, "b.vlad:2:1: error: unclosed list (missing `)`)\n1 passed, 1 failed\n");
+}
+
+#[test]
+fn test_command_goes_on_past_an_annotation_that_does_not_compile() {
+    let d = Dir::new();
+    d.file(
+        "t.vlad",
+        "(nope 1) ===> (error \"unbound variable `nope`\")\n(nope 2) ===> 2\n(if 1) ===> 3\n\
+         (define (f x) (g x))\n(f 1) ===> 1\n(define 5 1)\n(+ 1 2) ===> 3\n",
+    );
+    let o = vlad(&d, &["test", "t.vlad"]);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stdout,
+        "t.vlad:2: expected 2, got error: unbound variable `nope`
+t.vlad:3: expected 3, got error: `if` needs a test, a consequent and an alternative
+t.vlad:5: expected 1, got error: unbound variable `g`
+t.vlad:6:9: definition failed: bad `define`: expected a name or `(name parameter ...)`
+2 passed, 4 failed
+"
+    );
+    // `vlad run` still rejects the program before anything runs.
+    let o = vlad(&d, &["run", "t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (1, ""));
 }
 
 #[test]

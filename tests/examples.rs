@@ -43,6 +43,7 @@ fn run_example(name: &str) -> Session {
         let r = match step {
             Step::Define(g, _) => s.run_define(g).map(|_| ()),
             Step::Expr { thunk, .. } => s.run_thunk(&thunk).map(|_| ()),
+            Step::Failed { error, .. } => Err(error),
         };
         if let Err(e) = r {
             panic!("{}: {}", name, e.render(&s.sources));

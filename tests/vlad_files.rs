@@ -75,15 +75,26 @@ fn check_text(n: u32, text: &str) -> (Report, String) {
 }
 
 #[test]
-fn a_file_that_does_not_compile_is_one_failure() {
-    // (fact 25) is used before its definition: a compile error fails the whole file
+fn an_expression_that_does_not_compile_is_one_failure() {
+    // (fact 25) is used before its definition: that check fails, the others still run
     let (r, name) = check_text(
         1,
-        "(+ 1 2) ===> 4\n(list 1 2) ===> (1 2 3)\n(= 1 2)\n(car '(1)) ===> (error \"\")\n\
-         (car 5) ===> (error \"^zzz\")\n(fact 25) ===> 1\n(+ 1 1) ===> 2\n\
-         (define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))\n",
+        "(+ 1 2) ===> 4\n(car '(1)) ===> 1\n(fact 25) ===> 1\n(+ 1 1) ===> 2\n\
+         (define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))\n(fact 3) ===> 6\n",
     );
-    assert_eq!(r.failures, [format!("{name}:6:2: error: unbound variable `fact`")]);
+    let expected = [
+        format!("{name}:1: expected 4, got 3"),
+        format!("{name}:3: expected 1, got error: unbound variable `fact`"),
+    ];
+    assert_eq!(r.failures, expected);
+    assert_eq!((r.passed, r.failed), (3, 2));
+}
+
+/// A file the reader cannot read is one failure.
+#[test]
+fn a_file_that_does_not_read_is_one_failure() {
+    let (r, name) = check_text(3, "(+ 1 2) ===> 3\n(+ 1\n");
+    assert_eq!(r.failures, [format!("{name}:2:1: error: unclosed list (missing `)`)")]);
     assert_eq!((r.passed, r.failed), (0, 1));
 }
 

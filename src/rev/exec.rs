@@ -247,7 +247,7 @@ pub fn div_exact(a: &Value, b: &Value) -> Option<std::result::Result<Value, Stri
     if num::is_exact_num(a) && num::is_exact_num(b) {
         let (x, y) = (num::rat(a)?, num::rat(b)?);
         if y.is_zero() {
-            return Some(Err("division by exact zero".into()));
+            return Some(Err("exact division by zero".into()));
         }
         return Some(Ok(num::from_rat(x / y)));
     }
