@@ -216,8 +216,15 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
         .map(|(i, l)| {
             let mut uses = FxHashMap::default();
             count_uses_block(&l.body, &mut uses);
-            let mut r =
-                Resolver { map: outer.clone(), nslots: 0, free: Vec::new(), uses, params: vec![l.param] };
+            let last = last_reads(l);
+            let mut r = Resolver {
+                map: outer.clone(),
+                nslots: 0,
+                free: Vec::new(),
+                uses,
+                last,
+                params: vec![l.param],
+            };
             let param = tuple_param(l, &mut r);
             let body = r.block(&l.body);
             LambdaCode {
@@ -353,8 +360,59 @@ struct Resolver {
     free: Vec<u32>,
     /// How often each variable of the lambda is read.
     uses: FxHashMap<VarId, u32>,
+    /// Where each variable of the lambda is read last (see [`last_reads`]).
+    last: FxHashMap<VarId, usize>,
     /// Variables bound outside any block (the parameter): released by the body.
     params: Vec<VarId>,
+}
+
+/// For each variable of a lambda that is read, the index of the binding of the
+/// block that binds it (the body, for the parameter) that reads it last, itself or
+/// in a block nested in it; the block's length if that is its result. One walk of
+/// the body, so that deeply nested blocks resolve in linear time.
+fn last_reads(l: &Lambda) -> FxHashMap<VarId, usize> {
+    struct Walk {
+        /// The nesting depth of the block binding each variable.
+        depth: FxHashMap<VarId, usize>,
+        /// The index of the binding being walked in each enclosing block.
+        at: Vec<usize>,
+        last: FxHashMap<VarId, usize>,
+    }
+    impl Walk {
+        fn read(&mut self, a: &Atom) {
+            if let Atom::Var(v) = a {
+                if let Some(&d) = self.depth.get(v) {
+                    self.last.insert(*v, self.at[d]);
+                }
+            }
+        }
+        fn block(&mut self, b: &Block) {
+            let d = self.at.len();
+            self.at.push(0);
+            for (i, bind) in b.binds.iter().enumerate() {
+                self.at[d] = i;
+                match bind {
+                    Bind::Let(_, Expr::If(c, t, e)) => {
+                        self.read(c);
+                        self.block(t);
+                        self.block(e);
+                    }
+                    // No other binding has a nested block.
+                    bind => visit_bind(bind, &mut |v| self.read(&Atom::Var(v))),
+                }
+                for v in bound_vars(bind) {
+                    self.depth.insert(v, d);
+                }
+            }
+            self.at[d] = b.binds.len();
+            self.read(&b.result);
+            self.at.pop();
+        }
+    }
+    let mut w = Walk { depth: FxHashMap::default(), at: Vec::new(), last: FxHashMap::default() };
+    w.depth.insert(l.param, 0);
+    w.block(&l.body);
+    w.last
 }
 
 impl Resolver {
@@ -506,26 +564,17 @@ impl Resolver {
         // results; the blocks nested in it are resolved before, so they do not
         // reuse them) and by the bindings after it. Variables never read free
         // their slots after the binding that binds them.
-        let mut last: FxHashMap<VarId, usize> = FxHashMap::default();
-        for (i, bind) in b.binds.iter().enumerate() {
-            visit_bind(bind, &mut |v| {
-                last.insert(v, i);
-            });
-        }
-        visit_atom(&b.result, &mut |v| {
-            last.insert(v, n);
-        });
         let mut dying: Vec<Vec<VarId>> = vec![Vec::new(); n + 1];
         let mut unread: Vec<Vec<VarId>> = vec![Vec::new(); n + 1];
         for v in std::mem::take(&mut self.params) {
-            match last.get(&v) {
+            match self.last.get(&v) {
                 Some(&l) => dying[l].push(v),
                 None => self.release(v),
             }
         }
         for (i, bind) in b.binds.iter().enumerate() {
             for v in bound_vars(bind) {
-                match last.get(&v) {
+                match self.last.get(&v) {
                     Some(&l) if l > i => dying[l].push(v),
                     _ => unread[i].push(v),
                 }

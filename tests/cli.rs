@@ -271,6 +271,22 @@ fn output_before_a_run_time_error_is_kept() {
     assert!(o.stderr.contains("error: pattern mismatch"), "{}", o.stderr);
 }
 
+/// Deeply nested source compiles and runs (the compiler's passes are linear in the
+/// nesting: resolving 16,000 nested conditionals once took 37 s and 8 GB).
+#[test]
+fn deeply_nested_conditionals_run() {
+    let n = 20_000;
+    let mut body = "1".to_string();
+    for i in (0..n).rev() {
+        body = format!("(let ((x{i} (if c (+ 1 {body}) 0))) x{i})");
+    }
+    let tail = format!("{}1{}", "(if c ".repeat(n), " 0)".repeat(n));
+    let d = Dir::new();
+    d.file("nested.vlad", &format!("(define (f c) {body})\n(f #t)\n(define (g c) {tail})\n(g #t)\n"));
+    let o = vlad(&d, &["nested.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str(), o.stderr.as_str()), (0, format!("{}\n1\n", n + 1).as_str(), ""));
+}
+
 #[test]
 fn max_depth_stops_deep_recursion() {
     for args in [&["--max-depth", "1000"][..], &[][..]] {
