@@ -163,7 +163,7 @@ fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Num> {
 fn not_a_procedure(v: &Value, span: Option<Span>) -> Error {
     Error::runtime(
         span,
-        format!("cannot apply {} ({}): not a procedure", crate::print::to_string(v), v.kind_name()),
+        format!("cannot apply {} ({}): not a procedure", crate::print::brief(v, 60), v.kind_name()),
     )
 }
 
@@ -1324,7 +1324,7 @@ impl Machine {
                             format!(
                                 "sensitivity does not conform: expected the sensitivity of a procedure with {} captured values, got {}",
                                 xs.len(),
-                                crate::print::to_string(other)
+                                crate::print::brief(other, 60)
                             ),
                         ))
                     }
@@ -1452,7 +1452,7 @@ impl Machine {
                 Some(span),
                 format!(
                     "pattern mismatch: expected a pair, got {} ({})",
-                    crate::print::to_string(&other),
+                    crate::print::brief(&other, 60),
                     other.kind_name()
                 ),
             )),
@@ -1518,7 +1518,7 @@ impl Machine {
                         format!(
                             "pattern mismatch: expected {}, got {}",
                             crate::print::to_string(c),
-                            crate::print::to_string(&v)
+                            crate::print::brief(&v, 60)
                         ),
                     ));
                 }
@@ -1549,7 +1549,7 @@ impl Machine {
                             format!(
                                 "sensitivity does not conform: expected the sensitivity of a procedure with {} captured values (a value shaped like the procedure), got {}",
                                 slots.len(),
-                                crate::print::to_string(other)
+                                crate::print::brief(other, 60)
                             ),
                         ))
                     }

@@ -341,12 +341,7 @@ fn err(msg: String) -> Error {
 }
 
 fn describe(v: &Value) -> String {
-    let s = crate::print::to_string(v);
-    if s.len() > 60 {
-        format!("{}...", &s[..s.char_indices().nth(57).map(|(i, _)| i).unwrap_or(s.len())])
-    } else {
-        s
-    }
+    crate::print::brief(v, 60)
 }
 
 fn arith(op: char, a: &[Value]) -> Result<Value> {

@@ -31,6 +31,30 @@ pub fn to_string(v: &Value) -> String {
 }
 
 pub fn write_value(out: &mut String, v: &Value) {
+    write_limited(out, v, usize::MAX)
+}
+
+/// The printed form of a value, cut short (ending in `...`) once it is longer than
+/// about `max` characters; for error messages, which may be handed huge values.
+/// Printing stops there, so it takes time and space bounded by `max`, not by the value.
+pub fn brief(v: &Value, max: usize) -> String {
+    let mut s = String::new();
+    write_limited(&mut s, v, max);
+    if s.chars().count() > max {
+        let cut = s.char_indices().nth(max.saturating_sub(3)).map(|(i, _)| i).unwrap_or(s.len());
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
+
+/// Writes a value, stopping (with `...`) once `out` is `limit` bytes long.
+fn write_limited(out: &mut String, v: &Value, limit: usize) {
+    if out.len() > limit {
+        out.push_str("...");
+        return;
+    }
+    let write_value = |out: &mut String, v: &Value| write_limited(out, v, limit);
     match v {
         Value::Nil => out.push_str("()"),
         Value::Bool(true) => out.push_str("#t"),
@@ -48,7 +72,7 @@ pub fn write_value(out: &mut String, v: &Value) {
         Value::Rev(r) => {
             let _ = write!(out, "#<reversible {}>", r.display_name());
         }
-        Value::Vector(x) => crate::vec::write(out, x),
+        Value::Vector(x) => crate::vec::write(out, x, limit),
         Value::Pair(_) => {
             out.push('(');
             let mut cur = v.clone();
@@ -61,6 +85,10 @@ pub fn write_value(out: &mut String, v: &Value) {
                     };
                 }
                 match &cur {
+                    Value::Pair(_) if out.len() > limit => {
+                        out.push_str(" ...");
+                        break;
+                    }
                     Value::Pair(p) => {
                         if !first {
                             out.push(' ');

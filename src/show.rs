@@ -112,9 +112,13 @@ fn write_expr(out: &mut String, e: &Expr, depth: usize) {
     }
 }
 
+/// Indentation stops growing at this depth, so that printing deeply nested code
+/// takes space and time linear in its size.
+const MAX_INDENT: usize = 32;
+
 fn newline(out: &mut String, depth: usize) {
     out.push('\n');
-    for _ in 0..depth {
+    for _ in 0..depth.min(MAX_INDENT) {
         out.push_str("  ");
     }
 }

@@ -287,6 +287,21 @@ fn deeply_nested_conditionals_run() {
     assert_eq!((o.code, o.stdout.as_str(), o.stderr.as_str()), (0, format!("{}\n1\n", n + 1).as_str(), ""));
 }
 
+/// A deeply nested closure prints with bounded indentation: output linear in the
+/// code's size (20,000 nested lambdas once printed 6 GB of spaces).
+#[test]
+fn deeply_nested_closures_print_in_linear_space() {
+    let n = 20_000;
+    let d = Dir::new();
+    d.file("lam.vlad", &format!("(define f {}x{})\nf\n", "(lambda (x) ".repeat(n), ")".repeat(n)));
+    let o = vlad(&d, &["lam.vlad"]);
+    assert_eq!((o.code, o.stderr.as_str()), (0, ""));
+    assert!(o.stdout.starts_with("(lambda (x"), "{}", &o.stdout[..100]);
+    assert_eq!(o.stdout.matches("(lambda (x").count(), n);
+    let widest = o.stdout.lines().map(|l| l.len()).max().unwrap();
+    assert!(widest < 120, "a line of {widest} characters");
+}
+
 #[test]
 fn max_depth_stops_deep_recursion() {
     for args in [&["--max-depth", "1000"][..], &[][..]] {

@@ -1791,7 +1791,7 @@ fn two(m: &mut Machine, v: &Value) -> Result<(Value, Value)> {
         Value::Pair(p) => Ok((p.car.clone(), p.cdr.clone())),
         other => Err(crate::error::Error::runtime(
             None,
-            format!("expected a pair of arguments, got {}", crate::print::to_string(&other)),
+            format!("expected a pair of arguments, got {}", crate::print::brief(&other, 60)),
         )),
     }
 }

@@ -422,7 +422,7 @@ fn uncons(m: &mut Machine, v: &Value) -> Result<(Value, Value)> {
     match ops::hnf(m, v)? {
         Value::Pair(p) => Ok((p.car.clone(), p.cdr.clone())),
         other => {
-            Err(Error::runtime(None, format!("expected a pair, got {}", crate::print::to_string(&other))))
+            Err(Error::runtime(None, format!("expected a pair, got {}", crate::print::brief(&other, 60))))
         }
     }
 }

@@ -8,7 +8,6 @@ use crate::anf::{Group, Kind, Origin};
 use crate::error::{Error, Result};
 use crate::eval::Machine;
 use crate::num;
-use crate::print::to_string;
 use crate::value::{Inst, InstBuilder, InstRc, Lazy, LazyOp, Tag, Value};
 use smallvec::SmallVec;
 use std::rc::Rc;
@@ -21,12 +20,7 @@ fn err(msg: String) -> Error {
 }
 
 fn short(v: &Value) -> String {
-    let s = to_string(v);
-    if s.chars().count() > 60 {
-        format!("{}...", s.chars().take(57).collect::<String>())
-    } else {
-        s
-    }
+    crate::print::brief(v, 60)
 }
 
 pub fn tag_kind(t: Tag) -> Kind {

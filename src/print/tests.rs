@@ -104,3 +104,25 @@ fn procedures() {
     assert!(shown[4].starts_with("(lambda (arg_"), "{}", shown[4]);
     assert!(shown[4].contains("((cons a_"), "{}", shown[4]);
 }
+
+#[test]
+fn brief_forms_are_cut_short_without_printing_the_whole_value() {
+    let short = Value::list(vec![int(1), int(2), int(3)]);
+    assert_eq!(brief(&short, 60), "(1 2 3)");
+    // A long list: the first elements, then `...`; 60 characters at most.
+    let long = Value::list((0..1_000_000).map(int).collect::<Vec<_>>());
+    let b = brief(&long, 60);
+    assert!(b.starts_with("(0 1 2 3 4 5 6 7 8 9 10 ") && b.ends_with("..."), "{b}");
+    assert_eq!(b.chars().count(), 60, "{b}");
+    // Deep nesting stops at the limit as well (a million levels would overflow a
+    // recursive printer's stack).
+    let mut deep = int(7);
+    for _ in 0..1_000_000 {
+        deep = Value::cons(deep, Value::Nil);
+    }
+    let b = brief(&deep, 60);
+    assert_eq!(b, format!("{}...", "(".repeat(57)));
+    // The limit is the only difference from the full form.
+    let mid = Value::list((0..30).map(int).collect::<Vec<_>>());
+    assert_eq!(brief(&mid, 1000), to_string(&mid));
+}

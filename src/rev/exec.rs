@@ -94,12 +94,7 @@ pub fn val_value(v: &Val) -> Value {
 
 /// A short printed form for messages.
 pub fn describe(v: &Value) -> String {
-    let s = crate::print::to_string(v);
-    if s.chars().count() > 60 {
-        format!("{}...", s.chars().take(57).collect::<String>())
-    } else {
-        s
-    }
+    crate::print::brief(v, 60)
 }
 
 pub fn describe_val(v: &Val) -> String {

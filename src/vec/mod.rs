@@ -333,13 +333,18 @@ impl RealVec {
 }
 
 /// Writes a vector readably: `(vector 1.0 2.0)`, `(matrix (1.0 2.0) (3.0 4.0))`.
-pub fn write(out: &mut String, v: &RealVec) {
+/// Writes a vector or matrix, stopping (with `...`) once `out` is `limit` bytes long.
+pub fn write(out: &mut String, v: &RealVec, limit: usize) {
     let fmt = crate::print::format_real;
     let xs = v.host();
     match v.shape {
         Shape::Vector => {
             out.push_str("(vector");
             for x in xs {
+                if out.len() > limit {
+                    out.push_str(" ...");
+                    break;
+                }
                 out.push(' ');
                 out.push_str(&fmt(*x));
             }
@@ -348,6 +353,10 @@ pub fn write(out: &mut String, v: &RealVec) {
         Shape::Matrix(r, c) => {
             out.push_str("(matrix");
             for i in 0..r {
+                if out.len() > limit {
+                    out.push_str(" ...");
+                    break;
+                }
                 out.push_str(" (");
                 for j in 0..c {
                     if j > 0 {

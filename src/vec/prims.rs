@@ -19,12 +19,7 @@ fn err(name: &str, msg: impl std::fmt::Display) -> Error {
 }
 
 fn short(v: &Value) -> String {
-    let s = crate::print::to_string(v);
-    if s.chars().count() > 60 {
-        format!("{}...", s.chars().take(57).collect::<String>())
-    } else {
-        s
-    }
+    crate::print::brief(v, 60)
 }
 
 fn vec_arg<'a>(name: &str, v: &'a Value) -> Result<&'a Rc<RealVec>> {
