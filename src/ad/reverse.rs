@@ -76,46 +76,115 @@ fn p(name: &str) -> PrimId {
 }
 
 /// The members of the reverse transform of `g`.
+///
+/// A member whose body ends in a conditional (its result is the conditional's)
+/// gets its backpropagator built in each branch instead, running that branch's
+/// reverse phase and then the rest of the body's: the taken branch's
+/// backpropagator is the member's, with no call of a separate branch
+/// backpropagator, no list of sensitivities for the variables either branch
+/// uses and no zeros for those the taken branch does not. The member's
+/// tail conditionals are split (those of a branch too, up to a bound), so the
+/// rest of the body's reverse phase is repeated a bounded number of times.
 pub fn transform(m: &mut Machine, g: &Rc<Group>) -> Result<Vec<Lambda>> {
     let members = m.group_members(g)?.to_vec();
     let mut l = Lifter { m, k: Kind::R };
     let mut out_members = Vec::with_capacity(members.len());
     for (i, lam) in members.iter().enumerate() {
-        let span = g.spans.get(i).copied().unwrap_or_default();
-        let mut out = Vec::new();
-        let mut tape = Vec::new();
-        let r = forward_block(&mut l, &lam.body, &mut out, &mut tape)?;
-
-        let s = fresh_var("s");
-        let mut bw = Backward::default();
-        let ybar = bw.prim1(p("unsensitize"), Atom::Var(s));
-        bw.acc_atom(&lam.body.result, ybar);
-        bw.replay(&tape);
-        // A sibling's sensitivity is a sensitivity of the group's captured variables.
-        for n in &g.names {
-            if let Some(sn) = bw.acc.remove(n) {
-                let tmps: Vec<VarId> = g.free.iter().map(|_| fresh_var("env")).collect();
-                bw.binds.push(Bind::EnvSens(tmps.clone(), sn));
-                for (fv, t) in g.free.iter().zip(tmps) {
-                    bw.add(*fv, Atom::Var(t));
-                }
-            }
-        }
-        let x0 = bw.get(lam.param);
-        let env: Vec<Atom> = g.free.iter().map(|v| bw.get(*v)).collect();
-        let es = bw.bind(Expr::MakeEnvSens(g.clone(), i as u32, env));
-        let pair = bw.bind(Expr::Cons(es, x0));
-        let res = bw.prim1(p("sensitize"), pair);
-        let bp = Lambda { param: s, body: Block { binds: bw.binds, result: res } };
-        let name = format!("backpropagator of {}", g.display_name(i));
-        let bpg = Group::new(vec![], vec![bp], vec![Some(name.into())], vec![span], Origin::Source);
-        let bpv = fresh_var("bp");
-        out.push(Bind::Let(bpv, Expr::Lambda(bpg)));
-        let o = fresh_var("out");
-        out.push(Bind::Let(o, Expr::Cons(r, Atom::Var(bpv))));
-        out_members.push(Lambda { param: lam.param, body: Block { binds: out, result: Atom::Var(o) } });
+        let body = member_block(&mut l, g, i, lam, &lam.body, &[])?;
+        out_members.push(Lambda { param: lam.param, body });
     }
     Ok(out_members)
+}
+
+/// The most records of the rest of a body that a split conditional's branches
+/// replay (see [`member_block`]): beyond it, conditionals get a backpropagator of
+/// their own, so the code a split repeats stays within a constant factor.
+const MAX_SPLIT_REPLAY: usize = 32;
+
+/// The forward phase of `b`, the body of member `i` of `g` (`lam`) or a branch
+/// of its tail conditional, ending in the member's backpropagator, which
+/// replays `b`'s reverse phase and then `outer` (the enclosing blocks' tapes,
+/// innermost first). A tail conditional is split: each branch ends in its own
+/// such backpropagator.
+fn member_block(
+    l: &mut Lifter,
+    g: &Rc<Group>,
+    i: usize,
+    lam: &Lambda,
+    b: &Block,
+    outer: &[&[Rec]],
+) -> Result<Block> {
+    let mut out = Vec::new();
+    let mut tape = Vec::new();
+    let tail_if = match (b.binds.last(), &b.result) {
+        (Some(Bind::Let(x, Expr::If(c, t, f))), Atom::Var(r)) if x == r => Some((c, t, f)),
+        _ => None,
+    };
+    let replayed: usize = outer.iter().map(|t| t.len()).sum();
+    let result = match tail_if {
+        Some((c, t, f)) if replayed + b.binds.len() <= MAX_SPLIT_REPLAY => {
+            forward_binds(l, &b.binds[..b.binds.len() - 1], &mut out, &mut tape)?;
+            let mut tapes: Vec<&[Rec]> = vec![&tape];
+            tapes.extend_from_slice(outer);
+            let tb = member_block(l, g, i, lam, t, &tapes)?;
+            let fb = member_block(l, g, i, lam, f, &tapes)?;
+            let o = fresh_var("out");
+            out.push(Bind::Let(o, Expr::If(l.atom(c)?, tb, fb)));
+            Atom::Var(o)
+        }
+        _ => {
+            let r = forward_block(l, b, &mut out, &mut tape)?;
+            let mut tapes: Vec<&[Rec]> = vec![&tape];
+            tapes.extend_from_slice(outer);
+            with_backpropagator(g, i, lam, &mut out, r, &b.result, &tapes)
+        }
+    };
+    Ok(Block { binds: out, result })
+}
+
+/// Ends a forward phase whose result is `r` (`src` before the transform): binds
+/// the backpropagator of member `i` of `g`, which replays `tapes` in order (each
+/// backwards), and returns the variable holding `(cons r backpropagator)`.
+fn with_backpropagator(
+    g: &Rc<Group>,
+    i: usize,
+    lam: &Lambda,
+    out: &mut Vec<Bind>,
+    r: Atom,
+    src: &Atom,
+    tapes: &[&[Rec]],
+) -> Atom {
+    let span = g.spans.get(i).copied().unwrap_or_default();
+    let s = fresh_var("s");
+    let mut bw = Backward::default();
+    let ybar = bw.prim1(p("unsensitize"), Atom::Var(s));
+    bw.acc_atom(src, ybar);
+    for t in tapes {
+        bw.replay(t);
+    }
+    // A sibling's sensitivity is a sensitivity of the group's captured variables.
+    for n in &g.names {
+        if let Some(sn) = bw.acc.remove(n) {
+            let tmps: Vec<VarId> = g.free.iter().map(|_| fresh_var("env")).collect();
+            bw.binds.push(Bind::EnvSens(tmps.clone(), sn));
+            for (fv, t) in g.free.iter().zip(tmps) {
+                bw.add(*fv, Atom::Var(t));
+            }
+        }
+    }
+    let x0 = bw.get(lam.param);
+    let env: Vec<Atom> = g.free.iter().map(|v| bw.get(*v)).collect();
+    let es = bw.bind(Expr::MakeEnvSens(g.clone(), i as u32, env));
+    let pair = bw.bind(Expr::Cons(es, x0));
+    let res = bw.prim1(p("sensitize"), pair);
+    let bp = Lambda { param: s, body: Block { binds: bw.binds, result: res } };
+    let name = format!("backpropagator of {}", g.display_name(i));
+    let bpg = Group::new(vec![], vec![bp], vec![Some(name.into())], vec![span], Origin::Source);
+    let bpv = fresh_var("bp");
+    out.push(Bind::Let(bpv, Expr::Lambda(bpg)));
+    let o = fresh_var("out");
+    out.push(Bind::Let(o, Expr::Cons(r, Atom::Var(bpv))));
+    Atom::Var(o)
 }
 
 fn var_atoms(vs: &[VarId]) -> Vec<Atom> {
@@ -124,7 +193,13 @@ fn var_atoms(vs: &[VarId]) -> Vec<Atom> {
 
 /// Emits the forward phase of a block and records what the reverse phase needs.
 fn forward_block(l: &mut Lifter, b: &Block, out: &mut Vec<Bind>, tape: &mut Vec<Rec>) -> Result<Atom> {
-    for bind in &b.binds {
+    forward_binds(l, &b.binds, out, tape)?;
+    l.atom(&b.result)
+}
+
+/// [`forward_block`] of bindings alone.
+fn forward_binds(l: &mut Lifter, binds: &[Bind], out: &mut Vec<Bind>, tape: &mut Vec<Rec>) -> Result<()> {
+    for bind in binds {
         match bind {
             Bind::Let(x, e) => match e {
                 Expr::Atom(a) => {
@@ -190,7 +265,7 @@ fn forward_block(l: &mut Lifter, b: &Block, out: &mut Vec<Bind>, tape: &mut Vec<
             }
         }
     }
-    l.atom(&b.result)
+    Ok(())
 }
 
 fn f_of(e: &Expr) -> &Atom {

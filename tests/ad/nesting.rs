@@ -359,3 +359,58 @@ fn closures_across_branches() {
         }
     }
 }
+
+/// Bodies that end in a conditional (whose reverse transform builds the
+/// backpropagator in each branch): the rest of the body used by one branch or
+/// both, a branch that ignores the argument, a captured variable used in one
+/// branch only, self and mutual recursion, and a conditional inside a branch.
+/// First derivatives in every mode and second derivatives in every nesting,
+/// against closed forms.
+#[test]
+fn bodies_ending_in_conditionals() {
+    // (function, [(x, f'(x), f''(x))])
+    type Points = [(f64, f64, f64); 2];
+    let cases: [(&str, Points); 6] = [
+        // x>0: x^3 (y = x^2 from before the conditional); else -x^2
+        (
+            "(lambda (x) (let ((y (* x x))) (if (> x 0) (* y x) (- 0 y))))",
+            [(2.0, 12.0, 12.0), (-2.0, 4.0, -2.0)],
+        ),
+        // x>0: a constant; else 3x^2 (y from before the conditional)
+        ("(lambda (x) (let ((y (* 3 (* x x)))) (if (> x 0) 5.0 y)))", [(1.5, 0.0, 0.0), (-1.0, -6.0, 6.0)]),
+        // a closure over x whose body ends in a conditional that uses x in one branch
+        (
+            "(lambda (x) ((lambda (z) (if (> z 0) (* x (* z z)) (sin z))) x))",
+            [(2.0, 12.0, 12.0), (-1.0, 0.540_302_305_868_139_8, 0.841_470_984_807_896_5)],
+        ),
+        // x^3 by self-recursion
+        (
+            "(lambda (x) (letrec ((p (lambda (n) (if (= n 0) 1.0 (* x (p (- n 1))))))) (p 3)))",
+            [(2.0, 12.0, 12.0), (-1.0, 3.0, -6.0)],
+        ),
+        // mutual recursion: e(3) = x o(2) = x e(1) = x^2 o(0) = x^4
+        (
+            "(lambda (x) (letrec ((e (lambda (n) (if (= n 0) x (* x (o (- n 1))))))\n\
+                                (o (lambda (n) (if (= n 0) (* x x) (e (- n 1))))))\n\
+                         (e 3)))",
+            [(2.0, 32.0, 48.0), (0.5, 0.5, 3.0)],
+        ),
+        // a conditional inside a branch: x<0: x^2; 0<=x<1: x^3; else 2x^2
+        (
+            "(lambda (x) (let ((s (* x x))) (if (< x 0) s (if (< x 1) (* s x) (* 2 s)))))",
+            [(0.5, 0.75, 3.0), (3.0, 12.0, 4.0)],
+        ),
+    ];
+    for (f, points) in cases {
+        for (l, op) in nestings(1, f) {
+            for (x, d1, _) in points {
+                assert_close(nums(&format!("({op} {})", lit(x)))[0], d1, 1e-12, &format!("{l} {f} at {x}"));
+            }
+        }
+        for (l, op) in nestings(2, f) {
+            for (x, _, d2) in points {
+                assert_close(nums(&format!("({op} {})", lit(x)))[0], d2, 1e-12, &format!("{l} {f} at {x}"));
+            }
+        }
+    }
+}
