@@ -71,11 +71,12 @@ pub enum Native {
     /// The forward transform of a scalar primitive's forward version (forward
     /// over forward).
     FF(PrimId, Formula),
-    /// The forward version of a shape predicate `(p v)` (`null?`, `pair?`...).
-    ShapeF(PrimId),
+    /// The forward version of a shape predicate `(p v)` (`null?`, `pair?`...;
+    /// `true`: one that tests the untagged value of a leaf, `real?`, `boolean?`).
+    ShapeF(PrimId, bool),
     /// Its reverse version: `(cons (*j y) bp)`, `bp` a closure of group `bp`
     /// capturing the argument.
-    ShapeR(PrimId, Rc<Group>),
+    ShapeR(PrimId, Rc<Group>, bool),
     /// Its backpropagator: `(sensitize (cons '() (zero (*j-inverse v))))`.
     ShapeBp,
     /// The reverse transform of a scalar primitive's forward version (reverse
@@ -136,8 +137,11 @@ fn formula_of(p: PrimId) -> Option<Formula> {
 /// and the code has the shape of the rule template.
 pub fn attach(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
     if let Rule::Shape { test } = prims::prim(p).rule {
-        if test == format!("({} v)", prims::prim(p).name) {
-            attach_shape(g, p, k, code);
+        let name = prims::prim(p).name;
+        if test == format!("({name} v)") {
+            attach_shape(g, p, k, code, false);
+        } else if test == format!("(if (pair? v) #f (if (procedure? v) #f ({name} (STRIP v))))") {
+            attach_shape(g, p, k, code, true);
         }
         return;
     }
@@ -215,24 +219,46 @@ pub(super) fn captured<'a>(env: &[bool], inst: &'a Inst) -> (Option<&'a Value>, 
 }
 
 /// A shape predicate's versions: (let ((y (p v))) (bundle y (perturb (zero y))))
-/// and (let ((y (p v))) (cons (*j y) (lambda (s) (sensitize (cons '() (zero (*j-inverse v))))))).
-fn attach_shape(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
+/// and (let ((y (p v))) (cons (*j y) (lambda (s) (sensitize (cons '() (zero (*j-inverse v))))))),
+/// where `(p v)` is `(if (pair? v) #f (if (procedure? v) #f (p (STRIP v))))` for
+/// a predicate that `strips` (STRIP being `primal` or `*j-inverse`).
+fn attach_shape(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda, strips: bool) {
     match k {
         Kind::F => {
-            let _ = g.native.set(Native::ShapeF(p));
+            let _ = g.native.set(Native::ShapeF(p, strips));
         }
         Kind::R => {
             let b = &code.body.binds;
-            let Some(Bind::Let(_, Expr::Prim(q, ..))) = b.first() else { return };
             let Some(bp) = only_lambda(b) else { return };
-            if *q != p || bp.free.as_slice() != [code.param] {
+            // (the template of one that strips starts with its own tests)
+            let first_ok = strips || matches!(b.first(), Some(Bind::Let(_, Expr::Prim(q, ..))) if *q == p);
+            if !first_ok || bp.free.as_slice() != [code.param] {
                 return;
             }
             let _ = bp.native.set(Native::ShapeBp);
-            let _ = g.native.set(Native::ShapeR(p, bp.clone()));
+            let _ = g.native.set(Native::ShapeR(p, bp.clone(), strips));
         }
         _ => {}
     }
+}
+
+/// `y` of a shape predicate's version (see [`attach_shape`]) on `v`, `untag`
+/// being STRIP's tag.
+fn shape_test(m: &mut Machine, p: PrimId, strips: bool, untag: Tag, v: &Value) -> Result<Value> {
+    if strips {
+        if v.is_pair() || v.is_procedure() {
+            m.ad_work += 1;
+            return Ok(Value::Bool(false));
+        }
+        let x = match untag {
+            Tag::Perturbation => super::ops::primal(m, v)?,
+            _ => super::ops::untag(m, untag, v)?,
+        };
+        m.stack.push(x);
+    } else {
+        m.stack.push(v.clone());
+    }
+    m.call_prim(p, 1)
 }
 
 /// The native code of the forward transform of a group with native code, if
@@ -248,7 +274,7 @@ pub fn forward_of(nat: &Native) -> Option<Native> {
         }),
         Native::Bp { f, env } if scalar(f) => Some(Native::FBp { f: *f, env: env.clone() }),
         Native::F(p, f) if scalar(f) => Some(Native::FF(*p, *f)),
-        Native::ShapeR(p, bp) => Some(Native::FShapeR(*p, super::transform_group(bp, Kind::F))),
+        Native::ShapeR(p, bp, false) => Some(Native::FShapeR(*p, super::transform_group(bp, Kind::F))),
         _ => None,
     }
 }
@@ -601,13 +627,13 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
         Native::FR { prim, f, bp_f, env } => run_fr(m, *prim, *f, bp_f, env, base, nargs),
         Native::FBp { f, env } => run_fbp(m, *f, env, inst, base, nargs),
         Native::FF(p, f) => run_ff(m, *p, *f, base, nargs),
-        Native::ShapeF(p) | Native::ShapeR(p, _) if nargs == 1 => {
+        Native::ShapeF(p, strips) | Native::ShapeR(p, _, strips) if nargs == 1 => {
             use super::ops;
             let v = m.stack[base].clone();
-            m.stack.push(v.clone());
-            let y = m.call_prim(*p, 1)?;
+            let untag = if matches!(nat, Native::ShapeR(..)) { Tag::Reverse } else { Tag::Perturbation };
+            let y = shape_test(m, *p, *strips, untag, &v)?;
             Ok(Some(match nat {
-                Native::ShapeR(_, bp) => {
+                Native::ShapeR(_, bp, _) => {
                     let jy = ops::tag(m, Tag::Reverse, &y)?;
                     Value::cons(jy, Value::closure(bp.clone(), [v], 0))
                 }
@@ -647,7 +673,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
             let jy = struct_f(m, tag_prim(Tag::Reverse, false), StructOp::Tag(Tag::Reverse), &y)?;
             Ok(Some(Value::cons(jy, Value::closure(bp_f.clone(), [v], 0))))
         }
-        Native::ShapeF(_) | Native::ShapeR(..) | Native::ShapeBp | Native::FShapeR(..) => Ok(None),
+        Native::ShapeF(..) | Native::ShapeR(..) | Native::ShapeBp | Native::FShapeR(..) => Ok(None),
         Native::F(p, f) => {
             if let Some((xs, ds, n)) = real_duals(m, *p, *f, base, nargs) {
                 // (the general path below, on doubles)
@@ -1411,7 +1437,7 @@ fn run_struct(
             let jy = ops::tag(m, Tag::Reverse, &y)?;
             Ok(Value::cons(jy, bp_closure(bp, env, &x, &y)))
         }
-        Native::ShapeF(_)
+        Native::ShapeF(..)
         | Native::ShapeR(..)
         | Native::ShapeBp
         | Native::FR { .. }

@@ -423,6 +423,53 @@ fn native_rules_agree_with_the_interpreted_rules() {
     assert!((d[0] - fd).abs() < 1e-6 && (d[1] - fd).abs() < 1e-6, "{:?} vs {fd} ({last})", d);
 }
 
+/// The type predicates on transformed values, natively (`Native::ShapeF`,
+/// `ShapeR`; `real?` and `boolean?` look through the tag of a leaf) and by their
+/// interpreted rules: the same answers in every nesting, and the right ones. f(x) = x * code, where code has one bit
+/// per predicate and value, so f' = code.
+#[test]
+fn type_predicates_under_every_nesting() {
+    let defs = "
+      (define (bits v) (list (real? v) (boolean? v) (null? v) (pair? v) (procedure? v)))
+      (define (code l) (fold-left (lambda (a b) (+ (* 2 a) (if b 1 0))) 0 l))
+      (define (f x)
+        (* x (code (append (bits x) (append (bits #t) (append (bits '()) (append (bits (cons x 1.0))
+                           (append (bits (lambda (y) (* x y))) (bits (* x x))))))))))";
+    // real? boolean? null? pair? procedure? of x, #t, (), a pair, a closure, a real
+    let want = [
+        [1, 0, 0, 0, 0],
+        [0, 1, 0, 0, 0],
+        [0, 0, 1, 0, 0],
+        [0, 0, 0, 1, 0],
+        [0, 0, 0, 0, 1],
+        [1, 0, 0, 0, 0],
+    ]
+    .iter()
+    .flatten()
+    .fold(0u64, |a, b| 2 * a + b);
+    let exprs: Vec<(String, String)> =
+        nestings(1, "f").into_iter().chain(nestings(2, "(lambda (x) (* x (f x)))")).collect();
+    let run_with = |native: bool| {
+        let mut s = session();
+        s.m.native_rules = native;
+        run_in(&mut s, "defs", defs);
+        exprs
+            .iter()
+            .map(|(_, e)| {
+                let v = run_in(&mut s, "expr", &format!("({e} 1.5)"));
+                num(v.last().unwrap())
+            })
+            .collect::<Vec<f64>>()
+    };
+    let native = run_with(true);
+    assert_eq!(native, run_with(false));
+    for ((label, _), got) in exprs.iter().zip(&native) {
+        // d/dx x*code = code; d2/dx2 x^2*code = 2 code
+        let expect = if label.len() == 1 { want as f64 } else { 2.0 * want as f64 };
+        assert_eq!(*got, expect, "{label}");
+    }
+}
+
 #[test]
 fn hvp_of_a_sum_of_cubes_over_a_list_is_six_x() {
     // Forward over reverse through `fold-left`: the sensitivity tuples of its
