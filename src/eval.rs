@@ -1290,14 +1290,7 @@ impl Machine {
                 let dv = atom!(self, base, inst, d);
                 Ok(Value::cons(av, dv))
             }
-            CExpr::Closure(g, caps) => {
-                // Built in place; an error while reading a capture frees it.
-                let mut b = InstBuilder::new(g.clone(), caps.len());
-                for c in caps.iter() {
-                    b.push(atom!(self, base, inst, c));
-                }
-                Ok(Value::Closure(b.finish(), 0))
-            }
+            CExpr::Closure(g, caps) => self.capture(base, inst, g.clone(), caps, 0),
             CExpr::If(c, t, f) => {
                 let b = if self.truth(base, inst, c)? { t } else { f };
                 // A block nested in a binding recurses natively as a call does
@@ -1329,23 +1322,26 @@ impl Machine {
                         ))
                     }
                 };
-                let mut b = InstBuilder::new(g, xs.len());
-                for c in xs.iter() {
-                    b.push(atom!(self, base, inst, c));
-                }
-                Ok(Value::Closure(b.finish(), i))
+                self.capture(base, inst, g, xs, i)
             }
             CExpr::MakeEnvSens(g, i, xs) => {
                 if crate::ad::ops::group_is_prim_based(g) {
                     return Ok(Value::Nil);
                 }
-                let mut b = InstBuilder::new(g.clone(), xs.len());
-                for c in xs.iter() {
-                    b.push(atom!(self, base, inst, c));
-                }
-                Ok(Value::Closure(b.finish(), *i))
+                self.capture(base, inst, g.clone(), xs, *i)
             }
         }
+    }
+
+    /// Member `i` of a new instance of `g` capturing the values of `caps`,
+    /// built in place (an error while reading a capture frees it).
+    #[inline(always)]
+    fn capture(&mut self, base: usize, inst: &InstRc, g: Rc<Group>, caps: &[CAtom], i: u32) -> Result<Value> {
+        let mut b = InstBuilder::new(g, caps.len());
+        for c in caps {
+            b.push(atom!(self, base, inst, c));
+        }
+        Ok(Value::Closure(b.finish(), i))
     }
 
     /// The two parts of the pair `e` returns (see [`CBind::Split`]).

@@ -242,17 +242,17 @@ fn attach_shape(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda, strips: bool) 
     }
 }
 
-/// `y` of a shape predicate's version (see [`attach_shape`]) on `v`, `untag`
-/// being STRIP's tag.
-fn shape_test(m: &mut Machine, p: PrimId, strips: bool, untag: Tag, v: &Value) -> Result<Value> {
+/// `y` of a shape predicate's version of kind `k` (see [`attach_shape`]) on `v`.
+fn shape_test(m: &mut Machine, p: PrimId, strips: bool, k: Kind, v: &Value) -> Result<Value> {
     if strips {
         if v.is_pair() || v.is_procedure() {
             m.ad_work += 1;
             return Ok(Value::Bool(false));
         }
-        let x = match untag {
-            Tag::Perturbation => super::ops::primal(m, v)?,
-            _ => super::ops::untag(m, untag, v)?,
+        // STRIP: `primal` (forward) or `*j-inverse` (reverse)
+        let x = match k {
+            Kind::F => super::ops::primal(m, v)?,
+            _ => super::ops::untag(m, Tag::Reverse, v)?,
         };
         m.stack.push(x);
     } else {
@@ -630,8 +630,8 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
         Native::ShapeF(p, strips) | Native::ShapeR(p, _, strips) if nargs == 1 => {
             use super::ops;
             let v = m.stack[base].clone();
-            let untag = if matches!(nat, Native::ShapeR(..)) { Tag::Reverse } else { Tag::Perturbation };
-            let y = shape_test(m, *p, *strips, untag, &v)?;
+            let k = if matches!(nat, Native::ShapeR(..)) { Kind::R } else { Kind::F };
+            let y = shape_test(m, *p, *strips, k, &v)?;
             Ok(Some(match nat {
                 Native::ShapeR(_, bp, _) => {
                     let jy = ops::tag(m, Tag::Reverse, &y)?;

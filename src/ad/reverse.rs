@@ -121,21 +121,21 @@ fn member_block(
         _ => None,
     };
     let replayed: usize = outer.iter().map(|t| t.len()).sum();
-    let result = match tail_if {
-        Some((c, t, f)) if replayed + b.binds.len() <= MAX_SPLIT_REPLAY => {
-            forward_binds(l, &b.binds[..b.binds.len() - 1], &mut out, &mut tape)?;
-            let mut tapes: Vec<&[Rec]> = vec![&tape];
-            tapes.extend_from_slice(outer);
+    let split = tail_if.filter(|_| replayed + b.binds.len() <= MAX_SPLIT_REPLAY);
+    let forward = if split.is_some() { &b.binds[..b.binds.len() - 1] } else { &b.binds[..] };
+    forward_binds(l, forward, &mut out, &mut tape)?;
+    let mut tapes: Vec<&[Rec]> = vec![&tape];
+    tapes.extend_from_slice(outer);
+    let result = match split {
+        Some((c, t, f)) => {
             let tb = member_block(l, g, i, lam, t, &tapes)?;
             let fb = member_block(l, g, i, lam, f, &tapes)?;
             let o = fresh_var("out");
             out.push(Bind::Let(o, Expr::If(l.atom(c)?, tb, fb)));
             Atom::Var(o)
         }
-        _ => {
-            let r = forward_block(l, b, &mut out, &mut tape)?;
-            let mut tapes: Vec<&[Rec]> = vec![&tape];
-            tapes.extend_from_slice(outer);
+        None => {
+            let r = l.atom(&b.result)?;
             with_backpropagator(g, i, lam, &mut out, r, &b.result, &tapes)
         }
     };
