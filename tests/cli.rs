@@ -550,6 +550,29 @@ fn anf_shows_the_transforms_of_a_recursive_procedure() {
 }
 
 #[test]
+fn backpropagators_bind_no_unread_unsensitize() {
+    // Where the result's sensitivity goes on, still tagged, to the
+    // backpropagator of the call that made it, its `unsensitize` is read by
+    // nothing and is not emitted; where nothing else reads the sensitivity
+    // (a constant result), it stays, so misuse is still reported.
+    let d = Dir::new();
+    d.file("b.vlad", "(define (h x) (* x x))\n(define (g x) (h (+ x 1)))\n(define (k x) 3)\n");
+    let o = vlad(&d, &["anf", "--reverse", "b.vlad"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let bound = regex::Regex::new(r"\((sens_\d+) \(unsensitize ").unwrap();
+    let hg = &o.stdout[..o.stdout.find("(define k").unwrap()];
+    let mut n = 0;
+    for c in bound.captures_iter(hg) {
+        n += 1;
+        let uses = hg.matches(&format!("{} ", &c[1])).count() + hg.matches(&format!("{})", &c[1])).count();
+        assert!(uses >= 2, "{} is bound by unsensitize and never read:\n{}", &c[1], hg);
+    }
+    assert!(n > 0, "{}", hg);
+    let k = &o.stdout[o.stdout.find(";; reverse transform of k").unwrap()..];
+    assert!(k.contains("(unsensitize s_"), "{}", k);
+}
+
+#[test]
 fn only_the_built_in_prelude_s_car_is_compiled_in_place() {
     // A program file that happens to be called prelude/base.vlad defines its own car.
     let d = Dir::new();

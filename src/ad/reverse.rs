@@ -177,7 +177,8 @@ fn with_backpropagator(
     let es = bw.bind(Expr::MakeEnvSens(g.clone(), i as u32, env));
     let pair = bw.bind(Expr::Cons(es, x0));
     let res = bw.prim1(p("sensitize"), pair);
-    let bp = Lambda { param: s, body: Block { binds: bw.binds, result: res } };
+    let binds = without_dead_tag_ops(bw.binds, &res);
+    let bp = Lambda { param: s, body: Block { binds, result: res } };
     let name = format!("backpropagator of {}", g.display_name(i));
     let bpg = Group::new(vec![], vec![bp], vec![Some(name.into())], vec![span], Origin::Source);
     let bpv = fresh_var("bp");
@@ -185,6 +186,31 @@ fn with_backpropagator(
     let o = fresh_var("out");
     out.push(Bind::Let(o, Expr::Cons(r, Atom::Var(bpv))));
     Atom::Var(o)
+}
+
+/// The bindings of a reverse phase less those of `zero`, `*j-inverse` and
+/// `unsensitize` whose value nothing reads (as where the result's sensitivity
+/// goes on, still tagged, to the backpropagator of the call that made it). An
+/// `unsensitize` stays where its argument is read nowhere else, so a
+/// backpropagator given something that is not a sensitivity still reports it.
+fn without_dead_tag_ops(binds: Vec<Bind>, result: &Atom) -> Vec<Bind> {
+    let (unsensitize, droppable) = (p("unsensitize"), [p("zero"), p("*j-inverse")]);
+    let mut used = FxHashSet::default();
+    block_free_vars(&Block { binds: vec![], result: result.clone() }, &mut FxHashSet::default(), &mut used);
+    let mut kept = Vec::with_capacity(binds.len());
+    for b in binds.into_iter().rev() {
+        if let Bind::Let(x, Expr::Prim(pid, args, _)) = &b {
+            let read_elsewhere = matches!(args, Args::One(Atom::Var(a)) if used.contains(a));
+            if !used.contains(x) && (droppable.contains(pid) || (*pid == unsensitize && read_elsewhere)) {
+                continue;
+            }
+        }
+        let one = Block { binds: vec![b], result: Atom::Const(crate::value::Value::Nil) };
+        block_free_vars(&one, &mut FxHashSet::default(), &mut used);
+        kept.extend(one.binds);
+    }
+    kept.reverse();
+    kept
 }
 
 fn var_atoms(vs: &[VarId]) -> Vec<Atom> {

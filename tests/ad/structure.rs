@@ -166,6 +166,14 @@ fn misuse_is_a_clear_error() {
         ("(vjp sin 1.0 (cons 1 2))", "expected two numbers"),
         ("(jvp sin 1.0 (cons 1 2))", "bundle"),
         ("(plus 1)", "plus"),
+        // a backpropagator given something that is not a sensitivity: reported
+        // whether the result is constant or its sensitivity is passed on
+        ("((cdr ((*j (lambda (x) 3)) (*j 2.0))) 1.0)", "unsensitize: expected a sensitivity"),
+        (
+            "((cdr ((*j (lambda (x) (cdr x))) (*j (cons 1.0 2.0)))) 1.0)",
+            "unsensitize: expected a sensitivity",
+        ),
+        ("((cdr ((*j (lambda (x) (abs x))) (*j 2.0))) 1.0)", "unsensitize: expected a sensitivity"),
     ];
     for (src, pat) in cases {
         let r = std::panic::catch_unwind(|| session().run_text("misuse", src).map(|v| v.len()))
