@@ -154,9 +154,9 @@ pub fn make_lazy(m: &mut Machine, base: &Value, zero_it: bool, ops: Ops) -> Resu
             if let Some(first) = ops.first() {
                 if cancels(z.ops.last(), *first) {
                     // (untag (tag x)) is x: drop the pair of operations.
-                    let mut all = z.ops.clone();
+                    let mut all = SmallVec::from_slice(&z.ops);
                     all.pop();
-                    all.extend(ops.iter().skip(1).copied());
+                    all.extend_from_slice(&ops[1..]);
                     return make_lazy(m, &z.base, z.zero || zero_it, all);
                 }
             }
@@ -236,8 +236,8 @@ fn hnf_step(m: &mut Machine, z: &Lazy) -> Result<Value> {
     };
     match &base {
         Value::Pair(p) => {
-            let car = make_lazy(m, &p.car, z.zero, z.ops.clone())?;
-            let cdr = make_lazy(m, &p.cdr, z.zero, z.ops.clone())?;
+            let car = make_lazy(m, &p.car, z.zero, SmallVec::from_slice(&z.ops))?;
+            let cdr = make_lazy(m, &p.cdr, z.zero, SmallVec::from_slice(&z.ops))?;
             Ok(Value::cons(car, cdr))
         }
         Value::Closure(inst, i) if !is_prim_based(&base) => {
@@ -253,11 +253,11 @@ fn hnf_step(m: &mut Machine, z: &Lazy) -> Result<Value> {
             }
             let mut env = InstBuilder::new(g, inst.env.len());
             for x in inst.env.iter() {
-                env.push(make_lazy(m, x, z.zero, z.ops.clone())?);
+                env.push(make_lazy(m, x, z.zero, SmallVec::from_slice(&z.ops))?);
             }
             Ok(Value::Closure(env.finish(), *i))
         }
-        other => make_lazy(m, other, z.zero, z.ops.clone()),
+        other => make_lazy(m, other, z.zero, SmallVec::from_slice(&z.ops)),
     }
 }
 
