@@ -136,8 +136,13 @@ fn formula_of(p: PrimId) -> Option<Formula> {
 /// backpropagator) their native implementations, when the primitive has one
 /// and the code has the shape of the rule template.
 pub fn attach(g: &Rc<Group>, p: PrimId, k: Kind, code: &Lambda) {
+    let name = prims::prim(p).name;
+    if let Rule::Predicate = prims::prim(p).rule {
+        // (its rules are those of a shape predicate whose test is `(p v)`)
+        attach_shape(g, p, k, code, false);
+        return;
+    }
     if let Rule::Shape { test } = prims::prim(p).rule {
-        let name = prims::prim(p).name;
         if test == format!("({name} v)") {
             attach_shape(g, p, k, code, false);
         } else if test == format!("(if (pair? v) #f (if (procedure? v) #f ({name} (STRIP v))))") {

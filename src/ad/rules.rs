@@ -29,9 +29,10 @@ pub fn rule_source(p: PrimId, k: Kind) -> String {
             "(lambda (v) (let* ((x (*j-inverse v)) (y ({name} x))) \
                (cons (*j y) (lambda (s) (sensitize (cons '() ({vjp} x y (unsensitize s))))))))"
         ),
+        // (a shape predicate whose test is `(p v)`, with the same templates)
         (Rule::Predicate, Kind::F) => format!("(lambda (v) (let ((y ({name} v))) (bundle y (perturb (zero y)))))"),
         (Rule::Predicate, _) => format!(
-            "(lambda (v) (cons (*j ({name} v)) (lambda (s) (sensitize (cons '() (*j-inverse (zero v)))))))"
+            "(lambda (v) (let ((y ({name} v))) (cons (*j y) (lambda (s) (sensitize (cons '() (zero (*j-inverse v))))))))"
         ),
         (Rule::Shape { test }, Kind::F) => format!(
             "(lambda (v) (let ((y {})) (bundle y (perturb (zero y)))))",

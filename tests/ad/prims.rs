@@ -471,6 +471,34 @@ fn type_predicates_under_every_nesting() {
 }
 
 #[test]
+fn value_predicates_under_every_nesting() {
+    // `vector?` and `vec-length` (rules of kind Predicate: their versions apply
+    // the primitive to the value as it is) under every nesting to depth 2,
+    // natively and by the interpreted rules: x * (4 + 0 + 3).
+    let defs = "
+      (define (g x)
+        (* x (+ (if (vector? (vector-of (list 1.0 2.0))) 4 0)
+                (+ (if (vector? x) 100 0) (vec-length (vector-of (list 1.0 2.0 3.0)))))))";
+    let exprs: Vec<(String, String)> =
+        nestings(1, "g").into_iter().chain(nestings(2, "(lambda (x) (* x (g x)))")).collect();
+    let run_with = |native: bool| {
+        let mut s = session();
+        s.m.native_rules = native;
+        run_in(&mut s, "defs", defs);
+        exprs
+            .iter()
+            .map(|(_, e)| num(run_in(&mut s, "expr", &format!("({e} 1.5)")).last().unwrap()))
+            .collect::<Vec<f64>>()
+    };
+    let native = run_with(true);
+    assert_eq!(native, run_with(false));
+    for ((label, _), got) in exprs.iter().zip(&native) {
+        // d/dx 7x = 7; d2/dx2 7x^2 = 14
+        assert_eq!(*got, if label.len() == 1 { 7.0 } else { 14.0 }, "{label}");
+    }
+}
+
+#[test]
 fn hvp_of_a_sum_of_cubes_over_a_list_is_six_x() {
     // Forward over reverse through `fold-left`: the sensitivity tuples of its
     // backpropagators (pairs, closures, long lists) go through the forward
