@@ -324,6 +324,10 @@ fn args_use(a: &Args, bound: &FxHashSet<VarId>, out: &mut FxHashSet<VarId>) {
 
 /// Collects the free variables of a block given the variables bound around it.
 pub fn block_free_vars(b: &Block, bound: &mut FxHashSet<VarId>, out: &mut FxHashSet<VarId>) {
+    crate::stack::grow(|| block_free_vars_here(b, bound, out))
+}
+
+fn block_free_vars_here(b: &Block, bound: &mut FxHashSet<VarId>, out: &mut FxHashSet<VarId>) {
     for bind in &b.binds {
         match bind {
             Bind::Let(x, e) => {
@@ -524,6 +528,10 @@ impl<'a> Normalizer<'a> {
     }
 
     fn destructure(&mut self, p: &Pat, a: Atom, binds: &mut Vec<Bind>) -> Result<()> {
+        crate::stack::grow(|| self.destructure_here(p, a, binds))
+    }
+
+    fn destructure_here(&mut self, p: &Pat, a: Atom, binds: &mut Vec<Bind>) -> Result<()> {
         match p {
             Pat::Var(n, _) => {
                 self.push(n.clone(), a);
@@ -583,6 +591,10 @@ impl<'a> Normalizer<'a> {
     }
 
     fn norm(&mut self, e: &Core, binds: &mut Vec<Bind>) -> Result<Atom> {
+        crate::stack::grow(|| self.norm_here(e, binds))
+    }
+
+    fn norm_here(&mut self, e: &Core, binds: &mut Vec<Bind>) -> Result<Atom> {
         match e {
             Core::Const(c, _) => Ok(Atom::Const(c.0.to_value())),
             Core::Var(n, s) => self.lookup(n, *s),

@@ -150,6 +150,10 @@ pub fn datum_const(d: &Datum) -> Result<ConstVal> {
 
 /// Expands one expression.
 pub fn expand(d: &Datum) -> Result<Core> {
+    crate::stack::grow(|| expand_here(d))
+}
+
+fn expand_here(d: &Datum) -> Result<Core> {
     let sp = d.span;
     match &d.kind {
         DatumKind::Int(_)
@@ -279,6 +283,10 @@ fn tuple_pattern(mut pats: Vec<Pat>, span: Span) -> Pat {
 
 /// One pattern: a variable, a constant, `(cons p q)`, `(cons* p ...)`, `(list p ...)`.
 pub fn pattern(d: &Datum) -> Result<Pat> {
+    crate::stack::grow(|| pattern_here(d))
+}
+
+fn pattern_here(d: &Datum) -> Result<Pat> {
     match &d.kind {
         DatumKind::Symbol(s) => {
             if KEYWORDS.contains(&&**s) {

@@ -21,6 +21,7 @@ pub mod resolve;
 pub mod rev;
 pub mod show;
 pub mod source;
+pub mod stack;
 pub mod toplevel;
 pub mod value;
 pub mod vec;

@@ -292,6 +292,10 @@ pub(crate) fn count_uses_block(b: &Block, uses: &mut FxHashMap<VarId, u32>) {
 /// Calls `f` on every variable read in a block (nested blocks and the captures of
 /// nested lambdas included), once per occurrence.
 fn visit_block(b: &Block, f: &mut impl FnMut(VarId)) {
+    crate::stack::grow(|| visit_block_here(b, f))
+}
+
+fn visit_block_here(b: &Block, f: &mut impl FnMut(VarId)) {
     for bind in &b.binds {
         visit_bind(bind, f);
     }
@@ -387,6 +391,9 @@ fn last_reads(l: &Lambda) -> FxHashMap<VarId, usize> {
             }
         }
         fn block(&mut self, b: &Block) {
+            crate::stack::grow(|| self.block_here(b))
+        }
+        fn block_here(&mut self, b: &Block) {
             let d = self.at.len();
             self.at.push(0);
             for (i, bind) in b.binds.iter().enumerate() {
@@ -552,6 +559,10 @@ impl Resolver {
     }
 
     fn block(&mut self, b: &Block) -> CBlock {
+        crate::stack::grow(|| self.block_here(b))
+    }
+
+    fn block_here(&mut self, b: &Block) -> CBlock {
         let mut binds = Vec::with_capacity(b.binds.len());
         let n = b.binds.len();
         let mut tail = None;

@@ -4,7 +4,7 @@
 //! transformed in turn. Values carry the tangents; the code barely changes.
 
 use super::{ops, rules, transform_group};
-use crate::anf::{Args, Atom, Bind, Block, Expr, Group, Kind, Lambda};
+use crate::anf::{Args, Atom, Bind, Block, Expr, Group, Kind, Lambda, VarId};
 use crate::error::Result;
 use crate::eval::Machine;
 use std::rc::Rc;
@@ -14,6 +14,9 @@ use std::rc::Rc;
 pub struct Lifter<'m> {
     pub m: &'m mut Machine,
     pub k: Kind,
+    /// The variables each conditional's branches use, sorted (see
+    /// `reverse::branch_vars`), by the conditional's address.
+    pub branch_vars: rustc_hash::FxHashMap<usize, Rc<[VarId]>>,
 }
 
 impl Lifter<'_> {
@@ -46,12 +49,16 @@ impl Lifter<'_> {
 
 /// The members of the forward transform of `g`.
 pub fn transform(m: &mut Machine, g: &Rc<Group>) -> Result<Vec<Lambda>> {
-    let members = m.group_members(g)?.to_vec();
-    let mut l = Lifter { m, k: Kind::F };
+    let members = m.group_members(g)?;
+    let mut l = Lifter { m, k: Kind::F, branch_vars: Default::default() };
     members.iter().map(|lam| Ok(Lambda { param: lam.param, body: block(&mut l, &lam.body)? })).collect()
 }
 
 fn block(l: &mut Lifter, b: &Block) -> Result<Block> {
+    crate::stack::grow(|| block_here(l, b))
+}
+
+fn block_here(l: &mut Lifter, b: &Block) -> Result<Block> {
     let mut binds = Vec::with_capacity(b.binds.len());
     for bind in &b.binds {
         binds.push(match bind {

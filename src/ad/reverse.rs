@@ -86,8 +86,8 @@ fn p(name: &str) -> PrimId {
 /// tail conditionals are split (those of a branch too, up to a bound), so the
 /// rest of the body's reverse phase is repeated a bounded number of times.
 pub fn transform(m: &mut Machine, g: &Rc<Group>) -> Result<Vec<Lambda>> {
-    let members = m.group_members(g)?.to_vec();
-    let mut l = Lifter { m, k: Kind::R };
+    let members = m.group_members(g)?;
+    let mut l = Lifter { m, k: Kind::R, branch_vars: Default::default() };
     let mut out_members = Vec::with_capacity(members.len());
     for (i, lam) in members.iter().enumerate() {
         let body = member_block(&mut l, g, i, lam, &lam.body, &[])?;
@@ -262,11 +262,7 @@ fn forward_binds(l: &mut Lifter, binds: &[Bind], out: &mut Vec<Bind>, tape: &mut
                     tape.push(Rec::Captures { x: *x, caps: xs.clone() });
                 }
                 Expr::If(c, t, f) => {
-                    let mut free = FxHashSet::default();
-                    block_free_vars(t, &mut FxHashSet::default(), &mut free);
-                    block_free_vars(f, &mut FxHashSet::default(), &mut free);
-                    let mut vars: Vec<VarId> = free.into_iter().collect();
-                    vars.sort_unstable();
+                    let vars = branch_vars(&mut l.branch_vars, e).to_vec();
                     let tb = branch(l, t, &vars)?;
                     let fb = branch(l, f, &vars)?;
                     let pair = fresh_var("r");
@@ -294,6 +290,54 @@ fn forward_binds(l: &mut Lifter, binds: &[Bind], out: &mut Vec<Bind>, tape: &mut
     Ok(())
 }
 
+/// The variables either branch of conditional `e` uses (free in them), sorted;
+/// remembered for `e` and for the conditionals nested in its branches, so a
+/// nest of conditionals costs time linear in its size.
+fn branch_vars(memo: &mut FxHashMap<usize, Rc<[VarId]>>, e: &Expr) -> Rc<[VarId]> {
+    let key = e as *const Expr as usize;
+    if let Some(v) = memo.get(&key) {
+        return v.clone();
+    }
+    let Expr::If(_, t, f) = e else { return Rc::from(vec![]) };
+    let mut free = FxHashSet::default();
+    crate::stack::grow(|| {
+        for b in [t, f] {
+            block_vars(memo, b, &mut free);
+        }
+    });
+    let mut vars: Vec<VarId> = free.into_iter().collect();
+    vars.sort_unstable();
+    let vars: Rc<[VarId]> = Rc::from(vars);
+    memo.insert(key, vars.clone());
+    vars
+}
+
+/// Adds the variables free in `b` to `out`, taking those of its conditionals'
+/// branches from [`branch_vars`].
+fn block_vars(memo: &mut FxHashMap<usize, Rc<[VarId]>>, b: &Block, out: &mut FxHashSet<VarId>) {
+    let mut bound = FxHashSet::default();
+    for bind in &b.binds {
+        match bind {
+            Bind::Let(x, e @ Expr::If(c, _, _)) => {
+                let one = Block { binds: vec![], result: c.clone() };
+                block_free_vars(&one, &mut bound, out);
+                for v in branch_vars(memo, e).iter() {
+                    if !bound.contains(v) {
+                        out.insert(*v);
+                    }
+                }
+                bound.insert(*x);
+            }
+            _ => {
+                let one = Block { binds: vec![bind.clone()], result: Atom::Const(crate::value::Value::Nil) };
+                block_free_vars(&one, &mut bound, out);
+            }
+        }
+    }
+    let one = Block { binds: vec![], result: b.result.clone() };
+    block_free_vars(&one, &mut bound, out);
+}
+
 fn f_of(e: &Expr) -> &Atom {
     match e {
         Expr::App(f, _, _) => f,
@@ -305,6 +349,10 @@ fn f_of(e: &Expr) -> &Atom {
 /// a backpropagator that maps the result's sensitivity to the list of
 /// sensitivities of `vars` (the variables either branch uses).
 fn branch(l: &mut Lifter, b: &Block, vars: &[VarId]) -> Result<Block> {
+    crate::stack::grow(|| branch_here(l, b, vars))
+}
+
+fn branch_here(l: &mut Lifter, b: &Block, vars: &[VarId]) -> Result<Block> {
     let mut out = Vec::new();
     let mut tape = Vec::new();
     let r = forward_block(l, b, &mut out, &mut tape)?;

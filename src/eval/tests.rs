@@ -212,6 +212,39 @@ fn nested_blocks_in_a_body_grow_the_stack() {
     assert_eq!(run(&format!("(define (g n) {body}) (g 2000)")), [(k * 2000).to_string()]);
 }
 
+#[test]
+fn deeply_nested_programs_compile_on_a_small_stack() {
+    // The passes over a program (expansion, A-normal form, resolution, the
+    // reverse transform) recurse once per level of nesting, with frames of
+    // kilobytes in a debug build: 30,000 levels of each shape (7,500 of
+    // conditionals under `*j`, whose frames and work are larger) need more
+    // than this thread's 32 MiB unless they grow their stack. (What they
+    // build is dropped by recursion too, but in frames of a few hundred bytes.)
+    let n = 30_000;
+    let cases = [
+        (format!("{}a{}", "(let ((a 1)) ".repeat(n), ")".repeat(n)), "1".to_string()),
+        (format!("{}0{}", "(+ 1 ".repeat(n), ")".repeat(n)), n.to_string()),
+        (format!("{}0{}", "(if #t ".repeat(n), " 1)".repeat(n)), "0".to_string()),
+        (
+            format!(
+                "(define (f x) {}(* x x){}) ((derivative-R f) 3)",
+                "(if (< x 0) x ".repeat(n / 4),
+                ")".repeat(n / 4)
+            ),
+            "6".to_string(),
+        ),
+    ];
+    for (src, want) in cases {
+        let got = std::thread::Builder::new()
+            .stack_size(32 << 20)
+            .spawn(move || run(&src))
+            .unwrap()
+            .join()
+            .expect("the thread overflowed its stack or panicked");
+        assert_eq!(got.last().unwrap(), &want);
+    }
+}
+
 /// The requirement: 1,000,000 nested calls work. Ignored by default because it needs
 /// about 7 GB of native stack in a debug build (about 1.3 GB in release); run it with
 /// `cargo test --release -- --ignored deep_recursion_of_a_million_frames`.
