@@ -42,7 +42,7 @@ pub fn datum_matches(actual: &Datum, expected: &Datum) -> bool {
         (DatumKind::Bool(a), DatumKind::Bool(b)) => a == b,
         (DatumKind::Symbol(a), DatumKind::Symbol(b)) => a == b,
         (DatumKind::Str(a), DatumKind::Str(b)) => a == b,
-        (DatumKind::List(a, ta), DatumKind::List(b, tb)) => {
+        (DatumKind::List(a, ta), DatumKind::List(b, tb)) => crate::stack::grow(|| {
             a.len() == b.len()
                 && a.iter().zip(b).all(|(x, y)| datum_matches(x, y))
                 && match (ta, tb) {
@@ -50,7 +50,7 @@ pub fn datum_matches(actual: &Datum, expected: &Datum) -> bool {
                     (Some(x), Some(y)) => datum_matches(x, y),
                     _ => false,
                 }
-        }
+        }),
         _ => match (num_of(actual), num_of(expected)) {
             (Some(a), Some(b)) => numbers_close(a, b),
             _ => false,
@@ -121,29 +121,35 @@ pub fn check(result: &Result<Value>, expected: Option<&Datum>) -> std::result::R
 
 /// Prints a datum back as source text.
 pub fn datum_text(d: &Datum) -> String {
+    let mut out = String::new();
+    write_datum(d, &mut out);
+    out
+}
+
+/// [`datum_text`] into `out` (one buffer, so deep data prints in linear time).
+fn write_datum(d: &Datum, out: &mut String) {
     match &d.kind {
-        DatumKind::Int(i) => i.to_string(),
-        DatumKind::Big(b) => b.to_string(),
-        DatumKind::Rat(q) => q.to_string(),
-        DatumKind::Real(r) => crate::print::format_real(*r),
-        DatumKind::Bool(b) => if *b { "#t" } else { "#f" }.into(),
-        DatumKind::Str(s) => format!("{:?}", s),
-        DatumKind::Symbol(s) => s.to_string(),
-        DatumKind::List(items, tail) => {
-            let mut s = String::from("(");
+        DatumKind::Int(i) => out.push_str(&i.to_string()),
+        DatumKind::Big(b) => out.push_str(&b.to_string()),
+        DatumKind::Rat(q) => out.push_str(&q.to_string()),
+        DatumKind::Real(r) => out.push_str(&crate::print::format_real(*r)),
+        DatumKind::Bool(b) => out.push_str(if *b { "#t" } else { "#f" }),
+        DatumKind::Str(s) => out.push_str(&format!("{:?}", s)),
+        DatumKind::Symbol(s) => out.push_str(s),
+        DatumKind::List(items, tail) => crate::stack::grow(|| {
+            out.push('(');
             for (i, it) in items.iter().enumerate() {
                 if i > 0 {
-                    s.push(' ');
+                    out.push(' ');
                 }
-                s.push_str(&datum_text(it));
+                write_datum(it, out);
             }
             if let Some(t) = tail {
-                s.push_str(" . ");
-                s.push_str(&datum_text(t));
+                out.push_str(" . ");
+                write_datum(t, out);
             }
-            s.push(')');
-            s
-        }
+            out.push(')');
+        }),
     }
 }
 

@@ -438,6 +438,23 @@ fn metered_counts_primitive_arithmetic() {
 // ---- vlad test ----
 
 #[test]
+fn test_command_compares_and_shows_deeply_nested_values() {
+    // 100,000 nested lists: the expected value is compared and, on a
+    // mismatch, printed back in full (one buffer, not a copy per level).
+    let n = 100_000;
+    let d = Dir::new();
+    let nest = "(define (nest n) (let loop ((i 0) (acc '())) (if (= i n) acc (loop (+ i 1) (list acc)))))";
+    let deep = |k: usize| format!("{}{}", "(".repeat(k), ")".repeat(k));
+    d.file("t.vlad", &format!("{nest}\n(nest {n}) ===> {}\n(nest {n}) ===> {}\n", deep(n + 1), deep(n)));
+    let o = vlad(&d, &["test", "t.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", &o.stdout[..o.stdout.len().min(300)]);
+    assert_eq!(lines[0], format!("t.vlad:3: expected {}, got {}", deep(n), deep(n + 1)));
+    assert_eq!(lines[1], "1 passed, 1 failed");
+}
+
+#[test]
 fn test_command_reports_each_failure_and_a_summary() {
     let d = Dir::new();
     d.file(
@@ -570,6 +587,24 @@ fn backpropagators_bind_no_unread_unsensitize() {
     assert!(n > 0, "{}", hg);
     let k = &o.stdout[o.stdout.find(";; reverse transform of k").unwrap()..];
     assert!(k.contains("(unsensitize s_"), "{}", k);
+}
+
+#[test]
+fn printed_reversible_code_stops_indenting() {
+    // 200 nested statements: each is printed (forward and inverse), and the
+    // indentation stops growing at 64 columns, so the text stays linear in
+    // the code's size.
+    let n = 200;
+    let d = Dir::new();
+    d.file(
+        "r.vlad",
+        &format!("(define-reversible (f x) {}(+= x 1){})\n", "(begin-rev (skip) ".repeat(n), ")".repeat(n)),
+    );
+    let o = vlad(&d, &["anf", "--inverse", "r.vlad"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout.matches("(begin-rev").count(), 2 * n, "{}", o.stdout);
+    let widest = o.stdout.lines().map(|l| l.len() - l.trim_start().len()).max().unwrap();
+    assert_eq!(widest, 64, "{}", o.stdout);
 }
 
 #[test]

@@ -215,7 +215,8 @@ fn nested_blocks_in_a_body_grow_the_stack() {
 #[test]
 fn deeply_nested_programs_compile_on_a_small_stack() {
     // The passes over a program (expansion, A-normal form, resolution, the
-    // reverse transform) recurse once per level of nesting, with frames of
+    // reverse transform, the reversible sub-language's parser, checks,
+    // compiler and executor) recurse once per level of nesting, with frames of
     // kilobytes in a debug build: 30,000 levels of each shape (7,500 of
     // conditionals under `*j`, whose frames and work are larger) need more
     // than this thread's 32 MiB unless they grow their stack. (What they
@@ -232,6 +233,14 @@ fn deeply_nested_programs_compile_on_a_small_stack() {
                 ")".repeat(n / 4)
             ),
             "6".to_string(),
+        ),
+        (
+            format!(
+                "(define-reversible (f x) {}(+= x 2){}) (list (call f 1) (uncall f 1))",
+                "(begin-rev (skip) ".repeat(n),
+                ")".repeat(n)
+            ),
+            "((3) (-1))".to_string(),
         ),
     ];
     for (src, want) in cases {

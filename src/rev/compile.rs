@@ -250,6 +250,10 @@ impl Compiler<'_> {
     }
 
     fn stmt(&mut self, s: &Stmt) -> Result<CStmt> {
+        crate::stack::grow(|| self.stmt_here(s))
+    }
+
+    fn stmt_here(&mut self, s: &Stmt) -> Result<CStmt> {
         Ok(match s {
             Stmt::Update { op, place, rhs, span } => {
                 CStmt::Update { op: *op, place: self.place(place)?, rhs: self.cexpr(rhs)?, span: *span }
@@ -346,6 +350,10 @@ impl Compiler<'_> {
     }
 
     fn expr(&mut self, d: &Datum) -> Result<RExpr> {
+        crate::stack::grow(|| self.expr_here(d))
+    }
+
+    fn expr_here(&mut self, d: &Datum) -> Result<RExpr> {
         let sp = d.span;
         match &d.kind {
             DatumKind::Int(_)

@@ -439,6 +439,10 @@ impl<'m> Exec<'m> {
     // ----- expressions -----
 
     pub fn eval(&mut self, f: Frame, e: &RExpr) -> Result<Value> {
+        crate::stack::grow(|| self.eval_here(f, e))
+    }
+
+    fn eval_here(&mut self, f: Frame, e: &RExpr) -> Result<Value> {
         match e {
             RExpr::Const(v) => Ok(v.clone()),
             RExpr::Var(s) => Ok(val_value(&self.vals[f.base + *s as usize])),
@@ -538,6 +542,10 @@ impl<'m> Exec<'m> {
     // ----- statements -----
 
     pub fn exec(&mut self, f: Frame, s: &CStmt, dir: Dir) -> Result<()> {
+        crate::stack::grow(|| self.exec_here(f, s, dir))
+    }
+
+    fn exec_here(&mut self, f: Frame, s: &CStmt, dir: Dir) -> Result<()> {
         self.dir = dir;
         match s {
             CStmt::Seq(v) => {

@@ -238,6 +238,10 @@ pub fn apply_vjp(m: &mut Machine, f: Value, x: Value, ybar: &Value, sp: Span) ->
 impl Exec<'_> {
     /// Value and tangent of an expression.
     pub fn eval_t(&mut self, f: Frame, e: &RExpr) -> Result<(Value, Value)> {
+        crate::stack::grow(|| self.eval_t_here(f, e))
+    }
+
+    fn eval_t_here(&mut self, f: Frame, e: &RExpr) -> Result<(Value, Value)> {
         match e {
             RExpr::Const(_) | RExpr::Global(_) | RExpr::And(_) | RExpr::Or(_) => {
                 Ok((self.eval(f, e)?, Value::Nil))
@@ -296,6 +300,10 @@ impl Exec<'_> {
     /// Accumulates the cotangent `cot` of an expression into the adjoints of the
     /// variables it reads.
     pub fn vjp(&mut self, f: Frame, e: &RExpr, cot: Value) -> Result<()> {
+        crate::stack::grow(|| self.vjp_here(f, e, cot))
+    }
+
+    fn vjp_here(&mut self, f: Frame, e: &RExpr, cot: Value) -> Result<()> {
         if is_zero_der(&cot) {
             return Ok(());
         }

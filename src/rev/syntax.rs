@@ -318,6 +318,10 @@ const STMT_LIST: &str =
 
 /// Parses one statement.
 pub fn parse_stmt(d: &Datum) -> Result<Stmt> {
+    crate::stack::grow(|| parse_stmt_here(d))
+}
+
+fn parse_stmt_here(d: &Datum) -> Result<Stmt> {
     let sp = d.span;
     let items = match d.as_list() {
         Some(items) if !items.is_empty() => items,
@@ -455,6 +459,10 @@ pub fn parse_stmt(d: &Datum) -> Result<Stmt> {
 
 /// Does the expression mention the variable? (Syntactic; quoted data excluded.)
 pub fn mentions(d: &Datum, name: &str) -> bool {
+    crate::stack::grow(|| mentions_here(d, name))
+}
+
+fn mentions_here(d: &Datum, name: &str) -> bool {
     match &d.kind {
         DatumKind::Symbol(s) => &**s == name,
         DatumKind::List(items, tail) => {
@@ -512,6 +520,10 @@ fn check_place(def: &ProcDef, scope: &[Rc<str>], p: &Place) -> Result<()> {
 }
 
 fn check_stmt(def: &ProcDef, s: &Stmt, scope: &mut Vec<Rc<str>>) -> Result<()> {
+    crate::stack::grow(|| check_stmt_here(def, s, scope))
+}
+
+fn check_stmt_here(def: &ProcDef, s: &Stmt, scope: &mut Vec<Rc<str>>) -> Result<()> {
     match s {
         Stmt::Update { op, place, rhs, span } => {
             check_place(def, scope, place)?;
@@ -661,15 +673,23 @@ fn check_stmt(def: &ProcDef, s: &Stmt, scope: &mut Vec<Rc<str>>) -> Result<()> {
     Ok(())
 }
 
+/// Indentation stops growing at this many columns (as printed VLAD code's
+/// does), so printing deeply nested statements takes space linear in their size.
+const MAX_INDENT: usize = 64;
+
 fn indent(out: &mut String, n: usize) {
     out.push('\n');
-    for _ in 0..n {
+    for _ in 0..n.min(MAX_INDENT) {
         out.push(' ');
     }
 }
 
 /// Prints a statement as source, indented by `ind` after line breaks.
 pub fn write_stmt(out: &mut String, s: &Stmt, ind: usize) {
+    crate::stack::grow(|| write_stmt_here(out, s, ind))
+}
+
+fn write_stmt_here(out: &mut String, s: &Stmt, ind: usize) {
     match s {
         Stmt::Update { op, place, rhs, .. } => {
             out.push_str(&format!("({} {} {})", op.name(), place.text(), datum_text(rhs)))
