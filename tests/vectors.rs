@@ -465,6 +465,20 @@ fn shape_and_argument_errors_are_clear() {
     }
 }
 
+/// A vector longer than the machine's memory could hold (8 PB here) is
+/// refused at once, not allocated page by page until the process is killed.
+/// (Linux, where the system reports its memory.)
+#[cfg(target_os = "linux")]
+#[test]
+fn vectors_larger_than_memory_are_refused() {
+    for (text, name) in [("(make-vec 1000000000000000 1.0)", "make-vec"), ("(vec-iota 1e15)", "vec-iota")] {
+        let got = run1(text);
+        let want = format!("error: {name}: a vector of 1000000000000000 numbers needs 8000000.0 GB, more than this machine's");
+        assert!(got.starts_with(&want), "{}: got {}", text, got);
+    }
+    assert_eq!(run1("(vec-length (make-vec 1000 1.0))"), "1000");
+}
+
 #[test]
 fn zeros_are_symbolic_until_touched() {
     std::thread::Builder::new()

@@ -114,8 +114,42 @@ fn list_of(_: &mut Machine, a: &[Value]) -> Result<Value> {
     })
 }
 
+/// A length `n` given to a primitive that builds a vector of it: an error if
+/// `n` doubles would not fit in the machine's memory (RAM and swap), rather
+/// than a process that pages until it is killed.
+fn length_arg(name: &str, v: &Value) -> Result<usize> {
+    let n = index_arg(name, v)?;
+    if let Some(total) = memory_bytes() {
+        if (n as u128) * 8 > total as u128 {
+            return Err(err(
+                name,
+                format!(
+                    "a vector of {} numbers needs {:.1} GB, more than this machine's {:.1} GB of memory",
+                    n,
+                    n as f64 * 8e-9,
+                    total as f64 * 1e-9
+                ),
+            ));
+        }
+    }
+    Ok(n)
+}
+
+/// The machine's memory and swap in bytes, where the system says (Linux).
+fn memory_bytes() -> Option<u64> {
+    static TOTAL: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let kib = |key: &str| -> Option<u64> {
+            let line = info.lines().find(|l| l.starts_with(key))?;
+            line[key.len()..].trim().trim_end_matches("kB").trim().parse().ok()
+        };
+        Some((kib("MemTotal:")? + kib("SwapTotal:").unwrap_or(0)) * 1024)
+    })
+}
+
 fn make_vec(m: &mut Machine, a: &[Value]) -> Result<Value> {
-    let n = index_arg("make-vec", &a[0])?;
+    let n = length_arg("make-vec", &a[0])?;
     let x = real_arg("make-vec", &a[1])?;
     out("make-vec", ops::fill(be(m), n, Shape::Vector, x, None))
 }
@@ -127,7 +161,7 @@ fn vec_fill(m: &mut Machine, a: &[Value]) -> Result<Value> {
 }
 
 fn vec_iota(_: &mut Machine, a: &[Value]) -> Result<Value> {
-    let n = index_arg("vec-iota", &a[0])?;
+    let n = length_arg("vec-iota", &a[0])?;
     Ok(Value::Vector(Rc::new(RealVec::from_vec((0..n).map(|i| i as f64).collect(), Shape::Vector))))
 }
 
