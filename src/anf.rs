@@ -55,6 +55,37 @@ pub struct Block {
     pub result: Atom,
 }
 
+/// Blocks nest through conditionals as deeply as the source does: they are
+/// dropped with an explicit work list rather than by recursion, so dropping
+/// deeply nested code needs no more native stack than shallow code.
+impl Drop for Block {
+    fn drop(&mut self) {
+        fn take_branches(binds: &mut [Bind], out: &mut Vec<Block>) {
+            for b in binds {
+                if let Bind::Let(_, Expr::If(_, t, f)) = b {
+                    if !t.binds.is_empty() {
+                        out.push(std::mem::replace(
+                            t,
+                            Block { binds: Vec::new(), result: Atom::Const(Value::Nil) },
+                        ));
+                    }
+                    if !f.binds.is_empty() {
+                        out.push(std::mem::replace(
+                            f,
+                            Block { binds: Vec::new(), result: Atom::Const(Value::Nil) },
+                        ));
+                    }
+                }
+            }
+        }
+        let mut pending = Vec::new();
+        take_branches(&mut self.binds, &mut pending);
+        while let Some(mut b) = pending.pop() {
+            take_branches(&mut b.binds, &mut pending);
+        }
+    }
+}
+
 /// A binding of the A-normal form.
 #[derive(Clone)]
 pub enum Bind {

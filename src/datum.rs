@@ -5,10 +5,38 @@ use num_bigint::BigInt;
 use std::rc::Rc;
 
 /// One S-expression as read from source.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Datum {
     pub kind: DatumKind,
     pub span: Span,
+}
+
+/// (Copying recurses once per level of nesting, growing the stack as it goes.)
+impl Clone for Datum {
+    fn clone(&self) -> Datum {
+        let kind = match &self.kind {
+            DatumKind::List(..) => crate::stack::grow(|| self.kind.clone()),
+            k => k.clone(),
+        };
+        Datum { kind, span: self.span }
+    }
+}
+
+/// Data nest as deeply as the source does: a list is dropped with an explicit
+/// work list rather than by recursion (the derived drop would recurse once per
+/// level of nesting).
+impl Drop for Datum {
+    fn drop(&mut self) {
+        let DatumKind::List(items, tail) = &mut self.kind else { return };
+        let mut work: Vec<Datum> = std::mem::take(items);
+        work.extend(tail.take().map(|t| *t));
+        while let Some(mut d) = work.pop() {
+            if let DatumKind::List(items, tail) = &mut d.kind {
+                work.append(items);
+                work.extend(tail.take().map(|t| *t));
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

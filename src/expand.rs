@@ -27,7 +27,7 @@ pub enum Core {
 pub struct ConstVal(pub DatumKindValue);
 
 /// Values that literals denote: (), booleans, numbers and pairs of these.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum DatumKindValue {
     Nil,
     Bool(bool),
@@ -36,6 +36,39 @@ pub enum DatumKindValue {
     Rat(Rc<num_rational::BigRational>),
     Real(f64),
     Pair(Box<DatumKindValue>, Box<DatumKindValue>),
+}
+
+/// (Copying recurses once per level of nesting, growing the stack as it goes.)
+impl Clone for DatumKindValue {
+    fn clone(&self) -> DatumKindValue {
+        match self {
+            DatumKindValue::Nil => DatumKindValue::Nil,
+            DatumKindValue::Bool(b) => DatumKindValue::Bool(*b),
+            DatumKindValue::Int(i) => DatumKindValue::Int(*i),
+            DatumKindValue::Big(b) => DatumKindValue::Big(b.clone()),
+            DatumKindValue::Rat(q) => DatumKindValue::Rat(q.clone()),
+            DatumKindValue::Real(r) => DatumKindValue::Real(*r),
+            DatumKindValue::Pair(a, d) => crate::stack::grow(|| DatumKindValue::Pair(a.clone(), d.clone())),
+        }
+    }
+}
+
+/// Quoted data nest as deeply as the source does: dropped with an explicit
+/// work list rather than by recursion.
+impl Drop for DatumKindValue {
+    fn drop(&mut self) {
+        let DatumKindValue::Pair(a, d) = self else { return };
+        let mut work = vec![
+            std::mem::replace(&mut **a, DatumKindValue::Nil),
+            std::mem::replace(&mut **d, DatumKindValue::Nil),
+        ];
+        while let Some(mut v) = work.pop() {
+            if let DatumKindValue::Pair(a, d) = &mut v {
+                work.push(std::mem::replace(&mut **a, DatumKindValue::Nil));
+                work.push(std::mem::replace(&mut **d, DatumKindValue::Nil));
+            }
+        }
+    }
 }
 
 impl DatumKindValue {
@@ -47,7 +80,7 @@ impl DatumKindValue {
             DatumKindValue::Big(b) => Value::Big(b.clone()),
             DatumKindValue::Rat(q) => Value::Rat(q.clone()),
             DatumKindValue::Real(r) => Value::Real(*r),
-            DatumKindValue::Pair(a, d) => Value::cons(a.to_value(), d.to_value()),
+            DatumKindValue::Pair(a, d) => crate::stack::grow(|| Value::cons(a.to_value(), d.to_value())),
         }
     }
 }
@@ -83,6 +116,57 @@ impl Pat {
                 a.vars(out);
                 d.vars(out);
             }
+        }
+    }
+}
+
+/// Core expressions nest as deeply as the source does: they are dropped with
+/// an explicit work list rather than by recursion (see `anf::Block`'s `Drop`).
+impl Drop for Core {
+    fn drop(&mut self) {
+        fn hole() -> Core {
+            Core::Const(ConstVal(DatumKindValue::Nil), Span::default())
+        }
+        fn take_parts(c: &mut Core, out: &mut Vec<Core>) {
+            fn take(b: &mut Core, out: &mut Vec<Core>) {
+                if !matches!(b, Core::Const(..) | Core::Var(..)) {
+                    out.push(std::mem::replace(b, hole()));
+                }
+            }
+            match c {
+                Core::Const(..) | Core::Var(..) => {}
+                Core::Lambda(l) => {
+                    if let Some(l) = Rc::get_mut(l) {
+                        out.push(std::mem::replace(&mut l.body, hole()));
+                    }
+                }
+                Core::App(f, args, _) => {
+                    take(f, out);
+                    out.append(args);
+                }
+                Core::Letrec(defs, body, _) => {
+                    for (_, _, l) in defs.iter_mut() {
+                        if let Some(l) = Rc::get_mut(l) {
+                            out.push(std::mem::replace(&mut l.body, hole()));
+                        }
+                    }
+                    take(body, out);
+                }
+                Core::Let(_, a, b, _) | Core::Cons(a, b, _) => {
+                    take(a, out);
+                    take(b, out);
+                }
+                Core::If(c, t, e, _) => {
+                    take(c, out);
+                    take(t, out);
+                    take(e, out);
+                }
+            }
+        }
+        let mut pending = Vec::new();
+        take_parts(self, &mut pending);
+        while let Some(mut c) = pending.pop() {
+            take_parts(&mut c, &mut pending);
         }
     }
 }
@@ -124,6 +208,9 @@ fn bad(d: &Datum, msg: impl Into<String>) -> Error {
 /// Turns a quoted datum into a constant; symbols and strings are not VLAD data.
 pub fn datum_const(d: &Datum) -> Result<ConstVal> {
     fn go(d: &Datum) -> Result<DatumKindValue> {
+        crate::stack::grow(|| go_here(d))
+    }
+    fn go_here(d: &Datum) -> Result<DatumKindValue> {
         Ok(match &d.kind {
             DatumKind::Int(i) => DatumKindValue::Int(*i),
             DatumKind::Big(b) => DatumKindValue::Big(b.clone()),
@@ -462,6 +549,10 @@ fn expand_letrec(d: &Datum, items: &[Datum]) -> Result<Core> {
 }
 
 fn expand_cond(d: &Datum, clauses: &[Datum]) -> Result<Core> {
+    crate::stack::grow(|| expand_cond_here(d, clauses))
+}
+
+fn expand_cond_here(d: &Datum, clauses: &[Datum]) -> Result<Core> {
     let (first, rest) = match clauses.split_first() {
         Some(x) => x,
         None => return Err(bad(d, "`cond` needs a final `else` clause")),
@@ -508,6 +599,10 @@ fn or2(a: Core, b: Core, span: Span) -> Core {
 }
 
 fn expand_and(d: &Datum, items: &[Datum]) -> Result<Core> {
+    crate::stack::grow(|| expand_and_here(d, items))
+}
+
+fn expand_and_here(d: &Datum, items: &[Datum]) -> Result<Core> {
     match items.split_first() {
         None => Ok(Core::Const(ConstVal(DatumKindValue::Bool(true)), d.span)),
         Some((x, [])) => expand(x),
@@ -521,6 +616,10 @@ fn expand_and(d: &Datum, items: &[Datum]) -> Result<Core> {
 }
 
 fn expand_or(d: &Datum, items: &[Datum]) -> Result<Core> {
+    crate::stack::grow(|| expand_or_here(d, items))
+}
+
+fn expand_or_here(d: &Datum, items: &[Datum]) -> Result<Core> {
     match items.split_first() {
         None => Ok(Core::Const(ConstVal(DatumKindValue::Bool(false)), d.span)),
         Some((x, [])) => expand(x),

@@ -618,20 +618,9 @@ fn parse_number(tok: &str) -> Option<DatumKind> {
     }
 }
 
-/// Drops a datum without recursion (the derived drop recurses once per nesting level).
+/// Drops a datum (`Datum`'s `Drop` takes nested lists apart without recursion).
 fn dispose(d: Datum) {
-    if !matches!(d.kind, DatumKind::List(..)) {
-        return;
-    }
-    let mut work = vec![d];
-    while let Some(mut d) = work.pop() {
-        if let DatumKind::List(items, tail) = &mut d.kind {
-            work.append(items);
-            if let Some(t) = tail.take() {
-                work.push(*t);
-            }
-        }
-    }
+    drop(d)
 }
 
 #[cfg(test)]
@@ -700,14 +689,14 @@ mod tests {
     }
 
     fn real(src: &str) -> f64 {
-        match read1(src).kind {
-            DatumKind::Real(x) => x,
+        match &read1(src).kind {
+            DatumKind::Real(x) => *x,
             k => panic!("{src:?} read as {k:?}, not a real"),
         }
     }
 
     fn sym(src: &str) -> String {
-        match read1(src).kind {
+        match &read1(src).kind {
             DatumKind::Symbol(s) => s.to_string(),
             k => panic!("{src:?} read as {k:?}, not a symbol"),
         }

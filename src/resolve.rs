@@ -138,6 +138,35 @@ pub struct CBlock {
     pub frame: u32,
 }
 
+/// Resolved blocks nest through conditionals as deeply as the source does:
+/// dropped with an explicit work list rather than by recursion.
+impl Drop for CBlock {
+    fn drop(&mut self) {
+        fn take(e: &mut CExpr, out: &mut Vec<CBlock>) {
+            if let CExpr::If(_, t, f) = e {
+                for b in [t, f] {
+                    let empty =
+                        CBlock { binds: Vec::new(), tail: CExpr::Atom(CAtom::Const(Value::Nil)), frame: 0 };
+                    out.push(std::mem::replace(&mut **b, empty));
+                }
+            }
+        }
+        fn take_parts(b: &mut CBlock, out: &mut Vec<CBlock>) {
+            for bind in b.binds.iter_mut() {
+                if let CBind::Let(_, e) | CBind::Split(e, ..) = bind {
+                    take(e, out);
+                }
+            }
+            take(&mut b.tail, out);
+        }
+        let mut pending = Vec::new();
+        take_parts(self, &mut pending);
+        while let Some(mut b) = pending.pop() {
+            take_parts(&mut b, &mut pending);
+        }
+    }
+}
+
 /// The primitives with an inline fast path.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Op2 {

@@ -3,6 +3,10 @@
 //! nests, each recursion step runs with at least [`RED_ZONE`] bytes of stack,
 //! on a fresh segment if the thread's own is nearly used up. (Evaluation grows
 //! its stack in `eval::Machine::with_stack`, and the tag operations on values in `ad::ops`.)
+//! The trees those passes build (`Datum`, `Core`, the A-normal form's `Block`,
+//! the resolved `CBlock`, the reversible sub-language's `Stmt`, `CStmt` and
+//! `RExpr`) are dropped with work lists rather than by recursion, so a program
+//! nested tens of thousands deep compiles and runs even on a 2 MiB thread.
 
 /// The stack a recursion step may use before the next check.
 pub const RED_ZONE: usize = 512 * 1024;

@@ -275,12 +275,21 @@ pub fn force(m: &mut Machine, v: &Value) -> Result<Value> {
     })
 }
 
+/// Does `v` hold a lazy value anywhere in its pairs? (An explicit work list:
+/// data nest and run as deep and long as memory allows.)
 fn has_lazy(v: &Value) -> bool {
-    match v {
-        Value::Lazy(_) => true,
-        Value::Pair(p) => has_lazy(&p.car) || has_lazy(&p.cdr),
-        _ => false,
+    let mut work = vec![v];
+    while let Some(v) = work.pop() {
+        match v {
+            Value::Lazy(_) => return true,
+            Value::Pair(p) => {
+                work.push(&p.cdr);
+                work.push(&p.car);
+            }
+            _ => {}
+        }
     }
+    false
 }
 
 /// Head normal form outside any machine (for printing).

@@ -205,9 +205,9 @@ fn without_dead_tag_ops(binds: Vec<Bind>, result: &Atom) -> Vec<Bind> {
                 continue;
             }
         }
-        let one = Block { binds: vec![b], result: Atom::Const(crate::value::Value::Nil) };
+        let mut one = Block { binds: vec![b], result: Atom::Const(crate::value::Value::Nil) };
         block_free_vars(&one, &mut FxHashSet::default(), &mut used);
-        kept.extend(one.binds);
+        kept.append(&mut one.binds);
     }
     kept.reverse();
     kept

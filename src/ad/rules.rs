@@ -62,8 +62,8 @@ pub fn prim_rule(m: &mut Machine, p: PrimId, k: Kind) -> Result<Value> {
     };
     let data = crate::reader::read_all(&src, u32::MAX).map_err(|e| internal(e.message.clone()))?;
     let core = crate::expand::expand(&data[0]).map_err(|e| internal(e.message.clone()))?;
-    let lam = match core {
-        crate::expand::Core::Lambda(l) => l,
+    let lam = match &core {
+        crate::expand::Core::Lambda(l) => l.clone(),
         _ => return Err(internal("not a lambda".into())),
     };
     let mut n = Normalizer::new(&PrimScope);

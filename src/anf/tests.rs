@@ -16,8 +16,8 @@ impl GlobalScope for PrimsOnly {
 /// Converts a `(lambda ...)` expression.
 pub(crate) fn normalize(src: &str) -> Result<Rc<Group>> {
     let d = crate::reader::read_all(src, 0).unwrap().pop().unwrap();
-    match expand(&d)? {
-        Core::Lambda(l) => Normalizer::new(&PrimsOnly).lambda(&l),
+    match &expand(&d)? {
+        Core::Lambda(l) => Normalizer::new(&PrimsOnly).lambda(l),
         _ => panic!("{src} is not a lambda"),
     }
 }

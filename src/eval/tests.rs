@@ -214,43 +214,54 @@ fn nested_blocks_in_a_body_grow_the_stack() {
 
 #[test]
 fn deeply_nested_programs_compile_on_a_small_stack() {
-    // The passes over a program (expansion, A-normal form, resolution, the
-    // reverse transform, the reversible sub-language's parser, checks,
-    // compiler and executor) recurse once per level of nesting, with frames of
-    // kilobytes in a debug build: 30,000 levels of each shape (7,500 of
-    // conditionals under `*j`, whose frames and work are larger) need more
-    // than this thread's 32 MiB unless they grow their stack. (What they
-    // build is dropped by recursion too, but in frames of a few hundred bytes.)
+    // The passes over a program (reading, expansion, A-normal form,
+    // resolution, the AD transforms, the reversible sub-language's parser,
+    // checks, compiler and executor) recurse once per level of nesting, with
+    // frames of kilobytes in a debug build, and the trees they build would be
+    // copied and dropped by recursion too: 30,000 levels of each shape (7,500
+    // of conditionals under `*j`, whose work is larger) need far more than this
+    // thread's 2 MiB unless the passes grow their stack and the trees are
+    // dropped with work lists.
     let n = 30_000;
+    let nest = |open: &str, mid: &str, close: &str, k: usize| {
+        format!("{}{}{}", open.repeat(k), mid, close.repeat(k))
+    };
     let cases = [
-        (format!("{}a{}", "(let ((a 1)) ".repeat(n), ")".repeat(n)), "1".to_string()),
-        (format!("{}0{}", "(+ 1 ".repeat(n), ")".repeat(n)), n.to_string()),
-        (format!("{}0{}", "(if #t ".repeat(n), " 1)".repeat(n)), "0".to_string()),
+        (nest("(let ((a 1)) ", "a", ")", n), "1".to_string()),
+        (nest("(+ 1 ", "0", ")", n), n.to_string()),
+        (nest("(if #t ", "0", " 1)", n), "0".to_string()),
+        (format!("(cond {}(else 7))", "((= 1 2) 0) ".repeat(n)), "7".to_string()),
+        (format!("(define (f x) {}) (f 1)", nest("((lambda (y) ", "x", ") 1)", n)), "1".to_string()),
+        (format!("(length '{})", nest("(", "", ")", n)), "1".to_string()),
         (
-            format!(
-                "(define (f x) {}(* x x){}) ((derivative-R f) 3)",
-                "(if (< x 0) x ".repeat(n / 4),
-                ")".repeat(n / 4)
-            ),
+            format!("(define (f x) {}) ((derivative-R f) 3)", nest("(if (< x 0) x ", "(* x x)", ")", n / 4)),
+            "6".to_string(),
+        ),
+        (
+            format!("(define (f x) {}) ((derivative-F f) 3)", nest("(if (< x 0) x ", "(* x x)", ")", n / 4)),
             "6".to_string(),
         ),
         (
             format!(
-                "(define-reversible (f x) {}(+= x 2){}) (list (call f 1) (uncall f 1))",
-                "(begin-rev (skip) ".repeat(n),
-                ")".repeat(n)
+                "(define-reversible (f x) {}) (list (call f 1) (uncall f 1))",
+                nest("(begin-rev (skip) ", "(+= x 2)", ")", n)
             ),
             "((3) (-1))".to_string(),
         ),
+        (
+            format!("(define-reversible (f x y) (+= x {})) (call f 0 1)", nest("(+ 1 ", "y", ")", n)),
+            format!("({} 1)", n + 1),
+        ),
     ];
     for (src, want) in cases {
+        let what = src[..40].to_string();
         let got = std::thread::Builder::new()
-            .stack_size(32 << 20)
+            .stack_size(2 << 20)
             .spawn(move || run(&src))
             .unwrap()
             .join()
             .expect("the thread overflowed its stack or panicked");
-        assert_eq!(got.last().unwrap(), &want);
+        assert_eq!(got.last().unwrap(), &want, "{what}...");
     }
 }
 

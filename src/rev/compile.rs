@@ -77,6 +77,64 @@ pub enum RExpr {
     Apply(Box<RExpr>, Box<[RExpr]>, Span),
 }
 
+/// Right-hand sides nest as deeply as the source does: dropped with an
+/// explicit work list rather than by recursion.
+impl Drop for RExpr {
+    fn drop(&mut self) {
+        fn take_parts(e: &mut RExpr, out: &mut Vec<RExpr>) {
+            let hole = || RExpr::Var(0);
+            match e {
+                RExpr::Const(_) | RExpr::Var(_) | RExpr::Global(_) => {}
+                RExpr::Elem(_, xs, _) | RExpr::Prim(_, _, xs, _) | RExpr::And(xs) | RExpr::Or(xs) => {
+                    out.extend(std::mem::take(xs).into_vec())
+                }
+                RExpr::If(xs) => out.extend(xs.iter_mut().map(|x| std::mem::replace(x, hole()))),
+                RExpr::Apply(f, xs, _) => {
+                    out.push(std::mem::replace(&mut **f, hole()));
+                    out.extend(std::mem::take(xs).into_vec());
+                }
+            }
+        }
+        let mut pending = Vec::new();
+        take_parts(self, &mut pending);
+        while let Some(mut e) = pending.pop() {
+            take_parts(&mut e, &mut pending);
+        }
+    }
+}
+
+/// Compiled statements nest as deeply as the source does: dropped with an
+/// explicit work list rather than by recursion.
+impl Drop for CStmt {
+    fn drop(&mut self) {
+        fn take_parts(s: &mut CStmt, out: &mut Vec<CStmt>) {
+            let mut take = |b: &mut Box<CStmt>| out.push(std::mem::replace(&mut **b, CStmt::Skip));
+            match s {
+                CStmt::If { then, els, .. } => {
+                    take(then);
+                    take(els);
+                }
+                CStmt::From { body, step, .. } => {
+                    take(body);
+                    take(step);
+                }
+                CStmt::Local { body, .. } => take(body),
+                CStmt::WithUncompute { compute, body } => {
+                    take(compute);
+                    take(body);
+                }
+                CStmt::Seq(xs) => out.extend(std::mem::take(xs).into_vec()),
+                _ => {}
+            }
+        }
+        let mut pending = Vec::new();
+        take_parts(self, &mut pending);
+        while let Some(mut s) = pending.pop() {
+            take_parts(&mut s, &mut pending);
+        }
+    }
+}
+
 /// An expression with what error messages need.
 pub struct CExpr {
     pub e: RExpr,

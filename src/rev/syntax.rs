@@ -163,6 +163,37 @@ pub enum Stmt {
     },
 }
 
+/// Statements nest as deeply as the source does: dropped with an explicit
+/// work list rather than by recursion.
+impl Drop for Stmt {
+    fn drop(&mut self) {
+        fn take_parts(s: &mut Stmt, out: &mut Vec<Stmt>) {
+            let hole = || Stmt::Skip(Span::default());
+            match s {
+                Stmt::If { then, els, .. } => {
+                    out.push(std::mem::replace(&mut **then, hole()));
+                    out.push(std::mem::replace(&mut **els, hole()));
+                }
+                Stmt::From { body, step, .. } => {
+                    out.push(std::mem::replace(&mut **body, hole()));
+                    out.push(std::mem::replace(&mut **step, hole()));
+                }
+                Stmt::Local { body, .. } | Stmt::Begin(body, _) => out.append(body),
+                Stmt::WithUncompute { compute, body, .. } => {
+                    out.append(compute);
+                    out.append(body);
+                }
+                _ => {}
+            }
+        }
+        let mut pending = Vec::new();
+        take_parts(self, &mut pending);
+        while let Some(mut s) = pending.pop() {
+            take_parts(&mut s, &mut pending);
+        }
+    }
+}
+
 impl Stmt {
     pub fn span(&self) -> Span {
         match self {
