@@ -94,11 +94,38 @@ pub struct CoreLambda {
 }
 
 /// A destructuring pattern.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum Pat {
     Var(Rc<str>, Span),
     Const(ConstVal, Span),
     Cons(Box<Pat>, Box<Pat>, Span),
+}
+
+/// (Copying recurses once per level of nesting, growing the stack as it goes.)
+impl Clone for Pat {
+    fn clone(&self) -> Pat {
+        match self {
+            Pat::Var(n, s) => Pat::Var(n.clone(), *s),
+            Pat::Const(c, s) => Pat::Const(c.clone(), *s),
+            Pat::Cons(a, d, s) => crate::stack::grow(|| Pat::Cons(a.clone(), d.clone(), *s)),
+        }
+    }
+}
+
+/// A procedure of n parameters has an n-deep pattern: dropped with a work
+/// list rather than by recursion.
+impl Drop for Pat {
+    fn drop(&mut self) {
+        let hole = || Pat::Const(ConstVal(DatumKindValue::Nil), Span::default());
+        let Pat::Cons(a, d, _) = self else { return };
+        let mut work = vec![std::mem::replace(&mut **a, hole()), std::mem::replace(&mut **d, hole())];
+        while let Some(mut p) = work.pop() {
+            if let Pat::Cons(a, d, _) = &mut p {
+                work.push(std::mem::replace(&mut **a, hole()));
+                work.push(std::mem::replace(&mut **d, hole()));
+            }
+        }
+    }
 }
 
 impl Pat {
@@ -107,14 +134,18 @@ impl Pat {
             Pat::Var(_, s) | Pat::Const(_, s) | Pat::Cons(_, _, s) => *s,
         }
     }
-    /// The variables bound, in order.
+    /// The variables bound, in order (a work list: a tuple of n parameters is a
+    /// pattern n deep).
     pub fn vars(&self, out: &mut Vec<(Rc<str>, Span)>) {
-        match self {
-            Pat::Var(n, s) => out.push((n.clone(), *s)),
-            Pat::Const(..) => {}
-            Pat::Cons(a, d, _) => {
-                a.vars(out);
-                d.vars(out);
+        let mut work = vec![self];
+        while let Some(p) = work.pop() {
+            match p {
+                Pat::Var(n, s) => out.push((n.clone(), *s)),
+                Pat::Const(..) => {}
+                Pat::Cons(a, d, _) => {
+                    work.push(d);
+                    work.push(a);
+                }
             }
         }
     }
@@ -426,8 +457,9 @@ fn check_distinct(pats: &[&Pat]) -> Result<()> {
     for p in pats {
         p.vars(&mut vars);
     }
-    for (i, (n, s)) in vars.iter().enumerate() {
-        if vars[..i].iter().any(|(m, _)| m == n) {
+    let mut seen = rustc_hash::FxHashSet::default();
+    for (n, s) in &vars {
+        if !seen.insert(n) {
             return Err(Error::syntax(*s, format!("variable `{}` is bound twice", n)));
         }
     }
@@ -532,6 +564,7 @@ fn expand_letrec(d: &Datum, items: &[Datum]) -> Result<Core> {
     }
     let bs = bindings(&items[1])?;
     let mut defs = Vec::new();
+    let mut seen = rustc_hash::FxHashSet::default();
     for (p, e) in bs {
         let name = p.as_symbol().ok_or_else(|| bad(p, "`letrec` binds variables only"))?;
         let lam = match e.as_list() {
@@ -540,7 +573,7 @@ fn expand_letrec(d: &Datum, items: &[Datum]) -> Result<Core> {
             }
             _ => return Err(bad(e, "`letrec` binds lambda expressions only")),
         };
-        if defs.iter().any(|(n, _, _): &(Rc<str>, Span, _)| &**n == name) {
+        if !seen.insert(name) {
             return Err(bad(p, format!("`{}` is bound twice in this `letrec`", name)));
         }
         defs.push((name.into(), p.span, lam));

@@ -247,7 +247,8 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
             count_uses_block(&l.body, &mut uses);
             let last = last_reads(l);
             let mut r = Resolver {
-                map: outer.clone(),
+                map: FxHashMap::default(),
+                outer: &outer,
                 nslots: 0,
                 free: Vec::new(),
                 uses,
@@ -272,7 +273,7 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
 
 /// Decides how the parameter is bound. A tuple parameter's parts get slots
 /// 0..n, where a caller's pushed arguments already are.
-fn tuple_param(l: &Lambda, r: &mut Resolver) -> Param {
+fn tuple_param(l: &Lambda, r: &mut Resolver<'_>) -> Param {
     // The chain Uncons(a1, r1, param), Uncons(a2, r2, r1), ...
     let mut chain: Vec<(VarId, VarId)> = Vec::new();
     let mut cur = l.param;
@@ -385,8 +386,12 @@ fn bound_vars(bind: &Bind) -> Vec<VarId> {
     }
 }
 
-struct Resolver {
+struct Resolver<'g> {
+    /// Where the lambda's own variables are.
     map: FxHashMap<VarId, CAtom>,
+    /// Where the group's captured variables and members are (shared by the
+    /// members, not copied for each).
+    outer: &'g FxHashMap<VarId, CAtom>,
     /// Slots in use so far (the frame size so far).
     nslots: u32,
     /// Slots of variables no longer read, for reuse.
@@ -451,7 +456,7 @@ fn last_reads(l: &Lambda) -> FxHashMap<VarId, usize> {
     w.last
 }
 
-impl Resolver {
+impl Resolver<'_> {
     fn bind(&mut self, v: VarId) -> u32 {
         if let Some(CAtom::Local(s)) = self.map.get(&v) {
             return *s;
@@ -482,7 +487,7 @@ impl Resolver {
 
     fn atom(&self, a: &Atom) -> CAtom {
         match a {
-            Atom::Var(v) => self.map.get(v).cloned().unwrap_or_else(|| {
+            Atom::Var(v) => self.map.get(v).or_else(|| self.outer.get(v)).cloned().unwrap_or_else(|| {
                 panic!("internal error: unresolved variable {}", crate::anf::var_name(*v))
             }),
             Atom::Global(g) => CAtom::Global(*g),

@@ -253,7 +253,38 @@ fn deeply_nested_programs_compile_on_a_small_stack() {
             format!("({} 1)", n + 1),
         ),
     ];
-    for (src, want) in cases {
+    // Wide forms nest too: a procedure of n parameters takes one n-deep tuple,
+    // a list pattern is n pairs deep; and a letrec of 7,500 procedures and a
+    // reversible procedure of n variables and statements (whose checks looked
+    // names up in lists: quadratic).
+    let vars = (0..n).map(|i| format!("a{i}")).collect::<Vec<_>>().join(" ");
+    let ones = vec!["1"; n].join(" ");
+    let wide = [
+        (format!("(define (f {vars}) a7) (f {ones})"), "1".to_string()),
+        (
+            format!("(let ({}) a7)", (0..n).map(|i| format!("(a{i} {i})")).collect::<String>()),
+            "7".to_string(),
+        ),
+        (format!("(let (((list {vars}) (iota {n}))) a7)"), "7".to_string()),
+        (format!("(length (list {ones}))"), n.to_string()),
+        (
+            format!(
+                "(define-reversible (f {vars}) (begin-rev {})) (car (call f {ones}))",
+                (0..n).map(|i| format!("(+= a{i} 1)")).collect::<String>()
+            ),
+            "2".to_string(),
+        ),
+        (
+            format!(
+                "(letrec ({}) (f0 5))",
+                (0..n / 4)
+                    .map(|i| format!("(f{i} (lambda (x) (if (= x 0) {i} (f{} (- x 1)))))", (i + 1) % (n / 4)))
+                    .collect::<String>()
+            ),
+            "5".to_string(),
+        ),
+    ];
+    for (src, want) in cases.into_iter().chain(wide) {
         let what = src[..40].to_string();
         let got = std::thread::Builder::new()
             .stack_size(2 << 20)

@@ -6,7 +6,7 @@
 //! (`let`, `lambda`, calls of user functions...) is compiled with the normal
 //! pipeline into a VLAD closure over the variables it mentions.
 
-use super::syntax::{mentions, Options, Place, ProcDef, Stmt, UpOp};
+use super::syntax::{Options, Place, ProcDef, Stmt, UpOp};
 use crate::anf::{Atom, GlobalScope, Normalizer};
 use crate::check::datum_text;
 use crate::datum::{Datum, DatumKind};
@@ -259,16 +259,24 @@ impl GlobalScope for RhsScope<'_> {
 
 struct Compiler<'a> {
     scope: RhsScope<'a>,
+    /// The variables in scope, outermost first, with their slots.
     vars: Vec<(Rc<str>, u32)>,
+    /// Where each name is in `vars` (innermost last).
+    index: rustc_hash::FxHashMap<Rc<str>, Vec<usize>>,
     slot_names: Vec<Rc<str>>,
     proc: Rc<str>,
 }
 
 /// Compiles a definition against the names visible to it.
 pub fn compile(def: ProcDef, scope: &dyn GlobalScope) -> Result<ProcCode> {
+    let mut index: rustc_hash::FxHashMap<Rc<str>, Vec<usize>> = Default::default();
+    for (i, (n, _)) in def.params.iter().enumerate() {
+        index.entry(n.clone()).or_default().push(i);
+    }
     let mut c = Compiler {
         scope: RhsScope { inner: scope },
         vars: def.params.iter().enumerate().map(|(i, (n, _))| (n.clone(), i as u32)).collect(),
+        index,
         slot_names: def.params.iter().map(|(n, _)| n.clone()).collect(),
         proc: def.name.clone(),
     };
@@ -286,7 +294,36 @@ pub fn compile(def: ProcDef, scope: &dyn GlobalScope) -> Result<ProcCode> {
 
 impl Compiler<'_> {
     fn var(&self, name: &str) -> Option<u32> {
-        self.vars.iter().rev().find(|(n, _)| &**n == name).map(|(_, s)| *s)
+        let at = *self.index.get(name)?.last()?;
+        Some(self.vars[at].1)
+    }
+
+    /// The variables in scope that `d` mentions (outside quoted data), each
+    /// once (its innermost binding), outermost first.
+    fn mentioned(&self, d: &Datum) -> Vec<(Rc<str>, u32)> {
+        let mut at: Vec<usize> = Vec::new();
+        let mut seen = rustc_hash::FxHashSet::default();
+        let mut work = vec![d];
+        while let Some(d) = work.pop() {
+            match &d.kind {
+                DatumKind::Symbol(n) => {
+                    if let Some(&i) = self.index.get(&**n).and_then(|v| v.last()) {
+                        if seen.insert(i) {
+                            at.push(i);
+                        }
+                    }
+                }
+                DatumKind::List(items, tail)
+                    if items.first().and_then(|h| h.as_symbol()) != Some("quote") =>
+                {
+                    work.extend(items.iter());
+                    work.extend(tail.as_deref());
+                }
+                _ => {}
+            }
+        }
+        at.sort_unstable();
+        at.into_iter().map(|i| self.vars[i].clone()).collect()
     }
 
     fn undeclared(&self, name: &str, span: Span) -> Error {
@@ -336,9 +373,13 @@ impl Compiler<'_> {
                 let fin = self.cexpr(fin)?;
                 let slot = self.slot_names.len() as u32;
                 self.slot_names.push(var.0.clone());
+                self.index.entry(var.0.clone()).or_default().push(self.vars.len());
                 self.vars.push((var.0.clone(), slot));
                 let body = self.seq(body);
                 self.vars.pop();
+                if let Some(v) = self.index.get_mut(&var.0) {
+                    v.pop();
+                }
                 CStmt::Local {
                     slot,
                     name: var.0.clone(),
@@ -397,13 +438,7 @@ impl Compiler<'_> {
 
     fn cexpr(&mut self, d: &Datum) -> Result<CExpr> {
         let e = self.expr(d)?;
-        let mut vars: Vec<(Rc<str>, u32)> = Vec::new();
-        for (n, s) in self.vars.iter().rev() {
-            if mentions(d, n) && !vars.iter().any(|(m, _)| m == n) {
-                vars.push((n.clone(), *s));
-            }
-        }
-        vars.reverse();
+        let vars = self.mentioned(d);
         Ok(CExpr { e, text: datum_text(d).into(), vars: vars.into_boxed_slice(), span: d.span })
     }
 
@@ -505,13 +540,7 @@ impl Compiler<'_> {
 
     /// Any other expression: a VLAD closure over the variables it mentions.
     fn fallback(&mut self, d: &Datum) -> Result<RExpr> {
-        let mut used: Vec<(Rc<str>, u32)> = Vec::new();
-        for (n, s) in self.vars.iter().rev() {
-            if mentions(d, n) && !used.iter().any(|(m, _)| m == n) {
-                used.push((n.clone(), *s));
-            }
-        }
-        used.reverse();
+        let used = self.mentioned(d);
         let sp = d.span;
         let mut pats: Vec<Pat> = used.iter().map(|(n, _)| Pat::Var(n.clone(), sp)).collect();
         let param = match pats.len() {

@@ -284,10 +284,10 @@ pub fn parse_define(d: &Datum) -> Result<ProcDef> {
     })?;
     let (name, name_span) = name_of(&header[0], "a procedure name")?;
     let mut params: Vec<Name> = Vec::new();
+    let mut seen = rustc_hash::FxHashSet::default();
     for p in &header[1..] {
         let n = name_of(p, "a variable name")?;
-        if let Some((_, prev)) = params.iter().find(|(m, _)| *m == n.0) {
-            let _ = prev;
+        if !seen.insert(n.0.clone()) {
             return Err(bad(n.1, format!("variable `{}` is declared twice in `{}`", n.0, name)));
         }
         params.push(n);
@@ -509,8 +509,30 @@ fn mentions_here(d: &Datum, name: &str) -> bool {
 /// The static rules: the updated variable is not read by its own right-hand side or
 /// index; no variable passed twice to a call; variables declared. (Undeclared names
 /// in expressions are reported when they are compiled.)
+/// The variables in scope while checking a procedure (a multiset: a `local`
+/// may shadow a name).
+#[derive(Default)]
+struct Scope(rustc_hash::FxHashMap<Rc<str>, u32>);
+
+impl Scope {
+    fn contains(&self, n: &str) -> bool {
+        self.0.get(n).is_some_and(|c| *c > 0)
+    }
+    fn push(&mut self, n: Rc<str>) {
+        *self.0.entry(n).or_default() += 1;
+    }
+    fn pop(&mut self, n: &str) {
+        if let Some(c) = self.0.get_mut(n) {
+            *c -= 1;
+        }
+    }
+}
+
 fn check_proc(def: &ProcDef) -> Result<()> {
-    let mut scope: Vec<Rc<str>> = def.params.iter().map(|(n, _)| n.clone()).collect();
+    let mut scope = Scope::default();
+    for (n, _) in &def.params {
+        scope.push(n.clone());
+    }
     for s in &def.body {
         check_stmt(def, s, &mut scope)?;
     }
@@ -521,8 +543,8 @@ fn rule_error(def: &ProcDef, span: Span, rule: &str, detail: String) -> Error {
     bad(span, format!("{} (in {}): {}", rule, def.name, detail))
 }
 
-fn check_declared(def: &ProcDef, scope: &[Rc<str>], n: &str, span: Span) -> Result<()> {
-    if scope.iter().any(|v| &**v == n) {
+fn check_declared(def: &ProcDef, scope: &Scope, n: &str, span: Span) -> Result<()> {
+    if scope.contains(n) {
         Ok(())
     } else {
         Err(rule_error(
@@ -534,7 +556,7 @@ fn check_declared(def: &ProcDef, scope: &[Rc<str>], n: &str, span: Span) -> Resu
     }
 }
 
-fn check_place(def: &ProcDef, scope: &[Rc<str>], p: &Place) -> Result<()> {
+fn check_place(def: &ProcDef, scope: &Scope, p: &Place) -> Result<()> {
     check_declared(def, scope, p.root(), p.span())?;
     let root = p.root();
     for i in p.indices() {
@@ -550,11 +572,11 @@ fn check_place(def: &ProcDef, scope: &[Rc<str>], p: &Place) -> Result<()> {
     Ok(())
 }
 
-fn check_stmt(def: &ProcDef, s: &Stmt, scope: &mut Vec<Rc<str>>) -> Result<()> {
+fn check_stmt(def: &ProcDef, s: &Stmt, scope: &mut Scope) -> Result<()> {
     crate::stack::grow(|| check_stmt_here(def, s, scope))
 }
 
-fn check_stmt_here(def: &ProcDef, s: &Stmt, scope: &mut Vec<Rc<str>>) -> Result<()> {
+fn check_stmt_here(def: &ProcDef, s: &Stmt, scope: &mut Scope) -> Result<()> {
     match s {
         Stmt::Update { op, place, rhs, span } => {
             check_place(def, scope, place)?;
@@ -649,7 +671,7 @@ fn check_stmt_here(def: &ProcDef, s: &Stmt, scope: &mut Vec<Rc<str>>) -> Result<
             for b in body {
                 check_stmt(def, b, scope)?;
             }
-            scope.pop();
+            scope.pop(&var.0);
         }
         Stmt::Push { x, stack, span, pop } => {
             check_declared(def, scope, &x.0, x.1)?;
