@@ -43,10 +43,17 @@ pub fn compute_members(m: &mut Machine, g: &Rc<Group>) -> Result<Vec<Lambda>> {
             let parent = parent.clone();
             forward::transform(m, &parent)?
         }
-        Origin::Transformed(Kind::R, parent) => {
-            let parent = parent.clone();
-            reverse::transform(m, &parent)?
-        }
+        Origin::Transformed(Kind::R, parent) => match parent.origin {
+            // reverse over forward of a scalar primitive: its second-order rule
+            Origin::PrimRule(Kind::F, p) if rules::rf_source(p).is_some() => {
+                let src = rules::rf_source(p).unwrap_or_default();
+                vec![rules::compile_rule(p, &src)?.0]
+            }
+            _ => {
+                let parent = parent.clone();
+                reverse::transform(m, &parent)?
+            }
+        },
         _ => return Err(Error::runtime(None, format!("cannot run {}: it has no code", g.display_name(0)))),
     };
     debug_assert_eq!(

@@ -81,9 +81,9 @@ pub enum Native {
     ShapeBp,
     /// The reverse transform of a scalar primitive's forward version (reverse
     /// over forward, [`super::native_rf`]).
-    RF(PrimId, super::native_rf::RfCell),
+    RF(PrimId, Formula, super::native_rf::RfCell),
     /// The backpropagator it returns.
-    RFBp(Rc<super::native_rf::BpPlan>),
+    RFBp(PrimId, Formula, Box<[super::native_rf::Role]>),
     /// The forward transform of a shape predicate's reverse version (forward
     /// over reverse): `(cons ((forward *j) ((forward p) v)) bp)`, `bp` a
     /// closure of the forward transform `bp_f` of the backpropagator's group
@@ -289,7 +289,7 @@ pub fn forward_of(nat: &Native) -> Option<Native> {
 pub fn reverse_of(nat: &Native) -> Option<Native> {
     match nat {
         Native::F(p, f) if !matches!(f, Formula::Struct(_) | Formula::Zero) => {
-            Some(Native::RF(*p, Default::default()))
+            Some(Native::RF(*p, *f, Default::default()))
         }
         _ => None,
     }
@@ -627,8 +627,8 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
         return run_struct(m, nat, *op, inst, base, nargs).map(Some);
     }
     match nat {
-        Native::RF(p, cell) => super::native_rf::run(m, cell, *p, inst, base, nargs),
-        Native::RFBp(pl) => super::native_rf::run_bp(m, pl, inst, base, nargs),
+        Native::RF(p, f, cell) => super::native_rf::run(m, cell, *p, *f, inst, base, nargs),
+        Native::RFBp(p, f, roles) => super::native_rf::run_bp(m, *p, *f, roles, inst, base, nargs),
         Native::FR { prim, f, bp_f, env } => run_fr(m, *prim, *f, bp_f, env, base, nargs),
         Native::FBp { f, env } => run_fbp(m, *f, env, inst, base, nargs),
         Native::FF(p, f) => run_ff(m, *p, *f, base, nargs),
@@ -888,7 +888,7 @@ pub fn bp_untagged_parts(m: &mut Machine, inst: &Inst, yb: &Value) -> Result<Opt
 
 /// The argument leaves of a call of an arity-1 or arity-2 primitive's version:
 /// one value, or the two parts of a pair passed as two arguments or as one.
-fn leaves(m: &mut Machine, p: PrimId, base: usize, nargs: usize) -> Result<Option<Two<Value>>> {
+pub(super) fn leaves(m: &mut Machine, p: PrimId, base: usize, nargs: usize) -> Result<Option<Two<Value>>> {
     let arity = prims::prim(p).arity;
     if let (2, 1, Value::Lazy(_)) = (arity, nargs, &m.stack[base]) {
         // A tuple built lazily (by a tag operation): one level of it.
@@ -1268,7 +1268,13 @@ fn vjp_x64(m: &mut Machine, f: Formula, x: &[Dual], y: Option<&Dual>, yb: &Dual)
 }
 
 /// A scalar primitive and its tangent, on reals as doubles when they all are.
-fn apply_jvp(m: &mut Machine, p: PrimId, f: Formula, x: &[Value], d: &[Value]) -> Result<(Value, Value)> {
+pub(super) fn apply_jvp(
+    m: &mut Machine,
+    p: PrimId,
+    f: Formula,
+    x: &[Value],
+    d: &[Value],
+) -> Result<(Value, Value)> {
     if let (Some(xf), Some(df), false) =
         (reals(m, x), reals(m, d), matches!(f, Formula::Zero | Formula::Struct(_)))
     {
@@ -1283,7 +1289,7 @@ fn apply_jvp(m: &mut Machine, p: PrimId, f: Formula, x: &[Value], d: &[Value]) -
 }
 
 /// A cotangent: one part, or the two parts of a pair.
-enum Out<N> {
+pub(super) enum Out<N> {
     One(N),
     Two(N, N),
 }
@@ -1347,6 +1353,192 @@ fn vjp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: Option<&N>, yb: &N) 
         }
         _ => return Ok(None),
     }))
+}
+
+/// A scalar primitive's second-order rule (`rules::rf_rule`: the reverse of its
+/// tangent rule) on numbers: the sensitivities of the argument `x` and of its
+/// tangent `d`, from those of the result `y` (`yb`) and of its tangent `dy`
+/// (`db`). A value the rule does not read may be `()`. On doubles when nothing
+/// is metered and every number it reads is a real (the same bits, see
+/// `impl Num for f64`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn rf_rule(
+    m: &mut Machine,
+    f: Formula,
+    x: &[Value],
+    y: &Value,
+    d: &[Value],
+    dy: &Value,
+    yb: &Value,
+    db: &Value,
+) -> Result<(Out<Value>, Out<Value>)> {
+    if m.meter.is_none() {
+        // (an unread `()` stands in as NaN)
+        let r = |v: &Value| match v {
+            Value::Real(a) => Some(*a),
+            Value::Nil => Some(f64::NAN),
+            _ => None,
+        };
+        let xs: Option<Two<f64>> = x.iter().map(r).collect();
+        let ds: Option<Two<f64>> = d.iter().map(r).collect();
+        if let (Some(xs), Some(ds), Some(y), Some(dy), Some(yb), Some(db)) =
+            (xs, ds, r(y), r(dy), r(yb), r(db))
+        {
+            let (a, b) = rf_num(m, f, &xs, &y, &ds, &dy, &yb, &db)?;
+            let v = |o: Out<f64>| match o {
+                Out::One(a) => Out::One(Value::Real(a)),
+                Out::Two(a, b) => Out::Two(Value::Real(a), Value::Real(b)),
+            };
+            return Ok((v(a), v(b)));
+        }
+    }
+    rf_num(m, f, x, y, d, dy, yb, db)
+}
+
+/// The second-order rule, as in `rules::rf_rule` (same operations, same order).
+#[allow(clippy::too_many_arguments)]
+fn rf_num<N: Num>(
+    m: &mut Machine,
+    f: Formula,
+    x: &[N],
+    y: &N,
+    d: &[N],
+    dy: &N,
+    yb: &N,
+    db: &N,
+) -> Result<(Out<N>, Out<N>)> {
+    let i = ids();
+    let op = |m: &mut Machine, p: PrimId, a: &N, b: &N| N::op(m, p, &[a.clone(), b.clone()]);
+    let two = N::int(2);
+    let zero = N::int(0);
+    let need = |n: usize| {
+        if x.len() == n && d.len() == n {
+            Ok(())
+        } else {
+            Err(not_scalar())
+        }
+    };
+    Ok(match f {
+        // (cons (cons yb yb) (cons db db))
+        Formula::Add => (Out::Two(yb.clone(), yb.clone()), Out::Two(db.clone(), db.clone())),
+        // (cons (cons yb (- 0 yb)) (cons db (- 0 db)))
+        Formula::Sub => {
+            let a = op(m, i.sub, &zero, yb)?;
+            let b = op(m, i.sub, &zero, db)?;
+            (Out::Two(yb.clone(), a), Out::Two(db.clone(), b))
+        }
+        // (cons (cons (+ (* yb x2) (* db d2)) (+ (* yb x1) (* db d1))) (cons (* db x2) (* db x1)))
+        Formula::Mul => {
+            need(2)?;
+            let a = op(m, i.mul, yb, &x[1])?;
+            let b = op(m, i.mul, db, &d[1])?;
+            let xb1 = op(m, i.add, &a, &b)?;
+            let c = op(m, i.mul, yb, &x[0])?;
+            let e = op(m, i.mul, db, &d[0])?;
+            let xb2 = op(m, i.add, &c, &e)?;
+            let db1 = op(m, i.mul, db, &x[1])?;
+            let db2 = op(m, i.mul, db, &x[0])?;
+            (Out::Two(xb1, xb2), Out::Two(db1, db2))
+        }
+        // (let ((yt (- yb (/ (* db d2) x2))))
+        //   (cons (cons (/ yt x2) (- 0 (/ (+ (* yt y) (* db dy)) x2)))
+        //         (cons (/ db x2) (- 0 (/ (* db y) x2)))))
+        Formula::Div => {
+            need(2)?;
+            let a = op(m, i.mul, db, &d[1])?;
+            let b = op(m, i.div, &a, &x[1])?;
+            let yt = op(m, i.sub, yb, &b)?;
+            let xb1 = op(m, i.div, &yt, &x[1])?;
+            let c = op(m, i.mul, &yt, y)?;
+            let e = op(m, i.mul, db, dy)?;
+            let g = op(m, i.add, &c, &e)?;
+            let h = op(m, i.div, &g, &x[1])?;
+            let xb2 = op(m, i.sub, &zero, &h)?;
+            let db1 = op(m, i.div, db, &x[1])?;
+            let k = op(m, i.mul, db, y)?;
+            let l = op(m, i.div, &k, &x[1])?;
+            let db2 = op(m, i.sub, &zero, &l)?;
+            (Out::Two(xb1, xb2), Out::Two(db1, db2))
+        }
+        // (let ((y2 (* 2 y))) (cons (/ (- yb (/ (* db dy) y)) y2) (/ db y2)))
+        Formula::Sqrt => {
+            let y2 = op(m, i.mul, &two, y)?;
+            let a = op(m, i.mul, db, dy)?;
+            let b = op(m, i.div, &a, y)?;
+            let c = op(m, i.sub, yb, &b)?;
+            let xb = op(m, i.div, &c, &y2)?;
+            (Out::One(xb), Out::One(op(m, i.div, db, &y2)?))
+        }
+        // (cons (* (+ yb (* db d)) y) (* db y))
+        Formula::Exp => {
+            need(1)?;
+            let a = op(m, i.mul, db, &d[0])?;
+            let b = op(m, i.add, yb, &a)?;
+            let xb = op(m, i.mul, &b, y)?;
+            (Out::One(xb), Out::One(op(m, i.mul, db, y)?))
+        }
+        // (cons (/ (- yb (* db dy)) x) (/ db x))
+        Formula::Log => {
+            need(1)?;
+            let a = op(m, i.mul, db, dy)?;
+            let b = op(m, i.sub, yb, &a)?;
+            let xb = op(m, i.div, &b, &x[0])?;
+            (Out::One(xb), Out::One(op(m, i.div, db, &x[0])?))
+        }
+        // (let ((c (cos x))) (cons (- (* yb c) (* (* db d) y)) (* db c)))
+        Formula::Sin => {
+            need(1)?;
+            let c = N::op(m, i.cos, &x[..1])?;
+            let a = op(m, i.mul, yb, &c)?;
+            let b = op(m, i.mul, db, &d[0])?;
+            let e = op(m, i.mul, &b, y)?;
+            let xb = op(m, i.sub, &a, &e)?;
+            (Out::One(xb), Out::One(op(m, i.mul, db, &c)?))
+        }
+        // (let ((s (sin x))) (cons (- 0 (+ (* yb s) (* (* db d) y))) (- 0 (* db s))))
+        Formula::Cos => {
+            need(1)?;
+            let s = N::op(m, i.sin, &x[..1])?;
+            let a = op(m, i.mul, yb, &s)?;
+            let b = op(m, i.mul, db, &d[0])?;
+            let e = op(m, i.mul, &b, y)?;
+            let g = op(m, i.add, &a, &e)?;
+            let xb = op(m, i.sub, &zero, &g)?;
+            let h = op(m, i.mul, db, &s)?;
+            (Out::One(xb), Out::One(op(m, i.sub, &zero, &h)?))
+        }
+        // (let ((r (+ (* x1 x1) (* x2 x2))))
+        //   (cons (cons (/ (- (* yb x2) (* db (+ d2 (* 2 (* x1 dy))))) r)
+        //               (/ (- (* db (- d1 (* 2 (* x2 dy)))) (* yb x1)) r))
+        //         (cons (/ (* db x2) r) (- 0 (/ (* db x1) r)))))
+        Formula::Atan => {
+            need(2)?;
+            let a = op(m, i.mul, &x[0], &x[0])?;
+            let b = op(m, i.mul, &x[1], &x[1])?;
+            let r = op(m, i.add, &a, &b)?;
+            let c = op(m, i.mul, yb, &x[1])?;
+            let e = op(m, i.mul, &x[0], dy)?;
+            let g = op(m, i.mul, &two, &e)?;
+            let h = op(m, i.add, &d[1], &g)?;
+            let k = op(m, i.mul, db, &h)?;
+            let l = op(m, i.sub, &c, &k)?;
+            let xb1 = op(m, i.div, &l, &r)?;
+            let n = op(m, i.mul, &x[1], dy)?;
+            let o = op(m, i.mul, &two, &n)?;
+            let q = op(m, i.sub, &d[0], &o)?;
+            let t = op(m, i.mul, db, &q)?;
+            let u = op(m, i.mul, yb, &x[0])?;
+            let w = op(m, i.sub, &t, &u)?;
+            let xb2 = op(m, i.div, &w, &r)?;
+            let z = op(m, i.mul, db, &x[1])?;
+            let db1 = op(m, i.div, &z, &r)?;
+            let aa = op(m, i.mul, db, &x[0])?;
+            let bb = op(m, i.div, &aa, &r)?;
+            let db2 = op(m, i.sub, &zero, &bb)?;
+            (Out::Two(xb1, xb2), Out::Two(db1, db2))
+        }
+        Formula::Zero | Formula::Struct(_) => return Err(not_scalar()),
+    })
 }
 
 /// The cotangent rule on plain values (numbers, or any values for the AD primitives).
@@ -1449,7 +1641,7 @@ fn run_struct(
         | Native::FBp { .. }
         | Native::FF(..)
         | Native::RF(..)
-        | Native::RFBp(_)
+        | Native::RFBp(..)
         | Native::FShapeR(..) => {
             Err(crate::error::Error::runtime(None, "internal error: not an AD primitive's rule"))
         }
