@@ -197,6 +197,22 @@ fn table() -> Vec<PrimDef> {
         ),
         p("pair?", 1, |_, a| Ok(Value::Bool(a[0].is_pair())), shape("(pair? v)"), Other),
         p("procedure?", 1, |_, a| Ok(Value::Bool(a[0].is_procedure())), shape("(procedure? v)"), Other),
+        // The prelude's reverse-mode derivative and gradient seed the result's
+        // sensitivity with 1, which only a real result can take.
+        p(
+            "%not-a-real-result",
+            1,
+            |_, a| {
+                Err(err(format!(
+                    "derivative-R/gradient-R: the function must return a real, got {} ({}); \
+                     for other results use vjp with a sensitivity shaped like the result, or jacobian-R",
+                    crate::print::brief(&a[0], 60),
+                    a[0].kind_name()
+                )))
+            },
+            ZERO_RULES,
+            Other,
+        ),
         p(
             "if-procedure",
             3,

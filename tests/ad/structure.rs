@@ -166,6 +166,23 @@ fn misuse_is_a_clear_error() {
         ("(vjp sin 1.0 (cons 1 2))", "expected two numbers"),
         ("(jvp sin 1.0 (cons 1 2))", "bundle"),
         ("(plus 1)", "plus"),
+        // reverse-mode derivatives and gradients seed the result with 1: only
+        // a real result can take it (at any nesting)
+        (
+            "((derivative-R (lambda (x) (list x x))) 1.0)",
+            "derivative-R/gradient-R: the function must return a real, got \\(1.0 1.0\\)",
+        ),
+        ("((gradient-R (lambda (l) (cdr l))) (list 1.0 2.0))", "must return a real, got \\(2.0\\)"),
+        ("((gradient-R (lambda (l) (null? l))) (list 1.0))", "must return a real, got #f"),
+        ("((derivative-R (lambda (x) '())) 1.0)", "must return a real, got \\(\\)"),
+        (
+            "((derivative-F (lambda (y) ((derivative-R (lambda (x) (cons x y))) 2.0))) 1.0)",
+            "must return a real, got \\(2.0 . 1.0\\)",
+        ),
+        (
+            "((derivative-R (lambda (y) ((gradient-R (lambda (l) (list (car l) y))) (list 2.0)))) 1.0)",
+            "must return a real",
+        ),
         // a backpropagator given something that is not a sensitivity: reported
         // whether the result is constant or its sensitivity is passed on
         ("((cdr ((*j (lambda (x) 3)) (*j 2.0))) 1.0)", "unsensitize: expected a sensitivity"),
