@@ -198,19 +198,24 @@ fn table() -> Vec<PrimDef> {
         p("pair?", 1, |_, a| Ok(Value::Bool(a[0].is_pair())), shape("(pair? v)"), Other),
         p("procedure?", 1, |_, a| Ok(Value::Bool(a[0].is_procedure())), shape("(procedure? v)"), Other),
         // The prelude's reverse-mode derivative and gradient seed the result's
-        // sensitivity with 1, which only a real result can take.
+        // sensitivity with 1, which only a real result (under its `*j` tag) can take.
         p(
-            "%not-a-real-result",
+            "%real-result-seed",
             1,
-            |_, a| {
+            |m, a| {
+                // (a value predicate: the same answer for a value and its transformed versions)
+                if ops::strip(&a[0]).is_number() {
+                    return Ok(Value::Int(1));
+                }
+                let y = primal_view(m, &a[0], &mut 64);
                 Err(err(format!(
                     "derivative-R/gradient-R: the function must return a real, got {} ({}); \
                      for other results use vjp with a sensitivity shaped like the result, or jacobian-R",
-                    crate::print::brief(&a[0], 60),
-                    a[0].kind_name()
+                    crate::print::brief(&y, 60),
+                    y.kind_name()
                 )))
             },
-            ZERO_RULES,
+            Rule::Predicate,
             Other,
         ),
         p(
@@ -350,6 +355,27 @@ pub fn prim(id: PrimId) -> &'static PrimDef {
 /// Looks a primitive up by name.
 pub fn lookup(name: &str) -> Option<PrimId> {
     prims().iter().position(|p| p.name == name).map(|i| i as PrimId)
+}
+
+/// A value with its AD tags and tangents stripped, for an error message (at
+/// most `budget` pairs are taken apart).
+fn primal_view(m: &mut Machine, v: &Value, budget: &mut u32) -> Value {
+    let v = match ops::hnf(m, v) {
+        Ok(h) => h,
+        Err(_) => return v.clone(),
+    };
+    match &*ops::strip(&v) {
+        Value::Pair(p) if *budget > 0 => {
+            *budget -= 1;
+            let a = primal_view(m, &p.car, budget);
+            Value::cons(a, primal_view(m, &p.cdr, budget))
+        }
+        Value::Lazy(_) if *budget > 0 => {
+            *budget -= 1;
+            primal_view(m, &ops::strip(&v), budget)
+        }
+        other => other.clone(),
+    }
 }
 
 fn err(msg: String) -> Error {
