@@ -43,17 +43,20 @@ pub fn compute_members(m: &mut Machine, g: &Rc<Group>) -> Result<Vec<Lambda>> {
             let parent = parent.clone();
             forward::transform(m, &parent)?
         }
-        Origin::Transformed(Kind::R, parent) => match parent.origin {
+        Origin::Transformed(Kind::R, parent) => {
             // reverse over forward of a scalar primitive: its second-order rule
-            Origin::PrimRule(Kind::F, p) if rules::rf_source(p).is_some() => {
-                let src = rules::rf_source(p).unwrap_or_default();
-                vec![rules::compile_rule(p, &src)?.0]
+            let rf = match parent.origin {
+                Origin::PrimRule(Kind::F, p) => rules::rf_source(p).map(|src| (p, src)),
+                _ => None,
+            };
+            match rf {
+                Some((p, src)) => vec![rules::compile_rule(p, &src)?.0],
+                None => {
+                    let parent = parent.clone();
+                    reverse::transform(m, &parent)?
+                }
             }
-            _ => {
-                let parent = parent.clone();
-                reverse::transform(m, &parent)?
-            }
-        },
+        }
         _ => return Err(Error::runtime(None, format!("cannot run {}: it has no code", g.display_name(0)))),
     };
     debug_assert_eq!(

@@ -20,7 +20,7 @@ use smallvec::{smallvec, SmallVec};
 use std::rc::Rc;
 
 /// The one or two operands of a scalar rule (no allocation).
-type Two<T> = SmallVec<[T; 2]>;
+pub(super) type Two<T> = SmallVec<[T; 2]>;
 
 /// A primitive's derivative rules, as native arithmetic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -297,7 +297,7 @@ pub fn reverse_of(nat: &Native) -> Option<Native> {
 
 /// A forward bundle of a number with a perturbation of a number, as a `Dual`;
 /// `tag` is the tag both the primal and the tangent carry inside (if any).
-fn dual_of(m: &mut Machine, v: &Value, tag: Option<Tag>) -> Result<Option<Dual>> {
+pub(super) fn dual_of(m: &mut Machine, v: &Value, tag: Option<Tag>) -> Result<Option<Dual>> {
     let v = super::ops::hnf(m, v)?;
     let Value::Bundle(b) = &v else { return Ok(None) };
     let Some(d) = b.1.peel_if(Tag::Perturbation) else { return Ok(None) };
@@ -1030,9 +1030,9 @@ impl Num for Value {
 
 /// A forward bundle of numbers: primal and (untagged) tangent.
 #[derive(Clone)]
-struct Dual {
-    p: Value,
-    t: Value,
+pub(super) struct Dual {
+    pub(super) p: Value,
+    pub(super) t: Value,
 }
 
 impl Num for Dual {

@@ -13,7 +13,7 @@
 //! pairs of numbers rather than lazily tagged pairs). Anything else is left to
 //! the evaluator.
 
-use super::native::{Formula, Native, Out};
+use super::native::{dual_of, Dual, Formula, Native, Out, Two};
 use crate::anf::{Args, Atom, Bind, Expr, Group, VarId};
 use crate::error::Result;
 use crate::eval::Machine;
@@ -86,14 +86,6 @@ fn layout(m: &mut Machine, g: &Rc<Group>, p: PrimId, f: Formula) -> Result<Optio
     Ok(Some((bp, roles)))
 }
 
-/// `(*j (bundle a (perturb da)))` for numbers `a` and `da`: `(a, da)`.
-fn rf_leaf(v: &Value) -> Option<(Value, Value)> {
-    let Value::Tagged(Tag::Reverse, b) = v else { return None };
-    let Value::Bundle(b) = &**b else { return None };
-    let t = b.1.peel_if(Tag::Perturbation)?;
-    (b.0.is_number() && t.is_number()).then(|| (b.0.clone(), t))
-}
-
 /// One number, or a pair of two (a binary primitive's argument or tangent).
 fn one_or_pair(v: &[Value]) -> Value {
     match v {
@@ -114,11 +106,13 @@ pub fn run(
     nargs: usize,
 ) -> Result<Option<Value>> {
     let Some(leaves) = super::native::leaves(m, p, base, nargs)? else { return Ok(None) };
-    let (mut xs, mut ds): (Vec<Value>, Vec<Value>) = (Vec::with_capacity(2), Vec::with_capacity(2));
+    // each `(*j (bundle a (perturb da)))` for numbers `a` and `da`
+    let (mut xs, mut ds): (Two<Value>, Two<Value>) = (Two::new(), Two::new());
     for l in &leaves {
-        let Some((x, d)) = rf_leaf(l) else { return Ok(None) };
-        xs.push(x);
-        ds.push(d);
+        let Some(b) = l.peel_if(Tag::Reverse) else { return Ok(None) };
+        let Some(Dual { p, t }) = dual_of(m, &b, None)? else { return Ok(None) };
+        xs.push(p);
+        ds.push(t);
     }
     let lay = match cell.bp.get() {
         Some(l) => l,
@@ -181,12 +175,7 @@ fn cotangent(
     inst: &Inst,
     sb: &Value,
 ) -> Result<Option<Value>> {
-    let Value::Bundle(b) = sb else { return Ok(None) };
-    let Some(db) = b.1.peel_if(Tag::Perturbation) else { return Ok(None) };
-    let yb = &b.0;
-    if !yb.is_number() || !db.is_number() {
-        return Ok(None);
-    }
+    let Some(Dual { p: yb, t: db }) = dual_of(m, sb, None)? else { return Ok(None) };
     // (what the rule does not capture, it does not read)
     let (mut x, mut d, mut y, mut dy) = (None, None, &Value::Nil, &Value::Nil);
     for (r, v) in roles.iter().zip(inst.env.iter()) {
@@ -209,7 +198,7 @@ fn cotangent(
     };
     let (Some(x), Some(d)) = (parts(x), parts(d)) else { return Ok(None) };
     let n = prims::prim(p).arity as usize;
-    let (xb, dxb) = super::native::rf_rule(m, f, &x[..n], y, &d[..n], dy, yb, &db)?;
+    let (xb, dxb) = super::native::rf_rule(m, f, &x[..n], y, &d[..n], dy, &yb, &db)?;
     let leaf = |a: Value, da: Value| Value::bundle(a, Value::tagged(Tag::Perturbation, da));
     Ok(Some(match (xb, dxb) {
         (Out::One(a), Out::One(da)) => leaf(a, da),
