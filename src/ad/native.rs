@@ -680,14 +680,30 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
         }
         Native::ShapeF(..) | Native::ShapeR(..) | Native::ShapeBp | Native::FShapeR(..) => Ok(None),
         Native::F(p, f) => {
-            if let Some((xs, ds, n)) = real_duals(m, *p, *f, base, nargs) {
+            if let Some((xs, ds, n)) = x64_duals(m, *p, *f, base, nargs) {
                 // (the general path below, on doubles)
-                let y = prim_f64(*p, &xs[..n]).ok_or_else(not_scalar)?;
-                let dy = jvp_num(m, *f, &xs[..n], &y, &ds[..n])?;
-                return Ok(Some(Value::bundle(
-                    Value::Real(y),
-                    Value::tagged(Tag::Perturbation, Value::Real(dy)),
-                )));
+                if let (Some(xf), Some(df)) = (all_real(&xs[..n]), all_real(&ds[..n])) {
+                    let y = prim_f64(*p, &xf[..n]).ok_or_else(not_scalar)?;
+                    let dy = jvp_num(m, *f, &xf[..n], &y, &df[..n])?;
+                    return Ok(Some(Value::bundle(
+                        Value::Real(y),
+                        Value::tagged(Tag::Perturbation, Value::Real(dy)),
+                    )));
+                }
+                // (on exact integers and doubles, where every step stays in them)
+                if let Ok(y) = X64::op(m, *p, &xs[..n]) {
+                    if let Ok(dy) = jvp_num(m, *f, &xs[..n], &y, &ds[..n]) {
+                        return Ok(Some(Value::bundle(
+                            y.value(),
+                            Value::tagged(Tag::Perturbation, dy.value()),
+                        )));
+                    }
+                }
+            }
+            if *f == Formula::Zero {
+                if let Some(b) = predicate_f(m, *p, base, nargs)? {
+                    return Ok(Some(bool_bundle(b)));
+                }
             }
             let Some(args) = leaves(m, *p, base, nargs)? else { return Ok(None) };
             let mut xs = [Value::Nil, Value::Nil];
@@ -1055,28 +1071,54 @@ impl Num for Dual {
 /// The arguments of a scalar primitive's forward version, when they are its
 /// one or two arguments, each a forward bundle of a real with a perturbed real,
 /// and nothing is metered: their primals and tangents as doubles.
-fn real_duals(
-    m: &Machine,
-    p: PrimId,
-    f: Formula,
-    base: usize,
-    nargs: usize,
-) -> Option<([f64; 2], [f64; 2], usize)> {
+fn x64_duals(m: &Machine, p: PrimId, f: Formula, base: usize, nargs: usize) -> Option<Two2<X64>> {
     if m.meter.is_some()
         || matches!(f, Formula::Zero | Formula::Struct(_))
         || nargs != prims::prim(p).arity as usize
     {
         return None;
     }
-    let (mut xs, mut ds) = ([0.0; 2], [0.0; 2]);
+    let (mut xs, mut ds) = ([X64::I(0); 2], [X64::I(0); 2]);
     for (i, a) in m.stack.get(base..base + nargs)?.iter().enumerate() {
         let Value::Bundle(b) = a else { return None };
-        match (&b.0, b.1.peel_if(Tag::Perturbation)?) {
-            (Value::Real(x), Value::Real(d)) => (xs[i], ds[i]) = (*x, d),
-            _ => return None,
-        }
+        (xs[i], ds[i]) = (X64::of(&b.0)?, X64::of(&b.1.peel_if(Tag::Perturbation)?)?);
     }
     Some((xs, ds, nargs))
+}
+
+/// The forward version of a numeric predicate (`<`, `zero?`...) on arguments
+/// passed separately, each a bundle of numbers: the primitive's boolean, as
+/// the general path computes it (`apply`, then the zero tangent of a boolean);
+/// `None` for anything else.
+fn predicate_f(m: &mut Machine, p: PrimId, base: usize, nargs: usize) -> Result<Option<bool>> {
+    if nargs != prims::prim(p).arity as usize || nargs > 2 {
+        return Ok(None);
+    }
+    let mut xs = [Value::Nil, Value::Nil];
+    for (i, a) in m.stack[base..base + nargs].iter().enumerate() {
+        let Value::Bundle(b) = a else { return Ok(None) };
+        match b.1.peel_if(Tag::Perturbation) {
+            Some(d) if b.0.is_number() && d.is_number() => xs[i] = b.0.clone(),
+            _ => return Ok(None),
+        }
+    }
+    Ok(match apply(m, p, &xs[..nargs])? {
+        Value::Bool(b) => Some(b),
+        _ => None,
+    })
+}
+
+/// The primals and tangents of up to two forward arguments, and their number.
+type Two2<N> = ([N; 2], [N; 2], usize);
+
+/// The doubles of some [`X64`] numbers, if they all are doubles.
+fn all_real(xs: &[X64]) -> Option<[f64; 2]> {
+    let mut r = [0.0; 2];
+    for (i, x) in xs.iter().enumerate() {
+        let X64::R(x) = x else { return None };
+        r[i] = *x;
+    }
+    Some(r)
 }
 
 /// `(bundle b (perturb (zero b)))` for a boolean `b` (what the forward

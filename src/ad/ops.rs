@@ -160,6 +160,14 @@ pub fn make_lazy(m: &mut Machine, base: &Value, zero_it: bool, ops: Ops) -> Resu
                     return make_lazy(m, &z.base, z.zero || zero_it, all);
                 }
             }
+            if zero_it || z.zero {
+                // A zero shares nothing worth keeping with its base's expansion
+                // (zero commutes with every operation): one lazy value over the
+                // base with all the operations, not a chain of them.
+                let mut all = SmallVec::from_slice(&z.ops);
+                all.extend_from_slice(&ops);
+                return Ok(new_lazy(&z.base, true, all));
+            }
             // Wrap it (sharing its expansion) rather than copy its operations.
             let zero_it = zero_it || z.zero;
             return Ok(new_lazy(base, zero_it, ops));
