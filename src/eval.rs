@@ -1101,7 +1101,7 @@ impl Machine {
         use crate::value::Tag;
         let bp = atom!(self, base, inst, &c.bp);
         let x = atom!(self, base, inst, &c.x);
-        if let (Value::Closure(bi, _), true) = (&bp, self.native_rules) {
+        if let (Value::Closure(bi, k), true) = (&bp, self.native_rules) {
             if bi.group.native.get().is_some() {
                 let r = if c.forward {
                     crate::ad::native::fbp_untagged(self, bi, &x)?
@@ -1117,6 +1117,16 @@ impl Machine {
                         self.tick().map_err(|e| e.at(c.call))?;
                     }
                     return Ok(r);
+                }
+            } else if !c.forward {
+                // A backpropagator of the reverse transform: its untagged entry
+                // (`(unsensitize (sensitize x))` is x, and so is the other pair).
+                let entry = self.group_code(&bi.group)?.members.get(*k as usize).and_then(|m| m.untagged);
+                if let Some(u) = entry {
+                    let bi = bi.clone();
+                    self.push(x);
+                    self.call_closure_push(&bi, u, 1, Some(&c.call))?;
+                    return Ok(self.pop());
                 }
             }
         }

@@ -220,6 +220,12 @@ pub struct LambdaCode {
     pub body: CBlock,
     pub name: Rc<str>,
     pub span: Span,
+    /// For a backpropagator `(lambda (s) (let* ((x (unsensitize s)) ...
+    /// (r (sensitize a))) r))` (the reverse transform's, `s` and `r` read
+    /// nowhere else): the index in [`GroupCode::members`] of its untagged
+    /// entry, `(lambda (x) (let* (...) a))`, which a [`CExpr::BpCall`] of it
+    /// runs instead of `(unsensitize (bp (sensitize x)))`.
+    pub untagged: Option<u32>,
 }
 
 pub struct GroupCode {
@@ -239,36 +245,78 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
     for (j, v) in g.names.iter().enumerate() {
         outer.insert(*v, CAtom::Sibling(j as u32));
     }
-    let members = members
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let mut uses = FxHashMap::default();
-            count_uses_block(&l.body, &mut uses);
-            let last = last_reads(l);
-            let mut r = Resolver {
-                map: FxHashMap::default(),
-                outer: &outer,
-                nslots: 0,
-                free: Vec::new(),
-                uses,
-                last,
-                params: vec![l.param],
-            };
-            let param = tuple_param(l, &mut r);
-            let body = r.block(&l.body);
-            LambdaCode {
-                nslots: r.nslots,
-                param,
-                body,
-                name: g.display_name(i).into(),
-                span: g.spans.get(i).copied().unwrap_or_default(),
-            }
-        })
-        .collect();
+    let lambda = |i: usize, l: &Lambda, uses: FxHashMap<VarId, u32>| {
+        let last = last_reads(l);
+        let mut r = Resolver {
+            map: FxHashMap::default(),
+            outer: &outer,
+            nslots: 0,
+            free: Vec::new(),
+            uses,
+            last,
+            params: vec![l.param],
+        };
+        let param = tuple_param(l, &mut r);
+        let body = r.block(&l.body);
+        LambdaCode {
+            nslots: r.nslots,
+            param,
+            body,
+            name: g.display_name(i).into(),
+            span: g.spans.get(i).copied().unwrap_or_default(),
+            untagged: None,
+        }
+    };
+    let mut code: smallvec::SmallVec<[LambdaCode; 1]> = smallvec::SmallVec::new();
+    let mut entries = Vec::new();
+    for (i, l) in members.iter().enumerate() {
+        let mut uses = FxHashMap::default();
+        count_uses_block(&l.body, &mut uses);
+        if let Some(u) = untagged_entry(l, &uses) {
+            entries.push((i, u));
+        }
+        code.push(lambda(i, l, uses));
+    }
+    for (i, u) in entries {
+        let mut uses = FxHashMap::default();
+        count_uses_block(&u.body, &mut uses);
+        code[i].untagged = Some(code.len() as u32);
+        let c = lambda(i, &u, uses);
+        code.push(c);
+    }
+    let members = code;
     let plain = !g.is_shape()
         && !matches!(g.origin, crate::anf::Origin::Transformed(crate::anf::Kind::F | crate::anf::Kind::R, _));
     GroupCode { members, plain }
+}
+
+/// The untagged entry of a backpropagator (see [`LambdaCode::untagged`]).
+/// Where the body does not start by unsensitizing `s` (it passes `s` on to
+/// the backpropagator of its result), the entry sensitizes its argument into
+/// `s`, so that call is a [`CExpr::BpCall`] in turn.
+fn untagged_entry(l: &Lambda, uses: &FxHashMap<VarId, u32>) -> Option<Lambda> {
+    let b = &l.body.binds;
+    let n = b.len();
+    let Some(Bind::Let(r, Expr::Prim(q, Args::One(a), span))) = b.last() else { return None };
+    let once = |v: &VarId| uses.get(v).copied() == Some(1);
+    let name = |p: &PrimId| crate::prims::prim(*p).name;
+    if name(q) != "sensitize" || !once(r) || !matches!(&l.body.result, Atom::Var(v) if v == r) {
+        return None;
+    }
+    let middle = |from: usize| b[from.min(n - 1)..n - 1].iter().cloned();
+    match b.first() {
+        Some(Bind::Let(x, Expr::Prim(p, Args::One(Atom::Var(s)), _)))
+            if n >= 2 && name(p) == "unsensitize" && *s == l.param && once(s) =>
+        {
+            Some(Lambda { param: *x, body: Block { binds: middle(1).collect(), result: a.clone() } })
+        }
+        _ => {
+            let x = crate::anf::fresh_var("sens");
+            let sensitize = Expr::Prim(*q, Args::One(Atom::Var(x)), *span);
+            let binds = std::iter::once(Bind::Let(l.param, sensitize)).chain(middle(0)).collect();
+            Some(Lambda { param: x, body: Block { binds, result: a.clone() } })
+        }
+    }
 }
 
 /// Decides how the parameter is bound. A tuple parameter's parts get slots

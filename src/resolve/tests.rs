@@ -240,3 +240,30 @@ fn split_pairs_held_elsewhere_are_left_intact() {
         assert_eq!(eval_all(&format!("{defs} {src}")), [expected], "{src}");
     }
 }
+
+/// The untagged entry of a backpropagator-shaped lambda, if it gets one: its
+/// number of bindings before the tail and whether it starts by sensitizing its
+/// argument.
+fn untagged_shape(src: &str) -> Option<(usize, bool)> {
+    let c = code(&group(src));
+    let u = &c.members[c.members[0].untagged? as usize];
+    let Param::Slot(p) = u.param else { panic!("a tuple parameter") };
+    let starts = matches!(&u.body.binds.first(),
+        Some(CBind::Let(_, CExpr::Retag(Retag::Tag(crate::value::Tag::Sensitivity), CAtom::Local(q), ..))) if *q == p);
+    let sensitize = |e: &CExpr| matches!(e, CExpr::Retag(Retag::Tag(crate::value::Tag::Sensitivity), ..));
+    assert!(!sensitize(&u.body.tail), "{src}: the entry returns without sensitizing");
+    Some((u.body.binds.len(), starts))
+}
+
+#[test]
+fn backpropagators_get_an_untagged_entry() {
+    // (x (unsensitize s)) first and (r (sensitize a)) last: both dropped
+    assert_eq!(untagged_shape("(lambda (s) (let ((x (unsensitize s))) (sensitize (+ x 1))))"), Some((0, false)));
+    assert_eq!(untagged_shape("(lambda (s) (sensitize (unsensitize s)))"), Some((0, false)));
+    // s used otherwise: the entry sensitizes its argument into s
+    assert_eq!(untagged_shape("(lambda (s) (sensitize (cons s s)))"), Some((1, true)));
+    assert_eq!(untagged_shape("(lambda (s) (let ((x (unsensitize s))) (sensitize (cons s x))))"), Some((2, true)));
+    // not ending in a sensitize of the result: none
+    assert_eq!(untagged_shape("(lambda (s) (unsensitize s))"), None);
+    assert_eq!(untagged_shape("(lambda (s) (let ((x (unsensitize s))) (cons x (sensitize x))))"), None);
+}
