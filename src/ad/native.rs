@@ -814,11 +814,50 @@ pub fn reverse_parts(
     if matches!(f, Formula::Struct(_)) || matches!(m.stack.get(base), Some(Value::Lazy(_)) | None) {
         return Ok(None);
     }
+    let bp = if want_bp { Some((bp, &env[..])) } else { None };
+    if let Some((xs, n)) = reverse_x64(m, *prim, base, nargs) {
+        // (the general path below, unboxed, where every step stays in X64)
+        if let Ok(y) = X64::op(m, *prim, &xs[..n]) {
+            m.tick()?;
+            let y = y.value();
+            let bpv = match bp {
+                Some((bp, env)) => {
+                    let x = match xs {
+                        [a, _] if n == 1 => a.value(),
+                        [a, b] => Value::cons(a.value(), b.value()),
+                    };
+                    bp_closure(bp, env, &x, &y)
+                }
+                None => Value::Nil,
+            };
+            return Ok(Some((Value::tagged(Tag::Reverse, y), bpv)));
+        }
+    }
     let Some(args) = leaves(m, *prim, base, nargs)? else { return Ok(None) };
     let Some(xs) = reverse_args(&args) else { return Ok(None) };
     m.tick()?;
-    let bp = if want_bp { Some((bp, &env[..])) } else { None };
     reverse_apply(m, *prim, bp, xs, args.len()).map(Some)
+}
+
+/// The numbers of a scalar primitive's arguments passed separately at `base`,
+/// each an exact integer or a double under the `*j` tag alone, when nothing is
+/// metered.
+fn reverse_x64(m: &Machine, p: PrimId, base: usize, nargs: usize) -> Option<([X64; 2], usize)> {
+    if m.meter.is_some() || nargs != prims::prim(p).arity as usize || nargs > 2 {
+        return None;
+    }
+    let mut xs = [X64::I(0); 2];
+    for (i, a) in m.stack.get(base..base + nargs)?.iter().enumerate() {
+        xs[i] = match a {
+            Value::TReal(ts, x) if ts.count() == 1 && ts.outer() == Tag::Reverse => X64::R(*x),
+            Value::Tagged(Tag::Reverse, v) => match **v {
+                Value::Int(k) => X64::I(k),
+                _ => return None,
+            },
+            _ => return None,
+        };
+    }
+    Some((xs, nargs))
 }
 
 /// The cotangent a scalar primitive's backpropagator (`Native::Bp`) computes

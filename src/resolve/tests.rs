@@ -258,11 +258,17 @@ fn untagged_shape(src: &str) -> Option<(usize, bool)> {
 #[test]
 fn backpropagators_get_an_untagged_entry() {
     // (x (unsensitize s)) first and (r (sensitize a)) last: both dropped
-    assert_eq!(untagged_shape("(lambda (s) (let ((x (unsensitize s))) (sensitize (+ x 1))))"), Some((0, false)));
+    assert_eq!(
+        untagged_shape("(lambda (s) (let ((x (unsensitize s))) (sensitize (+ x 1))))"),
+        Some((0, false))
+    );
     assert_eq!(untagged_shape("(lambda (s) (sensitize (unsensitize s)))"), Some((0, false)));
     // s used otherwise: the entry sensitizes its argument into s
     assert_eq!(untagged_shape("(lambda (s) (sensitize (cons s s)))"), Some((1, true)));
-    assert_eq!(untagged_shape("(lambda (s) (let ((x (unsensitize s))) (sensitize (cons s x))))"), Some((2, true)));
+    assert_eq!(
+        untagged_shape("(lambda (s) (let ((x (unsensitize s))) (sensitize (cons s x))))"),
+        Some((2, true))
+    );
     // not ending in a sensitize of the result: none
     assert_eq!(untagged_shape("(lambda (s) (unsensitize s))"), None);
     assert_eq!(untagged_shape("(lambda (s) (let ((x (unsensitize s))) (cons x (sensitize x))))"), None);
