@@ -1118,11 +1118,17 @@ impl Machine {
                     }
                     return Ok(r);
                 }
-            } else if !c.forward {
+            } else {
                 // A backpropagator of the reverse transform: its untagged entry
                 // (`(unsensitize (sensitize x))` is x, and so is the other pair).
                 let entry = self.group_code(&bi.group)?.members.get(*k as usize).and_then(|m| m.untagged);
-                if let Some(u) = entry {
+                if let Some((u, forward)) = entry.filter(|e| e.1 == c.forward) {
+                    if forward {
+                        // (the caller's calls of the tag operations' forward versions)
+                        for _ in 0..2 {
+                            self.tick().map_err(|e| e.at(c.call))?;
+                        }
+                    }
                     let bi = bi.clone();
                     self.push(x);
                     self.call_closure_push(&bi, u, 1, Some(&c.call))?;

@@ -224,8 +224,10 @@ pub struct LambdaCode {
     /// (r (sensitize a))) r))` (the reverse transform's, `s` and `r` read
     /// nowhere else): the index in [`GroupCode::members`] of its untagged
     /// entry, `(lambda (x) (let* (...) a))`, which a [`CExpr::BpCall`] of it
-    /// runs instead of `(unsensitize (bp (sensitize x)))`.
-    pub untagged: Option<u32>,
+    /// runs instead of `(unsensitize (bp (sensitize x)))`; and whether it is
+    /// the forward transform of such a backpropagator (its tag operations the
+    /// forward versions', as a forward [`BpCall`]'s).
+    pub untagged: Option<(u32, bool)>,
 }
 
 pub struct GroupCode {
@@ -277,10 +279,10 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
         }
         code.push(lambda(i, l, uses));
     }
-    for (i, u) in entries {
+    for (i, (u, forward)) in entries {
         let mut uses = FxHashMap::default();
         count_uses_block(&u.body, &mut uses);
-        code[i].untagged = Some(code.len() as u32);
+        code[i].untagged = Some((code.len() as u32, forward));
         let c = lambda(i, &u, uses);
         code.push(c);
     }
@@ -290,32 +292,64 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
     GroupCode { members, plain }
 }
 
-/// The untagged entry of a backpropagator (see [`LambdaCode::untagged`]).
-/// Where the body does not start by unsensitizing `s` (it passes `s` on to
-/// the backpropagator of its result), the entry sensitizes its argument into
-/// `s`, so that call is a [`CExpr::BpCall`] in turn.
-fn untagged_entry(l: &Lambda, uses: &FxHashMap<VarId, u32>) -> Option<Lambda> {
+/// The untagged entry of a backpropagator (see [`LambdaCode::untagged`]), and
+/// whether it is the forward transform of one (its tag operations are calls of
+/// the forward versions of `sensitize` and `unsensitize`). Where the body does
+/// not start by unsensitizing `s` (it passes `s` on to the backpropagator of
+/// its result), the entry sensitizes its argument into `s`, so that call is a
+/// [`CExpr::BpCall`] in turn.
+fn untagged_entry(l: &Lambda, uses: &FxHashMap<VarId, u32>) -> Option<(Lambda, bool)> {
     let b = &l.body.binds;
     let n = b.len();
-    let Some(Bind::Let(r, Expr::Prim(q, Args::One(a), span))) = b.last() else { return None };
+    let Some(Bind::Let(r, last)) = b.last() else { return None };
+    let (true, forward, a) = tag_step(last)? else { return None };
     let once = |v: &VarId| uses.get(v).copied() == Some(1);
-    let name = |p: &PrimId| crate::prims::prim(*p).name;
-    if name(q) != "sensitize" || !once(r) || !matches!(&l.body.result, Atom::Var(v) if v == r) {
+    if !once(r) || !matches!(&l.body.result, Atom::Var(v) if v == r) {
         return None;
     }
     let middle = |from: usize| b[from.min(n - 1)..n - 1].iter().cloned();
-    match b.first() {
-        Some(Bind::Let(x, Expr::Prim(p, Args::One(Atom::Var(s)), _)))
-            if n >= 2 && name(p) == "unsensitize" && *s == l.param && once(s) =>
-        {
-            Some(Lambda { param: *x, body: Block { binds: middle(1).collect(), result: a.clone() } })
+    let first = match b.first() {
+        Some(Bind::Let(x, e)) if n >= 2 => tag_step(e).map(|t| (x, t)),
+        _ => None,
+    };
+    match first {
+        Some((x, (false, fw, Atom::Var(s)))) if fw == forward && s == l.param && once(&s) => {
+            Some((Lambda { param: *x, body: Block { binds: middle(1).collect(), result: a } }, forward))
         }
         _ => {
             let x = crate::anf::fresh_var("sens");
-            let sensitize = Expr::Prim(*q, Args::One(Atom::Var(x)), *span);
+            // (the last binding's operation, on x)
+            let sensitize = match last {
+                Expr::Prim(q, _, span) => Expr::Prim(*q, Args::One(Atom::Var(x)), *span),
+                Expr::App(f, _, span) => Expr::App(f.clone(), Args::One(Atom::Var(x)), *span),
+                _ => return None,
+            };
             let binds = std::iter::once(Bind::Let(l.param, sensitize)).chain(middle(0)).collect();
-            Some(Lambda { param: x, body: Block { binds, result: a.clone() } })
+            Some((Lambda { param: x, body: Block { binds, result: a } }, forward))
         }
+    }
+}
+
+/// If `e` is `(sensitize a)` or `(unsensitize a)`, or a call of the constant
+/// forward version of one: whether it sensitizes, whether it is the forward
+/// version, and `a`.
+fn tag_step(e: &Expr) -> Option<(bool, bool, Atom)> {
+    use crate::ad::native::{Formula, Native, StructOp};
+    use crate::value::Tag::Sensitivity;
+    match e {
+        Expr::Prim(p, Args::One(a), _) => match crate::prims::prim(*p).name {
+            "sensitize" => Some((true, false, a.clone())),
+            "unsensitize" => Some((false, false, a.clone())),
+            _ => None,
+        },
+        Expr::App(Atom::Const(Value::Closure(fi, _)), Args::One(a), _) => match fi.group.native.get() {
+            Some(Native::F(_, Formula::Struct(StructOp::Tag(Sensitivity)))) => Some((true, true, a.clone())),
+            Some(Native::F(_, Formula::Struct(StructOp::Untag(Sensitivity)))) => {
+                Some((false, true, a.clone()))
+            }
+            _ => None,
+        },
+        _ => None,
     }
 }
 
