@@ -298,6 +298,17 @@ impl Session {
                 return r;
             }
         }
+        // (a directory of that name is not a file to include: say so)
+        if let Some(p) = dirs.iter().flat_map(|d| names.iter().map(move |n| d.join(n))).find(|p| p.is_dir()) {
+            return Err(Error::syntax(
+                span,
+                format!(
+                    "include not found: \"{}\" ({} is a directory; include names a .vlad file)",
+                    target,
+                    p.display()
+                ),
+            ));
+        }
         Err(Error::syntax(span, format!("include not found: \"{}\" (searched the including file's directory, -I directories, and the prelude)", target)))
     }
 

@@ -159,6 +159,19 @@ fn include_not_found() {
 }
 
 #[test]
+fn include_of_a_directory_says_so() {
+    let d = Dir::new();
+    d.file("main.vlad", "(include \"lib\")\n1\n").file("lib/x.vlad", "2\n");
+    let o = vlad(&d, &["main.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (1, ""));
+    // (the path as the including file's directory names it)
+    assert_stderr(
+        &o,
+        "main.vlad:1:1: error: include not found: \"lib\" (lib is a directory; include names a .vlad file)\n  | (include \"lib\")\n  | ^\n",
+    );
+}
+
+#[test]
 fn include_cycle() {
     let d = Dir::new();
     d.file("a.vlad", "(write 1)\n(include \"b\")\n").file("b.vlad", "\n  (include \"a.vlad\")\n");
