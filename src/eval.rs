@@ -158,6 +158,16 @@ fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Num> {
     }
 }
 
+/// The name of member `idx` of a group for a call trace: a member's second
+/// entry (`LambdaCode::untagged`) has its member's name.
+fn member_name(g: &Group, idx: u32) -> String {
+    let n = g.members.get().map_or(0, |m| m.len());
+    match g.code.get().and_then(|c| c.members.get(idx as usize)) {
+        Some(c) if idx as usize >= n => c.name.to_string(),
+        _ => g.display_name(idx as usize),
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn not_a_procedure(v: &Value, span: Option<Span>) -> Error {
@@ -656,13 +666,13 @@ impl Machine {
         self.truncate_to(base);
         if let Some(s) = tail_site {
             // The running procedure was reached by a tail call: show where.
-            e.push_frame(&inst.group.display_name(idx as usize), s);
+            e.push_frame(&member_name(&inst.group, idx), s);
             if e.span.is_none() && s.is_known() {
                 e.span = Some(s);
             }
         }
         if let Some(&s) = span {
-            e.push_frame(&entered.display_name(entered_idx as usize), s);
+            e.push_frame(&member_name(entered, entered_idx), s);
             if e.span.is_none() && s.is_known() {
                 e.span = Some(s);
             }

@@ -233,6 +233,26 @@ fn wrong_argument_type_to_a_primitive() {
     );
 }
 
+/// A backpropagator-shaped procedure called as `(unsensitize (f (sensitize x)))`
+/// runs its untagged entry; an error in it is traced to it by name.
+#[test]
+fn error_in_a_fused_backpropagator_call() {
+    let o = run_bad(
+        "(define (f s) (sensitize (+ 1 (unsensitize s))))\n(define (g x) (unsensitize (f (sensitize x))))\n(g (list 1 2))\n",
+        &[],
+    );
+    assert_eq!(o.code, 1);
+    assert_stderr(
+        &o,
+        "bad.vlad:1:26: error: +: expected two numbers, got (1 2) (a pair)
+  | (define (f s) (sensitize (+ 1 (unsensitize s))))
+  |                          ^
+  in f called at bad.vlad:2:28
+  in g called at bad.vlad:3:1
+",
+    );
+}
+
 #[test]
 fn applying_a_non_procedure() {
     let o = run_bad("(define (g x) (+ 1 (x 2)))\n(g 5)\n", &[]);
