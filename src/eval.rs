@@ -770,10 +770,7 @@ impl Machine {
             if nargs > 0 {
                 let arg = &self.stack[base];
                 if let Some(msg) = crate::ad::ops::tag_mismatch(*k, arg) {
-                    return Err(Error::runtime(
-                        None,
-                        format!("{}: {}", inst.group.display_name(idx as usize), msg),
-                    ));
+                    return Err(Error::runtime(None, format!("{}: {}", member_name(&inst.group, idx), msg)));
                 }
             }
         }
