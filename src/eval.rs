@@ -229,6 +229,10 @@ pub struct Machine {
     /// Whether the reverse-over-reverse steps of `ad::native_rr` run natively
     /// too (with `native_rules`; off, to compare them with the steps they fuse).
     pub native_rr: bool,
+    /// Whether a `BpCall` of a backpropagator with an untagged entry
+    /// (`resolve::Untagged`) runs that entry (with `native_rules`); off, the
+    /// call runs step by step (a test compares the two).
+    pub untagged_entries: bool,
     pub deadline: Option<Instant>,
     pub interrupt: Arc<AtomicBool>,
     /// Per-primitive call counts when metering.
@@ -264,6 +268,7 @@ impl Machine {
             ad_work: 0,
             native_rules: true,
             native_rr: true,
+            untagged_entries: true,
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
             meter: None,
@@ -1129,16 +1134,14 @@ impl Machine {
                 // A backpropagator of the reverse transform: its untagged entry
                 // (`(unsensitize (sensitize x))` is x, and so is the other pair).
                 let entry = self.group_code(&bi.group)?.members.get(*k as usize).and_then(|m| m.untagged);
-                if let Some((u, forward)) = entry.filter(|e| e.1 == c.forward) {
-                    if forward {
-                        // (the caller's calls of the tag operations' forward versions)
-                        for _ in 0..2 {
-                            self.tick().map_err(|e| e.at(c.call))?;
-                        }
+                if let Some(u) = entry.filter(|e| e.forward == c.forward && self.untagged_entries) {
+                    // (the calls of the tag operations' forward versions it stands for)
+                    for _ in 0..u.calls {
+                        self.tick().map_err(|e| e.at(c.call))?;
                     }
                     let bi = bi.clone();
                     self.push(x);
-                    self.call_closure_push(&bi, u, 1, Some(&c.call))?;
+                    self.call_closure_push(&bi, u.index, 1, Some(&c.call))?;
                     return Ok(self.pop());
                 }
             }

@@ -224,10 +224,22 @@ pub struct LambdaCode {
     /// (r (sensitize a))) r))` (the reverse transform's, `s` and `r` read
     /// nowhere else): the index in [`GroupCode::members`] of its untagged
     /// entry, `(lambda (x) (let* (...) a))`, which a [`CExpr::BpCall`] of it
-    /// runs instead of `(unsensitize (bp (sensitize x)))`; and whether it is
-    /// the forward transform of such a backpropagator (its tag operations the
-    /// forward versions', as a forward [`BpCall`]'s).
-    pub untagged: Option<(u32, bool)>,
+    /// runs instead of `(unsensitize (bp (sensitize x)))`.
+    pub untagged: Option<Untagged>,
+}
+
+/// The untagged entry of a backpropagator (see [`LambdaCode::untagged`]).
+#[derive(Clone, Copy)]
+pub struct Untagged {
+    /// Its index in [`GroupCode::members`].
+    pub index: u32,
+    /// Whether it is the forward transform of such a backpropagator (its tag
+    /// operations the forward versions', as a forward [`BpCall`]'s).
+    pub forward: bool,
+    /// The procedure calls of those forward versions that a fused call runs
+    /// no more (the caller's two, and the body's leading unsensitize and
+    /// trailing sensitize that the entry drops): counted instead.
+    pub calls: u8,
 }
 
 pub struct GroupCode {
@@ -279,10 +291,11 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
         }
         code.push(lambda(i, l, uses));
     }
-    for (i, (u, forward)) in entries {
+    for (i, (u, forward, dropped)) in entries {
         let mut uses = FxHashMap::default();
         count_uses_block(&u.body, &mut uses);
-        code[i].untagged = Some((code.len() as u32, forward));
+        let calls = if forward { 2 + dropped } else { 0 };
+        code[i].untagged = Some(Untagged { index: code.len() as u32, forward, calls });
         let c = lambda(i, &u, uses);
         code.push(c);
     }
@@ -292,13 +305,14 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
     GroupCode { members, plain }
 }
 
-/// The untagged entry of a backpropagator (see [`LambdaCode::untagged`]), and
+/// The untagged entry of a backpropagator (see [`LambdaCode::untagged`]),
 /// whether it is the forward transform of one (its tag operations are calls of
-/// the forward versions of `sensitize` and `unsensitize`). Where the body does
-/// not start by unsensitizing `s` (it passes `s` on to the backpropagator of
-/// its result), the entry sensitizes its argument into `s`, so that call is a
+/// the forward versions of `sensitize` and `unsensitize`), and how many of the
+/// body's tag operations it drops. Where the body does not start by
+/// unsensitizing `s` (it passes `s` on to the backpropagator of its result),
+/// the entry sensitizes its argument into `s`, so that call is a
 /// [`CExpr::BpCall`] in turn.
-fn untagged_entry(l: &Lambda, uses: &FxHashMap<VarId, u32>) -> Option<(Lambda, bool)> {
+fn untagged_entry(l: &Lambda, uses: &FxHashMap<VarId, u32>) -> Option<(Lambda, bool, u8)> {
     let b = &l.body.binds;
     let n = b.len();
     let Some(Bind::Let(r, last)) = b.last() else { return None };
@@ -314,7 +328,7 @@ fn untagged_entry(l: &Lambda, uses: &FxHashMap<VarId, u32>) -> Option<(Lambda, b
     };
     match first {
         Some((x, (false, fw, Atom::Var(s)))) if fw == forward && s == l.param && once(&s) => {
-            Some((Lambda { param: *x, body: Block { binds: middle(1).collect(), result: a } }, forward))
+            Some((Lambda { param: *x, body: Block { binds: middle(1).collect(), result: a } }, forward, 2))
         }
         _ => {
             let x = crate::anf::fresh_var("sens");
@@ -325,7 +339,8 @@ fn untagged_entry(l: &Lambda, uses: &FxHashMap<VarId, u32>) -> Option<(Lambda, b
                 _ => return None,
             };
             let binds = std::iter::once(Bind::Let(l.param, sensitize)).chain(middle(0)).collect();
-            Some((Lambda { param: x, body: Block { binds, result: a } }, forward))
+            // (the sensitize it adds stands for the caller's)
+            Some((Lambda { param: x, body: Block { binds, result: a } }, forward, 0))
         }
     }
 }

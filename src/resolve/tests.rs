@@ -246,9 +246,9 @@ fn split_pairs_held_elsewhere_are_left_intact() {
 /// argument.
 fn untagged_shape(src: &str) -> Option<(usize, bool)> {
     let c = code(&group(src));
-    let (u, forward) = c.members[0].untagged?;
-    assert!(!forward);
-    let u = &c.members[u as usize];
+    let e = c.members[0].untagged?;
+    assert!(!e.forward && e.calls == 0);
+    let u = &c.members[e.index as usize];
     let Param::Slot(p) = u.param else { panic!("a tuple parameter") };
     let starts = matches!(&u.body.binds.first(),
         Some(CBind::Let(_, CExpr::Retag(Retag::Tag(crate::value::Tag::Sensitivity), CAtom::Local(q), ..))) if *q == p);

@@ -653,3 +653,39 @@ fn second_order_rules_agree_with_transformed_forward_versions() {
         }
     }
 }
+
+/// The untagged entries of backpropagators (`resolve::Untagged`): code whose
+/// procedures' backpropagators are called by the reverse transform's code (and
+/// by its forward transform) gives the same values, primitive operations and
+/// procedure calls with them as step by step, with fewer AD value operations
+/// (the skipped `sensitize`/`unsensitize` pairs: so the entries did run).
+#[test]
+fn untagged_backpropagator_entries_agree_with_the_steps_they_skip() {
+    let program = "
+      (define (prod x i) (if (> i 6) 1.0 (* (+ 1.0 (/ x i)) (prod x (+ i 1)))))
+      (define (sq x) (* x x))
+      (define (f x) (let* ((a (sq x)) (k (lambda (y) (+ (sq y) (* a y))))) (k (sin (prod x 1)))))
+      (define (h p) (let ((x (car p)) (y (cadr p))) (+ (f x) (* (sq y) (prod y 2)))))
+      (define (bp s) (sensitize (+ 1 (unsensitize s))))
+      (list ((derivative-R f) 0.7) ((derivative-F f) 0.7)
+            ((derivative-F (derivative-R f)) 0.7) ((derivative-R (derivative-F f)) 0.7)
+            ((derivative-R (derivative-R f)) 0.7) ((derivative-F (derivative-F f)) 0.7)
+            ((gradient-R h) (list 0.3 1.2)) (hvp h (list 0.3 1.2) (list 1 -1))
+            (hvp-RR h (list 0.3 1.2) (list 1 -1))
+            ((derivative-R (derivative-R (derivative-R f))) 0.4)
+            ((derivative-F (derivative-R (derivative-R f))) 0.4)
+            (unsensitize (bp (sensitize 41))))";
+    let run = |on: bool| {
+        let mut s = session();
+        s.m.untagged_entries = on;
+        s.m.meter = Some(vec![0; vlad::prims::prims().len()]);
+        let v = run_in(&mut s, "entries", program);
+        let out: Vec<String> = v.iter().map(vlad::print::to_string).collect();
+        (out, s.m.meter.take().unwrap_or_default(), s.m.steps, s.m.ad_work)
+    };
+    let (on, off) = (run(true), run(false));
+    assert_eq!(on.0, off.0, "values");
+    assert_eq!(on.1, off.1, "primitive operations");
+    assert_eq!(on.2, off.2, "procedure calls");
+    assert!(on.3 < off.3, "AD value operations: {} with the entries, {} without", on.3, off.3);
+}
