@@ -321,7 +321,7 @@ fn untagged_entry(l: &Lambda, uses: &FxHashMap<VarId, u32>) -> Option<(Lambda, b
     if !once(r) || !matches!(&l.body.result, Atom::Var(v) if v == r) {
         return None;
     }
-    let middle = |from: usize| b[from.min(n - 1)..n - 1].iter().cloned();
+    let middle = |from: usize| b[from..n - 1].iter().cloned();
     let first = match b.first() {
         Some(Bind::Let(x, e)) if n >= 2 => tag_step(e).map(|t| (x, t)),
         _ => None,
@@ -347,7 +347,7 @@ fn untagged_entry(l: &Lambda, uses: &FxHashMap<VarId, u32>) -> Option<(Lambda, b
 
 /// If `e` is `(sensitize a)` or `(unsensitize a)`, or a call of the constant
 /// forward version of one: whether it sensitizes, whether it is the forward
-/// version, and `a`.
+/// version, and `a` (what [`BpCall`]s and untagged entries are made of).
 fn tag_step(e: &Expr) -> Option<(bool, bool, Atom)> {
     use crate::ad::native::{Formula, Native, StructOp};
     use crate::value::Tag::Sensitivity;
@@ -642,8 +642,6 @@ impl Resolver<'_> {
     /// forward-transformed backpropagator) constant closures of their forward
     /// versions: a [`CExpr::BpCall`] (bound to `c`).
     fn bp_call_at(&self, b: &Block, i: usize) -> Option<BpCall> {
-        use crate::ad::native::{Formula, Native, StructOp};
-        use crate::value::Tag;
         let (
             Some(Bind::Let(a, first)),
             Some(Bind::Let(r, Expr::App(bp, Args::One(Atom::Var(a2)), call))),
@@ -656,29 +654,18 @@ impl Resolver<'_> {
         if a2 != a || !once(a) || !once(r) {
             return None;
         }
-        // (the operation `op` of a step and its operand)
-        let step = |e: &Expr, op: &str, sop: StructOp| -> Option<(Step, Atom, bool)> {
-            match e {
-                Expr::Prim(p, Args::One(x), s) if crate::prims::prim(*p).name == op => {
-                    Some((Step::Prim(*p, *s), x.clone(), false))
-                }
-                Expr::App(f, Args::One(x), s) => {
-                    let fa = self.atom(f);
-                    match &fa {
-                        CAtom::Const(Value::Closure(fi, _)) if matches!(fi.group.native.get(), Some(Native::F(_, Formula::Struct(o))) if *o == sop) => {
-                            Some((Step::Call(fa, *s), x.clone(), true))
-                        }
-                        _ => None,
-                    }
-                }
-                _ => None,
-            }
-        };
-        let (sensitize, x, fwd1) = step(first, "sensitize", StructOp::Tag(Tag::Sensitivity))?;
-        let (unsensitize, r2, fwd2) = step(last, "unsensitize", StructOp::Untag(Tag::Sensitivity))?;
+        let (true, fwd1, x) = tag_step(first)? else { return None };
+        let (false, fwd2, r2) = tag_step(last)? else { return None };
         if fwd1 != fwd2 || !matches!(&r2, Atom::Var(v) if v == r) {
             return None;
         }
+        // (how the evaluator applies each: the primitive, or a call of its forward version)
+        let step = |e: &Expr| match e {
+            Expr::Prim(p, _, s) => Some(Step::Prim(*p, *s)),
+            Expr::App(f, _, s) => Some(Step::Call(self.atom(f), *s)),
+            _ => None,
+        };
+        let (sensitize, unsensitize) = (step(first)?, step(last)?);
         Some(BpCall {
             bp: self.atom(bp),
             x: self.atom(&x),

@@ -786,6 +786,12 @@ fn reverse_apply(
     n: usize,
 ) -> Result<(Value, Value)> {
     let y = apply(m, prim, &xs[..n])?;
+    Ok(reverse_result(bp, xs, n, y))
+}
+
+/// `(*j y)` and the backpropagator of a scalar primitive's reverse version
+/// called on `n` numbers `xs` with result `y` (see [`reverse_apply`]).
+fn reverse_result(bp: Option<(&Rc<Group>, &[bool])>, xs: [Value; 2], n: usize, y: Value) -> (Value, Value) {
     let bpv = match bp {
         Some((bp, env)) => {
             let [a, b] = xs;
@@ -794,7 +800,7 @@ fn reverse_apply(
         }
         None => Value::Nil,
     };
-    Ok((Value::tagged(Tag::Reverse, y), bpv))
+    (Value::tagged(Tag::Reverse, y), bpv)
 }
 
 /// A call of a scalar primitive's reverse version (`inst`, a `Native::R`
@@ -819,18 +825,7 @@ pub fn reverse_parts(
         // (the general path below, unboxed, where every step stays in X64)
         if let Ok(y) = X64::op(m, *prim, &xs[..n]) {
             m.tick()?;
-            let y = y.value();
-            let bpv = match bp {
-                Some((bp, env)) => {
-                    let x = match xs {
-                        [a, _] if n == 1 => a.value(),
-                        [a, b] => Value::cons(a.value(), b.value()),
-                    };
-                    bp_closure(bp, env, &x, &y)
-                }
-                None => Value::Nil,
-            };
-            return Ok(Some((Value::tagged(Tag::Reverse, y), bpv)));
+            return Ok(Some(reverse_result(bp, xs.map(X64::value), n, y.value())));
         }
     }
     let Some(args) = leaves(m, *prim, base, nargs)? else { return Ok(None) };
@@ -1108,9 +1103,16 @@ impl Num for Dual {
 }
 
 /// The arguments of a scalar primitive's forward version, when they are its
-/// one or two arguments, each a forward bundle of a real with a perturbed real,
-/// and nothing is metered: their primals and tangents as doubles.
-fn x64_duals(m: &Machine, p: PrimId, f: Formula, base: usize, nargs: usize) -> Option<Two2<X64>> {
+/// one or two arguments, each a forward bundle of an exact integer or a double
+/// with a perturbed one, and nothing is metered: their primals and tangents
+/// (as [`X64`]) and their number.
+fn x64_duals(
+    m: &Machine,
+    p: PrimId,
+    f: Formula,
+    base: usize,
+    nargs: usize,
+) -> Option<([X64; 2], [X64; 2], usize)> {
     if m.meter.is_some()
         || matches!(f, Formula::Zero | Formula::Struct(_))
         || nargs != prims::prim(p).arity as usize
@@ -1146,9 +1148,6 @@ fn predicate_f(m: &mut Machine, p: PrimId, base: usize, nargs: usize) -> Result<
         _ => None,
     })
 }
-
-/// The primals and tangents of up to two forward arguments, and their number.
-type Two2<N> = ([N; 2], [N; 2], usize);
 
 /// The doubles of some [`X64`] numbers, if they all are doubles.
 fn all_real(xs: &[X64]) -> Option<[f64; 2]> {
