@@ -130,24 +130,9 @@ impl<'a> Reader<'a> {
     }
 
     fn run(mut self) -> Result<Vec<Datum>, ReadError> {
-        let result = self.read_loop();
-        // Partially built data (on error) may be deeply nested: dispose of it without recursion.
-        for frame in std::mem::take(&mut self.stack) {
-            match frame {
-                Frame::List { items, tail, .. } => {
-                    items.into_iter().for_each(dispose);
-                    tail.into_iter().for_each(dispose);
-                }
-                Frame::Quote { .. } | Frame::DatumComment { .. } => {}
-            }
-        }
-        match result {
-            Ok(()) => Ok(self.out),
-            Err(e) => {
-                std::mem::take(&mut self.out).into_iter().for_each(dispose);
-                Err(e)
-            }
-        }
+        // (Partially built data, on error, may be deeply nested: `Datum`'s `Drop`
+        // takes it apart without recursion.)
+        self.read_loop().map(|()| self.out)
     }
 
     fn read_loop(&mut self) -> Result<(), ReadError> {
@@ -355,7 +340,6 @@ impl<'a> Reader<'a> {
                         // Unreachable in practice: `check_datum_allowed` rejects the datum's start.
                         DotState::HaveTail => {
                             let (s, e) = (d.span.start as usize, d.span.end as usize);
-                            dispose(d);
                             return self.err(
                                 ReadErrorKind::Syntax,
                                 s,
@@ -374,7 +358,6 @@ impl<'a> Reader<'a> {
                 }
                 Some(Frame::DatumComment { .. }) => {
                     self.stack.pop();
-                    dispose(d);
                     return Ok(());
                 }
             }
@@ -616,11 +599,6 @@ fn parse_number(tok: &str) -> Option<DatumKind> {
             Some(DatumKind::Big(Rc::new(n)))
         }
     }
-}
-
-/// Drops a datum (`Datum`'s `Drop` takes nested lists apart without recursion).
-fn dispose(d: Datum) {
-    drop(d)
 }
 
 #[cfg(test)]
@@ -1092,18 +1070,18 @@ mod tests {
         let mut v = read(&src);
         assert_eq!(depth(&v[0]), DEEP);
         assert_eq!(v[0].span, sp(0, 2 * DEEP));
-        // The derived drop recurses once per level (it overflows a debug build's 8 MB stack
-        // at this depth), so dismantle iteratively.
-        dispose(v.pop().unwrap());
+        // (`Datum`'s `Drop` takes it apart without recursion: a derived drop would
+        // overflow a debug build's 8 MB stack at this depth.)
+        drop(v.pop().unwrap());
 
         let src = "[".repeat(DEEP) + "x" + &"]".repeat(DEEP);
-        dispose(read(&src).pop().unwrap());
+        drop(read(&src).pop().unwrap());
 
         let src = "'".repeat(DEEP) + "x";
         let mut v = read(&src);
         assert_eq!(depth(&v[0]), DEEP);
         assert_eq!(v[0].span, sp(0, DEEP + 1));
-        dispose(v.pop().unwrap());
+        drop(v.pop().unwrap());
 
         let src = "(a . ".repeat(DEEP) + "b" + &")".repeat(DEEP);
         let mut v = read(&src);
@@ -1111,7 +1089,7 @@ mod tests {
             show(&v[0]),
             "(a a a a a a a a a a a . b)".replace(" a a a a a a a a a a", &" a".repeat(DEEP - 1))
         );
-        dispose(v.pop().unwrap());
+        drop(v.pop().unwrap());
     }
 
     #[test]
