@@ -432,10 +432,15 @@ impl Machine {
     /// (The evaluator's own calls pass values through the value stack rather than
     /// returning `Result<Value>`, which compiles to slow partial copies.)
     fn call_push(&mut self, f: Value, nargs: usize, span: Option<Span>) -> Result<()> {
+        // A lazily zeroed or tagged closure: build it, then call it (here, not
+        // in a nested call: deep recursion through such calls keeps one frame).
+        let f = match f {
+            Value::Lazy(_) => self.force_procedure(f)?,
+            f => f,
+        };
         match f {
             Value::Closure(inst, idx) => self.call_closure_push(&inst, idx, nargs, span.as_ref()),
             Value::Lazy(_) => {
-                // A lazily zeroed or tagged closure: build it, then call it.
                 let h = crate::ad::ops::hnf(self, &f)?;
                 self.call_push(h, nargs, span)
             }
@@ -453,6 +458,12 @@ impl Machine {
                 Err(not_a_procedure(&other, span))
             }
         }
+    }
+
+    /// The head normal form of a lazy value being called (see [`Machine::call_push`]).
+    #[inline(never)]
+    fn force_procedure(&mut self, f: Value) -> Result<Value> {
+        crate::ad::ops::hnf(self, &f)
     }
 
     /// Pops `nargs` values and returns them as one value (building the tuple).
@@ -1113,7 +1124,7 @@ impl Machine {
         use crate::value::Tag;
         let bp = atom!(self, base, inst, &c.bp);
         let x = atom!(self, base, inst, &c.x);
-        if let (Value::Closure(bi, k), true) = (&bp, self.native_rules) {
+        if let (Value::Closure(bi, _), true) = (&bp, self.native_rules) {
             if bi.group.native.get().is_some() {
                 let r = if c.forward {
                     crate::ad::native::fbp_untagged(self, bi, &x)?
@@ -1132,16 +1143,12 @@ impl Machine {
                 }
             } else {
                 // A backpropagator of the reverse transform: its untagged entry
-                // (`(unsensitize (sensitize x))` is x, and so is the other pair).
-                let entry = self.group_code(&bi.group)?.members.get(*k as usize).and_then(|m| m.untagged);
-                if let Some(u) = entry.filter(|e| e.forward == c.forward && self.untagged_entries) {
-                    // (the calls of the tag operations' forward versions it stands for)
-                    for _ in 0..u.calls {
-                        self.tick().map_err(|e| e.at(c.call))?;
-                    }
-                    let bi = bi.clone();
+                // (`(unsensitize (sensitize x))` is x, and so is the other pair),
+                // compiled on first use.
+                self.group_code(&bi.group)?;
+                if let Some((bi, idx)) = self.untagged_target(base, inst, c)? {
                     self.push(x);
-                    self.call_closure_push(&bi, u.index, 1, Some(&c.call))?;
+                    self.call_closure_push(&bi, idx, 1, Some(&c.call))?;
                     return Ok(self.pop());
                 }
             }
@@ -1264,9 +1271,17 @@ impl Machine {
         args: &CArgs,
         span: &Span,
     ) -> Result<()> {
-        let fv = atom!(self, base, inst, f);
+        let fv = match atom!(self, base, inst, f) {
+            // (a lazily tagged closure, as forward mode over reverse mode calls
+            // them: forced here, so that a recursion through it keeps one frame)
+            fv @ Value::Lazy(_) => self.force_procedure(fv)?,
+            fv => fv,
+        };
         let n = self.push_args(base, inst, args)?;
-        self.call_push(fv, n, Some(*span))
+        match fv {
+            Value::Closure(ci, k) => self.call_closure_push(&ci, k, n, Some(span)),
+            fv => self.call_push(fv, n, Some(*span)),
+        }
     }
 
     fn eval_expr(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Value> {
@@ -1370,33 +1385,87 @@ impl Machine {
         Ok(Value::Closure(b.finish(), i))
     }
 
-    /// The two parts of the pair `e` returns (see [`CBind::Split`]).
+    /// The untagged entry (`LambdaCode::untagged`) of the backpropagator that a
+    /// `BpCall` calls, when it has a compiled one that applies, with the calls
+    /// of the tag operations it stands for counted; `None` otherwise (the
+    /// general path, [`Machine::bp_call`], runs it, compiling it on first use).
     #[inline(always)]
-    fn split_expr(
+    fn untagged_target(
         &mut self,
         base: usize,
         inst: &InstRc,
-        e: &CExpr,
-        span: Span,
-        want_cdr: bool,
-    ) -> Result<(Value, Value)> {
-        let v = match e {
-            CExpr::App(f, args, call) => {
-                if let (Some(Value::Closure(ci, 0)), true) = (self.peek(base, inst, f), self.native_rules) {
-                    if matches!(ci.group.native.get(), Some(crate::ad::native::Native::R { .. }))
-                        && self.depth < self.max_depth
-                    {
-                        let ci = ci.clone();
-                        return self.split_reverse_call(base, inst, &ci, args, call, span, want_cdr);
-                    }
+        c: &crate::resolve::BpCall,
+    ) -> Result<Option<(InstRc, u32)>> {
+        if !(self.native_rules && self.untagged_entries) {
+            return Ok(None);
+        }
+        let Some(Value::Closure(bi, k)) = self.peek(base, inst, &c.bp) else { return Ok(None) };
+        if bi.group.native.get().is_some() {
+            return Ok(None);
+        }
+        let Some(code) = bi.group.code.get() else { return Ok(None) };
+        let Some(u) = code.members.get(*k as usize).and_then(|m| m.untagged) else { return Ok(None) };
+        if u.forward != c.forward {
+            return Ok(None);
+        }
+        let bi = bi.clone();
+        for _ in 0..u.calls {
+            self.tick().map_err(|e| e.at(c.call))?;
+        }
+        Ok(Some((bi, u.index)))
+    }
+
+    /// A binding that takes apart the pair an expression returns (`CBind::Split`).
+    /// Out of line and small: the reverse transform's recursions (a transformed
+    /// procedure calling itself, a backpropagator calling the one of a recursive
+    /// call) go through here, one frame per level besides `call_loop`'s.
+    #[inline(never)]
+    fn exec_split(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
+        let CBind::Split(e, x, rest, span) = b else { unreachable!("exec_split of another binding") };
+        let (x, span) = (*x, *span);
+        let (car, cdr) = match e {
+            CExpr::BpCall(c) => match self.untagged_target(base, inst, c)? {
+                Some((bi, idx)) => {
+                    let xv = atom!(self, base, inst, &c.x);
+                    self.push(xv);
+                    self.call_closure_push(&bi, idx, 1, Some(&c.call))?;
+                    let v = self.pop();
+                    self.split_value(v, span)?
                 }
-                self.app_push(base, inst, f, args, call)?;
-                self.pop()
+                None => self.split_bp_call(base, inst, c, span)?,
+            },
+            CExpr::App(f, args, call) => match self.peek(base, inst, f) {
+                Some(Value::Closure(ci, 0))
+                    if self.native_rules
+                        && matches!(ci.group.native.get(), Some(crate::ad::native::Native::R { .. }))
+                        && self.depth < self.max_depth =>
+                {
+                    let ci = ci.clone();
+                    let want_cdr = !matches!(rest, Split::Unread);
+                    self.split_reverse_call(base, inst, &ci, args, call, span, want_cdr)?
+                }
+                _ => {
+                    self.app_push(base, inst, f, args, call)?;
+                    let v = self.pop();
+                    self.split_value(v, span)?
+                }
+            },
+            e => {
+                let v = self.eval_expr(base, inst, e)?;
+                self.split_value(v, span)?
             }
-            CExpr::BpCall(c) => return self.split_bp_call(base, inst, c, span),
-            e => self.eval_expr(base, inst, e)?,
         };
-        self.split_value(v, span)
+        self.stack[base + x as usize] = car;
+        match rest {
+            Split::Slot(y) => self.stack[base + *y as usize] = cdr,
+            Split::Unread => drop(cdr),
+            Split::Pair(a, d, span) => {
+                let (cadr, cddr) = self.split_value(cdr, *span)?;
+                self.stack[base + *a as usize] = cadr;
+                self.stack[base + *d as usize] = cddr;
+            }
+        }
+        Ok(())
     }
 
     /// A call of a primitive's reverse version `ci` whose result is taken apart
@@ -1457,12 +1526,8 @@ impl Machine {
 
     /// The car and cdr of a pair (a lazy pair is taken apart one level), moved
     /// out of it when nothing else holds it; a pattern mismatch at `span` otherwise.
-    #[inline(always)]
+    #[inline(never)]
     fn split_value(&mut self, v: Value, span: Span) -> Result<(Value, Value)> {
-        let v = match v {
-            Value::Lazy(_) if v.is_pair() => crate::ad::ops::hnf(self, &v)?,
-            v => v,
-        };
         match v {
             Value::Pair(p) => Ok(match Rc::try_unwrap(p) {
                 Ok(mut q) => {
@@ -1470,6 +1535,21 @@ impl Machine {
                 }
                 Err(p) => (p.car.clone(), p.cdr.clone()),
             }),
+            v => self.split_value_slow(v, span),
+        }
+    }
+
+    /// [`Machine::split_value`] of anything but a pair: a lazy pair is taken
+    /// apart one level; anything else is a pattern mismatch.
+    #[cold]
+    #[inline(never)]
+    fn split_value_slow(&mut self, v: Value, span: Span) -> Result<(Value, Value)> {
+        let v = match v {
+            Value::Lazy(_) if v.is_pair() => crate::ad::ops::hnf(self, &v)?,
+            v => v,
+        };
+        match v {
+            Value::Pair(_) => self.split_value(v, span),
             other => Err(Error::runtime(
                 Some(span),
                 format!(
@@ -1518,19 +1598,7 @@ impl Machine {
                 self.stack[base + *x as usize] = car;
                 self.stack[base + *y as usize] = cdr;
             }
-            CBind::Split(e, x, rest, span) => {
-                let (car, cdr) = self.split_expr(base, inst, e, *span, !matches!(rest, Split::Unread))?;
-                self.stack[base + *x as usize] = car;
-                match rest {
-                    Split::Slot(y) => self.stack[base + *y as usize] = cdr,
-                    Split::Unread => drop(cdr),
-                    Split::Pair(a, d, span) => {
-                        let (cadr, cddr) = self.split_value(cdr, *span)?;
-                        self.stack[base + *a as usize] = cadr;
-                        self.stack[base + *d as usize] = cddr;
-                    }
-                }
-            }
+            CBind::Split(..) => return self.exec_split(base, inst, b),
             CBind::Check(c, a, span) => {
                 let v = atom!(self, base, inst, a);
                 let v = crate::ad::ops::force(self, &v)?;
