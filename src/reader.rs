@@ -6,8 +6,9 @@
 //! - lists `( ... )` and `[ ... ]` (each closed by its own kind), dotted tails `(a b . c)`;
 //! - `'x`, `` `x ``, `,x`, `,@x` for `(quote x)`, `(quasiquote x)`, `(unquote x)`,
 //!   `(unquote-splicing x)`;
-//! - booleans `#t #f #true #false`, strings with `\\ \" \n \t \r` escapes;
-//! - numbers (see [`parse_number`]) and symbols (every other token).
+//! - booleans `#t #f #true #false` (any letter case), strings with `\\ \" \n \t \r` escapes;
+//! - numbers (see [`parse_number`]; with `#x #b #o #d #e #i` prefixes, [`parse_prefixed`])
+//!   and symbols (every other token).
 //!
 //! The reader is a single left-to-right pass with an explicit stack (no recursion),
 //! so deeply nested input cannot overflow the Rust stack and the whole read is O(n).
@@ -485,13 +486,30 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// `#...` at `self.pos` that is neither `#|` nor `#;`: only booleans are valid.
+    /// `#...` at `self.pos` that is neither `#|` nor `#;`: a boolean (`#t`,
+    /// `#f`, `#true`, `#false`) or a number with radix and exactness prefixes
+    /// (`#x1F`, `#b101`, `#o17`, `#d10`, `#e1.5`, `#i1/3`, `#x#e10`), any letter case.
     fn read_hash(&mut self) -> Result<Datum, ReadError> {
         let start = self.pos;
         let mut end = self.token_end(start + 1);
-        let kind = match &self.src[start..end] {
+        let tok = self.src[start..end].to_ascii_lowercase();
+        let kind = match tok.as_str() {
             "#t" | "#true" => DatumKind::Bool(true),
             "#f" | "#false" => DatumKind::Bool(false),
+            t if t.len() > 1 && matches!(t.as_bytes()[1], b'x' | b'b' | b'o' | b'd' | b'e' | b'i') => {
+                match parse_prefixed(t) {
+                    Ok(k) => k,
+                    Err(why) => {
+                        let tok = &self.src[start..end];
+                        return self.err(
+                            ReadErrorKind::Syntax,
+                            start,
+                            end,
+                            format!("bad number `{tok}`: {why}"),
+                        );
+                    }
+                }
+            }
             _ => {
                 if end == start + 1 && end < self.bytes.len() {
                     // `#(`, `#'`, `#"`...: show the delimiter that follows.
@@ -504,6 +522,121 @@ impl<'a> Reader<'a> {
         self.pos = end;
         Ok(Datum::new(kind, self.span(start, end)))
     }
+}
+
+/// A number written with `#` prefixes (lower case): at most one radix (`#x`
+/// 16, `#o` 8, `#b` 2, `#d` 10) and at most one exactness (`#e` exact, `#i`
+/// inexact), in either order, before a number of that radix (other radices:
+/// `[+-]?digits` or `[+-]?digits/digits`, exact). `#e` reads a decimal
+/// exactly (`#e0.1` is 1/10); `#i` converts to the nearest double.
+fn parse_prefixed(tok: &str) -> Result<DatumKind, String> {
+    let (mut radix, mut exact) = (None, None);
+    let mut rest = tok;
+    while let Some(r) = rest.strip_prefix('#') {
+        let c = r.bytes().next().ok_or("`#` without a prefix letter")?;
+        match c {
+            b'x' | b'b' | b'o' | b'd' if radix.is_none() => {
+                radix = Some(match c {
+                    b'x' => 16,
+                    b'b' => 2,
+                    b'o' => 8,
+                    _ => 10,
+                })
+            }
+            b'e' | b'i' if exact.is_none() => exact = Some(c == b'e'),
+            b'x' | b'b' | b'o' | b'd' => return Err("two radix prefixes".into()),
+            b'e' | b'i' => return Err("two exactness prefixes".into()),
+            _ => {
+                return Err(format!("unknown prefix `#{}`", &r[..r.chars().next().map_or(1, char::len_utf8)]))
+            }
+        }
+        rest = &r[1..];
+    }
+    let radix = radix.unwrap_or(10);
+    let n = if radix == 10 { parse_number(rest) } else { parse_radix(rest, radix) };
+    let Some(n) = n else {
+        return Err(match radix {
+            10 => "not a number".into(),
+            r => format!("not an exact number in base {r}"),
+        });
+    };
+    Ok(match (exact, n) {
+        (Some(true), DatumKind::Real(_)) => {
+            if rest.ends_with("inf.0") || rest.ends_with("nan.0") {
+                return Err("infinities and NaNs have no exact value".into());
+            }
+            exact_kind(exact_decimal(rest)?)
+        }
+        (Some(false), DatumKind::Int(i)) => DatumKind::Real(i as f64),
+        (Some(false), DatumKind::Big(b)) => {
+            DatumKind::Real(crate::num::rat_f64(&num_rational::BigRational::from_integer((*b).clone())))
+        }
+        (Some(false), DatumKind::Rat(q)) => DatumKind::Real(crate::num::rat_f64(&q)),
+        (_, n) => n,
+    })
+}
+
+/// `[+-]?D+(/D+)?` in base `radix`, exact (a zero denominator is not a number).
+fn parse_radix(tok: &str, radix: u32) -> Option<DatumKind> {
+    let (neg, body) = match tok.as_bytes().first() {
+        Some(b'-') => (true, &tok[1..]),
+        Some(b'+') => (false, &tok[1..]),
+        _ => (false, tok),
+    };
+    let int = |t: &str| {
+        if t.is_empty() || !t.chars().all(|c| c.is_digit(radix)) {
+            return None;
+        }
+        BigInt::parse_bytes(t.as_bytes(), radix)
+    };
+    let q = match body.split_once('/') {
+        Some((n, d)) => {
+            let d = int(d)?;
+            if num_traits::Zero::is_zero(&d) {
+                return None;
+            }
+            num_rational::BigRational::new(int(n)?, d)
+        }
+        None => num_rational::BigRational::from_integer(int(body)?),
+    };
+    Some(exact_kind(if neg { -q } else { q }))
+}
+
+/// An exact number as a datum: an integer (small or big) or a rational.
+fn exact_kind(q: num_rational::BigRational) -> DatumKind {
+    match crate::num::from_rat(q) {
+        crate::value::Value::Int(i) => DatumKind::Int(i),
+        crate::value::Value::Big(b) => DatumKind::Big(b),
+        crate::value::Value::Rat(r) => DatumKind::Rat(r),
+        // (from_rat makes nothing else)
+        _ => DatumKind::Int(0),
+    }
+}
+
+/// The exact value of a decimal real token (`parse_number` accepted it as a
+/// real, and it is not an infinity or NaN): digits, optional fraction,
+/// optional exponent (at most 100000 in magnitude).
+fn exact_decimal(tok: &str) -> Result<num_rational::BigRational, String> {
+    let (mantissa, exp) = match tok.find(['e', 'E']) {
+        Some(k) => (&tok[..k], &tok[k + 1..]),
+        None => (tok, "0"),
+    };
+    let exp: i64 = exp.parse().map_err(|_| "exponent too large for an exact number".to_string())?;
+    let (int_part, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let neg = int_part.starts_with('-');
+    let digits: String = int_part.trim_start_matches(['+', '-']).chars().chain(frac.chars()).collect();
+    let scale = exp - frac.len() as i64;
+    if scale.abs() > 100_000 {
+        return Err("exponent too large for an exact number".into());
+    }
+    let n = BigInt::parse_bytes(digits.as_bytes(), 10).unwrap_or_default();
+    let p = num_traits::pow(BigInt::from(10), scale.unsigned_abs() as usize);
+    let q = if scale >= 0 {
+        num_rational::BigRational::from_integer(n * p)
+    } else {
+        num_rational::BigRational::new(n, p)
+    };
+    Ok(if neg { -q } else { q })
 }
 
 /// Parses a number token, or returns `None` if the token is a symbol.
@@ -831,13 +964,55 @@ mod tests {
     }
 
     #[test]
+    fn booleans_in_any_case() {
+        check("#T #F #True #FALSE", "#t #f #t #f");
+    }
+
+    #[test]
+    fn numbers_with_radix_and_exactness_prefixes() {
+        check("#x1F #X1f #xff #x-FF #b101 #b-0 #o17 #d10 #D-7", "31 31 255 -255 5 0 15 10 -7");
+        check("#x1/2 #b11/10 #o-10/4", "rat:1/2 rat:3/2 -2");
+        check("#x10000000000000000", "big:18446744073709551616");
+        // #e: a decimal's exact value, not its double's
+        check(
+            "#e1.5 #e0.1 #e-2.50 #e1e3 #e1.5e-3 #e7 #e1/3",
+            "rat:3/2 rat:1/10 rat:-5/2 1000 rat:3/2000 7 rat:1/3",
+        );
+        // either order, one of each kind
+        check("#x#e10 #e#x10 #i#b101", "16 16 5.0f");
+        // #i: the nearest double
+        assert_eq!(real("#i1/3"), 1.0 / 3.0);
+        assert_eq!(real("#i7"), 7.0);
+        assert_eq!(real("#i123456789012345678901234567890"), 1.2345678901234568e29);
+        assert_eq!(real("#I2.5"), 2.5);
+        // (a prefixed number inside a list)
+        check("(a #x1F)", "(a 31)");
+        let d = read1(" #x1F");
+        assert_eq!(d.span, sp(1, 5));
+    }
+
+    #[test]
+    fn bad_prefixed_numbers() {
+        check_err("#x", ReadErrorKind::Syntax, (0, 2), "bad number `#x`: not an exact number in base 16");
+        check_err("#b102", ReadErrorKind::Syntax, (0, 5), "not an exact number in base 2");
+        check_err("#x1.5", ReadErrorKind::Syntax, (0, 5), "not an exact number in base 16");
+        check_err("#x1/0", ReadErrorKind::Syntax, (0, 5), "not an exact number in base 16");
+        check_err("#e", ReadErrorKind::Syntax, (0, 2), "bad number `#e`: not a number");
+        check_err("#eabc", ReadErrorKind::Syntax, (0, 5), "not a number");
+        check_err("#x#b1", ReadErrorKind::Syntax, (0, 5), "two radix prefixes");
+        check_err("#e#i1", ReadErrorKind::Syntax, (0, 5), "two exactness prefixes");
+        check_err("#x#q1", ReadErrorKind::Syntax, (0, 5), "unknown prefix `#q`");
+        check_err("#e+inf.0", ReadErrorKind::Syntax, (0, 8), "no exact value");
+        check_err("#e1e999999999", ReadErrorKind::Syntax, (0, 13), "exponent too large");
+    }
+
+    #[test]
     fn bad_hash_syntax() {
-        check_err("#x", ReadErrorKind::Syntax, (0, 2), "bad `#` syntax: #x");
-        check_err("(a #x1F)", ReadErrorKind::Syntax, (3, 7), "bad `#` syntax: #x1F");
         check_err("#(1 2)", ReadErrorKind::Syntax, (0, 2), "bad `#` syntax: #(");
         check_err("#\\a", ReadErrorKind::Syntax, (0, 3), "bad `#` syntax: #\\a");
         check_err("#tru", ReadErrorKind::Syntax, (0, 4), "bad `#` syntax: #tru");
-        check_err("#T", ReadErrorKind::Syntax, (0, 2), "bad `#` syntax");
+        check_err("#q1", ReadErrorKind::Syntax, (0, 3), "bad `#` syntax: #q1");
+        check_err("#t1", ReadErrorKind::Syntax, (0, 3), "bad `#` syntax: #t1");
         check_err("#", ReadErrorKind::Syntax, (0, 1), "bad `#` syntax: #");
         check_err("# a", ReadErrorKind::Syntax, (0, 2), "bad `#` syntax");
         check_err("#λ", ReadErrorKind::Syntax, (0, 3), "bad `#` syntax: #λ");
