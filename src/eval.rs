@@ -1432,7 +1432,14 @@ impl Machine {
                     let v = self.pop();
                     self.split_value(v, span)?
                 }
-                None => self.split_bp_call(base, inst, c, span)?,
+                None => {
+                    if let Split::Pair(..) = rest {
+                        if self.native_bp_split(base, inst, c, x, rest)? {
+                            return Ok(());
+                        }
+                    }
+                    self.split_bp_call(base, inst, c, span)?
+                }
             },
             CExpr::App(f, args, call) => match self.peek(base, inst, f) {
                 Some(Value::Closure(ci, 0))
@@ -1497,6 +1504,45 @@ impl Machine {
             }
             Err(e) => Err(self.call_failed(b, e, None, ci, 0, &ci.group, 0, Some(call))),
         }
+    }
+
+    /// A `Split` binding of a `BpCall` of a scalar primitive's backpropagator
+    /// (`Native::Bp`) whose argument sensitivity is taken apart at once
+    /// (`Split::Pair`), run natively ([`crate::ad::native::bp_untagged_cotangent`]:
+    /// a binary primitive's two parts are never built into a pair) with its
+    /// slots set; `false` (nothing done) when the native code does not apply.
+    #[inline(never)]
+    fn native_bp_split(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        c: &crate::resolve::BpCall,
+        x: u32,
+        rest: &Split,
+    ) -> Result<bool> {
+        let Split::Pair(a, d, span) = rest else { return Ok(false) };
+        if c.forward || !self.native_rules {
+            return Ok(false);
+        }
+        let Some(Value::Closure(bi, _)) = self.peek(base, inst, &c.bp) else { return Ok(false) };
+        if !matches!(bi.group.native.get(), Some(crate::ad::native::Native::Bp { .. })) {
+            return Ok(false);
+        }
+        let bi = bi.clone();
+        let xv = atom!(self, base, inst, &c.x);
+        let Some((xa, xb)) = crate::ad::native::bp_untagged_cotangent(self, &bi, &xv)? else {
+            return Ok(false);
+        };
+        self.tick().map_err(|e| e.at(c.call))?;
+        let (ca, cd) = match xb {
+            Some(xb) => (xa, xb),
+            None => self.split_value(xa, *span)?,
+        };
+        // (the primitive's environment sensitivity is `()`)
+        self.stack[base + x as usize] = Value::Nil;
+        self.stack[base + *a as usize] = ca;
+        self.stack[base + *d as usize] = cd;
+        Ok(true)
     }
 
     /// A backpropagator call whose result is taken apart at once (see [`CExpr::BpCall`]).

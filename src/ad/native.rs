@@ -857,14 +857,15 @@ fn reverse_x64(m: &Machine, p: PrimId, base: usize, nargs: usize) -> Option<([X6
 
 /// The cotangent a scalar primitive's backpropagator (`Native::Bp`) computes
 /// from the (unsensitized) sensitivity `yb` of its result: the argument's
-/// sensitivity, or `None` if the values are not what the native code handles.
-pub(super) fn bp_cotangent(
+/// sensitivity (the two parts of a binary primitive's, where they are computed
+/// separately), or `None` if the values are not what the native code handles.
+fn bp_cotangent_parts(
     m: &mut Machine,
     f: Formula,
     env: &[bool],
     inst: &Inst,
     yb: Value,
-) -> Result<Option<Value>> {
+) -> Result<Option<Out<Value>>> {
     let (x, y) = captured(env, inst);
     let xs: [Value; 2];
     let xs: &[Value] = match x {
@@ -877,11 +878,25 @@ pub(super) fn bp_cotangent(
         None => &[],
     };
     let xb = match vjp_unboxed(m, f, xs, y, &yb) {
-        Some(Out::One(a)) => Some(a.value()),
-        Some(Out::Two(a, b)) => Some(Value::cons(a.value(), b.value())),
-        None => vjp(m, f, xs, y, &yb)?,
+        Some(Out::One(a)) => Some(Out::One(a.value())),
+        Some(Out::Two(a, b)) => Some(Out::Two(a.value(), b.value())),
+        None => vjp(m, f, xs, y, &yb)?.map(Out::One),
     };
     Ok(xb)
+}
+
+/// [`bp_cotangent_parts`] as one value (a pair where it has two parts).
+pub(super) fn bp_cotangent(
+    m: &mut Machine,
+    f: Formula,
+    env: &[bool],
+    inst: &Inst,
+    yb: Value,
+) -> Result<Option<Value>> {
+    Ok(bp_cotangent_parts(m, f, env, inst, yb)?.map(|o| match o {
+        Out::One(v) => v,
+        Out::Two(a, b) => Value::cons(a, b),
+    }))
 }
 
 /// A scalar primitive's cotangent rule on exact integers and doubles, unboxed
@@ -918,18 +933,45 @@ pub fn bp_untagged(m: &mut Machine, inst: &Inst, yb: &Value) -> Result<Option<Va
     Ok(bp_untagged_parts(m, inst, yb)?.map(|(e, xb)| Value::cons(e, xb)))
 }
 
+/// What a scalar primitive's backpropagator (`Native::Bp`) with rule `f`
+/// finds under the sensitivity tag, when the native code handles it: the
+/// number `yb` (or `()` for a rule that does not read it).
+#[inline(always)]
+fn bp_input(f: Formula, yb: &Value) -> Option<Value> {
+    match f {
+        Formula::Struct(_) => None,
+        _ if yb.is_number() => Some(yb.clone()),
+        Formula::Zero => Some(Value::Nil),
+        _ => None,
+    }
+}
+
+/// [`bp_untagged_parts`] when the caller takes the argument's sensitivity
+/// apart at once: that sensitivity alone (the environment's is `()`), as its
+/// two parts where the rule computes them separately (`(a, Some(b))`: the
+/// pair `(a . b)` is never built), whole otherwise (`(v, None)`).
+pub fn bp_untagged_cotangent(
+    m: &mut Machine,
+    inst: &Inst,
+    yb: &Value,
+) -> Result<Option<(Value, Option<Value>)>> {
+    let Some(Native::Bp { f, env }) = inst.group.native.get() else { return Ok(None) };
+    let Some(yb) = bp_input(*f, yb) else { return Ok(None) };
+    let Some(xb) = bp_cotangent_parts(m, *f, env, inst, yb)? else { return Ok(None) };
+    // unsensitize after sensitize cancels: the pair itself
+    m.ad_work += 2;
+    Ok(Some(match xb {
+        Out::One(v) => (v, None),
+        Out::Two(a, b) => (a, Some(b)),
+    }))
+}
+
 /// [`bp_untagged`] of a scalar primitive's backpropagator (`Native::Bp`), as
 /// the two parts of the pair it returns: the primitive's (empty) environment
 /// sensitivity and its argument's sensitivity.
 pub fn bp_untagged_parts(m: &mut Machine, inst: &Inst, yb: &Value) -> Result<Option<(Value, Value)>> {
     let Some(Native::Bp { f, env }) = inst.group.native.get() else { return Ok(None) };
-    // (what `Native::Bp` finds under the sensitivity tag)
-    let yb = match f {
-        Formula::Struct(_) => return Ok(None),
-        _ if yb.is_number() => yb.clone(),
-        Formula::Zero => Value::Nil,
-        _ => return Ok(None),
-    };
+    let Some(yb) = bp_input(*f, yb) else { return Ok(None) };
     let Some(xb) = bp_cotangent(m, *f, env, inst, yb)? else { return Ok(None) };
     // unsensitize after sensitize cancels: the pair itself
     m.ad_work += 2;
