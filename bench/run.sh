@@ -5,7 +5,8 @@
 #   bench/run.sh            standard profile (about 10 minutes on 2 cores)
 #   bench/run.sh --quick    one repetition, skips the slowest runs
 #   bench/run.sh --full     adds the slow peer runs (autograd/torch on every saddle variant, ...)
-#   bench/run.sh --help     all options (--only REGEX, --peers LIST, --reps N, --json FILE, --md FILE)
+#   bench/run.sh --rounds 3 vlad and the peers alternately, three times; medians over the rounds
+#   bench/run.sh --help     all options (--only REGEX, --peers LIST, --reps N, --rounds K, --json FILE, --md FILE)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"

@@ -3,7 +3,7 @@
 
 Called by bench/run.sh (which builds vlad first); standard library only.
 
-    python3 bench/peers/bench.py [--quick | --full] [--reps N] [--only REGEX]
+    python3 bench/peers/bench.py [--quick | --full] [--reps N] [--rounds K] [--only REGEX]
                                  [--peers LIST] [--timeout S] [--json FILE] [--md FILE]
 
 Times are CPU seconds (user + system of the process, all its threads), the
@@ -214,13 +214,14 @@ def child_cpu():
 NUM = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
-def run_vlad(name, reps, timeout, log):
+def run_vlad(name, reps, timeout, log, metered=True):
     path = os.path.join(VLAD_DIR, name + ".vlad")
     times, values, ops, err = [], None, None, None
     # Timed runs are not metered (metering turns off the evaluator's inline
     # arithmetic); the operation count comes from one more, metered, run, for the
-    # rows whose gradient/primal ratios the table shows.
-    metered = [False] * reps + ([True] if re.match(r"(hvp|product|xor)-", name) else [])
+    # rows whose gradient/primal ratios the table shows (unless `metered` is false).
+    want_ops = metered and re.match(r"(hvp|product|xor)-", name)
+    metered = [False] * reps + ([True] if want_ops else [])
     for with_meter in metered:
         c0 = child_cpu()
         try:
@@ -297,6 +298,10 @@ def main():
     ap.add_argument("--reps", type=int, default=None, help="at most this many repetitions of any job")
     ap.add_argument("--only", default=None, help="only rows whose key matches this regular expression")
     ap.add_argument("--peers", default=None, help="comma-separated subset of: " + ",".join(PEERS))
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run vlad and the peers this many times, alternately, and report each cell's median "
+                         "over the rounds (each round's own figure is a median over its repetitions): ratios "
+                         "then hold across the slow and fast phases of a shared machine (default 1)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds allowed to one process (default 300)")
     ap.add_argument("--json", default=None, help="also write all results as JSON here")
     ap.add_argument("--md", default=None, help="also write the table (markdown) here")
@@ -333,56 +338,72 @@ def main():
     baseline = min(base)  # the least disturbed run
     print(f"vlad start-up (empty program, subtracted): {fmt_t(baseline)}", file=sys.stderr)
 
-    # vlad
+    # vlad, then the peers; `--rounds` repeats both, alternately, and each cell
+    # is the median of its rounds' medians
     vfiles = vlad_jobs(profile)
     primal_files = sorted({PRIMAL[k] for k in PRIMAL})
-    for name, reps in vfiles:
-        key = re.sub(r"-10000$", "", name) if name.startswith("hvp-quad") else name
-        if not wanted(key):
-            continue
-        t0 = time.time()
-        s, v, n, err = run_vlad(name, cap(reps), a.timeout, log)
-        print(f"  vlad {name}: {fmt_t(s) if err is None else err}  [{time.time() - t0:.0f} s wall]",
-              file=sys.stderr, flush=True)
-        if err:
-            errors[(key, "vlad")] = err
-            continue
-        s = max(s - baseline, 0.0) / VLAD_UNITS.get(name, 1)
-        cells[(key, "vlad")], values[(key, "vlad")] = s, v
-        vtime[name], ops[name] = s, n
-        pf = PRIMAL.get(key)
-        if pf and pf not in vtime:
-            ps, _, pn, perr = run_vlad(pf, cap(3), a.timeout, log)
-            if perr is None:
-                vtime[pf], ops[pf] = max(ps - baseline, 0.0) / VLAD_UNITS.get(pf, 1), pn
-
-    # peers
     avail = available()
     skipped = {}
     jobs = peer_jobs(profile)
-    for peer in peers:
-        if avail.get(peer):
-            skipped[peer] = avail[peer]
-            print(f"  {peer}: skipped ({avail[peer]})", file=sys.stderr)
-            continue
-        for argv, reps in jobs.get(peer, []):
-            # which rows will this job fill?  run it if any is wanted
-            t0 = time.time()
-            res, err = (None, None)
-            probe = " ".join(argv)
-            if not any(wanted(k) for k in job_rows(argv)):
+    cell_runs = {}  # (row, column) -> each round's median
+    vtime_runs = {}  # vlad file -> each round's median
+    rounds = max(a.rounds, 1)
+    for rnd in range(rounds):
+        if rounds > 1:
+            print(f"round {rnd + 1} of {rounds}", file=sys.stderr, flush=True)
+        primal_done = set()
+        for name, reps in vfiles:
+            key = re.sub(r"-10000$", "", name) if name.startswith("hvp-quad") else name
+            if not wanted(key) or (key, "vlad") in errors:
                 continue
-            res, err = run_peer(argv, cap(reps), a.timeout, log)
-            print(f"  {peer} {' '.join(x for x in argv[3:] if x != '@REPS')}: "
-                  f"{', '.join(f'{k} {fmt_t(v[0])}' for k, v in res.items()) or '-'}"
-                  f"{'  ' + err if err else ''}  [{time.time() - t0:.0f} s wall]",
+            t0 = time.time()
+            s, v, n, err = run_vlad(name, cap(reps), a.timeout, log, metered=(rnd == 0))
+            print(f"  vlad {name}: {fmt_t(s) if err is None else err}  [{time.time() - t0:.0f} s wall]",
                   file=sys.stderr, flush=True)
-            for k, (s, v) in res.items():
-                if k not in job_rows(argv):
-                    print(f"    (unexpected result {k})", file=sys.stderr)
-                cells[(k, peer)], values[(k, peer)] = s, v
             if err:
-                errors[(probe, peer)] = err
+                errors[(key, "vlad")] = err
+                continue
+            s = max(s - baseline, 0.0) / VLAD_UNITS.get(name, 1)
+            cell_runs.setdefault((key, "vlad"), []).append(s)
+            vtime_runs.setdefault(name, []).append(s)
+            values[(key, "vlad")] = v
+            if rnd == 0:
+                ops[name] = n
+            pf = PRIMAL.get(key)
+            if pf and pf not in primal_done:
+                primal_done.add(pf)
+                ps, _, pn, perr = run_vlad(pf, cap(3), a.timeout, log, metered=(rnd == 0))
+                if perr is None:
+                    vtime_runs.setdefault(pf, []).append(max(ps - baseline, 0.0) / VLAD_UNITS.get(pf, 1))
+                    if rnd == 0:
+                        ops[pf] = pn
+
+        for peer in peers:
+            if avail.get(peer):
+                if rnd == 0:
+                    skipped[peer] = avail[peer]
+                    print(f"  {peer}: skipped ({avail[peer]})", file=sys.stderr)
+                continue
+            for argv, reps in jobs.get(peer, []):
+                # which rows will this job fill?  run it if any is wanted
+                t0 = time.time()
+                probe = " ".join(argv)
+                if not any(wanted(k) for k in job_rows(argv)) or (probe, peer) in errors:
+                    continue
+                res, err = run_peer(argv, cap(reps), a.timeout, log)
+                print(f"  {peer} {' '.join(x for x in argv[3:] if x != '@REPS')}: "
+                      f"{', '.join(f'{k} {fmt_t(v[0])}' for k, v in res.items()) or '-'}"
+                      f"{'  ' + err if err else ''}  [{time.time() - t0:.0f} s wall]",
+                      file=sys.stderr, flush=True)
+                for k, (s, v) in res.items():
+                    if k not in job_rows(argv):
+                        print(f"    (unexpected result {k})", file=sys.stderr)
+                    cell_runs.setdefault((k, peer), []).append(s)
+                    values[(k, peer)] = v
+                if err:
+                    errors[(probe, peer)] = err
+    cells.update({k: statistics.median(xs) for k, xs in cell_runs.items()})
+    vtime.update({k: statistics.median(xs) for k, xs in vtime_runs.items()})
 
     # agreement: each peer against vlad, else against Chez compiled
     disagree = []
@@ -433,7 +454,9 @@ def main():
         lines.append("| " + " | ".join(row) + " |")
     table = "\n".join(lines)
     notes = []
-    notes.append(f"CPU seconds per run (per call for hvp-quad), median; (÷vlad) = peer time ÷ vlad time, "
+    notes.append(f"CPU seconds per run (per call for hvp-quad), median"
+                 f"{f' of {rounds} rounds (vlad and the peers alternately)' if rounds > 1 else ''}; "
+                 f"(÷vlad) = peer time ÷ vlad time, "
                  f"below 1 means the peer is faster. vlad start-up {fmt_t(baseline)} subtracted.")
     for p, why in skipped.items():
         notes.append(f"{PEER_TITLES[p]}: skipped, {why}.")
