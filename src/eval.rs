@@ -1421,7 +1421,7 @@ impl Machine {
     /// call) go through here, one frame per level besides `call_loop`'s.
     #[inline(never)]
     fn exec_split(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
-        let CBind::Split(e, x, rest, span) = b else { unreachable!("exec_split of another binding") };
+        let CBind::Split(e, x, rest, span) = b else { return self.exec_bind(base, inst, b) };
         let (x, span) = (*x, *span);
         let (car, cdr) = match e {
             CExpr::BpCall(c) => match self.untagged_target(base, inst, c)? {
