@@ -24,13 +24,7 @@ pub struct Report {
 pub const TOLERANCE: f64 = 1e-10;
 
 fn num_of(d: &Datum) -> Option<f64> {
-    match &d.kind {
-        DatumKind::Int(i) => Some(*i as f64),
-        DatumKind::Big(b) => num_traits::ToPrimitive::to_f64(&**b),
-        DatumKind::Real(r) => Some(*r),
-        DatumKind::Rat(q) => Some(crate::num::rat_f64(q)),
-        _ => None,
-    }
+    d.kind.as_f64()
 }
 
 /// Structural equality of data, numbers within tolerance.

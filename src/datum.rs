@@ -58,6 +58,20 @@ pub enum DatumKind {
     List(Vec<Datum>, Option<Box<Datum>>),
 }
 
+impl DatumKind {
+    /// A number as the nearest `f64` (as [`crate::value::Value::as_f64`] converts
+    /// the value it reads as); `None` for anything else.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            DatumKind::Int(i) => Some(*i as f64),
+            DatumKind::Big(b) => Some(num_traits::ToPrimitive::to_f64(&**b).unwrap_or(f64::NAN)),
+            DatumKind::Real(r) => Some(*r),
+            DatumKind::Rat(q) => Some(crate::num::rat_f64(q)),
+            _ => None,
+        }
+    }
+}
+
 impl Datum {
     pub fn new(kind: DatumKind, span: Span) -> Datum {
         Datum { kind, span }

@@ -567,11 +567,7 @@ fn parse_prefixed(tok: &str) -> Result<DatumKind, String> {
             }
             exact_kind(exact_decimal(rest)?)
         }
-        (Some(false), DatumKind::Int(i)) => DatumKind::Real(i as f64),
-        (Some(false), DatumKind::Big(b)) => {
-            DatumKind::Real(crate::num::rat_f64(&num_rational::BigRational::from_integer((*b).clone())))
-        }
-        (Some(false), DatumKind::Rat(q)) => DatumKind::Real(crate::num::rat_f64(&q)),
+        (Some(false), n) => DatumKind::Real(n.as_f64().unwrap_or(f64::NAN)),
         (_, n) => n,
     })
 }
