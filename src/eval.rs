@@ -432,18 +432,15 @@ impl Machine {
     /// (The evaluator's own calls pass values through the value stack rather than
     /// returning `Result<Value>`, which compiles to slow partial copies.)
     fn call_push(&mut self, f: Value, nargs: usize, span: Option<Span>) -> Result<()> {
-        // A lazily zeroed or tagged closure: build it, then call it (here, not
-        // in a nested call: deep recursion through such calls keeps one frame).
+        // A lazily zeroed or tagged closure: build it (its head normal form is
+        // a closure), then call it, here rather than in a nested call, so that
+        // deep recursion through such calls keeps one frame.
         let f = match f {
             Value::Lazy(_) => self.force_procedure(f)?,
             f => f,
         };
         match f {
             Value::Closure(inst, idx) => self.call_closure_push(&inst, idx, nargs, span.as_ref()),
-            Value::Lazy(_) => {
-                let h = crate::ad::ops::hnf(self, &f)?;
-                self.call_push(h, nargs, span)
-            }
             Value::Prim(p) => {
                 let v = self.call_prim(p, nargs).map_err(|e| match span {
                     Some(s) => e.at(s),
@@ -1506,6 +1503,23 @@ impl Machine {
         }
     }
 
+    /// The backpropagator a reverse `BpCall` calls, when it is a scalar
+    /// primitive's (`Native::Bp`) and the native rules are on.
+    #[inline(always)]
+    fn native_bp_target(&self, base: usize, inst: &InstRc, c: &crate::resolve::BpCall) -> Option<InstRc> {
+        if c.forward || !self.native_rules {
+            return None;
+        }
+        match self.peek(base, inst, &c.bp) {
+            Some(Value::Closure(bi, _))
+                if matches!(bi.group.native.get(), Some(crate::ad::native::Native::Bp { .. })) =>
+            {
+                Some(bi.clone())
+            }
+            _ => None,
+        }
+    }
+
     /// A `Split` binding of a `BpCall` of a scalar primitive's backpropagator
     /// (`Native::Bp`) whose argument sensitivity is taken apart at once
     /// (`Split::Pair`), run natively ([`crate::ad::native::bp_untagged_cotangent`]:
@@ -1521,14 +1535,7 @@ impl Machine {
         rest: &Split,
     ) -> Result<bool> {
         let Split::Pair(a, d, span) = rest else { return Ok(false) };
-        if c.forward || !self.native_rules {
-            return Ok(false);
-        }
-        let Some(Value::Closure(bi, _)) = self.peek(base, inst, &c.bp) else { return Ok(false) };
-        if !matches!(bi.group.native.get(), Some(crate::ad::native::Native::Bp { .. })) {
-            return Ok(false);
-        }
-        let bi = bi.clone();
+        let Some(bi) = self.native_bp_target(base, inst, c) else { return Ok(false) };
         let xv = atom!(self, base, inst, &c.x);
         let Some((xa, xb)) = crate::ad::native::bp_untagged_cotangent(self, &bi, &xv)? else {
             return Ok(false);
@@ -1554,16 +1561,11 @@ impl Machine {
         c: &crate::resolve::BpCall,
         span: Span,
     ) -> Result<(Value, Value)> {
-        if !c.forward && self.native_rules {
-            if let Some(Value::Closure(bi, _)) = self.peek(base, inst, &c.bp) {
-                if matches!(bi.group.native.get(), Some(crate::ad::native::Native::Bp { .. })) {
-                    let bi = bi.clone();
-                    let x = atom!(self, base, inst, &c.x);
-                    if let Some(parts) = crate::ad::native::bp_untagged_parts(self, &bi, &x)? {
-                        self.tick().map_err(|e| e.at(c.call))?;
-                        return Ok(parts);
-                    }
-                }
+        if let Some(bi) = self.native_bp_target(base, inst, c) {
+            let x = atom!(self, base, inst, &c.x);
+            if let Some(parts) = crate::ad::native::bp_untagged_parts(self, &bi, &x)? {
+                self.tick().map_err(|e| e.at(c.call))?;
+                return Ok(parts);
             }
         }
         let v = self.bp_call(base, inst, c)?;
