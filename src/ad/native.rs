@@ -210,6 +210,17 @@ pub(super) fn bp_closure(bp: &Rc<Group>, env: &[bool], x: &Value, y: &Value) -> 
     Value::closure(bp.clone(), captured, 0)
 }
 
+/// [`bp_closure`] given `x` itself, moved into the closure where it is
+/// captured once (as it is: the captured variables are distinct).
+fn bp_closure_of(bp: &Rc<Group>, env: &[bool], x: Value, y: &Value) -> Value {
+    if env.iter().filter(|is_y| !**is_y).count() != 1 {
+        return bp_closure(bp, env, &x, y);
+    }
+    let mut x = Some(x);
+    let captured = env.iter().map(|is_y| if *is_y { y.clone() } else { x.take().unwrap_or(Value::Nil) });
+    Value::closure(bp.clone(), captured, 0)
+}
+
 /// What a backpropagator captured: its `x` and its `y` (when its rule uses them).
 pub(super) fn captured<'a>(env: &[bool], inst: &'a Inst) -> (Option<&'a Value>, Option<&'a Value>) {
     let (mut x, mut y) = (None, None);
@@ -691,7 +702,7 @@ pub fn run(m: &mut Machine, nat: &Native, inst: &Inst, base: usize, nargs: usize
                     )));
                 }
                 // (on exact integers and doubles, where every step stays in them)
-                if let Ok(y) = X64::op(m, *p, &xs[..n]) {
+                if let Some(y) = X64::try_op(*p, &xs[..n]) {
                     if let Ok(dy) = jvp_num(m, *f, &xs[..n], &y, &ds[..n]) {
                         return Ok(Some(Value::bundle(
                             y.value(),
@@ -796,7 +807,7 @@ fn reverse_result(bp: Option<(&Rc<Group>, &[bool])>, xs: [Value; 2], n: usize, y
         Some((bp, env)) => {
             let [a, b] = xs;
             let x = if n == 1 { a } else { Value::cons(a, b) };
-            bp_closure(bp, env, &x, &y)
+            bp_closure_of(bp, env, x, &y)
         }
         None => Value::Nil,
     };
@@ -822,11 +833,14 @@ pub fn reverse_parts(
     }
     let bp = if want_bp { Some((bp, &env[..])) } else { None };
     if let Some((xs, n)) = reverse_x64(m, *prim, base, nargs) {
-        // (the general path below, unboxed, where every step stays in X64)
-        if let Ok(y) = X64::op(m, *prim, &xs[..n]) {
-            m.tick()?;
-            return Ok(Some(reverse_result(bp, xs.map(X64::value), n, y.value())));
-        }
+        m.tick()?;
+        // (the general path below, unboxed where every step stays in X64; the
+        // arguments are what `reverse_args` would give otherwise)
+        let y = match X64::try_op(*prim, &xs[..n]) {
+            Some(y) => y.value(),
+            None => apply(m, *prim, &xs.map(X64::value)[..n])?,
+        };
+        return Ok(Some(reverse_result(bp, xs.map(X64::value), n, y)));
     }
     let Some(args) = leaves(m, *prim, base, nargs)? else { return Ok(None) };
     let Some(xs) = reverse_args(&args) else { return Ok(None) };
@@ -1213,7 +1227,13 @@ fn bool_bundle(b: bool) -> Value {
 
 /// Primitive `p` on doubles: what its implementation computes on reals.
 fn prim_f64(p: PrimId, a: &[f64]) -> Option<f64> {
-    Some(match (formula_of(p)?, a) {
+    formula_f64(formula_of(p)?, a)
+}
+
+/// [`prim_f64`] for the primitive whose formula is `f`.
+#[inline]
+fn formula_f64(f: Formula, a: &[f64]) -> Option<f64> {
+    Some(match (f, a) {
         (Formula::Add, [x, y]) => x + y,
         (Formula::Sub, [x, y]) => x - y,
         (Formula::Mul, [x, y]) => x * y,
@@ -1334,29 +1354,35 @@ impl X64 {
             X64::R(x) => x,
         }
     }
-}
 
-impl Num for X64 {
     /// What the primitive computes (`num::arith`): exact integers stay exact
     /// under `+`, `-` and `*` (unless that overflows), and an exact integer
     /// with a real is converted to a double. Anything else (integer division,
-    /// overflow, a function of an exact integer) is not done here: an error,
-    /// for which the caller takes the general path.
-    fn op(_: &mut Machine, p: PrimId, args: &[X64]) -> Result<X64> {
-        let f = formula_of(p).ok_or_else(not_scalar)?;
-        let r = match (f, args) {
+    /// overflow, a function of an exact integer, a comparison) is not done
+    /// here: `None`, for which the caller takes the general path.
+    #[inline]
+    fn try_op(p: PrimId, args: &[X64]) -> Option<X64> {
+        let f = formula_of(p)?;
+        match (f, args) {
             (Formula::Add, [X64::I(a), X64::I(b)]) => a.checked_add(*b).map(X64::I),
             (Formula::Sub, [X64::I(a), X64::I(b)]) => a.checked_sub(*b).map(X64::I),
             (Formula::Mul, [X64::I(a), X64::I(b)]) => a.checked_mul(*b).map(X64::I),
             (Formula::Div, [X64::I(_), X64::I(_)]) => None,
             (Formula::Add | Formula::Sub | Formula::Mul | Formula::Div, [a, b]) => {
-                prim_f64(p, &[a.f64(), b.f64()]).map(X64::R)
+                formula_f64(f, &[a.f64(), b.f64()]).map(X64::R)
             }
-            (_, [X64::R(a)]) => prim_f64(p, &[*a]).map(X64::R),
-            (_, [X64::R(a), X64::R(b)]) => prim_f64(p, &[*a, *b]).map(X64::R),
+            (_, [X64::R(a)]) => formula_f64(f, &[*a]).map(X64::R),
+            (_, [X64::R(a), X64::R(b)]) => formula_f64(f, &[*a, *b]).map(X64::R),
             _ => None,
-        };
-        r.ok_or_else(not_scalar)
+        }
+    }
+}
+
+impl Num for X64 {
+    /// [`X64::try_op`], failing where it gives `None` (the caller then takes
+    /// the general path).
+    fn op(_: &mut Machine, p: PrimId, args: &[X64]) -> Result<X64> {
+        X64::try_op(p, args).ok_or_else(not_scalar)
     }
     fn int(i: i64) -> X64 {
         X64::I(i)
