@@ -819,7 +819,7 @@ impl Machine {
                                 // SAFETY: a slot of the frame, holding nothing to drop.
                                 unsafe { write_num(self.slot_mut(i), n) }
                             }
-                            None => self.exec_bind(base, inst, b)?,
+                            None => self.exec_other(base, inst, b)?,
                         }
                     }
                     CBind::Let(s, CExpr::App(f, args, span)) => {
@@ -1418,7 +1418,7 @@ impl Machine {
     /// call) go through here, one frame per level besides `call_loop`'s.
     #[inline(never)]
     fn exec_split(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
-        let CBind::Split(e, x, rest, span) = b else { return self.exec_bind(base, inst, b) };
+        let CBind::Split(e, x, rest, span) = b else { return self.exec_other(base, inst, b) };
         let (x, span) = (*x, *span);
         let (car, cdr) = match e {
             CExpr::BpCall(c) => match self.untagged_target(base, inst, c)? {
@@ -1609,9 +1609,20 @@ impl Machine {
         }
     }
 
-    /// Runs a binding (the ones `run_block` does not run itself).
+    /// Runs a binding (the ones `run_block` does not run itself): a `Split`
+    /// goes straight to [`Machine::exec_split`] (a jump: this frame is small),
+    /// the rest to [`Machine::exec_other`], whose frame is large.
     #[inline(never)]
     fn exec_bind(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
+        if let CBind::Split(..) = b {
+            return self.exec_split(base, inst, b);
+        }
+        self.exec_other(base, inst, b)
+    }
+
+    /// The bindings other than `Split` (see [`Machine::exec_bind`]).
+    #[inline(never)]
+    fn exec_other(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
         match b {
             CBind::Let(s, e) => {
                 // Each case sets the slot separately (see `run_block`).
