@@ -154,6 +154,21 @@ fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Num> {
             Op2::Ge => Num::Bool(a >= b),
             Op2::Eq => Num::Bool(a == b),
         }),
+        // An exact integer with a real is converted to a double (as
+        // `num::arith` does); comparisons of the two take the general path.
+        (Value::Int(a), Value::Real(b)) => mixed_arith(op, *a as f64, *b),
+        (Value::Real(a), Value::Int(b)) => mixed_arith(op, *a, *b as f64),
+        _ => None,
+    }
+}
+
+/// `+`, `-` or `*` of an exact integer and a real, as doubles.
+#[inline(always)]
+fn mixed_arith(op: Op2, a: f64, b: f64) -> Option<Num> {
+    match op {
+        Op2::Add => Some(Num::Real(a + b)),
+        Op2::Sub => Some(Num::Real(a - b)),
+        Op2::Mul => Some(Num::Real(a * b)),
         _ => None,
     }
 }
@@ -640,11 +655,11 @@ impl Machine {
                 inst = i2.clone();
                 idx = *k2;
                 tail_site = Some(tspan);
-                self.stack.drain(base..fpos + 1);
+                self.remove_below(base, fpos + 1);
             } else {
                 // A primitive (or a non-procedure) in tail position.
                 let f = std::mem::replace(&mut self.stack[fpos], Value::Nil);
-                self.stack.drain(base..fpos + 1);
+                self.remove_below(base, fpos + 1);
                 match self.call_push(f, n, Some(tspan)) {
                     Ok(()) => return Ok(()),
                     Err(e) => break e,
@@ -976,6 +991,31 @@ impl Machine {
                     }
                 }
             }
+        }
+    }
+
+    /// Removes the values at `base..from` (a finished frame), moving the ones
+    /// above down in their place; as `drain` does, dropping only values that
+    /// need it, without its per-element calls.
+    #[inline(always)]
+    fn remove_below(&mut self, base: usize, from: usize) {
+        let len = self.stack.len();
+        assert!(base <= from && from <= len);
+        // SAFETY: the length is lowered to `base` first; each element of
+        // `base..from` is dropped once (or needs no drop), then the `len - from`
+        // elements above are moved down (overlapping copy) and the length set
+        // to cover them.
+        unsafe {
+            self.stack.set_len(base);
+            let p = self.stack.as_mut_ptr();
+            for i in base..from {
+                let x = p.add(i);
+                if (*x).needs_drop() {
+                    std::ptr::drop_in_place(x);
+                }
+            }
+            std::ptr::copy(p.add(from), p.add(base), len - from);
+            self.stack.set_len(base + (len - from));
         }
     }
 
