@@ -138,6 +138,7 @@ fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Num> {
             Op2::Add => Num::Int(a.checked_add(*b)?),
             Op2::Sub => Num::Int(a.checked_sub(*b)?),
             Op2::Mul => Num::Int(a.checked_mul(*b)?),
+            Op2::Div => return None,
             Op2::Lt => Num::Bool(a < b),
             Op2::Gt => Num::Bool(a > b),
             Op2::Le => Num::Bool(a <= b),
@@ -148,6 +149,7 @@ fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Num> {
             Op2::Add => Num::Real(a + b),
             Op2::Sub => Num::Real(a - b),
             Op2::Mul => Num::Real(a * b),
+            Op2::Div => Num::Real(a / b),
             Op2::Lt => Num::Bool(a < b),
             Op2::Gt => Num::Bool(a > b),
             Op2::Le => Num::Bool(a <= b),
@@ -162,13 +164,14 @@ fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Num> {
     }
 }
 
-/// `+`, `-` or `*` of an exact integer and a real, as doubles.
+/// `+`, `-`, `*` or `/` of an exact integer and a real, as doubles.
 #[inline(always)]
 fn mixed_arith(op: Op2, a: f64, b: f64) -> Option<Num> {
     match op {
         Op2::Add => Some(Num::Real(a + b)),
         Op2::Sub => Some(Num::Real(a - b)),
         Op2::Mul => Some(Num::Real(a * b)),
+        Op2::Div => Some(Num::Real(a / b)),
         _ => None,
     }
 }

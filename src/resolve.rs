@@ -173,6 +173,8 @@ pub enum Op2 {
     Add,
     Sub,
     Mul,
+    /// (exact operands take the general path: an exact quotient, or an error)
+    Div,
     Lt,
     Gt,
     Le,
@@ -182,7 +184,7 @@ pub enum Op2 {
 
 impl Op2 {
     fn is_comparison(self) -> bool {
-        !matches!(self, Op2::Add | Op2::Sub | Op2::Mul)
+        !matches!(self, Op2::Add | Op2::Sub | Op2::Mul | Op2::Div)
     }
 
     fn of(name: &str) -> Option<Op2> {
@@ -190,6 +192,7 @@ impl Op2 {
             "+" => Op2::Add,
             "-" => Op2::Sub,
             "*" => Op2::Mul,
+            "/" => Op2::Div,
             "<" => Op2::Lt,
             ">" => Op2::Gt,
             "<=" => Op2::Le,
