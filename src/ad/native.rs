@@ -309,8 +309,15 @@ pub fn reverse_of(nat: &Native) -> Option<Native> {
 /// A forward bundle of a number with a perturbation of a number, as a `Dual`;
 /// `tag` is the tag both the primal and the tangent carry inside (if any).
 pub(super) fn dual_of(m: &mut Machine, v: &Value, tag: Option<Tag>) -> Result<Option<Dual>> {
-    let v = super::ops::hnf(m, v)?;
-    let Value::Bundle(b) = &v else { return Ok(None) };
+    let forced;
+    let v = match v {
+        Value::Lazy(_) => {
+            forced = super::ops::hnf(m, v)?;
+            &forced
+        }
+        _ => v,
+    };
+    let Value::Bundle(b) = v else { return Ok(None) };
     let Some(d) = b.1.peel_if(Tag::Perturbation) else { return Ok(None) };
     let strip = |x: &Value| -> Option<Value> {
         let x = match tag {
@@ -622,7 +629,10 @@ fn run_ff(m: &mut Machine, p: PrimId, f: Formula, base: usize, nargs: usize) -> 
     let y = Dual { p: y0, t: y1 };
     let dy = match (dual_reals(m, &xs), dual_reals(m, &ds), dual_reals(m, std::slice::from_ref(&y))) {
         (Some(x64), Some(d64), Some(y64)) => dual_of_d64(jvp_num(m, f, &x64, &y64[0], &d64)?),
-        _ => jvp_num(m, f, &xs, &y, &ds)?,
+        _ => match jvp_x64(m, f, &xs, &y, &ds) {
+            Some(dy) => dy,
+            None => jvp_num(m, f, &xs, &y, &ds)?,
+        },
     };
     let inner = |p: Value, t: Value| Value::bundle(p, Value::tagged(Tag::Perturbation, t));
     Ok(Some(Value::bundle(inner(y.p, dy.p), Value::tagged(Tag::Perturbation, inner(y.t, dy.t)))))
@@ -1413,6 +1423,20 @@ fn vjp_x64(m: &mut Machine, f: Formula, x: &[Dual], y: Option<&Dual>, yb: &Dual)
         Ok(Some(Out::Two(a, b))) => Some(Out::Two(back(a), back(b))),
         _ => None,
     }
+}
+
+/// The tangent rule of a scalar primitive on dual numbers whose parts are
+/// exact integers and reals (and nothing is metered), computed on [`X64`] as
+/// [`vjp_x64`] computes the cotangent rule; `None` where that does not apply.
+fn jvp_x64(m: &mut Machine, f: Formula, x: &[Dual], y: &Dual, d: &[Dual]) -> Option<Dual> {
+    if m.meter.is_some() {
+        return None;
+    }
+    let dx = |d: &Dual| Some(DX { p: X64::of(&d.p)?, t: X64::of(&d.t)? });
+    let xs: Two<DX> = x.iter().map(dx).collect::<Option<_>>()?;
+    let ds: Two<DX> = d.iter().map(dx).collect::<Option<_>>()?;
+    let dy = jvp_num(m, f, &xs, &dx(y)?, &ds).ok()?;
+    Some(Dual { p: dy.p.value(), t: dy.t.value() })
 }
 
 /// A scalar primitive and its tangent, on reals as doubles when they all are.
