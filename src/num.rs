@@ -138,16 +138,49 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
     })))
 }
 
-/// x / y as a correctly scaled double even when both are huge.
+/// x / y as the nearest double, also when either is beyond a double's range (a
+/// quotient of two huge integers, or of a huge one by a small one, can be finite).
 fn ratio_f64(x: &BigInt, y: &BigInt) -> f64 {
+    const EXACT: f64 = (1u64 << 53) as f64;
     let (fx, fy) = (x.to_f64().unwrap_or(f64::NAN), y.to_f64().unwrap_or(f64::NAN));
-    if fx.is_finite() && fy.is_finite() {
+    if fx.abs() <= EXACT && fy.abs() <= EXACT {
         return fx / fy;
     }
-    // Scale down both to keep them in range.
-    let shift = x.bits().max(y.bits()).saturating_sub(1000);
-    let (sx, sy) = (x >> shift, y >> shift);
-    sx.to_f64().unwrap_or(f64::NAN) / sy.to_f64().unwrap_or(f64::NAN)
+    // Correctly rounded, whatever the sizes (num-rational's conversion).
+    BigRational::new_raw(x.clone(), y.clone()).to_f64().unwrap_or(f64::NAN)
+}
+
+/// The square root of a non-negative exact n/d that is not a perfect square, as a
+/// double, without going through a double of n/d (which can overflow or underflow):
+/// sqrt(n/d) = sqrt(n d 2^256) / (d 2^128), the integer square root's error being
+/// below 2^-128 relative.
+fn exact_sqrt_f64(n: &BigInt, d: &BigInt) -> f64 {
+    let num = ((n * d) << 256usize).sqrt();
+    ratio_f64(&num, &(d << 128usize))
+}
+
+/// The natural logarithm of a positive exact integer of any size.
+fn big_ln(b: &BigInt) -> f64 {
+    let bits = b.bits();
+    if bits <= 1000 {
+        return b.to_f64().unwrap_or(f64::NAN).ln();
+    }
+    let shift = bits - 64;
+    (b >> shift).to_f64().unwrap_or(f64::NAN).ln() + shift as f64 * std::f64::consts::LN_2
+}
+
+/// `log`: for exact numbers beyond a double's range (`(log (fact 200))`) it works on
+/// the exact value rather than on its (infinite or zero) double.
+pub fn log(a: &Value) -> Option<Value> {
+    let q = match a {
+        Value::Big(_) | Value::Rat(_) => rat(a)?,
+        _ => return real_fn(f64::ln, a),
+    };
+    let f = rat_f64(&q);
+    if !q.is_positive() || (f.is_finite() && f >= f64::MIN_POSITIVE) {
+        return Some(Value::Real(f.ln()));
+    }
+    Some(Value::Real(big_ln(q.numer()) - big_ln(q.denom())))
 }
 
 /// Numeric comparison; `None` if either is not a number, `Some(None)` for NaN.
@@ -229,7 +262,10 @@ pub fn sqrt(a: &Value) -> Option<Value> {
                     return Some(from_big(r));
                 }
             }
-            Some(Value::Real(a.as_f64()?.sqrt()))
+            match a {
+                Value::Big(b) if !b.is_negative() => Some(Value::Real(exact_sqrt_f64(b, &BigInt::from(1)))),
+                _ => Some(Value::Real(a.as_f64()?.sqrt())),
+            }
         }
         Value::Real(r) => Some(Value::Real(r.sqrt())),
         Value::Rat(q) => {
@@ -239,7 +275,10 @@ pub fn sqrt(a: &Value) -> Option<Value> {
                     return Some(from_rat(BigRational::new(n, d)));
                 }
             }
-            Some(Value::Real(rat_f64(q).sqrt()))
+            if q.is_negative() {
+                return Some(Value::Real(f64::NAN));
+            }
+            Some(Value::Real(exact_sqrt_f64(q.numer(), q.denom())))
         }
         _ => None,
     }

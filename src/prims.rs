@@ -141,7 +141,7 @@ fn table() -> Vec<PrimDef> {
         p(
             "log",
             1,
-            |_, a| unary("log", &a[0], |v| num::real_fn(f64::ln, v)),
+            |_, a| unary("log", &a[0], num::log),
             rules!("(lambda (x y dx) (/ dx x))", "(lambda (x y yb) (/ yb x))"),
             Arith,
         ),

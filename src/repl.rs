@@ -384,6 +384,10 @@ impl Repl {
             Ok(items) => items,
             Err(e) => return self.report(&e),
         };
+        // What the names meant before this input: a constant definition whose
+        // evaluation fails gives its name back its earlier meaning (an error leaves
+        // every earlier definition intact), instead of one that repeats the error.
+        let before = self.s.scope.clone();
         let unit = match self.s.compile(items) {
             Ok(u) => u,
             Err(e) => return self.report(&e),
@@ -391,7 +395,15 @@ impl Repl {
         for step in unit.steps {
             let r = match step {
                 Step::Define(g, _) => {
-                    self.guarded(|s| s.m.global(g).map_err(|e| s.name_pattern(e)).map(|_| ()))
+                    let r = self.guarded(|s| s.m.global(g).map_err(|e| s.name_pattern(e)).map(|_| ()));
+                    if r.is_err() {
+                        let name = self.s.m.globals[g as usize].name.clone();
+                        match before.get(&name) {
+                            Some(&old) => self.s.scope.insert(name, old),
+                            None => self.s.scope.remove(&name),
+                        };
+                    }
+                    r
                 }
                 Step::Expr { thunk, .. } => {
                     self.guarded(|s| s.run_thunk(&thunk)).map(|v| self.print_value(&v))

@@ -82,6 +82,15 @@ const ACCESSORS: [(&str, &[bool]); 7] = [
     ("caddr", &[false, false, true]),
 ];
 
+/// The accessor a call's source text names, if it is a call of one of the
+/// prelude's pair accessors (`(car x)`).
+fn accessor_call(text: &str) -> Option<&'static str> {
+    let ds = crate::reader::read_all(text, u32::MAX).ok()?;
+    let [d] = ds.as_slice() else { return None };
+    let head = d.as_list()?.first()?.as_symbol()?;
+    ACCESSORS.iter().map(|(n, _)| *n).find(|n| *n == head)
+}
+
 /// A compiled unit, ready to run.
 pub struct Unit {
     pub steps: Vec<Step>,
@@ -479,6 +488,10 @@ impl Session {
         if let Some(text) = text.filter(|t| t.chars().count() <= 80).filter(is_pattern) {
             let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
             e.message = format!("{}, for the pattern `{}`", e.message, text);
+        } else if let Some(name) = text.and_then(accessor_call) {
+            // A call of a prelude accessor compiled to destructuring in place: name
+            // the accessor and its pattern, as a call of it would.
+            e.message = format!("{}, for the pattern `(cons a d)` of `{}`", e.message, name);
         }
         e
     }

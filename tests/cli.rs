@@ -287,7 +287,7 @@ fn a_pair_accessor_error_is_shown_at_the_call() {
     let o = run_bad("(define (g x) (+ 1 (cadr x)))\n(g (list 5))\n", &[]);
     assert_stderr(
         &o,
-        "bad.vlad:1:20: error: pattern mismatch: expected a pair, got () (the empty list)
+        "bad.vlad:1:20: error: pattern mismatch: expected a pair, got () (the empty list), for the pattern `(cons a d)` of `cadr`
   | (define (g x) (+ 1 (cadr x)))
   |                    ^
   in g called at bad.vlad:2:1
@@ -502,7 +502,7 @@ fn test_command_reports_each_failure_and_a_summary() {
         o.stdout,
         "t.vlad:2: expected 4, got 3
 t.vlad:3: expected #t, got #f
-t.vlad:5: expected an error matching \"zzz\", got error: pattern mismatch: expected a pair, got 5 (an exact integer)
+t.vlad:5: expected an error matching \"zzz\", got error: pattern mismatch: expected a pair, got 5 (an exact integer), for the pattern `(cons a d)` of `car`
 t.vlad:6: expected an error matching \"x\", got 2
 t.vlad:9: expected (1 2 3), got (1 2)
 4 passed, 5 failed

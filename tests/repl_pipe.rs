@@ -75,6 +75,22 @@ fn redefinition_replaces_a_name_for_later_inputs() {
 }
 
 #[test]
+fn a_definition_that_fails_to_evaluate_leaves_the_earlier_one() {
+    // The failing definitions print their error once; the names keep their
+    // earlier values (or stay unbound) instead of repeating the error.
+    let o = pipe(
+        "(define x 5)\n(define x (car 5))\nx\n(define y (+ y 1))\ny\n(define z (car 5))\nz\n(define (w) 3)\n(w)\n",
+        &[],
+    );
+    assert_eq!(o.stdout, "5\n3\n", "{}", o.stderr);
+    assert_eq!(o.stderr.matches("pattern mismatch").count(), 2, "{}", o.stderr);
+    assert_eq!(o.stderr.matches("depends on its own value").count(), 1, "{}", o.stderr);
+    assert!(o.stderr.contains("unbound variable `y`"), "{}", o.stderr);
+    assert!(o.stderr.contains("unbound variable `z`"), "{}", o.stderr);
+    assert_ne!(o.code, 0);
+}
+
+#[test]
 fn an_unfinished_input_is_an_error() {
     let o = pipe("(+ 1 2)\n(+ 1\n", &[]);
     assert_eq!(o.stdout, "3\n");

@@ -114,7 +114,7 @@ fn each_wrong_expectation_is_one_failure() {
         format!("{name}:4: expected #t, got #f"),
         format!("{name}:5: expected an error matching \"\", got 1"),
         format!(
-            "{name}:6: expected an error matching \"^zzz\", got error: pattern mismatch: expected a pair, got 5 (an exact integer)"
+            "{name}:6: expected an error matching \"^zzz\", got error: pattern mismatch: expected a pair, got 5 (an exact integer), for the pattern `(cons a d)` of `car`"
         ),
         // big integers compare exactly: 25! + 1 is not 25!
         format!("{name}:8: expected 15511210043330985984000000, got 15511210043330985984000001"),
