@@ -264,6 +264,10 @@ pub struct Machine {
     /// Where vector primitives run (`--backend`).
     pub backend: crate::vec::Backend,
     pub input: Box<dyn std::io::BufRead>,
+    /// Data `read-real` has read from `input` and not yet given out (a line
+    /// may hold several numbers).
+    /// (each with its text, for an error)
+    input_pending: std::collections::VecDeque<(crate::datum::Datum, String)>,
 }
 
 impl Default for Machine {
@@ -295,6 +299,7 @@ impl Machine {
             out: Box::new(std::io::stdout()),
             backend: crate::vec::default_backend(),
             input: Box::new(std::io::BufReader::new(std::io::stdin())),
+            input_pending: Default::default(),
         }
     }
 
@@ -304,31 +309,37 @@ impl Machine {
         let _ = writeln!(self.out, "{}", s);
     }
 
-    /// `read-real`: reads one number from standard input.
+    /// `read-real`: reads the next number from standard input (numbers are
+    /// separated by white space or line breaks, as Scheme's `read` sees them).
     pub fn read_real(&mut self) -> Result<Value> {
         let _ = self.out.flush();
-        let mut line = String::new();
-        loop {
-            line.clear();
+        while self.input_pending.is_empty() {
+            let mut line = String::new();
             match self.input.read_line(&mut line) {
                 Ok(0) => return Err(Error::runtime(None, "read-real: end of input")),
                 Ok(_) => {
-                    let t = line.trim();
-                    if t.is_empty() {
-                        continue;
-                    }
-                    let ds = crate::reader::read_all(t, u32::MAX)
+                    let ds = crate::reader::read_all(&line, u32::MAX)
                         .map_err(|e| Error::runtime(None, format!("read-real: {}", e.message)))?;
-                    return match ds.first().map(|d| &d.kind) {
-                        Some(crate::datum::DatumKind::Int(i)) => Ok(Value::Int(*i)),
-                        Some(crate::datum::DatumKind::Big(b)) => Ok(Value::Big(b.clone())),
-                        Some(crate::datum::DatumKind::Real(r)) => Ok(Value::Real(*r)),
-                        Some(crate::datum::DatumKind::Rat(q)) => Ok(Value::Rat(q.clone())),
-                        _ => Err(Error::runtime(None, format!("read-real: not a number: {}", t))),
+                    let text = |d: &crate::datum::Datum| {
+                        line.get(d.span.start as usize..d.span.end as usize).unwrap_or("").to_string()
                     };
+                    self.input_pending.extend(ds.into_iter().map(|d| {
+                        let t = text(&d);
+                        (d, t)
+                    }));
                 }
                 Err(e) => return Err(Error::runtime(None, format!("read-real: {}", e))),
             }
+        }
+        let Some((d, text)) = self.input_pending.pop_front() else {
+            return Err(Error::runtime(None, "read-real: end of input"));
+        };
+        match &d.kind {
+            crate::datum::DatumKind::Int(i) => Ok(Value::Int(*i)),
+            crate::datum::DatumKind::Big(b) => Ok(Value::Big(b.clone())),
+            crate::datum::DatumKind::Real(r) => Ok(Value::Real(*r)),
+            crate::datum::DatumKind::Rat(q) => Ok(Value::Rat(q.clone())),
+            _ => Err(Error::runtime(None, format!("read-real: not a number: {}", text))),
         }
     }
 

@@ -649,3 +649,26 @@ fn only_the_built_in_prelude_s_car_is_compiled_in_place() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(o.stdout, "42\n");
 }
+
+/// `read-real` gives the numbers of its input one at a time, several to a line
+/// or one, and says which datum is not a number.
+#[test]
+fn read_real_reads_number_by_number() {
+    use std::io::Write;
+    let d = Dir::new();
+    d.file("rr.vlad", "(read-real)\n(+ (read-real) 1)\n(read-real)\n(read-real)\n(read-real)\n");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vlad"))
+        .args(["run", "rr.vlad"])
+        .current_dir(d.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"1 2 3\n\n  4/3\nfoo 5\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "1\n3\n3\n4/3\n");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.starts_with("rr.vlad:5:1: error: read-real: not a number: foo\n"), "{err}");
+}

@@ -12,7 +12,7 @@ fn tests_dir() -> PathBuf {
 }
 
 /// What `read-real` reads in every file (see tests/vlad/read_real.vlad).
-const INPUT: &str = "2.5\n-7\n\n100000000000000000000\n";
+const INPUT: &str = "2.5 -7\n\n  100000000000000000000\n";
 
 /// Checks one file in a fresh session; `write` output is discarded.
 fn check(path: &Path) -> Report {
