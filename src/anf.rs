@@ -262,6 +262,15 @@ impl Group {
         }
     }
 
+    /// The outermost transform applied to reach this group (`tags()[0]`,
+    /// without building the chain).
+    pub fn outer_kind(&self) -> Option<Kind> {
+        match &self.origin {
+            Origin::Source => None,
+            Origin::PrimRule(k, _) | Origin::Transformed(k, _) => Some(*k),
+        }
+    }
+
     /// True for AD-generated code: a transformed group, a primitive's rule, or a
     /// lambda nested in one of these.
     pub fn is_derivative_code(&self) -> bool {

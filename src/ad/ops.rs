@@ -639,7 +639,7 @@ pub fn outer_tag(v: &Value) -> Option<OuterTag> {
         Value::Bundle(_) => Some(OuterTag::F),
         Value::Pair(p) => outer_tag(&p.car),
         Value::Lazy(_) => hnf_detached(v).ok().and_then(|h| outer_tag(&h)),
-        Value::Closure(inst, _) => inst.group.tags().first().map(|k| match k {
+        Value::Closure(inst, _) => inst.group.outer_kind().map(|k| match k {
             Kind::F => OuterTag::F,
             Kind::P => OuterTag::P,
             Kind::S => OuterTag::S,
