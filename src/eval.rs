@@ -1668,10 +1668,21 @@ impl Machine {
     /// the rest to [`Machine::exec_other`], whose frame is large.
     #[inline(never)]
     fn exec_bind(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
-        if let CBind::Split(..) = b {
-            return self.exec_split(base, inst, b);
+        match b {
+            CBind::Split(..) => self.exec_split(base, inst, b),
+            CBind::Let(s, CExpr::Cons(a, d)) => self.exec_cons(base, inst, *s, a, d),
+            _ => self.exec_other(base, inst, b),
         }
-        self.exec_other(base, inst, b)
+    }
+
+    /// A `cons` binding (list building, and the pairs AD-transformed code returns),
+    /// in a small frame of its own.
+    #[inline(never)]
+    fn exec_cons(&mut self, base: usize, inst: &InstRc, s: u32, a: &CAtom, d: &CAtom) -> Result<()> {
+        let av = atom!(self, base, inst, a);
+        let dv = atom!(self, base, inst, d);
+        self.set(base + s as usize, Value::cons(av, dv));
+        Ok(())
     }
 
     /// The bindings other than `Split` (see [`Machine::exec_bind`]).
