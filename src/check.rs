@@ -56,6 +56,11 @@ pub fn numbers_close(a: f64, b: f64) -> bool {
     if a == b || (a.is_nan() && b.is_nan()) {
         return true;
     }
+    // An infinity (or NaN) is close only to itself: the relative test below would
+    // accept +inf.0 for any number, since inf <= 1e-10 * inf.
+    if !a.is_finite() || !b.is_finite() {
+        return false;
+    }
     (a - b).abs() <= TOLERANCE * a.abs().max(b.abs()).max(1.0)
 }
 
