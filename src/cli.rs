@@ -71,7 +71,7 @@ pub struct Opts {
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u64>,
     /// Stop a program after this many seconds
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
     pub timeout: Option<f64>,
     /// Fail with "recursion too deep" beyond this many nested calls
     #[arg(long, value_name = "N", default_value_t = 10_000_000)]
@@ -150,10 +150,27 @@ fn new_session(opts: &Opts) -> Session {
     s
 }
 
+/// `--timeout`: a number of seconds, not negative (`inf` or a huge number: no limit).
+fn parse_timeout(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(t) if t >= 0.0 => Ok(t),
+        Ok(_) => Err("the number of seconds must not be negative or NaN".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The instant `--timeout` seconds from now; `None` (no limit) when that is beyond
+/// what an `Instant` can hold (`Duration::from_secs_f64` and `Instant + Duration`
+/// panic there).
+pub(crate) fn deadline(timeout: Option<f64>) -> Option<Instant> {
+    let d = Duration::try_from_secs_f64(timeout?.max(0.0)).ok()?;
+    Instant::now().checked_add(d)
+}
+
 fn apply_limits(s: &mut Session, opts: &Opts) {
     s.m.max_steps = opts.max_steps.unwrap_or(u64::MAX);
     s.m.max_depth = opts.max_depth;
-    s.m.deadline = opts.timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+    s.m.deadline = deadline(opts.timeout);
     if opts.metered {
         s.m.meter = Some(vec![0; crate::prims::prims().len()]);
     }

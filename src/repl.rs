@@ -422,7 +422,7 @@ impl Repl {
         let m = &mut self.s.m;
         m.steps = 0;
         m.max_steps = self.opts.max_steps.unwrap_or(u64::MAX);
-        m.deadline = self.opts.timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        m.deadline = crate::cli::deadline(self.opts.timeout);
         m.stack.clear();
         m.depth = 0;
         m.interrupt.store(false, Ordering::SeqCst);

@@ -387,6 +387,23 @@ fn timeout_stops_an_infinite_loop() {
     assert!(o.stderr.starts_with("bad.vlad:2:18: error: time limit exceeded (--timeout)\n"), "{}", o.stderr);
 }
 
+/// A timeout too large for a `Duration` or an `Instant` means no limit (it panicked);
+/// NaN and negative ones are refused by the option parser.
+#[test]
+fn huge_timeouts_mean_no_limit_and_nan_is_refused() {
+    let d = Dir::new();
+    d.file("p.vlad", "(+ 1 2)\n");
+    for t in ["1e20", "1e30", "inf", "1e15"] {
+        let o = vlad(&d, &["--timeout", t, "p.vlad"]);
+        assert_eq!((o.code, o.stdout.as_str(), o.stderr.as_str()), (0, "3\n", ""), "--timeout {t}");
+    }
+    for t in ["nan", "-1"] {
+        let o = vlad(&d, &[&format!("--timeout={t}"), "p.vlad"]);
+        assert_eq!(o.code, 2, "--timeout={t}: {}", o.stderr);
+        assert!(o.stderr.contains("must not be negative or NaN"), "{}", o.stderr);
+    }
+}
+
 // ---- vlad run ----
 
 #[test]
