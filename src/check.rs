@@ -184,7 +184,9 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
             }
             Step::Expr { .. } | Step::Failed { .. } => {
                 let (r, span, expected) = match step {
-                    Step::Expr { thunk, span, expected } => (sess.run_thunk(&thunk), span, expected),
+                    Step::Expr { thunk, span, expected } => {
+                        (sess.run_thunk(&thunk).and_then(|v| sess.printable(v, span)), span, expected)
+                    }
                     Step::Failed { error, span, expected, .. } => (Err(error), span, expected),
                     Step::Define(..) => unreachable!(),
                 };

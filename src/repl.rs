@@ -405,9 +405,9 @@ impl Repl {
                     }
                     r
                 }
-                Step::Expr { thunk, .. } => {
-                    self.guarded(|s| s.run_thunk(&thunk)).map(|v| self.print_value(&v))
-                }
+                Step::Expr { thunk, span, .. } => self
+                    .guarded(|s| s.run_thunk(&thunk).and_then(|v| s.printable(v, span)))
+                    .map(|v| self.print_value(&v)),
                 Step::Failed { error, .. } => Err(error),
             };
             if let Err(e) = r {

@@ -304,6 +304,23 @@ fn output_before_a_run_time_error_is_kept() {
     assert!(o.stderr.contains("error: pattern mismatch"), "{}", o.stderr);
 }
 
+/// A lazy AD operation that fails on a part of the result (`unperturb` of a pair of
+/// plain numbers) stops the program with a located error and status 1; it used to
+/// print `#<error: ...>` as the value and exit 0.
+#[test]
+fn a_failing_lazy_ad_operation_is_an_error_of_its_expression() {
+    let o = run_bad("(+ 2 3)\n(unperturb (cons 1 2))\n(write 4)\n", &[]);
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stdout, "5\n");
+    assert_stderr(
+        &o,
+        "bad.vlad:2:1: error: unperturb: expected a perturbation value, got 1 (an exact integer)
+  | (unperturb (cons 1 2))
+  | ^
+",
+    );
+}
+
 /// Deeply nested source compiles and runs (the compiler's passes are linear in the
 /// nesting: resolving 16,000 nested conditionals once took 37 s and 8 GB).
 #[test]
