@@ -86,8 +86,37 @@ pub struct Opts {
 
 /// Parses the command line and runs it on a thread with a large stack; returns the exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(options_after_subcommand(std::env::args_os().collect()));
     run_on_big_stack(move || dispatch(cli))
+}
+
+/// `vlad --timeout 5 test FILE` as `vlad test --timeout 5 FILE`: options written before
+/// a subcommand are moved after it, where the subcommand takes them (clap would take
+/// the subcommand's name for the program file and refuse the rest). Arguments with no
+/// subcommand among them are left as they are.
+pub fn options_after_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    const SUBCOMMANDS: [&str; 4] = ["run", "test", "anf", "repl"];
+    const WITH_VALUE: [&str; 6] = ["-I", "--include", "--max-steps", "--timeout", "--max-depth", "--backend"];
+    let mut i = 1;
+    while i < args.len() {
+        let Some(a) = args[i].to_str() else { return args };
+        if SUBCOMMANDS.contains(&a) {
+            if i > 1 {
+                let sub = args.remove(i);
+                args.insert(1, sub);
+            }
+            return args;
+        }
+        if WITH_VALUE.contains(&a) {
+            i += 2;
+        } else if a.starts_with('-') && a != "-" && a != "--" {
+            i += 1;
+        } else {
+            // the program file (or `--`): no subcommand
+            return args;
+        }
+    }
+    args
 }
 
 /// Runs `f` on a thread whose stack is large enough for deep data (dropping long

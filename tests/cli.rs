@@ -421,6 +421,29 @@ fn huge_timeouts_mean_no_limit_and_nan_is_refused() {
     }
 }
 
+/// Options may come before the subcommand (`vlad --timeout 5 test FILE`); clap took
+/// the subcommand's name for the program file and refused the options.
+#[test]
+fn options_before_a_subcommand_apply_to_it() {
+    let d = Dir::new();
+    d.file("lib/inc.vlad", "(define (sq x) (* x x))\n")
+        .file("t.vlad", "(include \"inc\")\n(sq 3) ===> 9\n")
+        .file("spin.vlad", "(define (spin n) (spin (+ n 1)))\n(spin 0)\n");
+    let o = vlad(&d, &["-I", "lib", "--timeout", "20", "test", "t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "1 passed, 0 failed\n"), "{}", o.stderr);
+    let o = vlad(&d, &["-Ilib", "--max-depth=1000", "run", "t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "9\n"), "{}", o.stderr);
+    let o = vlad(&d, &["--max-steps", "1000", "run", "spin.vlad"]);
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    assert!(o.stderr.contains("step limit of 1000 exceeded"), "{}", o.stderr);
+    let o = vlad(&d, &["-I", "lib", "anf", "t.vlad"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // with no subcommand the arguments are left as they are
+    let o = vlad(&d, &["--max-steps", "1000", "t.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("include not found"), "{}", o.stderr);
+}
+
 // ---- vlad run ----
 
 #[test]
