@@ -158,6 +158,13 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
     // One annotation that fails to compile fails (or, expecting an error, passes)
     // by itself; the checks after it still run.
     sess.defer_errors = true;
+    // `--max-steps` and `--timeout` bound each check (as each REPL input), so that one
+    // runaway check does not use up the budget of the checks after it.
+    let budget = sess.m.deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+    let fresh_limits = |sess: &mut Session| {
+        sess.m.steps = 0;
+        sess.m.deadline = budget.and_then(|b| std::time::Instant::now().checked_add(b));
+    };
     let fail = |report: &mut Report, line: String| {
         report.failed += 1;
         report.failures.push(line);
@@ -173,6 +180,7 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
     for step in unit.steps {
         match step {
             Step::Define(g, span) => {
+                fresh_limits(&mut sess);
                 if let Err(e) = sess.run_define(g) {
                     let loc = sess.sources.location(span);
                     fail(report, format!("{}: definition failed: {}", loc, e.message));
@@ -185,6 +193,7 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
             Step::Expr { .. } | Step::Failed { .. } => {
                 let (r, span, expected) = match step {
                     Step::Expr { thunk, span, expected } => {
+                        fresh_limits(&mut sess);
                         (sess.run_thunk(&thunk).and_then(|v| sess.printable(v, span)), span, expected)
                     }
                     Step::Failed { error, span, expected, .. } => (Err(error), span, expected),

@@ -444,6 +444,23 @@ fn options_before_a_subcommand_apply_to_it() {
     assert!(o.stderr.contains("include not found"), "{}", o.stderr);
 }
 
+/// In `vlad test`, `--max-steps` and `--timeout` bound each check: a runaway check
+/// used up the budget and every later check failed with the limit's error.
+#[test]
+fn test_command_limits_apply_to_each_check() {
+    let d = Dir::new();
+    d.file(
+        "t.vlad",
+        "(define (spin n) (spin (+ n 1)))\n(define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))\n\
+         (spin 0) ===> (error \"limit\")\n(fact 20) ===> 2432902008176640000\n\
+         (spin 0) ===> (error \"limit\")\n(fact 30) ===> 265252859812191058636308480000000\n",
+    );
+    let o = vlad(&d, &["test", "--max-steps", "100", "t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "4 passed, 0 failed\n"), "{}", o.stderr);
+    let o = vlad(&d, &["test", "--timeout", "0.3", "t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "4 passed, 0 failed\n"), "{}", o.stderr);
+}
+
 // ---- vlad run ----
 
 #[test]
