@@ -676,7 +676,7 @@ impl Repl {
     fn time(&mut self, padded: &str, name: &str, first_line: usize) -> Result<()> {
         let g = self.compile_one(padded, name, first_line)?;
         let t0 = Instant::now();
-        let r = self.guarded(|s| s.run_thunk(&g));
+        let r = self.guarded(|s| s.run_thunk(&g).and_then(|v| s.printable(v, crate::source::Span::UNKNOWN)));
         let dt = t0.elapsed();
         match r {
             Ok(v) => {
@@ -697,7 +697,7 @@ impl Repl {
         let n = crate::prims::prims().len();
         let saved = self.s.m.meter.replace(vec![0; n]);
         self.s.m.meter_derivative = Some(vec![0; n]);
-        let r = self.guarded(|s| s.run_thunk(&g));
+        let r = self.guarded(|s| s.run_thunk(&g).and_then(|v| s.printable(v, crate::source::Span::UNKNOWN)));
         let all = self.s.m.meter.take().unwrap_or_default();
         let deriv = self.s.m.meter_derivative.take().unwrap_or_default();
         self.s.m.meter = saved.map(|mut old| {
