@@ -56,6 +56,11 @@ pub fn numbers_close(a: f64, b: f64) -> bool {
     if a == b || (a.is_nan() && b.is_nan()) {
         return true;
     }
+    // An infinity (or NaN) is close only to itself: the relative test below would
+    // accept +inf.0 for any number, since inf <= 1e-10 * inf.
+    if !a.is_finite() || !b.is_finite() {
+        return false;
+    }
     (a - b).abs() <= TOLERANCE * a.abs().max(b.abs()).max(1.0)
 }
 
@@ -153,6 +158,13 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
     // One annotation that fails to compile fails (or, expecting an error, passes)
     // by itself; the checks after it still run.
     sess.defer_errors = true;
+    // `--max-steps` and `--timeout` bound each check (as each REPL input), so that one
+    // runaway check does not use up the budget of the checks after it.
+    let budget = sess.m.deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+    let fresh_limits = |sess: &mut Session| {
+        sess.m.steps = 0;
+        sess.m.deadline = budget.and_then(|b| std::time::Instant::now().checked_add(b));
+    };
     let fail = |report: &mut Report, line: String| {
         report.failed += 1;
         report.failures.push(line);
@@ -168,6 +180,7 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
     for step in unit.steps {
         match step {
             Step::Define(g, span) => {
+                fresh_limits(&mut sess);
                 if let Err(e) = sess.run_define(g) {
                     let loc = sess.sources.location(span);
                     fail(report, format!("{}: definition failed: {}", loc, e.message));
@@ -179,7 +192,10 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
             }
             Step::Expr { .. } | Step::Failed { .. } => {
                 let (r, span, expected) = match step {
-                    Step::Expr { thunk, span, expected } => (sess.run_thunk(&thunk), span, expected),
+                    Step::Expr { thunk, span, expected } => {
+                        fresh_limits(&mut sess);
+                        (sess.run_thunk(&thunk).and_then(|v| sess.printable(v, span)), span, expected)
+                    }
                     Step::Failed { error, span, expected, .. } => (Err(error), span, expected),
                     Step::Define(..) => unreachable!(),
                 };

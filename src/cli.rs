@@ -71,7 +71,7 @@ pub struct Opts {
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u64>,
     /// Stop a program after this many seconds
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
     pub timeout: Option<f64>,
     /// Fail with "recursion too deep" beyond this many nested calls
     #[arg(long, value_name = "N", default_value_t = 10_000_000)]
@@ -86,8 +86,37 @@ pub struct Opts {
 
 /// Parses the command line and runs it on a thread with a large stack; returns the exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(options_after_subcommand(std::env::args_os().collect()));
     run_on_big_stack(move || dispatch(cli))
+}
+
+/// `vlad --timeout 5 test FILE` as `vlad test --timeout 5 FILE`: options written before
+/// a subcommand are moved after it, where the subcommand takes them (clap would take
+/// the subcommand's name for the program file and refuse the rest). Arguments with no
+/// subcommand among them are left as they are.
+pub fn options_after_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    const SUBCOMMANDS: [&str; 4] = ["run", "test", "anf", "repl"];
+    const WITH_VALUE: [&str; 6] = ["-I", "--include", "--max-steps", "--timeout", "--max-depth", "--backend"];
+    let mut i = 1;
+    while i < args.len() {
+        let Some(a) = args[i].to_str() else { return args };
+        if SUBCOMMANDS.contains(&a) {
+            if i > 1 {
+                let sub = args.remove(i);
+                args.insert(1, sub);
+            }
+            return args;
+        }
+        if WITH_VALUE.contains(&a) {
+            i += 2;
+        } else if a.starts_with('-') && a != "-" && a != "--" {
+            i += 1;
+        } else {
+            // the program file (or `--`): no subcommand
+            return args;
+        }
+    }
+    args
 }
 
 /// Runs `f` on a thread whose stack is large enough for deep data (dropping long
@@ -150,10 +179,27 @@ fn new_session(opts: &Opts) -> Session {
     s
 }
 
+/// `--timeout`: a number of seconds, not negative (`inf` or a huge number: no limit).
+fn parse_timeout(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(t) if t >= 0.0 => Ok(t),
+        Ok(_) => Err("the number of seconds must not be negative or NaN".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The instant `--timeout` seconds from now; `None` (no limit) when that is beyond
+/// what an `Instant` can hold (`Duration::from_secs_f64` and `Instant + Duration`
+/// panic there).
+pub(crate) fn deadline(timeout: Option<f64>) -> Option<Instant> {
+    let d = Duration::try_from_secs_f64(timeout?.max(0.0)).ok()?;
+    Instant::now().checked_add(d)
+}
+
 fn apply_limits(s: &mut Session, opts: &Opts) {
     s.m.max_steps = opts.max_steps.unwrap_or(u64::MAX);
     s.m.max_depth = opts.max_depth;
-    s.m.deadline = opts.timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+    s.m.deadline = deadline(opts.timeout);
     if opts.metered {
         s.m.meter = Some(vec![0; crate::prims::prims().len()]);
     }
@@ -237,10 +283,12 @@ fn run_file(file: &Path, opts: &Opts) -> i32 {
     for step in unit.steps {
         let r = match step {
             Step::Define(g, _) => s.run_define(g).map(|_| ()),
-            Step::Expr { thunk, .. } => s.run_thunk(&thunk).map(|v| {
-                let text = crate::print::to_string(&v);
-                let _ = writeln!(s.m.out, "{}", text);
-            }),
+            Step::Expr { thunk, span, .. } => {
+                s.run_thunk(&thunk).and_then(|v| s.printable(v, span)).map(|v| {
+                    let text = crate::print::to_string(&v);
+                    let _ = writeln!(s.m.out, "{}", text);
+                })
+            }
             Step::Failed { error, .. } => Err(error),
         };
         if let Err(e) = r {

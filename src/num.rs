@@ -289,6 +289,42 @@ pub fn real_fn(f: fn(f64) -> f64, a: &Value) -> Option<Value> {
     Some(Value::Real(f(a.as_f64()?)))
 }
 
+/// `atan` of y and x (atan2). Where an exact argument is beyond a double's range
+/// (or so small that it rounds to zero) both are scaled by one power of two before
+/// the conversion, so that `(atan #e1e400 #e2e400)` is atan(1/2), not atan2(inf, inf).
+pub fn atan2(y: &Value, x: &Value) -> Option<f64> {
+    let (fy, fx) = (y.as_f64()?, x.as_f64()?);
+    let lost = |v: &Value, f: f64| matches!(v, Value::Big(_) | Value::Rat(_)) && (!f.is_finite() || f == 0.0);
+    if !(lost(y, fy) || lost(x, fx)) || fy.is_nan() || fx.is_nan() {
+        return Some(fy.atan2(fx));
+    }
+    // One is an exact number whose double lost it; the other is exact or a double.
+    let exact = |v: &Value, f: f64| match v {
+        Value::Real(_) if f.is_infinite() => None,
+        Value::Real(_) => BigRational::from_float(f),
+        _ => rat(v),
+    };
+    let (qy, qx) = match (exact(y, fy), exact(x, fx)) {
+        (Some(qy), Some(qx)) => (qy, qx),
+        // An infinite double dominates any finite exact number.
+        _ => return Some(fy.atan2(fx)),
+    };
+    let log2 = |q: &BigRational| {
+        if q.is_zero() {
+            i64::MIN
+        } else {
+            q.numer().bits() as i64 - q.denom().bits() as i64
+        }
+    };
+    let k = log2(&qy).max(log2(&qx));
+    let scale = |q: BigRational| {
+        let (n, d) = (q.numer().clone(), q.denom().clone());
+        let (n, d) = if k >= 0 { (n, d << k as usize) } else { (n << (-k) as usize, d) };
+        ratio_f64(&n, &d)
+    };
+    Some(scale(qy).atan2(scale(qx)))
+}
+
 /// The exact zero of an exact number, `0.0` of a double.
 pub fn zero_like(a: &Value) -> Value {
     match a {

@@ -163,8 +163,9 @@ fn table() -> Vec<PrimDef> {
             "atan",
             2,
             |_, a| {
-                let (y, x) = (real_arg("atan", &a[0])?, real_arg("atan", &a[1])?);
-                Ok(Value::Real(y.atan2(x)))
+                real_arg("atan", &a[0])?;
+                real_arg("atan", &a[1])?;
+                Ok(Value::Real(num::atan2(&a[0], &a[1]).unwrap_or(f64::NAN)))
             },
             rules!(
                 "(lambda ((cons x1 x2) y (cons d1 d2)) (/ (- (* x2 d1) (* x1 d2)) (+ (* x1 x1) (* x2 x2))))",

@@ -405,9 +405,9 @@ impl Repl {
                     }
                     r
                 }
-                Step::Expr { thunk, .. } => {
-                    self.guarded(|s| s.run_thunk(&thunk)).map(|v| self.print_value(&v))
-                }
+                Step::Expr { thunk, span, .. } => self
+                    .guarded(|s| s.run_thunk(&thunk).and_then(|v| s.printable(v, span)))
+                    .map(|v| self.print_value(&v)),
                 Step::Failed { error, .. } => Err(error),
             };
             if let Err(e) = r {
@@ -422,7 +422,7 @@ impl Repl {
         let m = &mut self.s.m;
         m.steps = 0;
         m.max_steps = self.opts.max_steps.unwrap_or(u64::MAX);
-        m.deadline = self.opts.timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        m.deadline = crate::cli::deadline(self.opts.timeout);
         m.stack.clear();
         m.depth = 0;
         m.interrupt.store(false, Ordering::SeqCst);
@@ -676,7 +676,7 @@ impl Repl {
     fn time(&mut self, padded: &str, name: &str, first_line: usize) -> Result<()> {
         let g = self.compile_one(padded, name, first_line)?;
         let t0 = Instant::now();
-        let r = self.guarded(|s| s.run_thunk(&g));
+        let r = self.guarded(|s| s.run_thunk(&g).and_then(|v| s.printable(v, crate::source::Span::UNKNOWN)));
         let dt = t0.elapsed();
         match r {
             Ok(v) => {
@@ -697,7 +697,7 @@ impl Repl {
         let n = crate::prims::prims().len();
         let saved = self.s.m.meter.replace(vec![0; n]);
         self.s.m.meter_derivative = Some(vec![0; n]);
-        let r = self.guarded(|s| s.run_thunk(&g));
+        let r = self.guarded(|s| s.run_thunk(&g).and_then(|v| s.printable(v, crate::source::Span::UNKNOWN)));
         let all = self.s.m.meter.take().unwrap_or_default();
         let deriv = self.s.m.meter_derivative.take().unwrap_or_default();
         self.s.m.meter = saved.map(|mut old| {

@@ -471,6 +471,45 @@ impl Session {
         self.m.call_closure(InstRc::empty(g.clone()), 0, 1, None).map_err(|e| self.name_pattern(e))
     }
 
+    /// The value of a top-level expression `span`, checked before it is printed or
+    /// compared: the pending lazy AD operations on its pairs are applied (as the
+    /// printer would apply them), and one that fails (`(unperturb (cons 1 2))`: the
+    /// parts are not perturbations) is the expression's error, instead of a value
+    /// that prints as `#<error: ...>`.
+    pub fn printable(&self, v: Value, span: Span) -> Result<Value> {
+        let mut m = Machine::new();
+        let mut seen = rustc_hash::FxHashSet::default();
+        let mut work = vec![v.clone()];
+        while let Some(x) = work.pop() {
+            match &x {
+                Value::Lazy(z) if seen.insert(Rc::as_ptr(z) as *const u8 as usize) => {
+                    let h = crate::ad::ops::hnf(&mut m, &x).map_err(|mut e| {
+                        if e.span.is_none() {
+                            e.span = Some(span).filter(|s| s.is_known());
+                        }
+                        e
+                    })?;
+                    work.push(h);
+                }
+                // Only a shared pair can be met twice (one count is its parent's, one
+                // `x`'s); walking one twice costs time, not correctness.
+                Value::Pair(p)
+                    if Rc::strong_count(p) <= 2 || seen.insert(Rc::as_ptr(p) as *const u8 as usize) =>
+                {
+                    work.push(p.cdr.clone());
+                    work.push(p.car.clone());
+                }
+                Value::Bundle(b) => {
+                    work.push(b.1.clone());
+                    work.push(b.0.clone());
+                }
+                Value::Tagged(_, y) => work.push((**y).clone()),
+                _ => {}
+            }
+        }
+        Ok(v)
+    }
+
     /// A pattern mismatch names the pattern (LANGUAGE.md: "a run-time error naming
     /// the pattern and the value"): the evaluator knows only its location, so its
     /// source text is added here.

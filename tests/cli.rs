@@ -304,6 +304,23 @@ fn output_before_a_run_time_error_is_kept() {
     assert!(o.stderr.contains("error: pattern mismatch"), "{}", o.stderr);
 }
 
+/// A lazy AD operation that fails on a part of the result (`unperturb` of a pair of
+/// plain numbers) stops the program with a located error and status 1; it used to
+/// print `#<error: ...>` as the value and exit 0.
+#[test]
+fn a_failing_lazy_ad_operation_is_an_error_of_its_expression() {
+    let o = run_bad("(+ 2 3)\n(unperturb (cons 1 2))\n(write 4)\n", &[]);
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stdout, "5\n");
+    assert_stderr(
+        &o,
+        "bad.vlad:2:1: error: unperturb: expected a perturbation value, got 1 (an exact integer)
+  | (unperturb (cons 1 2))
+  | ^
+",
+    );
+}
+
 /// Deeply nested source compiles and runs (the compiler's passes are linear in the
 /// nesting: resolving 16,000 nested conditionals once took 37 s and 8 GB).
 #[test]
@@ -385,6 +402,63 @@ fn timeout_stops_an_infinite_loop() {
     assert_eq!(o.code, 3);
     assert_eq!(o.stdout, "7\n7\n");
     assert!(o.stderr.starts_with("bad.vlad:2:18: error: time limit exceeded (--timeout)\n"), "{}", o.stderr);
+}
+
+/// A timeout too large for a `Duration` or an `Instant` means no limit (it panicked);
+/// NaN and negative ones are refused by the option parser.
+#[test]
+fn huge_timeouts_mean_no_limit_and_nan_is_refused() {
+    let d = Dir::new();
+    d.file("p.vlad", "(+ 1 2)\n");
+    for t in ["1e20", "1e30", "inf", "1e15"] {
+        let o = vlad(&d, &["--timeout", t, "p.vlad"]);
+        assert_eq!((o.code, o.stdout.as_str(), o.stderr.as_str()), (0, "3\n", ""), "--timeout {t}");
+    }
+    for t in ["nan", "-1"] {
+        let o = vlad(&d, &[&format!("--timeout={t}"), "p.vlad"]);
+        assert_eq!(o.code, 2, "--timeout={t}: {}", o.stderr);
+        assert!(o.stderr.contains("must not be negative or NaN"), "{}", o.stderr);
+    }
+}
+
+/// Options may come before the subcommand (`vlad --timeout 5 test FILE`); clap took
+/// the subcommand's name for the program file and refused the options.
+#[test]
+fn options_before_a_subcommand_apply_to_it() {
+    let d = Dir::new();
+    d.file("lib/inc.vlad", "(define (sq x) (* x x))\n")
+        .file("t.vlad", "(include \"inc\")\n(sq 3) ===> 9\n")
+        .file("spin.vlad", "(define (spin n) (spin (+ n 1)))\n(spin 0)\n");
+    let o = vlad(&d, &["-I", "lib", "--timeout", "20", "test", "t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "1 passed, 0 failed\n"), "{}", o.stderr);
+    let o = vlad(&d, &["-Ilib", "--max-depth=1000", "run", "t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "9\n"), "{}", o.stderr);
+    let o = vlad(&d, &["--max-steps", "1000", "run", "spin.vlad"]);
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    assert!(o.stderr.contains("step limit of 1000 exceeded"), "{}", o.stderr);
+    let o = vlad(&d, &["-I", "lib", "anf", "t.vlad"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // with no subcommand the arguments are left as they are
+    let o = vlad(&d, &["--max-steps", "1000", "t.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("include not found"), "{}", o.stderr);
+}
+
+/// In `vlad test`, `--max-steps` and `--timeout` bound each check: a runaway check
+/// used up the budget and every later check failed with the limit's error.
+#[test]
+fn test_command_limits_apply_to_each_check() {
+    let d = Dir::new();
+    d.file(
+        "t.vlad",
+        "(define (spin n) (spin (+ n 1)))\n(define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))\n\
+         (spin 0) ===> (error \"limit\")\n(fact 20) ===> 2432902008176640000\n\
+         (spin 0) ===> (error \"limit\")\n(fact 30) ===> 265252859812191058636308480000000\n",
+    );
+    let o = vlad(&d, &["test", "--max-steps", "100", "t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "4 passed, 0 failed\n"), "{}", o.stderr);
+    let o = vlad(&d, &["test", "--timeout", "0.3", "t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "4 passed, 0 failed\n"), "{}", o.stderr);
 }
 
 // ---- vlad run ----

@@ -144,3 +144,24 @@ fn meter_separates_primal_and_derivative_work() {
     assert_eq!(lines[0], "primitive operations: 2 (primal 2, derivative 0)");
     assert!(lines[1].contains("primal 0, derivative "), "{}", lines[1]);
 }
+
+/// A failing lazy AD operation in the value (`unperturb` of a pair of plain numbers)
+/// is an error of the input, also under `:time` and `:meter`, not a printed
+/// `#<error: ...>`.
+#[test]
+fn a_failing_lazy_ad_operation_is_an_error_of_the_input() {
+    let o = pipe(
+        "(unperturb (cons 1 2))\n:time (unperturb (cons 1 2))\n:meter (unperturb (cons 1 2))\n(+ 1 2)\n",
+        &[],
+    );
+    assert_eq!(o.code, 1);
+    assert!(!o.stdout.contains("#<error"), "{}", o.stdout);
+    assert!(o.stdout.ends_with("3\n"), "{}", o.stdout);
+    assert_eq!(
+        o.stderr.matches("error: unperturb: expected a perturbation value, got 1").count(),
+        3,
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.starts_with("<stdin>:1:1: error: unperturb"), "{}", o.stderr);
+}

@@ -122,3 +122,23 @@ fn each_wrong_expectation_is_one_failure() {
     assert_eq!(r.failures, expected);
     assert_eq!((r.passed, r.failed), (2, 6));
 }
+
+/// An infinity matches only the same infinity: not a finite number (inf <= 1e-10 * inf
+/// made the relative test accept any), and not the other infinity.
+#[test]
+fn infinities_match_only_themselves() {
+    let (r, name) = check_text(
+        4,
+        "(log 0.0) ===> -863.2\n(/ 1.0 0) ===> 7\n(/ 1.0 0) ===> -inf.0\n(/ -1.0 0) ===> -inf.0\n\
+         (/ 1.0 0) ===> +inf.0\n(/ 0.0 0) ===> +nan.0\n(/ 0.0 0) ===> 1\n(* 1e300 1e10) ===> 1e308\n",
+    );
+    let expected = [
+        format!("{name}:1: expected -863.2, got -inf.0"),
+        format!("{name}:2: expected 7, got +inf.0"),
+        format!("{name}:3: expected -inf.0, got +inf.0"),
+        format!("{name}:7: expected 1, got +nan.0"),
+        format!("{name}:8: expected 1e308, got +inf.0"),
+    ];
+    assert_eq!(r.failures, expected);
+    assert_eq!((r.passed, r.failed), (3, 5));
+}
