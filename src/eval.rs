@@ -1632,9 +1632,7 @@ impl Machine {
     fn split_value(&mut self, v: Value, span: Span) -> Result<(Value, Value)> {
         match v {
             Value::Pair(p) => Ok(match Rc::try_unwrap(p) {
-                Ok(mut q) => {
-                    (std::mem::replace(&mut q.car, Value::Nil), std::mem::replace(&mut q.cdr, Value::Nil))
-                }
+                Ok(q) => q.into_parts(),
                 Err(p) => (p.car.clone(), p.cdr.clone()),
             }),
             v => self.split_value_slow(v, span),

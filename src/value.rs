@@ -188,6 +188,18 @@ pub struct Pair {
     pub cdr: Value,
 }
 
+impl Pair {
+    /// The car and the cdr, moved out (without the work of `Pair`'s drop,
+    /// which has nothing left to do).
+    #[inline]
+    pub fn into_parts(self) -> (Value, Value) {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: each field is read out once and `me` is never dropped, so
+        // each value keeps exactly one owner.
+        unsafe { (std::ptr::read(&me.car), std::ptr::read(&me.cdr)) }
+    }
+}
+
 impl Drop for Pair {
     // Deep lists (in either direction) would otherwise be dropped recursively,
     // one native frame per cell.
