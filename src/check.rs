@@ -161,7 +161,10 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
     // `--max-steps` and `--timeout` bound each check (as each REPL input), so that one
     // runaway check does not use up the budget of the checks after it.
     let budget = sess.m.deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+    // `--metered`: the procedure calls of all the checks (`steps` restarts at each).
+    let calls = std::cell::Cell::new(0u64);
     let fresh_limits = |sess: &mut Session| {
+        calls.set(calls.get() + sess.m.steps);
         sess.m.steps = 0;
         sess.m.deadline = budget.and_then(|b| std::time::Instant::now().checked_add(b));
     };
@@ -177,6 +180,11 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
         Ok(u) => u,
         Err(e) => return fail(report, render_short(&sess, &e, path)),
     };
+    // `--metered` counts only the file's own work (as `vlad run` does), not the prelude's.
+    if let Some(m) = &mut sess.m.meter {
+        m.iter_mut().for_each(|c| *c = 0);
+    }
+    sess.m.steps = 0;
     for step in unit.steps {
         match step {
             Step::Define(g, span) => {
@@ -207,6 +215,11 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
                 }
             }
         }
+    }
+    if sess.m.meter.is_some() {
+        sess.m.steps += calls.get();
+        eprintln!("metered: {}", path.display());
+        crate::cli::print_meter(&sess);
     }
 }
 

@@ -327,6 +327,9 @@ fn test_files(files: &[PathBuf], opts: &Opts) -> i32 {
 }
 
 fn anf_file(file: &Path, reverse: bool, forward: bool, inverse: bool, opts: &Opts) -> i32 {
+    if let Err(c) = check_backend(opts) {
+        return c;
+    }
     let mut s = new_session(opts);
     let Some(items) = read_program(&mut s, file) else { return 1 };
     let names: Vec<Option<std::rc::Rc<str>>> = items

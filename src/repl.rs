@@ -619,6 +619,11 @@ impl Repl {
                         out = crate::show::block_to_string(&ms[0].body);
                     }
                 }
+                // A reversible procedure: its definition, as `vlad anf` shows it.
+                GState::Value(Value::Rev(r)) => {
+                    self.say(crate::rev::proc_text(r).trim_end());
+                    return Ok(());
+                }
                 _ => {}
             }
             if !out.is_empty() {

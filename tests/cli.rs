@@ -545,6 +545,30 @@ fn metered_counts_primitive_arithmetic() {
 // ---- vlad test ----
 
 #[test]
+fn test_command_metered_prints_the_counts_of_each_file() {
+    let d = Dir::new();
+    let src = "(define (f x) (* x (+ x 1)))\n(f 3) ===> 12\n(f 2.5) ===> 8.75\n";
+    d.file("m.vlad", src);
+    let o = vlad(&d, &["test", "--metered", "m.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "2 passed, 0 failed\n"), "{}", o.stderr);
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert_eq!(lines[0], "metered: m.vlad");
+    // The same counts as running the file (procedure calls summed over the checks).
+    let r = vlad(&d, &["--metered", "m.vlad"]);
+    assert_eq!(lines[1..].join("\n"), r.stderr.trim_end(), "run: {}", r.stderr);
+    assert_eq!(lines[1], "metered: 4 primitive operations (+ 2, * 2)");
+}
+
+#[test]
+fn anf_command_checks_the_backend() {
+    let d = Dir::new();
+    d.file("a.vlad", "(define (f x) x)\n");
+    let o = vlad(&d, &["anf", "--backend", "bogus", "a.vlad"]);
+    assert_eq!(o.code, 2);
+    assert_stderr(&o, "error: --backend must be auto, cpu or cuda, not `bogus`\n");
+}
+
+#[test]
 fn test_command_compares_and_shows_deeply_nested_values() {
     // 100,000 nested lists: the expected value is compared and, on a
     // mismatch, printed back in full (one buffer, not a copy per level).

@@ -165,3 +165,10 @@ fn a_failing_lazy_ad_operation_is_an_error_of_the_input() {
     );
     assert!(o.stderr.starts_with("<stdin>:1:1: error: unperturb"), "{}", o.stderr);
 }
+
+#[test]
+fn anf_of_a_reversible_procedure_shows_its_definition() {
+    let o = pipe("(define-reversible (r x) (+= x 1))\n:anf r\n(call r 1)\n", &[]);
+    assert_eq!(o.stdout, "(define-reversible (r x)\n  (+= x 1))\n(2)\n", "{}", o.stderr);
+    assert_eq!(o.code, 0);
+}
