@@ -119,6 +119,20 @@ unsafe fn clone_value(src: *const Value, dst: *mut Value) {
     }
 }
 
+/// Drops the values at `p[lo..hi]`, calling the drop only for those that need it.
+///
+/// # Safety
+/// Each of them must be a valid value, dropped here once and not used after.
+#[inline(always)]
+unsafe fn drop_values(p: *mut Value, lo: usize, hi: usize) {
+    for i in lo..hi {
+        let x = p.add(i);
+        if (*x).needs_drop() {
+            std::ptr::drop_in_place(x);
+        }
+    }
+}
+
 impl Num {
     #[inline(always)]
     fn value(self) -> Value {
@@ -265,8 +279,7 @@ pub struct Machine {
     pub backend: crate::vec::Backend,
     pub input: Box<dyn std::io::BufRead>,
     /// Data `read-real` has read from `input` and not yet given out (a line
-    /// may hold several numbers).
-    /// (each with its text, for an error)
+    /// may hold several numbers), each with its text (for an error).
     input_pending: std::collections::VecDeque<(crate::datum::Datum, String)>,
 }
 
@@ -320,13 +333,10 @@ impl Machine {
                 Ok(_) => {
                     let ds = crate::reader::read_all(&line, u32::MAX)
                         .map_err(|e| Error::runtime(None, format!("read-real: {}", e.message)))?;
-                    let text = |d: &crate::datum::Datum| {
-                        line.get(d.span.start as usize..d.span.end as usize).unwrap_or("").to_string()
-                    };
-                    self.input_pending.extend(ds.into_iter().map(|d| {
-                        let t = text(&d);
-                        (d, t)
-                    }));
+                    for d in ds {
+                        let text = line.get(d.span.start as usize..d.span.end as usize).unwrap_or("");
+                        self.input_pending.push_back((d, text.to_string()));
+                    }
                 }
                 Err(e) => return Err(Error::runtime(None, format!("read-real: {}", e))),
             }
@@ -997,13 +1007,7 @@ impl Machine {
             // dropped once (or needs no drop).
             unsafe {
                 self.stack.set_len(len);
-                let p = self.stack.as_mut_ptr();
-                for i in len..cur {
-                    let x = p.add(i);
-                    if (*x).needs_drop() {
-                        std::ptr::drop_in_place(x);
-                    }
-                }
+                drop_values(self.stack.as_mut_ptr(), len, cur);
             }
         }
     }
@@ -1022,12 +1026,7 @@ impl Machine {
         unsafe {
             self.stack.set_len(base);
             let p = self.stack.as_mut_ptr();
-            for i in base..from {
-                let x = p.add(i);
-                if (*x).needs_drop() {
-                    std::ptr::drop_in_place(x);
-                }
-            }
+            drop_values(p, base, from);
             std::ptr::copy(p.add(from), p.add(base), len - from);
             self.stack.set_len(base + (len - from));
         }

@@ -846,11 +846,13 @@ pub fn reverse_parts(
         m.tick()?;
         // (the general path below, unboxed where every step stays in X64; the
         // arguments are what `reverse_args` would give otherwise)
-        let y = match X64::try_op(*prim, &xs[..n]) {
+        let y = X64::try_op(*prim, &xs[..n]);
+        let xs = xs.map(X64::value);
+        let y = match y {
             Some(y) => y.value(),
-            None => apply(m, *prim, &xs.map(X64::value)[..n])?,
+            None => apply(m, *prim, &xs[..n])?,
         };
-        return Ok(Some(reverse_result(bp, xs.map(X64::value), n, y)));
+        return Ok(Some(reverse_result(bp, xs, n, y)));
     }
     let Some(args) = leaves(m, *prim, base, nargs)? else { return Ok(None) };
     let Some(xs) = reverse_args(&args) else { return Ok(None) };
