@@ -33,6 +33,11 @@ pub enum Rule {
     /// A primitive with zero derivative that accepts transformed arguments as they
     /// are (e.g. `vec-length`): its forward and reverse versions apply it directly.
     Predicate,
+    /// A primitive equal to the VLAD function `f` (source over primitives), whose
+    /// forward and reverse versions are those of `f`: for primitives whose own
+    /// implementation cannot be differentiated (the derivative runs of reversible
+    /// procedures), so nesting goes through `f`.
+    Via { f: &'static str },
 }
 
 /// Counted by `--metered`.

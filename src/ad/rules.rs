@@ -42,6 +42,11 @@ pub fn rule_source(p: PrimId, k: Kind) -> String {
             "(lambda (v) (let ((y {})) (cons (*j y) (lambda (s) (sensitize (cons '() (zero (*j-inverse v))))))))",
             test.replace("STRIP", "*j-inverse")
         ),
+        (Rule::Via { f }, Kind::F) => format!("(lambda (v) (let ((f {f})) ((bundle f (perturb (zero f))) v)))"),
+        (Rule::Via { f }, _) => format!(
+            "(lambda (v) (let* ((f {f}) ((cons y bp) ((*j f) v))) \
+               (cons y (lambda (s) (let (((cons fb xb) (unsensitize (bp s)))) (sensitize (cons '() xb)))))))"
+        ),
         (Rule::Select, Kind::F) => "(lambda (v) (if-procedure v))".to_string(),
         (Rule::Select, _) => "(lambda ((cons c (cons t e))) \
             (if-procedure c \

@@ -223,6 +223,11 @@ pub struct ProcCode {
     pub slot_names: Vec<Rc<str>>,
     pub body: CStmt,
     pub options: Options,
+    /// What its names mean, for [`ProcCode::functional`].
+    pub frozen: super::functional::Frozen,
+    /// The procedure as VLAD closures, for nested differentiation, made on first
+    /// use (an error text if it could not be translated).
+    pub functional: std::cell::OnceCell<std::result::Result<super::functional::Functional, String>>,
 }
 
 /// The names right-hand sides see on top of the program's: `/` floored on integers,
@@ -282,6 +287,8 @@ pub fn compile(def: ProcDef, scope: &dyn GlobalScope) -> Result<ProcCode> {
     };
     let body = c.seq(&def.body)?;
     Ok(ProcCode {
+        frozen: super::functional::freeze(&def, scope),
+        functional: Default::default(),
         name: def.name.clone(),
         nparams: def.params.len(),
         nslots: c.slot_names.len(),
@@ -562,5 +569,12 @@ impl Compiler<'_> {
         let f = Value::Closure(InstRc::empty(g), 0);
         let args: Vec<RExpr> = used.iter().map(|(_, s)| RExpr::Var(*s)).collect();
         Ok(RExpr::Apply(Box::new(RExpr::Const(f)), args.into_boxed_slice(), sp))
+    }
+}
+
+impl ProcCode {
+    /// The procedure as VLAD closures (translated and compiled on first use).
+    pub fn functional(&self) -> &std::result::Result<super::functional::Functional, String> {
+        self.functional.get_or_init(|| super::functional::translate(&self.def, &self.frozen))
     }
 }

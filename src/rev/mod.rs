@@ -14,6 +14,7 @@
 
 pub mod compile;
 pub mod exec;
+pub mod functional;
 pub mod grad;
 pub mod invert;
 pub mod syntax;
@@ -218,6 +219,117 @@ fn split_like(t: &Value, n: usize) -> Vec<Value> {
 }
 
 /// `(cons* head x1 ... xn)`: `head` alone when there are no xs.
+/// Which VLAD translation of a procedure `%rev-fun...` gives.
+#[derive(Clone, Copy)]
+enum Entry {
+    List,
+    Tuple,
+    Grad,
+}
+
+/// A value with its tags and lazy operations removed at the top.
+fn plain(m: &mut Machine, v: &Value) -> Result<Value> {
+    let mut v = force(m, v)?;
+    while matches!(v, Value::Tagged(..) | Value::TReal(..) | Value::Bundle(_)) {
+        let s = crate::ad::ops::strip(&v).into_owned();
+        v = force(m, &s)?;
+    }
+    Ok(v)
+}
+
+fn car_cdr(m: &mut Machine, v: &Value) -> Result<(Value, Value)> {
+    match plain(m, v)? {
+        Value::Pair(p) => Ok((p.car.clone(), p.cdr.clone())),
+        other => Err(err(format!("internal error: expected a pair, got {}", describe(&other)))),
+    }
+}
+
+/// `(%rev-fun (cons p flag))`, `(%rev-fun-tuple (cons (cons* p a ...) flag))`,
+/// `(%rev-fun-grad (cons* p k a ...))`: the closure for `p` run forward (`flag` #t)
+/// or backward, on transformed arguments (their tags are ignored).
+fn fun_entry(m: &mut Machine, arg: &Value, which: Entry) -> Result<Value> {
+    let (head, flag) = match which {
+        Entry::Grad => (arg.clone(), Value::Bool(true)),
+        _ => car_cdr(m, arg)?,
+    };
+    let p = match which {
+        Entry::List => plain(m, &head)?,
+        _ => match plain(m, &head)? {
+            Value::Pair(pr) => plain(m, &pr.car)?,
+            other => other,
+        },
+    };
+    let rp = expect_rev(&p, "nested differentiation")?;
+    let fwd = plain(m, &flag)?.is_true_stripped() != rp.inverted;
+    let f = rp
+        .code
+        .functional()
+        .as_ref()
+        .map_err(|msg| err(format!("nested differentiation through {}: {}", rp.display_name(), msg)))?;
+    let e = if fwd { &f.fwd } else { &f.bwd };
+    match which {
+        Entry::List => Ok(e.list.clone()),
+        Entry::Tuple => Ok(e.tuple.clone()),
+        Entry::Grad => {
+            e.grad.clone().ok_or_else(|| err(format!("rev-grad: {} has no variables", rp.display_name())))
+        }
+    }
+}
+
+fn elem_index(i: &Value, len: usize, what: &str) -> Result<usize> {
+    let k = match i {
+        Value::Int(k) if *k >= 0 => Some(*k as usize),
+        Value::Real(r) if *r >= 0.0 && r.fract() == 0.0 && *r < 9e15 => Some(*r as usize),
+        _ => None,
+    };
+    match k {
+        Some(k) if k < len => Ok(k),
+        _ => {
+            Err(err(format!("{}: index {} out of range for a vector of {} elements", what, describe(i), len)))
+        }
+    }
+}
+
+/// The elements of a list (forced).
+fn elems(m: &mut Machine, v: &Value, what: &str) -> Result<Vec<Value>> {
+    list_items(m, v).ok_or_else(|| err(format!("{}: expected a vector (a list), got {}", what, describe(v))))
+}
+
+/// `(ref v i)` on a list or packed vector.
+fn elem_ref(m: &mut Machine, v: &Value, i: &Value) -> Result<Value> {
+    if let Value::Vector(rv) = v {
+        let k = elem_index(i, rv.len(), "ref")?;
+        return Ok(Value::Real(rv.host()[k]));
+    }
+    let xs = elems(m, v, "ref")?;
+    let k = elem_index(i, xs.len(), "ref")?;
+    Ok(xs[k].clone())
+}
+
+/// `v` with element `i` replaced by `x` (a list or packed vector).
+fn elem_set(m: &mut Machine, v: &Value, i: &Value, x: &Value) -> Result<Value> {
+    if let Value::Vector(rv) = v {
+        let k = elem_index(i, rv.len(), "ref")?;
+        let mut xs = rv.host().to_vec();
+        xs[k] = x.as_f64().ok_or_else(|| {
+            err(format!("an element of a packed vector must be a real, got {}", describe(x)))
+        })?;
+        return Ok(Value::Vector(Rc::new(crate::vec::RealVec::from_vec(xs, rv.shape()))));
+    }
+    let mut xs = elems(m, v, "ref")?;
+    let k = elem_index(i, xs.len(), "ref")?;
+    xs[k] = x.clone();
+    Ok(Value::list(xs))
+}
+
+/// A packed vector as the list of its elements (anything else as it is).
+fn unpack(v: &Value) -> Value {
+    match v {
+        Value::Vector(rv) => Value::list(rv.host().iter().map(|x| Value::Real(*x)).collect::<Vec<_>>()),
+        other => other.clone(),
+    }
+}
+
 fn make_tuple(head: Value, xs: Vec<Value>) -> Value {
     let mut it = xs.into_iter().rev();
     match it.next() {
@@ -406,8 +518,27 @@ fn int_op(name: &str, a: &Value, b: &Value, f: fn(BigInt, BigInt) -> BigInt) -> 
     }
 }
 
-const NESTED: Rule =
-    Rule::Rules { jvp: "(lambda (x y dx) (%rev-nested x))", vjp: "(lambda (x y yb) (%rev-nested x))" };
+// Nested differentiation goes through the procedure as VLAD code (`functional`):
+// each of these equals a VLAD function of the procedure's translation.
+const VIA_JVP: Rule = Rule::Via {
+    f: "(lambda ((cons p (cons flag (cons a (cons da t))))) \
+          (let ((f (%rev-fun (cons p flag)))) (unperturb (tangent ((bundle f (perturb (zero f))) (bundle a (perturb da)))))))",
+};
+const VIA_VJP: Rule = Rule::Via {
+    f: "(lambda ((cons p (cons flag (cons x (cons y (cons yb t)))))) \
+          (let* ((f (%rev-fun (cons p flag))) ((cons fy bp) ((*j f) (*j x))) \
+                 ((cons fb xb) (unsensitize (bp (sensitize yb)))))  xb))",
+};
+const VIA_JVP_TUPLE: Rule = Rule::Via {
+    f: "(lambda ((cons flag (cons x (cons dx t)))) \
+          (let ((f (%rev-fun-tuple (cons x flag)))) (unperturb (tangent ((bundle f (perturb (zero f))) (bundle x (perturb dx)))))))",
+};
+const VIA_VJP_TUPLE: Rule = Rule::Via {
+    f: "(lambda ((cons flag (cons x (cons y (cons yb t))))) \
+          (let* ((f (%rev-fun-tuple (cons x flag))) ((cons fy bp) ((*j f) (*j x))) \
+                 ((cons fb xb) (unsensitize (bp (sensitize yb))))) xb))",
+};
+const VIA_GRAD: Rule = Rule::Via { f: "(lambda (x) ((%rev-fun-grad x) x))" };
 use crate::prims::ZERO_RULES as ZERO;
 
 /// The primitives of this module, appended to the primitive table.
@@ -473,7 +604,7 @@ pub fn prims() -> Vec<PrimDef> {
                 let k = xs.remove(0);
                 grad(m, &p, &k, &Value::list(xs))
             },
-            NESTED,
+            VIA_GRAD,
             Class::Other,
         ),
         p(
@@ -490,7 +621,7 @@ pub fn prims() -> Vec<PrimDef> {
                     _ => Err(err("%rev-jvp-tuple: bad arguments".into())),
                 }
             },
-            NESTED,
+            VIA_JVP_TUPLE,
             Class::Other,
         ),
         p(
@@ -508,7 +639,7 @@ pub fn prims() -> Vec<PrimDef> {
                     _ => Err(err("%rev-vjp-tuple: bad arguments".into())),
                 }
             },
-            NESTED,
+            VIA_VJP_TUPLE,
             Class::Other,
         ),
         // The same on a list of values, `(%rev-call p (list a ...))`. These helpers take
@@ -524,7 +655,7 @@ pub fn prims() -> Vec<PrimDef> {
                     _ => Err(err("%rev-vjp: bad arguments".into())),
                 }
             },
-            NESTED,
+            VIA_VJP,
             Class::Other,
         ),
         p(
@@ -537,18 +668,72 @@ pub fn prims() -> Vec<PrimDef> {
                     _ => Err(err("%rev-jvp: bad arguments".into())),
                 }
             },
-            NESTED,
+            VIA_JVP,
+            Class::Other,
+        ),
+        // The procedure as VLAD closures (`functional`), for the rules above. They
+        // receive transformed arguments (`Rule::Predicate`: zero derivative).
+        p("%rev-fun", 1, |m, a| fun_entry(m, &a[0], Entry::List), Rule::Predicate, Class::Other),
+        p("%rev-fun-tuple", 1, |m, a| fun_entry(m, &a[0], Entry::Tuple), Rule::Predicate, Class::Other),
+        p("%rev-fun-grad", 1, |m, a| fun_entry(m, &a[0], Entry::Grad), Rule::Predicate, Class::Other),
+        // What the translation computes with: element access and update on a list or
+        // packed vector, a packed vector as the list of its elements and back, exact
+        // division (`/=`), and the zero `push` leaves behind.
+        p(
+            "%rev-ref",
+            2,
+            |m, a| elem_ref(m, &a[0], &a[1]),
+            Rule::Rules {
+                jvp: "(lambda ((cons v i) y (cons dv di)) (%rev-ref dv i))",
+                vjp: "(lambda ((cons v i) y yb) (cons (%rev-set (zero v) i yb) (zero i)))",
+            },
             Class::Other,
         ),
         p(
-            "%rev-nested",
-            1,
-            |_, _| {
-                Err(err(
-                    "nested differentiation through a reversible procedure (a derivative of call/uncall/rev-grad's own derivative) is not supported"
-                        .into(),
-                ))
+            "%rev-set",
+            3,
+            |m, a| elem_set(m, &a[0], &a[1], &a[2]),
+            Rule::Rules {
+                jvp: "(lambda ((cons* v i x) y (cons* dv di dx)) (%rev-set dv i dx))",
+                vjp: "(lambda ((cons* v i x) y yb) (cons* (%rev-set yb i (zero x)) (zero i) (%rev-ref yb i)))",
             },
+            Class::Other,
+        ),
+        p(
+            "%rev-unpack",
+            1,
+            |_, a| Ok(unpack(&a[0])),
+            Rule::Rules { jvp: "(lambda (x y dx) (%rev-unpack dx))", vjp: "(lambda (x y yb) (%rev-repack yb x))" },
+            Class::Other,
+        ),
+        p(
+            "%rev-repack",
+            2,
+            |_, a| Ok(exec::repack(a[0].clone(), &a[1])),
+            Rule::Rules {
+                jvp: "(lambda ((cons v like) y (cons dv dl)) (%rev-repack dv like))",
+                vjp: "(lambda ((cons v like) y yb) (cons (%rev-unpack yb) (zero like)))",
+            },
+            Class::Other,
+        ),
+        p(
+            "%rev-qdiv",
+            2,
+            |_, a| match exec::div_exact(&a[0], &a[1]) {
+                Some(Ok(v)) => Ok(v),
+                Some(Err(msg)) => Err(err(format!("/=: {}", msg))),
+                None => Err(num_err("/=", &a[0], &a[1])),
+            },
+            Rule::Rules {
+                jvp: "(lambda ((cons x1 x2) y (cons d1 d2)) (/ (- d1 (* y d2)) x2))",
+                vjp: "(lambda ((cons x1 x2) y yb) (cons (/ yb x2) (- 0 (/ (* yb y) x2))))",
+            },
+            Class::Arith,
+        ),
+        p(
+            "%rev-zero-of",
+            1,
+            |_, a| Ok(if matches!(a[0], Value::Real(_)) { Value::Real(0.0) } else { Value::Int(0) }),
             ZERO,
             Class::Other,
         ),
