@@ -782,6 +782,9 @@ const NESTED_DEFS: &str = "
 (define (cv x) (car (cdr (call cubes (vector-of (list x (* 2 x) (* x x))) 0.0))))
 (define (cu x) (car (cdr (uncall (rev-inverse cubes) (list x (* 2 x) (* x x)) 0.0))))
 (define (ci x) (let ((q cubes)) (car (cdr (%rev-call q (list (list x (* 2 x) (* x x)) 0.0))))))
+;; packed vectors inside a list: x * x^2 + 2 (the length of a row)
+(define-reversible (nest m s) (+= s (* (ref (ref m 1) 0) (ref (ref m 1) 1))) (+= s (length (ref m 1))))
+(define (h x) (car (cdr (call nest (list (vector-of (list 1.0 2.0)) (vector-of (list x (* x x)))) 0.0))))
 ";
 
 /// Derivatives of derivatives through `call`, `uncall` and `rev-grad` (AD.md: any mix,
@@ -823,6 +826,12 @@ fn nested_differentiation_through_reversible_procedures() {
             let got = num(&last(&mut s, &format!("({mix} {x})")));
             assert!(close(got, want, 1e-12), "{mix}: {got}, want {want}");
         }
+    }
+    for (mix, want) in
+        [("(R h)", 3.0 * x * x), ("(R (R h))", 6.0 * x), ("(F (R h))", 6.0 * x), ("(R (F h))", 6.0 * x)]
+    {
+        let got = num(&last(&mut s, &format!("({mix} {x})")));
+        assert!(close(got, want, 1e-12), "{mix}: {got}, want {want}");
     }
     // the Taylor-series exp: its derivatives are exp again (to the series' accuracy);
     // uncall subtracts it; the derivative of rev-grad's derivative

@@ -322,11 +322,50 @@ fn elem_set(m: &mut Machine, v: &Value, i: &Value, x: &Value) -> Result<Value> {
     Ok(Value::list(xs))
 }
 
-/// A packed vector as the list of its elements (anything else as it is).
+/// A value as the executor's store holds it: packed vectors (at any depth of a list)
+/// become lists of their elements, proper lists are rebuilt with their elements
+/// converted, anything else is kept.
 fn unpack(v: &Value) -> Value {
     match v {
         Value::Vector(rv) => Value::list(rv.host().iter().map(|x| Value::Real(*x)).collect::<Vec<_>>()),
+        Value::Pair(_) => {
+            let mut items = Vec::new();
+            let mut cur = v;
+            while let Value::Pair(p) = cur {
+                items.push(p.car.clone());
+                cur = &p.cdr;
+            }
+            if !matches!(cur, Value::Nil) || !items.iter().any(has_vector) {
+                return v.clone();
+            }
+            Value::list(items.iter().map(unpack).collect::<Vec<_>>())
+        }
         other => other.clone(),
+    }
+}
+
+fn has_vector(v: &Value) -> bool {
+    let mut cur = v;
+    loop {
+        match cur {
+            Value::Vector(_) => return true,
+            Value::Pair(p) => {
+                if has_vector(&p.car) {
+                    return true;
+                }
+                cur = &p.cdr;
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// The inverse of [`unpack`]: `v` (lists) with the packed vectors of `like` packed again.
+fn pack_like(v: &Value, like: &Value) -> Value {
+    match (v, like) {
+        (_, Value::Vector(_)) => exec::repack(v.clone(), like),
+        (Value::Pair(p), Value::Pair(q)) => Value::cons(pack_like(&p.car, &q.car), pack_like(&p.cdr, &q.cdr)),
+        _ => v.clone(),
     }
 }
 
@@ -677,8 +716,10 @@ pub fn prims() -> Vec<PrimDef> {
         p("%rev-fun-tuple", 1, |m, a| fun_entry(m, &a[0], Entry::Tuple), Rule::Predicate, Class::Other),
         p("%rev-fun-grad", 1, |m, a| fun_entry(m, &a[0], Entry::Grad), Rule::Predicate, Class::Other),
         // What the translation computes with: element access and update on a list or
-        // packed vector, a packed vector as the list of its elements and back, exact
-        // division (`/=`), and the zero `push` leaves behind.
+        // packed vector, packed vectors as lists of their elements (as the store holds
+        // them) and back (`%rev-repack` at the top, as `call` returns them;
+        // `%rev-pack-like` at any depth, for the cotangent), exact division (`/=`), and
+        // the zero `push` leaves behind.
         p(
             "%rev-ref",
             2,
@@ -703,7 +744,17 @@ pub fn prims() -> Vec<PrimDef> {
             "%rev-unpack",
             1,
             |_, a| Ok(unpack(&a[0])),
-            Rule::Rules { jvp: "(lambda (x y dx) (%rev-unpack dx))", vjp: "(lambda (x y yb) (%rev-repack yb x))" },
+            Rule::Rules { jvp: "(lambda (x y dx) (%rev-unpack dx))", vjp: "(lambda (x y yb) (%rev-pack-like yb x))" },
+            Class::Other,
+        ),
+        p(
+            "%rev-pack-like",
+            2,
+            |_, a| Ok(pack_like(&a[0], &a[1])),
+            Rule::Rules {
+                jvp: "(lambda ((cons v like) y (cons dv dl)) (%rev-pack-like dv like))",
+                vjp: "(lambda ((cons v like) y yb) (cons (%rev-unpack yb) (zero like)))",
+            },
             Class::Other,
         ),
         p(
