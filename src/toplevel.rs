@@ -69,6 +69,9 @@ pub struct Session {
     /// and a definition that fails to compile raises its error when used,
     /// instead of the whole unit being rejected.
     pub defer_errors: bool,
+    /// Arm the `--timeout` watchdog ([`crate::watchdog`]) for each evaluation
+    /// (set by the command line only).
+    pub watchdog: bool,
 }
 
 /// The prelude's pair accessors and the parts they take, innermost first (`true` = car).
@@ -164,6 +167,7 @@ impl Session {
             accessors: FxHashMap::default(),
             loading_prelude: false,
             defer_errors: false,
+            watchdog: false,
         }
     }
 
