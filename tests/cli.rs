@@ -148,6 +148,26 @@ fn duplicate_definition_across_an_include() {
     );
 }
 
+/// A file included twice (here once directly and once through another file) defines
+/// its names twice; the message gave the same location for both definitions.
+#[test]
+fn a_file_included_twice_is_named_in_the_duplicate_definition_error() {
+    let d = Dir::new();
+    d.file("main.vlad", "(include \"lib\")\n(include \"other\")\n(helper)\n")
+        .file("other.vlad", "(include \"lib\")\n")
+        .file("lib.vlad", "\n(define (helper) 1)\n");
+    let o = vlad(&d, &["main.vlad"]);
+    assert_eq!(o.code, 1);
+    assert_stderr(
+        &o,
+        "lib.vlad:2:10: error: `helper` is defined twice: lib.vlad is included twice \
+         (each include splices the file in again)
+  | (define (helper) 1)
+  |          ^
+",
+    );
+}
+
 #[test]
 fn include_not_found() {
     let o = run_bad("(write 1)\n(include \"nope\")\n", &[]);
