@@ -189,6 +189,7 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
         match step {
             Step::Define(g, span) => {
                 fresh_limits(&mut sess);
+                arm_watchdog(&sess, span, report);
                 if let Err(e) = sess.run_define(g) {
                     let loc = sess.sources.location(span);
                     fail(report, format!("{}: definition failed: {}", loc, e.message));
@@ -202,6 +203,7 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
                 let (r, span, expected) = match step {
                     Step::Expr { thunk, span, expected } => {
                         fresh_limits(&mut sess);
+                        arm_watchdog(&sess, span, report);
                         (sess.run_thunk(&thunk).and_then(|v| sess.printable(v, span)), span, expected)
                     }
                     Step::Failed { error, span, expected, .. } => (Err(error), span, expected),
@@ -216,11 +218,38 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
             }
         }
     }
+    if sess.watchdog {
+        crate::watchdog::disarm();
+    }
     if sess.m.meter.is_some() {
         sess.m.steps += calls.get();
         eprintln!("metered: {}", path.display());
         crate::cli::print_meter(&sess);
     }
+}
+
+/// `--timeout` for the check at `span`: should it run on, stuck in one primitive
+/// operation, after its deadline, the watchdog prints the report so far, with this
+/// check failed, and ends the run.
+fn arm_watchdog(sess: &Session, span: crate::source::Span, report: &Report) {
+    if !sess.watchdog || sess.m.deadline.is_none() {
+        return;
+    }
+    let loc = sess.sources.location(span);
+    let loc = loc.rsplit_once(':').map(|(a, _)| a.to_string()).unwrap_or(loc);
+    let failures = report.failures.clone();
+    let (passed, failed) = (report.passed, report.failed + 1);
+    crate::watchdog::arm(
+        sess.m.deadline,
+        Box::new(move || {
+            for line in &failures {
+                println!("{}", line);
+            }
+            println!("{}: error: {}", loc, crate::watchdog::message());
+            println!("{} passed, {} failed (the checks after this one did not run)", passed, failed);
+            3
+        }),
+    );
 }
 
 fn render_short(sess: &Session, e: &Error, path: &Path) -> String {

@@ -176,6 +176,7 @@ fn new_session(opts: &Opts) -> Session {
     let mut s = Session::new();
     s.include_dirs = opts.include.clone();
     apply_limits(&mut s, opts);
+    s.watchdog = true;
     s
 }
 
@@ -268,6 +269,13 @@ fn run_file(file: &Path, opts: &Opts) -> i32 {
         return c;
     }
     let mut s = new_session(opts);
+    crate::watchdog::arm(
+        s.m.deadline,
+        Box::new(|| {
+            eprintln!("error: {}", crate::watchdog::message());
+            3
+        }),
+    );
     let Some(items) = read_program(&mut s, file) else { return 1 };
     let unit = match s.compile(items) {
         Ok(u) => u,

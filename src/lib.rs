@@ -25,3 +25,4 @@ pub mod stack;
 pub mod toplevel;
 pub mod value;
 pub mod vec;
+pub mod watchdog;

@@ -455,12 +455,13 @@ pub fn spread(
                         cur = p.cdr.clone();
                     }
                     other => {
-                        return Err(err(format!(
-                            "{}: expected {} arguments, got {}",
-                            def.name,
-                            n,
-                            if out.is_empty() { describe(&other) } else { "too few".to_string() }
-                        )))
+                        // One argument that is not a tuple, or a tuple of too few.
+                        let got = if out.is_empty() {
+                            format!("one: {} ({})", describe(&other), other.kind_name())
+                        } else {
+                            (out.len() + 1).to_string()
+                        };
+                        return Err(err(format!("{}: expected {} arguments, got {}", def.name, n, got)));
                     }
                 }
             }

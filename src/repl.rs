@@ -426,10 +426,20 @@ impl Repl {
         m.stack.clear();
         m.depth = 0;
         m.interrupt.store(false, Ordering::SeqCst);
+        // A primitive operation that runs on past the deadline (it cannot be
+        // interrupted) ends the session: better than not answering at all.
+        crate::watchdog::arm(
+            m.deadline,
+            Box::new(|| {
+                eprintln!("error: {}", crate::watchdog::message());
+                3
+            }),
+        );
         self.evaluating.store(true, Ordering::SeqCst);
         let s = &mut self.s;
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(s)));
         self.evaluating.store(false, Ordering::SeqCst);
+        crate::watchdog::disarm();
         self.s.m.interrupt.store(false, Ordering::SeqCst);
         let _ = self.s.m.out.flush();
         match r {

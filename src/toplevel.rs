@@ -69,6 +69,9 @@ pub struct Session {
     /// and a definition that fails to compile raises its error when used,
     /// instead of the whole unit being rejected.
     pub defer_errors: bool,
+    /// Arm the `--timeout` watchdog ([`crate::watchdog`]) for each evaluation
+    /// (set by the command line only).
+    pub watchdog: bool,
 }
 
 /// The prelude's pair accessors and the parts they take, innermost first (`true` = car).
@@ -164,6 +167,7 @@ impl Session {
             accessors: FxHashMap::default(),
             loading_prelude: false,
             defer_errors: false,
+            watchdog: false,
         }
     }
 
@@ -354,14 +358,18 @@ impl Session {
             | Item::Broken { name: Some((name, name_span)), .. } = it
             {
                 if let Some((_, prev)) = defined.get(name) {
-                    return Err(Error::syntax(
-                        *name_span,
+                    let first = self.sources.location(*prev);
+                    // One file included twice: both definitions are at the same place.
+                    let message = if first == self.sources.location(*name_span) {
+                        let file = self.sources.file(name_span.file).map_or("a file", |f| &*f.name);
                         format!(
-                            "`{}` is defined twice; the first definition is at {}",
-                            name,
-                            self.sources.location(*prev)
-                        ),
-                    ));
+                            "`{}` is defined twice: {} is included twice (each include splices the file in again)",
+                            name, file
+                        )
+                    } else {
+                        format!("`{}` is defined twice; the first definition is at {}", name, first)
+                    };
+                    return Err(Error::syntax(*name_span, message));
                 }
                 let g = self.m.add_global(name.clone(), *name_span, GState::Forcing);
                 defined.insert(name.clone(), (g, *name_span));

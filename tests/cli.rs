@@ -148,6 +148,26 @@ fn duplicate_definition_across_an_include() {
     );
 }
 
+/// A file included twice (here once directly and once through another file) defines
+/// its names twice; the message gave the same location for both definitions.
+#[test]
+fn a_file_included_twice_is_named_in_the_duplicate_definition_error() {
+    let d = Dir::new();
+    d.file("main.vlad", "(include \"lib\")\n(include \"other\")\n(helper)\n")
+        .file("other.vlad", "(include \"lib\")\n")
+        .file("lib.vlad", "\n(define (helper) 1)\n");
+    let o = vlad(&d, &["main.vlad"]);
+    assert_eq!(o.code, 1);
+    assert_stderr(
+        &o,
+        "lib.vlad:2:10: error: `helper` is defined twice: lib.vlad is included twice \
+         (each include splices the file in again)
+  | (define (helper) 1)
+  |          ^
+",
+    );
+}
+
 #[test]
 fn include_not_found() {
     let o = run_bad("(write 1)\n(include \"nope\")\n", &[]);
@@ -459,6 +479,85 @@ fn test_command_limits_apply_to_each_check() {
     assert_eq!((o.code, o.stdout.as_str()), (0, "4 passed, 0 failed\n"), "{}", o.stderr);
     let o = vlad(&d, &["test", "--timeout", "0.3", "t.vlad"]);
     assert_eq!((o.code, o.stdout.as_str()), (0, "4 passed, 0 failed\n"), "{}", o.stderr);
+}
+
+/// Runs `vlad ARGS` in `dir` with `stdin` as its input; kills it after `limit`
+/// (returning `None`) so that a hang fails the test instead of stalling it.
+fn vlad_within(dir: &Dir, args: &[&str], stdin: &str, limit: Duration) -> Option<Out> {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vlad"))
+        .args(args)
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    Some(Out { code: status.code().unwrap_or(-1), stdout, stderr })
+}
+
+/// `--timeout` bounds a program stuck in one primitive operation (here the product
+/// of two exact integers of 10^8 bits, minutes of work), which the evaluator cannot
+/// interrupt: it ran on for minutes. A watchdog ends it a second after the deadline,
+/// in `vlad run`, `vlad test` (reporting the checks so far) and the REPL.
+#[test]
+fn timeout_stops_a_long_primitive_operation() {
+    let d = Dir::new();
+    let sq = "(define (sq n x) (if (= n 0) x (sq (- n 1) (* x x))))\n";
+    d.file("p.vlad", &format!("{sq}(+ 1 2)\n(zero? (sq 27 3))\n(+ 3 4)\n")).file(
+        "t.vlad",
+        &format!("(+ 1 2) ===> 4\n{sq}(+ 1 2) ===> 3\n(zero? (sq 27 3)) ===> #f\n(+ 3 4) ===> 7\n"),
+    );
+    let limit = Duration::from_secs(60);
+    let msg = "time limit exceeded (--timeout); a primitive operation was still running 1 s later";
+    let o = vlad_within(&d, &["--timeout", "0.5", "p.vlad"], "", limit).expect("vlad run hung");
+    assert_eq!((o.code, o.stdout.as_str()), (3, "3\n"), "{}", o.stderr);
+    assert!(o.stderr.starts_with(&format!("error: {msg}")), "{}", o.stderr);
+    let o = vlad_within(&d, &["test", "--timeout", "0.5", "t.vlad"], "", limit).expect("vlad test hung");
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    let expected = format!(
+        "t.vlad:1: expected 4, got 3\nt.vlad:4: error: {msg} and cannot be interrupted, so vlad stopped\n\
+         1 passed, 2 failed (the checks after this one did not run)\n"
+    );
+    assert_eq!(o.stdout, expected, "{}", o.stderr);
+    let input = format!("{sq}(+ 1 2)\n(zero? (sq 27 3))\n(+ 3 4)\n");
+    let o = vlad_within(&d, &["--timeout", "0.5"], &input, limit).expect("the REPL hung");
+    assert_eq!((o.code, o.stdout.as_str()), (3, "3\n"), "{}", o.stderr);
+    assert!(o.stderr.starts_with(&format!("error: {msg}")), "{}", o.stderr);
+    // between REPL inputs the watchdog is disarmed: waiting for input is not timed
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vlad"))
+        .args(["--timeout", "0.2"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"(+ 1 2)\n").unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    stdin.write_all(b"(+ 3 4)\n").unwrap();
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "3\n7\n");
 }
 
 // ---- vlad run ----
