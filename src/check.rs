@@ -75,7 +75,7 @@ fn error_expectation(d: &Datum) -> Option<&str> {
 /// Checks one result against its expectation; `Err` carries "expected ..., got ...".
 pub fn check(result: &Result<Value>, expected: Option<&Datum>) -> std::result::Result<(), String> {
     let shown = |r: &Result<Value>| match r {
-        Ok(v) => crate::print::to_string(v),
+        Ok(v) => clip(crate::print::to_string(v)),
         Err(e) => format!("error: {}", e.message),
     };
     match expected {
@@ -109,13 +109,25 @@ pub fn check(result: &Result<Value>, expected: Option<&Datum>) -> std::result::R
                     if ok {
                         Ok(())
                     } else {
-                        Err(format!("expected {}, got {}", datum_text(exp), text))
+                        Err(format!("expected {}, got {}", clip(datum_text(exp)), clip(text)))
                     }
                 }
-                Err(e) => Err(format!("expected {}, got error: {}", datum_text(exp), e.message)),
+                Err(e) => Err(format!("expected {}, got error: {}", clip(datum_text(exp)), e.message)),
             }
         }
     }
+}
+
+/// A value's text for a failure line: a long one keeps its start and end.
+fn clip(text: String) -> String {
+    const KEEP: usize = 400;
+    let n = text.chars().count();
+    if n <= 3 * KEEP {
+        return text;
+    }
+    let head: String = text.chars().take(KEEP).collect();
+    let tail: String = text.chars().skip(n - KEEP).collect();
+    format!("{} ... ({} characters in all) ... {}", head, n, tail)
 }
 
 /// Prints a datum back as source text.

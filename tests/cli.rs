@@ -481,6 +481,21 @@ fn test_command_limits_apply_to_each_check() {
     assert_eq!((o.code, o.stdout.as_str()), (0, "4 passed, 0 failed\n"), "{}", o.stderr);
 }
 
+#[test]
+fn test_failure_lines_clip_long_values() {
+    let d = Dir::new();
+    d.file("t.vlad", "(iota 5000) ===> (0 1 2)\n(iota 3) ===> (iota 4)\n");
+    let o = vlad(&d, &["test", "t.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let all = format!("{}{}", o.stdout, o.stderr);
+    let first = all.lines().find(|l| l.contains("t.vlad:1:")).expect(&all);
+    // the start and the end of the 5000 numbers, and how long the text is
+    assert!(first.contains("got (0 1 2 3 4 5") && first.ends_with("4998 4999)"), "{first}");
+    assert!(first.contains("... (23891 characters in all) ..."), "{first}");
+    assert!(first.len() < 1000, "{} characters", first.len());
+    assert!(all.contains("expected (iota 4), got (0 1 2)"), "{all}");
+}
+
 /// Runs `vlad ARGS` in `dir` with `stdin` as its input; kills it after `limit`
 /// (returning `None`) so that a hang fails the test instead of stalling it.
 fn vlad_within(dir: &Dir, args: &[&str], stdin: &str, limit: Duration) -> Option<Out> {
