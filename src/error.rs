@@ -76,6 +76,12 @@ impl Error {
         }
     }
 
+    /// Ends the trace with the top-level expression the error came from (an entry
+    /// with no name, kept however long the trace is).
+    pub fn push_top_level(&mut self, span: Span) {
+        self.0.trace.push((String::new(), span));
+    }
+
     /// The full report: location line, source line with caret, call trace.
     pub fn render(&self, sm: &SourceMap) -> String {
         let mut out = String::new();
@@ -90,15 +96,23 @@ impl Error {
             }
             None => out.push_str(&format!("error: {}\n", self.message)),
         }
+        let elided = format!("  ... {} more frames\n", self.trace_elided);
+        let mut elided_shown = self.trace_elided == 0;
         for (name, sp) in &self.trace {
-            if sm.file(sp.file).is_some() {
+            if name.is_empty() {
+                if !elided_shown {
+                    out.push_str(&elided);
+                    elided_shown = true;
+                }
+                out.push_str(&format!("  from the top-level expression at {}\n", sm.location(*sp)));
+            } else if sm.file(sp.file).is_some() {
                 out.push_str(&format!("  in {} called at {}\n", name, sm.location(*sp)));
             } else {
                 out.push_str(&format!("  in {}\n", name));
             }
         }
-        if self.trace_elided > 0 {
-            out.push_str(&format!("  ... {} more frames\n", self.trace_elided));
+        if !elided_shown {
+            out.push_str(&elided);
         }
         out
     }

@@ -471,12 +471,15 @@ impl Session {
         self.m.global(g).map_err(|e| self.name_pattern(e))
     }
 
-    /// Runs a thunk group.
+    /// Runs a thunk group (a top-level expression).
     pub fn run_thunk(&mut self, g: &Rc<Group>) -> Result<Value> {
         self.m.stack.clear();
         self.m.depth = 0;
         self.m.stack.push(Value::Nil);
-        self.m.call_closure(InstRc::empty(g.clone()), 0, 1, None).map_err(|e| self.name_pattern(e))
+        let at = g.spans.first().copied();
+        self.m
+            .call_closure(InstRc::empty(g.clone()), 0, 1, None)
+            .map_err(|e| anchor(self.name_pattern(e), at))
     }
 
     /// The value of a top-level expression `span`, checked before it is printed or
@@ -657,4 +660,17 @@ fn check_name(d: &Datum, name: &str) -> Result<()> {
         return Err(Error::syntax(d.span, format!("`{}` is syntax and cannot be defined", name)));
     }
     Ok(())
+}
+
+/// An error of top-level expression `at` that names no place inside it (it was
+/// raised in the prelude or an included file, and the calls from the expression
+/// were tail calls, so no frame recorded them) ends its trace with the expression
+/// ([`Error::push_top_level`]).
+fn anchor(mut e: Error, at: Option<Span>) -> Error {
+    let Some(at) = at.filter(|s| s.is_known()) else { return e };
+    let inside = |s: &Span| s.file == at.file && at.start <= s.start && s.end <= at.end;
+    if !e.span.iter().chain(e.trace.iter().map(|(_, s)| s)).any(inside) {
+        e.push_top_level(at);
+    }
+    e
 }

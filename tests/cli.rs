@@ -395,7 +395,7 @@ fn max_depth_stops_deep_recursion() {
         for _ in 0..8 {
             expected.push_str("  in f called at deep.vlad:1:20\n");
         }
-        expected.push_str("  ... 992 more frames\n");
+        expected.push_str("  ... 992 more frames\n  from the top-level expression at deep.vlad:2:1\n");
         assert_stderr(&o, &expected);
     }
 }
@@ -410,6 +410,7 @@ fn max_steps_stops_an_infinite_loop() {
   | (define (spin n) (spin (+ n 1)))
   |                  ^
   in spin called at bad.vlad:1:18
+  from the top-level expression at bad.vlad:2:1
 ",
     );
 }
@@ -479,6 +480,23 @@ fn test_command_limits_apply_to_each_check() {
     assert_eq!((o.code, o.stdout.as_str()), (0, "4 passed, 0 failed\n"), "{}", o.stderr);
     let o = vlad(&d, &["test", "--timeout", "0.3", "t.vlad"]);
     assert_eq!((o.code, o.stdout.as_str()), (0, "4 passed, 0 failed\n"), "{}", o.stderr);
+}
+
+/// An error raised in the prelude, reached through tail calls (no frame of the
+/// user's file), still names the top-level expression it came from.
+#[test]
+fn prelude_errors_name_the_top_level_expression() {
+    let o = run_bad("(define xs (list 1 2))\n(list-ref xs 5)\n", &[]);
+    assert!(o.stderr.starts_with("prelude/base.vlad:"), "{}", o.stderr);
+    assert!(o.stderr.ends_with("  from the top-level expression at bad.vlad:2:1\n"), "{}", o.stderr);
+    // an error inside the expression is located there, with no extra line
+    let o = run_bad("(define (f x) (car x))\n(f 3)\n", &[]);
+    assert!(o.stderr.starts_with("bad.vlad:1:"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("in f called at bad.vlad:2:1") && !o.stderr.contains("top-level"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
@@ -685,7 +703,8 @@ fn anf_command_checks_the_backend() {
 #[test]
 fn test_command_compares_and_shows_deeply_nested_values() {
     // 100,000 nested lists: the expected value is compared and, on a
-    // mismatch, printed back in full (one buffer, not a copy per level).
+    // mismatch, printed (one buffer, not a copy per level), the failure line
+    // keeping the start and the end of each.
     let n = 100_000;
     let d = Dir::new();
     let nest = "(define (nest n) (let loop ((i 0) (acc '())) (if (= i n) acc (loop (+ i 1) (list acc)))))";
@@ -695,7 +714,9 @@ fn test_command_compares_and_shows_deeply_nested_values() {
     assert_eq!(o.code, 1, "{}", o.stderr);
     let lines: Vec<&str> = o.stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{}", &o.stdout[..o.stdout.len().min(300)]);
-    assert_eq!(lines[0], format!("t.vlad:3: expected {}, got {}", deep(n), deep(n + 1)));
+    let clipped =
+        |k: usize| format!("{} ... ({} characters in all) ... {}", "(".repeat(400), 2 * k, ")".repeat(400));
+    assert_eq!(lines[0], format!("t.vlad:3: expected {}, got {}", clipped(n), clipped(n + 1)));
     assert_eq!(lines[1], "1 passed, 1 failed");
 }
 
