@@ -860,3 +860,48 @@ fn rev_grad_memory_does_not_grow_with_iterations() {
     assert!(close(g[0], want, 1e-9), "{r}");
     assert!(close(g[1], 20000.0 * 0.99999f64.powi(19999), 1e-7), "{r}");
 }
+
+/// A right-hand side may apply a procedure that depends on the variables: a lambda
+/// capturing one, or a variable holding a closure passed in from VLAD (which captures
+/// the value being differentiated). First derivatives (the native tangent and adjoint
+/// runs) must follow that dependence too, not treat the procedure as a constant.
+#[test]
+fn first_derivatives_through_procedures_that_depend_on_the_variables() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(
+        &mut s,
+        "(define-reversible (u1 y x) (+= y ((lambda (z) (* z x)) x)))
+         (define-reversible (u2 y x) (+= y ((F (lambda (z) (* z (* x x)))) x)))
+         (define-reversible (u3 y x) (+= y (* x ((lambda (z) (* z x)) 2.0))) (-= y ((lambda () (* x x)))))
+         (define-reversible (ap y g) (+= y (g 2.0)) (+= y (* 3.0 (g 1.0))))
+         (define (m4 x) (car (call ap 0.0 (lambda (z) (* z (* x x))))))
+         (define (m5 x) (car (uncall ap 0.0 (lambda (z) (* z (* x x))))))",
+    )
+    .unwrap();
+    let x: f64 = 1.3;
+    for (expr, want) in [
+        // x^2
+        ("((F (lambda (x) (car (call u1 0.0 x)))) 1.3)", 2.0 * x),
+        ("((R (lambda (x) (car (call u1 0.0 x)))) 1.3)", 2.0 * x),
+        ("(car (cdr (rev-grad u1 0 0.0 1.3)))", 2.0 * x),
+        // x^2 (d/dz of z x^2)
+        ("((F (lambda (x) (car (call u2 0.0 x)))) 1.3)", 2.0 * x),
+        ("((R (lambda (x) (car (call u2 0.0 x)))) 1.3)", 2.0 * x),
+        ("(car (cdr (rev-grad u2 0 0.0 1.3)))", 2.0 * x),
+        // 2x^2 - x^2
+        ("((F (lambda (x) (car (call u3 0.0 x)))) 1.3)", 2.0 * x),
+        ("((R (lambda (x) (car (call u3 0.0 x)))) 1.3)", 2.0 * x),
+        ("(car (cdr (rev-grad u3 0 0.0 1.3)))", 2.0 * x),
+        // 5x^2, and -5x^2 backward
+        ("((F m4) 1.3)", 10.0 * x),
+        ("((R m4) 1.3)", 10.0 * x),
+        ("((F m5) 1.3)", -10.0 * x),
+        ("((R m5) 1.3)", -10.0 * x),
+        ("((F (F m4)) 1.3)", 10.0),
+        ("((R (R m4)) 1.3)", 10.0),
+    ] {
+        let got = num(&last(&mut s, expr));
+        assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+    }
+}
