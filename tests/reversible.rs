@@ -905,3 +905,41 @@ fn first_derivatives_through_procedures_that_depend_on_the_variables() {
         assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
     }
 }
+
+/// In a `mod32` procedure every integer operation of a right-hand side wraps, in the
+/// tangent run as in the plain one, and nested derivatives (through the VLAD
+/// translation) see the same values and treat the wrap as the first-order runs do (as
+/// the identity, locally), instead of as a step function with zero derivative.
+#[test]
+fn mod32_derivatives_agree_at_every_order() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(
+        &mut s,
+        "(define-reversible (m y x) (declare mod32) (+= y (* x (/ (* x x) 2))))
+         (define (f x) (car (call m 0 x)))
+         (define-reversible (q y x) (declare mod32) (+= y (* x x)) (-= y 5))
+         (define (h x) (car (call q 0 x)))",
+    )
+    .unwrap();
+    // f = x * floor(wrap(x^2) / 2): at 65537, wrap(x^2) = 2^17 + 1, f' = 65536 (the floor
+    // has zero derivative), f'' = 0, and (x f')' = f' + x f'' = 65536.
+    for (expr, want) in [
+        ("((F f) 65537)", 65536.0),
+        ("((R f) 65537)", 65536.0),
+        ("((F (lambda (x) (* x ((F f) x)))) 65537)", 65536.0),
+        ("((R (lambda (x) (* x ((F f) x)))) 65537)", 65536.0),
+        ("((F (lambda (x) (* x ((R f) x)))) 65537)", 65536.0),
+        ("((R (lambda (x) (* x ((R f) x)))) 65537)", 65536.0),
+        // h = x^2 - 5: h' = 2x, h'' = 2
+        ("((F h) 3)", 6.0),
+        ("((R h) 3)", 6.0),
+        ("((F (F h)) 3)", 2.0),
+        ("((F (R h)) 3)", 2.0),
+        ("((R (F h)) 3)", 2.0),
+        ("((R (R h)) 3)", 2.0),
+    ] {
+        let got = num(&last(&mut s, expr));
+        assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+    }
+}

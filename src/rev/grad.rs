@@ -290,7 +290,11 @@ impl Exec<'_> {
                     xs.push(x);
                     dxs.push(dx);
                 }
-                let y = self.call_prim(*p, xs.clone(), *sp)?;
+                let mut y = self.call_prim(*p, xs.clone(), *sp)?;
+                if f.code.options.mod32 && matches!(y, Value::Int(_) | Value::Big(_)) {
+                    // as in a plain run (the wrap is the identity locally: same derivative)
+                    y = super::exec::wrap32(&y).map_err(|v| self.violation(f, self.dir, *sp, v))?;
+                }
                 if *dv == Deriv::Zero || dxs.iter().all(is_zero_der) {
                     return Ok((y, Value::Nil));
                 }

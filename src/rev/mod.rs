@@ -730,6 +730,18 @@ pub fn prims() -> Vec<PrimDef> {
             },
             Class::Arith,
         ),
+        // `mod32` wrapping of an integer (anything else as is), with the derivative
+        // the executor's runs give it: the identity's.
+        p(
+            "%rev-wrap32",
+            1,
+            |_, a| match &a[0] {
+                v @ (Value::Int(_) | Value::Big(_)) => exec::wrap32(v).map_err(|(_, m)| err(m)),
+                v => Ok(v.clone()),
+            },
+            Rule::Rules { jvp: "(lambda (x y dx) dx)", vjp: "(lambda (x y yb) yb)" },
+            Class::Other,
+        ),
         p(
             "%rev-zero-of",
             1,
