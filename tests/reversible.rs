@@ -943,3 +943,32 @@ fn mod32_derivatives_agree_at_every_order() {
         assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
     }
 }
+
+/// A derivative of `rev-grad`, `call` or `uncall` with a malformed argument tuple fails as
+/// the plain primitive does (the VLAD translation's pattern would only report a mismatch
+/// at the definition), at the call.
+#[test]
+fn derivatives_of_malformed_calls_report_what_the_plain_primitives_do() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(&mut s, "(define-reversible (q y x) (+= y (* x x)))").unwrap();
+    for (e, msg) in [
+        (
+            "((F (lambda (x) (rev-grad q))) 1.5)",
+            "rev-grad: q takes a variable position and 2 values (y x), got none",
+        ),
+        (
+            "((R (lambda (x) (rev-grad q 0))) 1.5)",
+            "rev-grad: q takes a variable position and 2 values (y x), got 1",
+        ),
+        ("((F (F (lambda (x) (rev-grad q 0 x)))) 1.5)", "rev-grad: q takes a variable position"),
+        ("((F (lambda (x) (car (rev-grad q 5 0.0 x)))) 1.5)", "exact integer from 0 to 1; got 5"),
+        ("((R (R (lambda (x) (car (rev-grad q #t 0.0 x))))) 1.5)", "exact integer from 0 to 1; got #t"),
+        ("((F (F (lambda (x) (car (call q x))))) 1.5)", "call: q takes 2 values (y x), got 1"),
+        ("((R (F (lambda (x) (car (uncall q x))))) 1.5)", "uncall: q takes 2 values (y x), got 1"),
+    ] {
+        let err = error_of(&mut s, e);
+        assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);
+        assert_eq!(line_of(&s, &err), 1, "{e}: {}", err.render(&s.sources));
+    }
+}

@@ -237,6 +237,33 @@ fn plain(m: &mut Machine, v: &Value) -> Result<Value> {
     Ok(v)
 }
 
+/// Checks a (transformed) argument tuple of `call`/`uncall` (`extra` 0) or `rev-grad`
+/// (`extra` 1) with their own messages.
+fn check_tuple(m: &mut Machine, tuple: &Value, extra: usize, what: &str) -> Result<()> {
+    let (p, mut rest) = match plain(m, tuple)? {
+        Value::Pair(pr) => (plain(m, &pr.car)?, Some(pr.cdr.clone())),
+        other => (other, None),
+    };
+    let rp = expect_rev(&p, what)?;
+    let n = rp.code.nparams + extra;
+    let mut xs = Vec::new();
+    while let Some(r) = rest.take() {
+        if xs.len() + 1 < n {
+            if let Value::Pair(pr) = plain(m, &r)? {
+                xs.push(plain(m, &pr.car)?);
+                rest = Some(pr.cdr.clone());
+                continue;
+            }
+        }
+        xs.push(r);
+    }
+    let (_, xs) = split_call(m, &make_tuple(p, xs), extra, what)?;
+    if extra == 1 {
+        grad_index(&xs[0], rp.code.nparams)?;
+    }
+    Ok(())
+}
+
 fn car_cdr(m: &mut Machine, v: &Value) -> Result<(Value, Value)> {
     match plain(m, v)? {
         Value::Pair(p) => Ok((p.car.clone(), p.cdr.clone())),
@@ -259,8 +286,16 @@ fn fun_entry(m: &mut Machine, arg: &Value, which: Entry) -> Result<Value> {
             other => other,
         },
     };
+    let flag = plain(m, &flag)?.is_true_stripped();
+    // The tuple of `call`/`uncall`/`rev-grad` is checked as their plain versions check
+    // it (the translation would only fail to match its pattern).
+    match which {
+        Entry::List => {}
+        Entry::Tuple => check_tuple(m, &head, 0, if flag { "call" } else { "uncall" })?,
+        Entry::Grad => check_tuple(m, &head, 1, "rev-grad")?,
+    }
     let rp = expect_rev(&p, "nested differentiation")?;
-    let fwd = plain(m, &flag)?.is_true_stripped() != rp.inverted;
+    let fwd = flag != rp.inverted;
     let f = rp
         .code
         .functional()
@@ -338,6 +373,18 @@ fn make_tuple(head: Value, xs: Vec<Value>) -> Value {
     }
 }
 
+/// The position `k` of the variable `rev-grad` differentiates, among `n`.
+fn grad_index(k: &Value, n: usize) -> Result<usize> {
+    match k {
+        Value::Int(i) if *i >= 0 && (*i as usize) < n => Ok(*i as usize),
+        other => Err(err(format!(
+            "rev-grad: the variable to differentiate is given by its position, an exact integer from 0 to {}; got {}",
+            n.saturating_sub(1),
+            describe(other)
+        ))),
+    }
+}
+
 /// `call` (`Dir::Fwd`) or `uncall` (`Dir::Bwd`): the list of final values.
 pub fn run(m: &mut Machine, p: &Value, args: &Value, dir: Dir) -> Result<Value> {
     let what = if dir == Dir::Fwd { "call" } else { "uncall" };
@@ -359,16 +406,7 @@ pub fn grad(m: &mut Machine, p: &Value, k: &Value, args: &Value) -> Result<Value
     let orig = list_items(m, args).unwrap_or_default();
     let vals = in_vals(m, &rp, args, "rev-grad")?;
     let n = rp.code.nparams;
-    let k = match k {
-        Value::Int(i) if *i >= 0 && (*i as usize) < n => *i as usize,
-        other => {
-            return Err(err(format!(
-                "rev-grad: the variable to differentiate is given by its position, an exact integer from 0 to {}; got {}",
-                n.saturating_sub(1),
-                describe(other)
-            )))
-        }
-    };
+    let k = grad_index(k, n)?;
     let d = Dir::Fwd.xor(rp.inverted);
     let mut ex = Exec::new(m, Mode::Plain);
     let base = ex.push_frame(&rp.code, vals, None);
