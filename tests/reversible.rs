@@ -972,3 +972,29 @@ fn derivatives_of_malformed_calls_report_what_the_plain_primitives_do() {
         assert_eq!(line_of(&s, &err), 1, "{e}: {}", err.render(&s.sources));
     }
 }
+
+/// The derivatives of `rev-grad` are always those of the VLAD translation, which leaves
+/// out the run-time checks: the procedure must still be run with them, so a derivative
+/// of `rev-grad` fails where `rev-grad` fails.
+#[test]
+fn derivatives_of_rev_grad_keep_the_run_time_checks() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(
+        &mut s,
+        "(define-reversible (b1 y x) (if-rev (> x 0) (+= y (* x x)) (skip) (> y 100)))
+         (define-reversible (b2 y x) (local (t 1.0) (+= y (* x t)) (delocal t 2.0)))",
+    )
+    .unwrap();
+    for (e, msg) in [
+        ("(rev-grad b1 0 0.0 1.5)", "if-rev exit assertion failed"),
+        ("((F (lambda (x) (car (cdr (rev-grad b1 0 0.0 x))))) 1.5)", "if-rev exit assertion failed"),
+        ("((R (lambda (x) (car (cdr (rev-grad b1 0 0.0 x))))) 1.5)", "if-rev exit assertion failed"),
+        ("((F (R (lambda (x) (car (cdr (rev-grad b1 0 0.0 x)))))) 1.5)", "if-rev exit assertion failed"),
+        ("((F (lambda (x) (car (cdr (rev-grad b2 0 0.0 x))))) 1.5)", "delocal mismatch"),
+        ("((R (R (lambda (x) (car (cdr (rev-grad b2 0 0.0 x)))))) 1.5)", "delocal mismatch"),
+    ] {
+        let err = error_of(&mut s, e);
+        assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);
+    }
+}

@@ -576,7 +576,10 @@ const VIA_VJP_TUPLE: Rule = Rule::Via {
           (let* ((f (%rev-fun-tuple (cons x flag))) ((cons fy bp) ((*j f) (*j x))) \
                  ((cons fb xb) (unsensitize (bp (sensitize yb))))) xb))",
 };
-const VIA_GRAD: Rule = Rule::Via { f: "(lambda (x) ((%rev-fun-grad x) x))" };
+// (The translation leaves out the run-time checks: `%rev-grad-checked` runs the
+// procedure with them on the primal values, as `call`'s own rule does for the others.)
+const VIA_GRAD: Rule =
+    Rule::Via { f: "(lambda (x) (let ((checked (%rev-grad-checked x))) ((%rev-fun-grad x) x)))" };
 use crate::prims::ZERO_RULES as ZERO;
 
 /// The primitives of this module, appended to the primitive table.
@@ -643,6 +646,19 @@ pub fn prims() -> Vec<PrimDef> {
                 grad(m, &p, &k, &Value::list(xs))
             },
             VIA_GRAD,
+            Class::Other,
+        ),
+        // `rev-grad` as a primitive with a zero derivative: its transformed versions
+        // reach the plain values, where it runs with the checks.
+        p(
+            "%rev-grad-checked",
+            1,
+            |m, a| {
+                let (p, mut xs) = split_call(m, &a[0], 1, "rev-grad")?;
+                let k = xs.remove(0);
+                grad(m, &p, &k, &Value::list(xs))
+            },
+            ZERO,
             Class::Other,
         ),
         p(
