@@ -998,3 +998,28 @@ fn derivatives_of_rev_grad_keep_the_run_time_checks() {
         assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);
     }
 }
+
+/// `^=` keeps the target's derivative in the first-order runs (tangent and adjoint pass
+/// through, the operand gets none); the VLAD translation differentiated for higher
+/// orders must do the same, not treat the update as a constant.
+#[test]
+fn xor_update_derivatives_agree_at_every_order() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(&mut s, "(define-reversible (xp k y) (^= k 5) (+= y (* k k)))\n(define (g k) (car (call xp k 0)))\n(define (f k) (car (cdr (call xp k 0))))").unwrap();
+    // g = k xor 5, with derivative 1 (first order); (k g')' = g' + k g'' = 1.
+    // f = (k xor 5)^2: f' = 2 (k xor 5) = 12 at 3, f'' = 2.
+    for (expr, want) in [
+        ("((F g) 3)", 1.0),
+        ("((R g) 3)", 1.0),
+        ("((F (lambda (k) (* k ((F g) k)))) 3)", 1.0),
+        ("((R (lambda (k) (* k ((R g) k)))) 3)", 1.0),
+        ("((F f) 3)", 12.0),
+        ("((F (F f)) 3)", 2.0),
+        ("((R (R f)) 3)", 2.0),
+        ("((F (R f)) 3)", 2.0),
+    ] {
+        let got = num(&last(&mut s, expr));
+        assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+    }
+}

@@ -331,7 +331,7 @@ impl Tr<'_> {
                     UpOp::Sub => "-",
                     UpOp::Mul => "*",
                     UpOp::Div => "%rev-qdiv",
-                    UpOp::Xor => "%rev-xor",
+                    UpOp::Xor => "%rev-xor-update",
                 };
                 let mut new = self.call(prim, vec![cur, self.sym(&e)]);
                 if self.mod32 {

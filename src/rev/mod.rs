@@ -861,6 +861,18 @@ pub fn prims() -> Vec<PrimDef> {
         p("%rev-and", 2, |_, a| int_op("bitwise-and", &a[0], &a[1], |x, y| x & y), ZERO, Class::Arith),
         p("%rev-or", 2, |_, a| int_op("bitwise-or", &a[0], &a[1], |x, y| x | y), ZERO, Class::Arith),
         p("%rev-xor", 2, |_, a| int_op("bitwise-xor", &a[0], &a[1], |x, y| x ^ y), ZERO, Class::Arith),
+        // `^=` in the translation: the target's derivative passes through, as in the
+        // executor's tangent and adjoint runs.
+        p(
+            "%rev-xor-update",
+            2,
+            |_, a| int_op("^=", &a[0], &a[1], |x, y| x ^ y),
+            Rule::Rules {
+                jvp: "(lambda ((cons x e) y (cons dx de)) dx)",
+                vjp: "(lambda ((cons x e) y yb) (cons yb (zero e)))",
+            },
+            Class::Arith,
+        ),
         p(
             "%rev-ints?",
             2,
