@@ -1023,3 +1023,33 @@ fn xor_update_derivatives_agree_at_every_order() {
         assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
     }
 }
+
+/// `and` / `or` in a right-hand side give the value of one of their parts, with its
+/// derivative (as in VLAD): the first-order runs gave them none.
+#[test]
+fn and_or_in_right_hand_sides_carry_derivatives() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(
+        &mut s,
+        "(define-reversible (ao y x) (+= y (or (> x 5) (* x x))) (+= y (or (* 3 x) 7)))
+         (define-reversible (aa y x) (+= y (and (< x 5) (* x x))) (-= y (and (* 2 x) (* x (* x x)))))
+         (define (f x) (car (call ao 0.0 x)))
+         (define (g x) (car (call aa 0.0 x)))",
+    )
+    .unwrap();
+    let x: f64 = 1.5;
+    for (expr, want) in [
+        // f = x^2 + 3x, g = x^2 - x^3
+        ("((F f) 1.5)", 2.0 * x + 3.0),
+        ("((R f) 1.5)", 2.0 * x + 3.0),
+        ("(car (cdr (rev-grad ao 0 0.0 1.5)))", 2.0 * x + 3.0),
+        ("((F g) 1.5)", 2.0 * x - 3.0 * x * x),
+        ("((R g) 1.5)", 2.0 * x - 3.0 * x * x),
+        ("(car (cdr (rev-grad aa 0 0.0 1.5)))", 2.0 * x - 3.0 * x * x),
+        ("((R (F g)) 1.5)", 2.0 - 6.0 * x),
+    ] {
+        let got = num(&last(&mut s, expr));
+        assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+    }
+}

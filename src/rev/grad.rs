@@ -269,8 +269,26 @@ impl Exec<'_> {
 
     fn eval_t_here(&mut self, f: Frame, e: &RExpr) -> Result<(Value, Value)> {
         match e {
-            RExpr::Const(_) | RExpr::Global(_) | RExpr::And(_) | RExpr::Or(_) => {
-                Ok((self.eval(f, e)?, Value::Nil))
+            RExpr::Const(_) | RExpr::Global(_) => Ok((self.eval(f, e)?, Value::Nil)),
+            // the value (and derivative) of the part that decides, as in VLAD
+            RExpr::And(parts) => {
+                let mut r = (Value::Bool(true), Value::Nil);
+                for x in parts.iter() {
+                    r = self.eval_t(f, x)?;
+                    if !r.0.is_true_stripped() {
+                        break;
+                    }
+                }
+                Ok(r)
+            }
+            RExpr::Or(parts) => {
+                for x in parts.iter() {
+                    let r = self.eval_t(f, x)?;
+                    if r.0.is_true_stripped() {
+                        return Ok(r);
+                    }
+                }
+                Ok((Value::Bool(false), Value::Nil))
             }
             RExpr::Var(s) => {
                 let i = f.base + *s as usize;
@@ -338,7 +356,18 @@ impl Exec<'_> {
             return Ok(());
         }
         match e {
-            RExpr::Const(_) | RExpr::Global(_) | RExpr::And(_) | RExpr::Or(_) => Ok(()),
+            RExpr::Const(_) | RExpr::Global(_) => Ok(()),
+            RExpr::And(parts) | RExpr::Or(parts) => {
+                // the part whose value it is: the first false (and) or true (or) one
+                let or = matches!(e, RExpr::Or(_));
+                for (i, x) in parts.iter().enumerate() {
+                    let r = self.eval(f, x)?;
+                    if r.is_true_stripped() == or || (!or && i + 1 == parts.len()) {
+                        return self.vjp(f, x, cot);
+                    }
+                }
+                Ok(())
+            }
             RExpr::Var(s) => {
                 let slot = &mut self.ders[f.base + *s as usize];
                 match slot {
