@@ -869,3 +869,196 @@ fn rev_grad_memory_does_not_grow_with_iterations() {
     assert!(close(g[0], want, 1e-9), "{r}");
     assert!(close(g[1], 20000.0 * 0.99999f64.powi(19999), 1e-7), "{r}");
 }
+
+/// A right-hand side may apply a procedure that depends on the variables: a lambda
+/// capturing one, or a variable holding a closure passed in from VLAD (which captures
+/// the value being differentiated). First derivatives (the native tangent and adjoint
+/// runs) must follow that dependence too, not treat the procedure as a constant.
+#[test]
+fn first_derivatives_through_procedures_that_depend_on_the_variables() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(
+        &mut s,
+        "(define-reversible (u1 y x) (+= y ((lambda (z) (* z x)) x)))
+         (define-reversible (u2 y x) (+= y ((F (lambda (z) (* z (* x x)))) x)))
+         (define-reversible (u3 y x) (+= y (* x ((lambda (z) (* z x)) 2.0))) (-= y ((lambda () (* x x)))))
+         (define-reversible (ap y g) (+= y (g 2.0)) (+= y (* 3.0 (g 1.0))))
+         (define (m4 x) (car (call ap 0.0 (lambda (z) (* z (* x x))))))
+         (define (m5 x) (car (uncall ap 0.0 (lambda (z) (* z (* x x))))))",
+    )
+    .unwrap();
+    let x: f64 = 1.3;
+    for (expr, want) in [
+        // x^2
+        ("((F (lambda (x) (car (call u1 0.0 x)))) 1.3)", 2.0 * x),
+        ("((R (lambda (x) (car (call u1 0.0 x)))) 1.3)", 2.0 * x),
+        ("(car (cdr (rev-grad u1 0 0.0 1.3)))", 2.0 * x),
+        // x^2 (d/dz of z x^2)
+        ("((F (lambda (x) (car (call u2 0.0 x)))) 1.3)", 2.0 * x),
+        ("((R (lambda (x) (car (call u2 0.0 x)))) 1.3)", 2.0 * x),
+        ("(car (cdr (rev-grad u2 0 0.0 1.3)))", 2.0 * x),
+        // 2x^2 - x^2
+        ("((F (lambda (x) (car (call u3 0.0 x)))) 1.3)", 2.0 * x),
+        ("((R (lambda (x) (car (call u3 0.0 x)))) 1.3)", 2.0 * x),
+        ("(car (cdr (rev-grad u3 0 0.0 1.3)))", 2.0 * x),
+        // 5x^2, and -5x^2 backward
+        ("((F m4) 1.3)", 10.0 * x),
+        ("((R m4) 1.3)", 10.0 * x),
+        ("((F m5) 1.3)", -10.0 * x),
+        ("((R m5) 1.3)", -10.0 * x),
+        ("((F (F m4)) 1.3)", 10.0),
+        ("((R (R m4)) 1.3)", 10.0),
+    ] {
+        let got = num(&last(&mut s, expr));
+        assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+    }
+}
+
+/// In a `mod32` procedure every integer operation of a right-hand side wraps, in the
+/// tangent run as in the plain one, and nested derivatives (through the VLAD
+/// translation) see the same values and treat the wrap as the first-order runs do (as
+/// the identity, locally), instead of as a step function with zero derivative.
+#[test]
+fn mod32_derivatives_agree_at_every_order() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(
+        &mut s,
+        "(define-reversible (m y x) (declare mod32) (+= y (* x (/ (* x x) 2))))
+         (define (f x) (car (call m 0 x)))
+         (define-reversible (q y x) (declare mod32) (+= y (* x x)) (-= y 5))
+         (define (h x) (car (call q 0 x)))",
+    )
+    .unwrap();
+    // f = x * floor(wrap(x^2) / 2): at 65537, wrap(x^2) = 2^17 + 1, f' = 65536 (the floor
+    // has zero derivative), f'' = 0, and (x f')' = f' + x f'' = 65536.
+    for (expr, want) in [
+        ("((F f) 65537)", 65536.0),
+        ("((R f) 65537)", 65536.0),
+        ("((F (lambda (x) (* x ((F f) x)))) 65537)", 65536.0),
+        ("((R (lambda (x) (* x ((F f) x)))) 65537)", 65536.0),
+        ("((F (lambda (x) (* x ((R f) x)))) 65537)", 65536.0),
+        ("((R (lambda (x) (* x ((R f) x)))) 65537)", 65536.0),
+        // h = x^2 - 5: h' = 2x, h'' = 2
+        ("((F h) 3)", 6.0),
+        ("((R h) 3)", 6.0),
+        ("((F (F h)) 3)", 2.0),
+        ("((F (R h)) 3)", 2.0),
+        ("((R (F h)) 3)", 2.0),
+        ("((R (R h)) 3)", 2.0),
+    ] {
+        let got = num(&last(&mut s, expr));
+        assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+    }
+}
+
+/// A derivative of `rev-grad`, `call` or `uncall` with a malformed argument tuple fails as
+/// the plain primitive does (the VLAD translation's pattern would only report a mismatch
+/// at the definition), at the call.
+#[test]
+fn derivatives_of_malformed_calls_report_what_the_plain_primitives_do() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(&mut s, "(define-reversible (q y x) (+= y (* x x)))").unwrap();
+    for (e, msg) in [
+        (
+            "((F (lambda (x) (rev-grad q))) 1.5)",
+            "rev-grad: q takes a variable position and 2 values (y x), got none",
+        ),
+        (
+            "((R (lambda (x) (rev-grad q 0))) 1.5)",
+            "rev-grad: q takes a variable position and 2 values (y x), got 1",
+        ),
+        ("((F (F (lambda (x) (rev-grad q 0 x)))) 1.5)", "rev-grad: q takes a variable position"),
+        ("((F (lambda (x) (car (rev-grad q 5 0.0 x)))) 1.5)", "exact integer from 0 to 1; got 5"),
+        ("((R (R (lambda (x) (car (rev-grad q #t 0.0 x))))) 1.5)", "exact integer from 0 to 1; got #t"),
+        ("((F (F (lambda (x) (car (call q x))))) 1.5)", "call: q takes 2 values (y x), got 1"),
+        ("((R (F (lambda (x) (car (uncall q x))))) 1.5)", "uncall: q takes 2 values (y x), got 1"),
+    ] {
+        let err = error_of(&mut s, e);
+        assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);
+        assert_eq!(line_of(&s, &err), 1, "{e}: {}", err.render(&s.sources));
+    }
+}
+
+/// The derivatives of `rev-grad` are always those of the VLAD translation, which leaves
+/// out the run-time checks: the procedure must still be run with them, so a derivative
+/// of `rev-grad` fails where `rev-grad` fails.
+#[test]
+fn derivatives_of_rev_grad_keep_the_run_time_checks() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(
+        &mut s,
+        "(define-reversible (b1 y x) (if-rev (> x 0) (+= y (* x x)) (skip) (> y 100)))
+         (define-reversible (b2 y x) (local (t 1.0) (+= y (* x t)) (delocal t 2.0)))",
+    )
+    .unwrap();
+    for (e, msg) in [
+        ("(rev-grad b1 0 0.0 1.5)", "if-rev exit assertion failed"),
+        ("((F (lambda (x) (car (cdr (rev-grad b1 0 0.0 x))))) 1.5)", "if-rev exit assertion failed"),
+        ("((R (lambda (x) (car (cdr (rev-grad b1 0 0.0 x))))) 1.5)", "if-rev exit assertion failed"),
+        ("((F (R (lambda (x) (car (cdr (rev-grad b1 0 0.0 x)))))) 1.5)", "if-rev exit assertion failed"),
+        ("((F (lambda (x) (car (cdr (rev-grad b2 0 0.0 x))))) 1.5)", "delocal mismatch"),
+        ("((R (R (lambda (x) (car (cdr (rev-grad b2 0 0.0 x)))))) 1.5)", "delocal mismatch"),
+    ] {
+        let err = error_of(&mut s, e);
+        assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);
+    }
+}
+
+/// `^=` keeps the target's derivative in the first-order runs (tangent and adjoint pass
+/// through, the operand gets none); the VLAD translation differentiated for higher
+/// orders must do the same, not treat the update as a constant.
+#[test]
+fn xor_update_derivatives_agree_at_every_order() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(&mut s, "(define-reversible (xp k y) (^= k 5) (+= y (* k k)))\n(define (g k) (car (call xp k 0)))\n(define (f k) (car (cdr (call xp k 0))))").unwrap();
+    // g = k xor 5, with derivative 1 (first order); (k g')' = g' + k g'' = 1.
+    // f = (k xor 5)^2: f' = 2 (k xor 5) = 12 at 3, f'' = 2.
+    for (expr, want) in [
+        ("((F g) 3)", 1.0),
+        ("((R g) 3)", 1.0),
+        ("((F (lambda (k) (* k ((F g) k)))) 3)", 1.0),
+        ("((R (lambda (k) (* k ((R g) k)))) 3)", 1.0),
+        ("((F f) 3)", 12.0),
+        ("((F (F f)) 3)", 2.0),
+        ("((R (R f)) 3)", 2.0),
+        ("((F (R f)) 3)", 2.0),
+    ] {
+        let got = num(&last(&mut s, expr));
+        assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+    }
+}
+
+/// `and` / `or` in a right-hand side give the value of one of their parts, with its
+/// derivative (as in VLAD): the first-order runs gave them none.
+#[test]
+fn and_or_in_right_hand_sides_carry_derivatives() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(
+        &mut s,
+        "(define-reversible (ao y x) (+= y (or (> x 5) (* x x))) (+= y (or (* 3 x) 7)))
+         (define-reversible (aa y x) (+= y (and (< x 5) (* x x))) (-= y (and (* 2 x) (* x (* x x)))))
+         (define (f x) (car (call ao 0.0 x)))
+         (define (g x) (car (call aa 0.0 x)))",
+    )
+    .unwrap();
+    let x: f64 = 1.5;
+    for (expr, want) in [
+        // f = x^2 + 3x, g = x^2 - x^3
+        ("((F f) 1.5)", 2.0 * x + 3.0),
+        ("((R f) 1.5)", 2.0 * x + 3.0),
+        ("(car (cdr (rev-grad ao 0 0.0 1.5)))", 2.0 * x + 3.0),
+        ("((F g) 1.5)", 2.0 * x - 3.0 * x * x),
+        ("((R g) 1.5)", 2.0 * x - 3.0 * x * x),
+        ("(car (cdr (rev-grad aa 0 0.0 1.5)))", 2.0 * x - 3.0 * x * x),
+        ("((R (F g)) 1.5)", 2.0 - 6.0 * x),
+    ] {
+        let got = num(&last(&mut s, expr));
+        assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+    }
+}

@@ -39,7 +39,7 @@ pub enum Deriv {
     Zero,
 }
 
-fn deriv_of(name: &str) -> Option<Deriv> {
+pub(super) fn deriv_of(name: &str) -> Option<Deriv> {
     Some(match name {
         "+" => Deriv::Add,
         "-" => Deriv::Sub,

@@ -373,7 +373,7 @@ impl<'m> Exec<'m> {
         )
     }
 
-    fn violation(&self, f: Frame, dir: Dir, span: Span, v: Violation) -> Error {
+    pub(super) fn violation(&self, f: Frame, dir: Dir, span: Span, v: Violation) -> Error {
         self.err(f, dir, span, v.0, v.1)
     }
 

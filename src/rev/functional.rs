@@ -154,7 +154,7 @@ pub fn translate(def: &ProcDef, scope: &Frozen) -> Result<Functional, String> {
 }
 
 fn entries(def: &ProcDef, scope: &Frozen) -> Result<Entries, String> {
-    let mut t = Tr { span: def.span, fresh: 0, mod32: def.options.mod32 };
+    let mut t = Tr { span: def.span, fresh: 0, mod32: def.options.mod32, scope };
     let params: Vec<Rc<str>> = def.params.iter().map(|(n, _)| n.clone()).collect();
     let orig: Vec<Rc<str>> = (0..params.len()).map(|i| format!("#%o{}", i).into()).collect();
     // (let ((a (%rev-unpack o)) ...) BODY (list (%rev-repack a o) ...))
@@ -251,13 +251,14 @@ fn compile(d: &Datum, scope: &Frozen, name: &str) -> Result<Value, String> {
     Ok(Value::Closure(InstRc::empty(g), 0))
 }
 
-struct Tr {
+struct Tr<'a> {
     span: Span,
     fresh: u32,
     mod32: bool,
+    scope: &'a Frozen,
 }
 
-impl Tr {
+impl Tr<'_> {
     fn d(&self, kind: DatumKind) -> Datum {
         Datum::new(kind, self.span)
     }
@@ -330,11 +331,11 @@ impl Tr {
                     UpOp::Sub => "-",
                     UpOp::Mul => "*",
                     UpOp::Div => "%rev-qdiv",
-                    UpOp::Xor => "%rev-xor",
+                    UpOp::Xor => "%rev-xor-update",
                 };
                 let mut new = self.call(prim, vec![cur, self.sym(&e)]);
                 if self.mod32 {
-                    new = self.call("%rev-mod", vec![new, self.d(DatumKind::Int(1 << 32))]);
+                    new = self.call("%rev-wrap32", vec![new]);
                 }
                 binds.push((self.sym(&root), self.set(&root, &idx, new)));
                 self.let_star(binds, rest)
@@ -466,7 +467,30 @@ impl Tr {
                 Datum::new(DatumKind::List(v, None), d.span)
             }
             Some(h) if expand::KEYWORDS.contains(&h) => d.clone(),
-            _ => Datum::new(DatumKind::List(items.iter().map(|i| self.rhs(i, vars)).collect(), None), d.span),
+            _ => {
+                let app = Datum::new(
+                    DatumKind::List(items.iter().map(|i| self.rhs(i, vars)).collect(), None),
+                    d.span,
+                );
+                // mod32: the executor wraps the integer results of the primitives it
+                // evaluates natively (compile.rs: those with a derivative rule, called
+                // with their arity)
+                match head.and_then(|h| self.scope.lookup(h)) {
+                    Some(Atom::Const(Value::Prim(p))) if self.mod32 => {
+                        let def = prims::prim(p);
+                        let fits = match def.arity {
+                            0 => items.len() == 1,
+                            n => n as usize + 1 == items.len(),
+                        };
+                        if fits && super::compile::deriv_of(def.name).is_some() {
+                            self.call("%rev-wrap32", vec![app])
+                        } else {
+                            app
+                        }
+                    }
+                    _ => app,
+                }
+            }
         }
     }
 

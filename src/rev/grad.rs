@@ -81,7 +81,14 @@ fn dsub(a: &Value, b: &Value) -> Result<Value> {
     dadd(a, &dneg(b)?)
 }
 
-/// A derivative store entry shaped like a value (non-numbers get `()`).
+/// Is `v` a procedure's tangent or sensitivity (shaped like the closure, perhaps lazy)?
+fn is_proc_der(v: &Value) -> bool {
+    matches!(v, Value::Closure(..) | Value::Lazy(_))
+}
+
+/// A derivative store entry shaped like a value (non-numbers get `()`, except a
+/// closure, whose tangent or sensitivity is kept: it captures values that depend on
+/// what is differentiated).
 pub fn der_val(v: &Val, d: &Value) -> Val {
     if let (Val::A(_), Value::Vector(rv)) = (v, d) {
         let l = Value::list(rv.host().iter().map(|x| Value::Real(*x)).collect::<Vec<_>>());
@@ -90,6 +97,7 @@ pub fn der_val(v: &Val, d: &Value) -> Val {
     match v {
         Val::S(x) if x.is_number() && d.is_number() => Val::S(d.clone()),
         Val::S(x) if x.is_number() => Val::S(num::zero_like(x)),
+        Val::S(Value::Closure(..)) if is_proc_der(d) => Val::S(d.clone()),
         Val::S(_) => Val::S(Value::Nil),
         Val::A(items) => {
             let mut cur = d;
@@ -161,6 +169,9 @@ pub fn conform(m: &mut Machine, x: &Value, d: &Value) -> Result<Value> {
         let tail = conform(m, &cx, &cd)?;
         return Ok(xs.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)));
     }
+    if let (Value::Closure(..), true) = (x, is_proc_der(d)) {
+        return Ok(d.clone());
+    }
     ops::zero(m, x)
 }
 
@@ -196,9 +207,23 @@ fn needs_result(dv: Deriv) -> bool {
     matches!(dv, Deriv::Div | Deriv::FloorDiv | Deriv::Mod | Deriv::Sqrt | Deriv::Exp)
 }
 
-/// Forward mode through a VLAD procedure: `(y, dy)` for `f` at `x` with tangent `dx`.
-pub fn apply_jvp(m: &mut Machine, f: Value, x: Value, dx: &Value, sp: Span) -> Result<(Value, Value)> {
-    let ff = ops::lift(m, Kind::F, &f)?;
+/// Forward mode through a VLAD procedure: `(y, dy)` for `f` (with tangent `df`, `()`
+/// when it is constant) at `x` with tangent `dx`.
+pub fn apply_jvp(
+    m: &mut Machine,
+    f: Value,
+    df: &Value,
+    x: Value,
+    dx: &Value,
+    sp: Span,
+) -> Result<(Value, Value)> {
+    let ff = if is_zero_der(df) {
+        ops::lift(m, Kind::F, &f)?
+    } else {
+        let dfc = conform(m, &f, df)?;
+        let dfp = ops::tag(m, Tag::Perturbation, &dfc)?;
+        ops::bundle(m, &f, &dfp)?
+    };
     let dxc = conform(m, &x, dx)?;
     let dxp = ops::tag(m, Tag::Perturbation, &dxc)?;
     let xb = ops::bundle(m, &x, &dxp)?;
@@ -211,8 +236,9 @@ pub fn apply_jvp(m: &mut Machine, f: Value, x: Value, dx: &Value, sp: Span) -> R
     Ok((y, dy))
 }
 
-/// Reverse mode through a VLAD procedure: the cotangent of `x` for cotangent `ybar` of `(f x)`.
-pub fn apply_vjp(m: &mut Machine, f: Value, x: Value, ybar: &Value, sp: Span) -> Result<Value> {
+/// Reverse mode through a VLAD procedure: the cotangents of `f` (shaped like the
+/// procedure: those of the values it captures) and of `x`, for cotangent `ybar` of `(f x)`.
+pub fn apply_vjp(m: &mut Machine, f: Value, x: Value, ybar: &Value, sp: Span) -> Result<(Value, Value)> {
     let internal = |what: &str, v: &Value| {
         Error::runtime(
             Some(sp),
@@ -232,7 +258,7 @@ pub fn apply_vjp(m: &mut Machine, f: Value, x: Value, ybar: &Value, sp: Span) ->
     let out = ops::untag(m, Tag::Sensitivity, &out)?;
     let out = ops::hnf(m, &out)?;
     let Value::Pair(q) = &out else { return Err(internal("a (f-bar . x-bar) pair", &out)) };
-    ops::force(m, &q.cdr)
+    Ok((q.car.clone(), ops::force(m, &q.cdr)?))
 }
 
 impl Exec<'_> {
@@ -243,8 +269,26 @@ impl Exec<'_> {
 
     fn eval_t_here(&mut self, f: Frame, e: &RExpr) -> Result<(Value, Value)> {
         match e {
-            RExpr::Const(_) | RExpr::Global(_) | RExpr::And(_) | RExpr::Or(_) => {
-                Ok((self.eval(f, e)?, Value::Nil))
+            RExpr::Const(_) | RExpr::Global(_) => Ok((self.eval(f, e)?, Value::Nil)),
+            // the value (and derivative) of the part that decides, as in VLAD
+            RExpr::And(parts) => {
+                let mut r = (Value::Bool(true), Value::Nil);
+                for x in parts.iter() {
+                    r = self.eval_t(f, x)?;
+                    if !r.0.is_true_stripped() {
+                        break;
+                    }
+                }
+                Ok(r)
+            }
+            RExpr::Or(parts) => {
+                for x in parts.iter() {
+                    let r = self.eval_t(f, x)?;
+                    if r.0.is_true_stripped() {
+                        return Ok(r);
+                    }
+                }
+                Ok((Value::Bool(false), Value::Nil))
             }
             RExpr::Var(s) => {
                 let i = f.base + *s as usize;
@@ -264,7 +308,11 @@ impl Exec<'_> {
                     xs.push(x);
                     dxs.push(dx);
                 }
-                let y = self.call_prim(*p, xs.clone(), *sp)?;
+                let mut y = self.call_prim(*p, xs.clone(), *sp)?;
+                if f.code.options.mod32 && matches!(y, Value::Int(_) | Value::Big(_)) {
+                    // as in a plain run (the wrap is the identity locally: same derivative)
+                    y = super::exec::wrap32(&y).map_err(|v| self.violation(f, self.dir, *sp, v))?;
+                }
                 if *dv == Deriv::Zero || dxs.iter().all(is_zero_der) {
                     return Ok((y, Value::Nil));
                 }
@@ -280,7 +328,7 @@ impl Exec<'_> {
                 self.eval_t(f, if c.is_true_stripped() { &b[1] } else { &b[2] })
             }
             RExpr::Apply(fe, args, sp) => {
-                let fv = self.eval(f, fe)?;
+                let (fv, dfv) = self.eval_t(f, fe)?;
                 let mut xs: SmallVec<[Value; 3]> = SmallVec::new();
                 let mut dxs: SmallVec<[Value; 3]> = SmallVec::new();
                 for a in args.iter() {
@@ -288,11 +336,11 @@ impl Exec<'_> {
                     xs.push(x);
                     dxs.push(dx);
                 }
-                if dxs.iter().all(is_zero_der) {
+                if is_zero_der(&dfv) && dxs.iter().all(is_zero_der) {
                     let y = self.m.apply_value(fv, tuple(xs), Some(*sp))?;
                     return Ok((y, Value::Nil));
                 }
-                apply_jvp(self.m, fv, tuple(xs), &tuple(dxs), *sp)
+                apply_jvp(self.m, fv, &dfv, tuple(xs), &tuple(dxs), *sp)
             }
         }
     }
@@ -308,8 +356,29 @@ impl Exec<'_> {
             return Ok(());
         }
         match e {
-            RExpr::Const(_) | RExpr::Global(_) | RExpr::And(_) | RExpr::Or(_) => Ok(()),
-            RExpr::Var(s) => der_add(&mut self.ders[f.base + *s as usize], &cot),
+            RExpr::Const(_) | RExpr::Global(_) => Ok(()),
+            RExpr::And(parts) | RExpr::Or(parts) => {
+                // the part whose value it is: the first false (and) or true (or) one
+                let or = matches!(e, RExpr::Or(_));
+                for (i, x) in parts.iter().enumerate() {
+                    let r = self.eval(f, x)?;
+                    if r.is_true_stripped() == or || (!or && i + 1 == parts.len()) {
+                        return self.vjp(f, x, cot);
+                    }
+                }
+                Ok(())
+            }
+            RExpr::Var(s) => {
+                let slot = &mut self.ders[f.base + *s as usize];
+                match slot {
+                    // a closure's sensitivities add as VLAD values do
+                    Val::S(d) if is_proc_der(d) && is_proc_der(&cot) => {
+                        *d = ops::plus(self.m, d, &cot)?;
+                        Ok(())
+                    }
+                    _ => der_add(slot, &cot),
+                }
+            }
             RExpr::Elem(s, idx, _) => {
                 let iv = self.eval_all(f, idx)?;
                 if let Ok(d) = get_path_mut(&mut self.ders[f.base + *s as usize], &iv) {
@@ -337,12 +406,15 @@ impl Exec<'_> {
                 self.vjp(f, if c.is_true_stripped() { &b[1] } else { &b[2] }, cot)
             }
             RExpr::Apply(fe, args, sp) => {
-                if args.is_empty() {
+                if args.is_empty() && matches!(**fe, RExpr::Const(_) | RExpr::Global(_)) {
                     return Ok(());
                 }
                 let fv = self.eval(f, fe)?;
                 let xs = self.eval_all(f, args)?;
-                let xbar = apply_vjp(self.m, fv, tuple(xs), &cot, *sp)?;
+                let (fbar, xbar) = apply_vjp(self.m, fv, tuple(xs), &cot, *sp)?;
+                if !matches!(**fe, RExpr::Const(_) | RExpr::Global(_)) {
+                    self.vjp(f, fe, fbar)?;
+                }
                 let n = args.len();
                 let mut cur = xbar;
                 for (i, a) in args.iter().enumerate() {

@@ -237,6 +237,33 @@ fn plain(m: &mut Machine, v: &Value) -> Result<Value> {
     Ok(v)
 }
 
+/// Checks a (transformed) argument tuple of `call`/`uncall` (`extra` 0) or `rev-grad`
+/// (`extra` 1) with their own messages.
+fn check_tuple(m: &mut Machine, tuple: &Value, extra: usize, what: &str) -> Result<()> {
+    let (p, mut rest) = match plain(m, tuple)? {
+        Value::Pair(pr) => (plain(m, &pr.car)?, Some(pr.cdr.clone())),
+        other => (other, None),
+    };
+    let rp = expect_rev(&p, what)?;
+    let n = rp.code.nparams + extra;
+    let mut xs = Vec::new();
+    while let Some(r) = rest.take() {
+        if xs.len() + 1 < n {
+            if let Value::Pair(pr) = plain(m, &r)? {
+                xs.push(plain(m, &pr.car)?);
+                rest = Some(pr.cdr.clone());
+                continue;
+            }
+        }
+        xs.push(r);
+    }
+    let (_, xs) = split_call(m, &make_tuple(p, xs), extra, what)?;
+    if extra == 1 {
+        grad_index(&xs[0], rp.code.nparams)?;
+    }
+    Ok(())
+}
+
 fn car_cdr(m: &mut Machine, v: &Value) -> Result<(Value, Value)> {
     match plain(m, v)? {
         Value::Pair(p) => Ok((p.car.clone(), p.cdr.clone())),
@@ -259,8 +286,16 @@ fn fun_entry(m: &mut Machine, arg: &Value, which: Entry) -> Result<Value> {
             other => other,
         },
     };
+    let flag = plain(m, &flag)?.is_true_stripped();
+    // The tuple of `call`/`uncall`/`rev-grad` is checked as their plain versions check
+    // it (the translation would only fail to match its pattern).
+    match which {
+        Entry::List => {}
+        Entry::Tuple => check_tuple(m, &head, 0, if flag { "call" } else { "uncall" })?,
+        Entry::Grad => check_tuple(m, &head, 1, "rev-grad")?,
+    }
     let rp = expect_rev(&p, "nested differentiation")?;
-    let fwd = plain(m, &flag)?.is_true_stripped() != rp.inverted;
+    let fwd = flag != rp.inverted;
     let f = rp
         .code
         .functional()
@@ -377,6 +412,18 @@ fn make_tuple(head: Value, xs: Vec<Value>) -> Value {
     }
 }
 
+/// The position `k` of the variable `rev-grad` differentiates, among `n`.
+fn grad_index(k: &Value, n: usize) -> Result<usize> {
+    match k {
+        Value::Int(i) if *i >= 0 && (*i as usize) < n => Ok(*i as usize),
+        other => Err(err(format!(
+            "rev-grad: the variable to differentiate is given by its position, an exact integer from 0 to {}; got {}",
+            n.saturating_sub(1),
+            describe(other)
+        ))),
+    }
+}
+
 /// `call` (`Dir::Fwd`) or `uncall` (`Dir::Bwd`): the list of final values.
 pub fn run(m: &mut Machine, p: &Value, args: &Value, dir: Dir) -> Result<Value> {
     let what = if dir == Dir::Fwd { "call" } else { "uncall" };
@@ -398,16 +445,7 @@ pub fn grad(m: &mut Machine, p: &Value, k: &Value, args: &Value) -> Result<Value
     let orig = list_items(m, args).unwrap_or_default();
     let vals = in_vals(m, &rp, args, "rev-grad")?;
     let n = rp.code.nparams;
-    let k = match k {
-        Value::Int(i) if *i >= 0 && (*i as usize) < n => *i as usize,
-        other => {
-            return Err(err(format!(
-                "rev-grad: the variable to differentiate is given by its position, an exact integer from 0 to {}; got {}",
-                n.saturating_sub(1),
-                describe(other)
-            )))
-        }
-    };
+    let k = grad_index(k, n)?;
     let d = Dir::Fwd.xor(rp.inverted);
     let mut ex = Exec::new(m, Mode::Plain);
     let base = ex.push_frame(&rp.code, vals, None);
@@ -577,7 +615,10 @@ const VIA_VJP_TUPLE: Rule = Rule::Via {
           (let* ((f (%rev-fun-tuple (cons x flag))) ((cons fy bp) ((*j f) (*j x))) \
                  ((cons fb xb) (unsensitize (bp (sensitize yb))))) xb))",
 };
-const VIA_GRAD: Rule = Rule::Via { f: "(lambda (x) ((%rev-fun-grad x) x))" };
+// (The translation leaves out the run-time checks: `%rev-grad-checked` runs the
+// procedure with them on the primal values, as `call`'s own rule does for the others.)
+const VIA_GRAD: Rule =
+    Rule::Via { f: "(lambda (x) (let ((checked (%rev-grad-checked x))) ((%rev-fun-grad x) x)))" };
 use crate::prims::ZERO_RULES as ZERO;
 
 /// The primitives of this module, appended to the primitive table.
@@ -644,6 +685,19 @@ pub fn prims() -> Vec<PrimDef> {
                 grad(m, &p, &k, &Value::list(xs))
             },
             VIA_GRAD,
+            Class::Other,
+        ),
+        // `rev-grad` as a primitive with a zero derivative: its transformed versions
+        // reach the plain values, where it runs with the checks.
+        p(
+            "%rev-grad-checked",
+            1,
+            |m, a| {
+                let (p, mut xs) = split_call(m, &a[0], 1, "rev-grad")?;
+                let k = xs.remove(0);
+                grad(m, &p, &k, &Value::list(xs))
+            },
+            ZERO,
             Class::Other,
         ),
         p(
@@ -781,6 +835,18 @@ pub fn prims() -> Vec<PrimDef> {
             },
             Class::Arith,
         ),
+        // `mod32` wrapping of an integer (anything else as is), with the derivative
+        // the executor's runs give it: the identity's.
+        p(
+            "%rev-wrap32",
+            1,
+            |_, a| match &a[0] {
+                v @ (Value::Int(_) | Value::Big(_)) => exec::wrap32(v).map_err(|(_, m)| err(m)),
+                v => Ok(v.clone()),
+            },
+            Rule::Rules { jvp: "(lambda (x y dx) dx)", vjp: "(lambda (x y yb) yb)" },
+            Class::Other,
+        ),
         p(
             "%rev-zero-of",
             1,
@@ -846,6 +912,18 @@ pub fn prims() -> Vec<PrimDef> {
         p("%rev-and", 2, |_, a| int_op("bitwise-and", &a[0], &a[1], |x, y| x & y), ZERO, Class::Arith),
         p("%rev-or", 2, |_, a| int_op("bitwise-or", &a[0], &a[1], |x, y| x | y), ZERO, Class::Arith),
         p("%rev-xor", 2, |_, a| int_op("bitwise-xor", &a[0], &a[1], |x, y| x ^ y), ZERO, Class::Arith),
+        // `^=` in the translation: the target's derivative passes through, as in the
+        // executor's tangent and adjoint runs.
+        p(
+            "%rev-xor-update",
+            2,
+            |_, a| int_op("^=", &a[0], &a[1], |x, y| x ^ y),
+            Rule::Rules {
+                jvp: "(lambda ((cons x e) y (cons dx de)) dx)",
+                vjp: "(lambda ((cons x e) y yb) (cons yb (zero e)))",
+            },
+            Class::Arith,
+        ),
         p(
             "%rev-ints?",
             2,
