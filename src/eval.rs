@@ -4,7 +4,7 @@
 
 use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
-use crate::prims::{self, Class, PrimId};
+use crate::prims::{self, Class, PrimDef, PrimId};
 use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Op2, Param, Retag, Split};
 use crate::source::Span;
 use crate::value::{Inst, InstBuilder, InstRc, Value};
@@ -528,7 +528,7 @@ impl Machine {
             if !def.lazy {
                 for b in buf[..nargs].iter_mut() {
                     if let Value::Lazy(_) = b {
-                        *b = crate::ad::ops::force(self, b)?;
+                        *b = self.force_arg(def, b)?;
                     }
                 }
             }
@@ -548,11 +548,22 @@ impl Machine {
         if !def.lazy {
             for b in args.iter_mut() {
                 if let Value::Lazy(_) = b {
-                    *b = crate::ad::ops::force(self, b)?;
+                    *b = self.force_arg(def, b)?;
                 }
             }
         }
         (def.imp)(self, &args)
+    }
+
+    /// A lazy argument of a primitive that does not take lazy values: built as
+    /// far as the primitive looks (see `PrimDef::shallow`).
+    #[cold]
+    fn force_arg(&mut self, def: &PrimDef, v: &Value) -> Result<Value> {
+        if def.shallow {
+            crate::ad::ops::hnf(self, v)
+        } else {
+            crate::ad::ops::force(self, v)
+        }
     }
 
     /// Counts a primitive call made by AD-transformed code (see `meter_derivative`).

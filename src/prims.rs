@@ -52,6 +52,11 @@ pub struct PrimDef {
     pub name: &'static str,
     /// Accepts lazy zeros as they are (others get them built first).
     pub lazy: bool,
+    /// Looks only at the outer layer of its arguments (the type and tag
+    /// predicates): a lazy argument gets its head normal form, not the whole
+    /// value built (which a walk over a lazy list testing each suffix would
+    /// repeat at every step).
+    pub shallow: bool,
     /// Number of arguments; the one argument is a tuple `(cons* a1 ... an)` when n >= 2,
     /// and `'()` when n = 0.
     pub arity: u8,
@@ -99,7 +104,11 @@ impl PrimDef {
                 | "null?"
                 | "procedure?"
         );
-        PrimDef { name, lazy, arity, imp, rule, class }
+        let shallow = matches!(
+            name,
+            "real?" | "boolean?" | "vector?" | "perturbation?" | "forward?" | "sensitivity?" | "reverse?"
+        );
+        PrimDef { name, lazy, shallow, arity, imp, rule, class }
     }
 }
 

@@ -269,35 +269,34 @@ fn hnf_step(m: &mut Machine, z: &Lazy) -> Result<Value> {
     }
 }
 
-/// Applies every pending operation, however deep.
+/// Applies every pending operation, however deep. One pass over the value: the
+/// pairs above a lazy value are rebuilt (each counted in `ad_work`), the rest is
+/// shared as it is.
 pub fn force(m: &mut Machine, v: &Value) -> Result<Value> {
-    stacker::maybe_grow(RED_ZONE, SEGMENT, || match v {
-        Value::Lazy(_) => {
-            let h = hnf(m, v)?;
-            force(m, &h)
-        }
-        Value::Pair(p) if has_lazy(&p.car) || has_lazy(&p.cdr) => {
-            Ok(Value::cons(force(m, &p.car)?, force(m, &p.cdr)?))
-        }
-        _ => Ok(v.clone()),
+    Ok(match force_changed(m, v)? {
+        Some(f) => f,
+        None => v.clone(),
     })
 }
 
-/// Does `v` hold a lazy value anywhere in its pairs? (An explicit work list:
-/// data nest and run as deep and long as memory allows.)
-fn has_lazy(v: &Value) -> bool {
-    let mut work = vec![v];
-    while let Some(v) = work.pop() {
-        match v {
-            Value::Lazy(_) => return true,
-            Value::Pair(p) => {
-                work.push(&p.cdr);
-                work.push(&p.car);
-            }
-            _ => {}
+/// [`force`], or `None` where `v` holds no lazy value.
+fn force_changed(m: &mut Machine, v: &Value) -> Result<Option<Value>> {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, || match v {
+        Value::Lazy(_) => {
+            let h = hnf(m, v)?;
+            Ok(Some(force_changed(m, &h)?.unwrap_or(h)))
         }
-    }
-    false
+        Value::Pair(p) => {
+            let a = force_changed(m, &p.car)?;
+            let d = force_changed(m, &p.cdr)?;
+            if a.is_none() && d.is_none() {
+                return Ok(None);
+            }
+            m.ad_work += 1;
+            Ok(Some(Value::cons(a.unwrap_or_else(|| p.car.clone()), d.unwrap_or_else(|| p.cdr.clone()))))
+        }
+        _ => Ok(None),
+    })
 }
 
 /// Head normal form outside any machine (for printing).

@@ -222,3 +222,76 @@ fn reverse_over_reverse_and_gradients_on_a_list_are_linear() {
         "(jvp f x0 x0)",
     );
 }
+
+#[test]
+fn walking_a_lazy_gradient_with_type_predicates_is_linear() {
+    // The gradient of a function of the head of a list has a lazy zero tail. A
+    // walk that tests each suffix with `real?`, `vector?` or `boolean?` (as
+    // `%inner`, and so `hvp-RR`, does) was quadratic: those primitives built
+    // their whole lazy argument (uncounted) where they look only at its head.
+    for pred in ["real?", "vector?", "boolean?"] {
+        check_linear(
+            &format!("walk of a lazy gradient testing {pred}"),
+            &format!(
+                "(define (f l) (* (car l) (car l)))\n\
+                 (define (walk l) (cond (({pred} l) 0) ((null? l) 0) (else (+ 1 (walk (cdr l))))))"
+            ),
+            "(walk ((gradient-R f) x0))",
+        );
+    }
+    check_linear(
+        "reverse-over-reverse Hessian-vector product of a loop reading the head of a list",
+        "(define (f l) (let loop ((i 0) (acc 0.0)) (if (= i n) acc (loop (+ i 1) (+ acc (* (car l) (car (cdr l))))))))",
+        "(length (hvp-RR f x0 x0))",
+    );
+}
+
+/// Building a lazy value whole (a primitive that takes values whole, here
+/// `vector-of`, given a gradient whose lazy part is at its end) takes time linear in
+/// its size: `force` searched the rest of each pair for lazy values before
+/// building it, quadratic in the length of the list above the lazy part (the
+/// gradient of a 16000-list took 19 times as long as that of a 4000-list). And a
+/// walk testing each suffix of a lazy list with `real?` is linear (it built the
+/// whole rest at each step; the meter did not see it, as `force` counted nothing).
+#[test]
+#[ignore = "timing-based complexity check, kept out of the default run (tests assert no timings); run: cargo test --release --test ad -- --ignored"]
+fn forcing_a_lazy_value_is_linear() {
+    let cases = [
+        (
+            "(define (f l) (if (null? (cdr l)) 0.0 (+ (* (car l) (car l)) (f (cdr l)))))",
+            "(vec-sum (vector-of g))",
+        ),
+        (
+            "(define (f l) (* (car l) (car l)))\n\
+             (define (walk l) (cond ((real? l) 0) ((null? l) 0) (else (+ 1 (walk (cdr l))))))",
+            "(walk g)",
+        ),
+    ];
+    for (defs, expr) in cases {
+        let setup = |n: usize| {
+            let mut s = session();
+            run_in(
+                &mut s,
+                "defs",
+                &format!("{MK}\n{defs}\n(define x0 (mk {n}))\n(define g ((gradient-R f) x0))\n(length g)"),
+            );
+            let e = s.compile_expr(expr, "force").unwrap();
+            (s, e)
+        };
+        let (mut s1, e1) = setup(2000);
+        let (mut s8, e8) = setup(16000);
+        let time = |s: &mut vlad::toplevel::Session, e| {
+            let t = std::time::Instant::now();
+            s.run_thunk(e).unwrap();
+            t.elapsed().as_secs_f64()
+        };
+        // interleaved, best of five (as in `forward_time_is_linear`)
+        let (mut t1, mut t8) = (f64::INFINITY, f64::INFINITY);
+        for _ in 0..5 {
+            t1 = t1.min(time(&mut s1, &e1));
+            t8 = t8.min(time(&mut s8, &e8));
+        }
+        eprintln!("{expr} on a lazy 2000-list: {:.4}s, a 16000-list: {:.4}s, ratio {:.1}", t1, t8, t8 / t1);
+        assert!(t8 / t1 < 24.0, "{expr}: 8x longer list took {:.1}x the time", t8 / t1);
+    }
+}
