@@ -273,6 +273,12 @@ fn hnf_step(m: &mut Machine, z: &Lazy) -> Result<Value> {
 /// pairs above a lazy value are rebuilt (each counted in `ad_work`), the rest is
 /// shared as it is.
 pub fn force(m: &mut Machine, v: &Value) -> Result<Value> {
+    // (the common case, data with nothing pending, is one scan without recursion)
+    if let Value::Pair(_) = v {
+        if !has_lazy(v) {
+            return Ok(v.clone());
+        }
+    }
     Ok(match force_changed(m, v)? {
         Some(f) => f,
         None => v.clone(),
@@ -297,6 +303,23 @@ fn force_changed(m: &mut Machine, v: &Value) -> Result<Option<Value>> {
         }
         _ => Ok(None),
     })
+}
+
+/// Does `v` hold a lazy value anywhere in its pairs? (An explicit work list:
+/// data nest and run as deep and long as memory allows.)
+fn has_lazy(v: &Value) -> bool {
+    let mut work = vec![v];
+    while let Some(v) = work.pop() {
+        match v {
+            Value::Lazy(_) => return true,
+            Value::Pair(p) => {
+                work.push(&p.cdr);
+                work.push(&p.car);
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Head normal form outside any machine (for printing).
