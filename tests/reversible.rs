@@ -582,7 +582,12 @@ fn type_and_arity_errors_are_clear() {
     for (e, msg) in [
         ("(call p 1)", "p takes 2 values (x y), got 1"),
         ("(call p)", "p takes 2 values (x y), got none"),
-        ("(rev-grad p 0)", "p takes a variable position and 2 values (x y), got 1"),
+        ("(rev-grad p 0)", "p takes a variable position and 2 values (x y), got the position and no values"),
+        (
+            "(rev-grad p 0 1.0)",
+            "p takes a variable position and 2 values (x y), got the position and 1 value",
+        ),
+        ("(rev-grad p)", "p takes a variable position and 2 values (x y), got none"),
         ("(call)", "call: expected a reversible procedure"),
         ("(call p #t 1)", "not a number"),
         ("(call car 1 2)", "expected a reversible procedure"),
@@ -968,9 +973,12 @@ fn derivatives_of_malformed_calls_report_what_the_plain_primitives_do() {
         ),
         (
             "((R (lambda (x) (rev-grad q 0))) 1.5)",
-            "rev-grad: q takes a variable position and 2 values (y x), got 1",
+            "rev-grad: q takes a variable position and 2 values (y x), got the position and no values",
         ),
-        ("((F (F (lambda (x) (rev-grad q 0 x)))) 1.5)", "rev-grad: q takes a variable position"),
+        (
+            "((F (F (lambda (x) (rev-grad q 0 x)))) 1.5)",
+            "rev-grad: q takes a variable position and 2 values (y x), got the position and 1 value",
+        ),
         ("((F (lambda (x) (car (rev-grad q 5 0.0 x)))) 1.5)", "exact integer from 0 to 1; got 5"),
         ("((R (R (lambda (x) (car (rev-grad q #t 0.0 x))))) 1.5)", "exact integer from 0 to 1; got #t"),
         ("((F (F (lambda (x) (car (call q x))))) 1.5)", "call: q takes 2 values (y x), got 1"),

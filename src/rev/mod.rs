@@ -162,9 +162,21 @@ fn split_call(m: &mut Machine, tuple: &Value, extra: usize, what: &str) -> Resul
     };
     let rp = expect_rev(&p, what)?;
     let n = rp.code.nparams + extra;
-    let wrong = |got: &str| {
+    // `got`: how many arguments follow `p` (None: some), the position included.
+    let wrong = |got: Option<usize>| {
         let names = rp.code.def.params.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>().join(" ");
         let k = if extra == 1 { "a variable position and " } else { "" };
+        let got = match got {
+            None => "some".to_string(),
+            Some(0) => "none".to_string(),
+            // the values counted apart from the position
+            Some(g) if extra == 1 => match g - 1 {
+                0 => "the position and no values".to_string(),
+                1 => "the position and 1 value".to_string(),
+                v => format!("the position and {} values", v),
+            },
+            Some(g) => g.to_string(),
+        };
         err(format!(
             "{}: {} takes {}{} values ({}), got {}",
             what,
@@ -176,10 +188,10 @@ fn split_call(m: &mut Machine, tuple: &Value, extra: usize, what: &str) -> Resul
         ))
     };
     let Some(mut rest) = rest else {
-        return if n == 0 { Ok((p, vec![])) } else { Err(wrong("none")) };
+        return if n == 0 { Ok((p, vec![])) } else { Err(wrong(Some(0))) };
     };
     if n == 0 {
-        return Err(wrong("some"));
+        return Err(wrong(None));
     }
     let mut xs = Vec::with_capacity(n);
     for i in 0..n - 1 {
@@ -188,7 +200,7 @@ fn split_call(m: &mut Machine, tuple: &Value, extra: usize, what: &str) -> Resul
                 xs.push(pr.car.clone());
                 rest = pr.cdr.clone();
             }
-            _ => return Err(wrong(&format!("{}", i + 1))),
+            _ => return Err(wrong(Some(i + 1))),
         }
     }
     xs.push(rest);
