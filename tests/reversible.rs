@@ -582,7 +582,12 @@ fn type_and_arity_errors_are_clear() {
     for (e, msg) in [
         ("(call p 1)", "p takes 2 values (x y), got 1"),
         ("(call p)", "p takes 2 values (x y), got none"),
-        ("(rev-grad p 0)", "p takes a variable position and 2 values (x y), got 1"),
+        ("(rev-grad p 0)", "p takes a variable position and 2 values (x y), got the position and no values"),
+        (
+            "(rev-grad p 0 1.0)",
+            "p takes a variable position and 2 values (x y), got the position and 1 value",
+        ),
+        ("(rev-grad p)", "p takes a variable position and 2 values (x y), got none"),
         ("(call)", "call: expected a reversible procedure"),
         ("(call p #t 1)", "not a number"),
         ("(call car 1 2)", "expected a reversible procedure"),
@@ -968,9 +973,12 @@ fn derivatives_of_malformed_calls_report_what_the_plain_primitives_do() {
         ),
         (
             "((R (lambda (x) (rev-grad q 0))) 1.5)",
-            "rev-grad: q takes a variable position and 2 values (y x), got 1",
+            "rev-grad: q takes a variable position and 2 values (y x), got the position and no values",
         ),
-        ("((F (F (lambda (x) (rev-grad q 0 x)))) 1.5)", "rev-grad: q takes a variable position"),
+        (
+            "((F (F (lambda (x) (rev-grad q 0 x)))) 1.5)",
+            "rev-grad: q takes a variable position and 2 values (y x), got the position and 1 value",
+        ),
         ("((F (lambda (x) (car (rev-grad q 5 0.0 x)))) 1.5)", "exact integer from 0 to 1; got 5"),
         ("((R (R (lambda (x) (car (rev-grad q #t 0.0 x))))) 1.5)", "exact integer from 0 to 1; got #t"),
         ("((F (F (lambda (x) (car (call q x))))) 1.5)", "call: q takes 2 values (y x), got 1"),
@@ -1060,5 +1068,114 @@ fn and_or_in_right_hand_sides_carry_derivatives() {
     ] {
         let got = num(&last(&mut s, expr));
         assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+    }
+}
+
+/// A tangent or sensitivity that comes into the derivative runs of `call`, `uncall`,
+/// `%rev-call` or `%rev-uncall` from VLAD must be shaped like the values it belongs to
+/// (the arguments' tangents, the results' sensitivities), as VLAD's own AD requires of
+/// ordinary code: it was made to fit silently (a sensitivity `(list 1.0)` for the two
+/// results of `(call p 0.0 x)` gave 4.0, a plain `1.0` gave 0.0).
+#[test]
+fn wrong_shaped_tangents_and_sensitivities_are_errors() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(
+        &mut s,
+        "(define-reversible (p y x) (+= y (* x x)))
+         (define-reversible (pv y v) (+= y (* (ref v 0) (ref v 1))))
+         (define-reversible (pm y m) (+= y (ref (ref m 1) 0)))",
+    )
+    .unwrap();
+    for (e, msg) in [
+        // reverse mode: the sensitivity of the results
+        ("(vjp (lambda (x) (call p 0.0 x)) 2.0 (list 1.0))", "a list of 2 values"),
+        ("(vjp (lambda (x) (call p 0.0 x)) 2.0 1.0)", "a list of 2 values"),
+        ("(vjp (lambda (x) (call p 0.0 x)) 2.0 '())", "a list of 2 values"),
+        ("(vjp (lambda (x) (call p 0.0 x)) 2.0 (list 1.0 0.0 3.0))", "a list of 2 values"),
+        ("(vjp (lambda (x) (call p 0.0 x)) 2.0 (list 1.0 #t))", "variable x"),
+        ("(vjp (lambda (x) (call p 0.0 x)) 2.0 (list (list 1.0) 0.0))", "variable y"),
+        ("(vjp (lambda (x) (uncall p 0.0 x)) 2.0 (list 1.0))", "uncall: the sensitivity"),
+        ("(vjp (lambda (x) (%rev-call p (list 0.0 x))) 2.0 (list 1.0))", "%rev-call: the sensitivity"),
+        ("(vjp (lambda (x) (%rev-uncall p (list 0.0 x))) 2.0 1.0)", "%rev-uncall: the sensitivity"),
+        ("(vjp (lambda (v) (call pv 0.0 v)) (list 2.0 3.0) (list 1.0 (list 1.0)))", "variable v"),
+        ("(vjp (lambda (v) (call pv 0.0 v)) (list 2.0 3.0) (list 1.0 (list 1.0 2.0 3.0)))", "variable v"),
+        ("(vjp (lambda (v) (call pv 0.0 v)) (list 2.0 3.0) (list 1.0 1.0))", "variable v"),
+        ("(vjp (lambda (v) (call pv 0.0 v)) (list 2.0 3.0) (list 1.0 (list 1.0 #f)))", "element 1 of variable v"),
+        (
+            "(vjp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) (list 1.0 (vector-of '(1.0 2.0 3.0))))",
+            "variable v",
+        ),
+        ("(vjp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) (list 1.0 1.0))", "variable v"),
+        (
+            "(vjp (lambda (m) (call pm 0.0 m)) (list (list 1.0 2.0) (list 3.0 4.0)) (list 1.0 (list (list 0.0 0.0) (list 0.0))))",
+            "element 1 of variable m",
+        ),
+        // forward mode: the tangent of the arguments (bundle checks pairs, not leaves)
+        ("(jvp (lambda (x) (call p 0.0 x)) 2.0 #t)", "variable x"),
+        ("(tangent ((j* (lambda (x) (call p 0.0 x))) (bundle 2.0 (perturb #t))))", "call: the tangent"),
+        ("(jvp (lambda (y) (uncall p y 2.0)) 0.0 #f)", "uncall: the tangent"),
+        ("(jvp (lambda (x) (%rev-call p (list 0.0 x))) 2.0 #f)", "%rev-call: the tangent"),
+        ("(jvp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) 1.0)", "variable v"),
+        ("(jvp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) (vector-of '(1.0 2.0 3.0)))", "variable v"),
+        // rev-grad's derivatives are those of its VLAD translation: VLAD's own errors
+        ("(vjp (lambda (x) (rev-grad p 0 0.0 x)) 2.0 (list 1.0))", "expected a pair"),
+        ("(jvp (lambda (x) (rev-grad p 0 0.0 x)) 2.0 #t)", "expected two numbers"),
+    ] {
+        let err = error_of(&mut s, e);
+        assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);
+    }
+}
+
+/// What VLAD accepts as a tangent or sensitivity is accepted at the reversible boundary
+/// too: exact numbers for reals, lazy zeros, `'()` as a zero, booleans, packed vectors
+/// and matrices of the same shape, closures' sensitivities.
+#[test]
+fn well_shaped_tangents_and_sensitivities_still_work() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(
+        &mut s,
+        "(define-reversible (p y x) (+= y (* x x)))
+         (define-reversible (pv y v) (+= y (* (ref v 0) (ref v 1))))
+         (define-reversible (pb y b x) (if-rev b (+= y (* 3.0 x)) (skip) b))
+         (define-reversible (ap y g) (+= y (g 2.0)))",
+    )
+    .unwrap();
+    for (e, want) in [
+        ("(vjp (lambda (x) (call p 0.0 x)) 2.0 (list 1 0))", "4.0"),
+        ("(vjp (lambda (x) (call p 0.0 x)) 2.0 (list 1.0 '()))", "4.0"),
+        ("(vjp (lambda (x) (call p 0.0 x)) 2.0 (list 1.0 (zero 2.0)))", "4.0"),
+        ("(vjp (lambda (x) (call p 0.0 x)) 2.0 (zero (list 1.0 2.0)))", "0.0"),
+        ("(vjp (lambda (x) (uncall p 0.0 x)) 2.0 (list 1.0 1.0))", "-3.0"),
+        ("(vjp (lambda (x) (%rev-call p (list 0.0 x))) 2.0 (list 1.0 0.0))", "4.0"),
+        ("(vjp (lambda (v) (call pv 0.0 v)) (list 2.0 3.0) (list 1.0 (list 0.0 1.0)))", "(3.0 3.0)"),
+        ("(vjp (lambda (v) (call pv 0.0 v)) (list 2.0 3.0) (list 1.0 (zero (list 0.0 1.0))))", "(3.0 2.0)"),
+        (
+            "(vjp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) (list 1.0 (vector-of '(0.0 1.0))))",
+            "(vector 3.0 3.0)",
+        ),
+        (
+            "(vjp (lambda (m) (call pv 0.0 m)) (vector-of '((2.0 3.0))) (list 1.0 (vector-of '((0.0 1.0)))))",
+            "(matrix (3.0 3.0))",
+        ),
+        // (as plus allows: a matrix and a vector of as many elements)
+        (
+            "(vjp (lambda (m) (call pv 0.0 m)) (vector-of '((2.0 3.0))) (list 1.0 (vector-of '(0.0 1.0))))",
+            "(matrix (3.0 3.0))",
+        ),
+        ("(vjp (lambda (x) (call pb 0.0 #t x)) 2.0 (list 1.0 #t 0.0))", "3.0"),
+        ("(vjp (lambda (x) (call pb 0.0 #t x)) 2.0 (list 1.0 '() 0.0))", "3.0"),
+        ("(vjp (lambda (x) (call ap 0.0 (lambda (z) (* z x)))) 3.0 (list 1.0 '()))", "2.0"),
+        ("(jvp (lambda (x) (call p 0.0 x)) 2.0 1)", "(4.0 1)"),
+        ("(jvp (lambda (v) (call pv 0.0 v)) (list 2.0 3.0) (list 1.0 0.0))", "(3.0 (1.0 0.0))"),
+        (
+            "(jvp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) (vector-of '(1.0 0.0)))",
+            "(3.0 (vector 1.0 0.0))",
+        ),
+        ("(jvp (lambda (x) (call pb 0.0 #t x)) 2.0 1.0)", "(3.0 #t 1.0)"),
+        ("(jvp (lambda (x) (car (call ap 0.0 (lambda (z) (* z x))))) 3.0 1.0)", "2.0"),
+    ] {
+        assert_eq!(last(&mut s, e), want, "{e}");
     }
 }

@@ -138,8 +138,95 @@ fn der_add(slot: &mut Val, d: &Value) -> Result<()> {
     Ok(())
 }
 
-/// A derivative shaped exactly like `x` (what VLAD's AD operations expect):
-/// numbers where `x` has numbers (zero for `()`), `(zero x)` elsewhere.
+/// Where a tangent or sensitivity does not fit the value it belongs to: the path to
+/// the part (element indices, outermost first), the part and its derivative.
+pub struct Misfit {
+    pub path: Vec<usize>,
+    pub x: Value,
+    pub d: Value,
+}
+
+/// The number of elements of a list and its tail (`()` for a proper list).
+fn spine(v: &Value) -> (usize, &Value) {
+    let (mut n, mut cur) = (0, v);
+    while let Value::Pair(p) = cur {
+        n += 1;
+        cur = &p.cdr;
+    }
+    (n, cur)
+}
+
+/// Checks a tangent or sensitivity `d` that comes in from VLAD (forced) against the
+/// value `x` it belongs to, as VLAD's AD would: pairs where `x` has pairs (lists of
+/// the same length), numbers (or `()`, a zero) where it has numbers, a packed vector
+/// of as many elements (or `()`) for a packed vector, `()` for `()`, a boolean, number
+/// or `()` for a boolean, a procedure's derivative (or `()`) for a procedure. A lazy
+/// zero fits anything. Nothing here is coerced: what does not fit is an error for
+/// the caller to report (see [`conform`] for the derivatives the runs compute).
+pub fn misfit(x: &Value, d: &Value) -> Option<Misfit> {
+    let mut path = Vec::new();
+    misfit_at(x, d, &mut path)
+}
+
+fn misfit_at(x: &Value, d: &Value, path: &mut Vec<usize>) -> Option<Misfit> {
+    crate::stack::grow(|| misfit_here(x, d, path))
+}
+
+fn misfit_here(x: &Value, d: &Value, path: &mut Vec<usize>) -> Option<Misfit> {
+    let here = |path: &Vec<usize>| Some(Misfit { path: path.clone(), x: x.clone(), d: d.clone() });
+    if let Value::Lazy(z) = d {
+        if z.zero {
+            return None;
+        }
+    }
+    let fits = match x {
+        Value::Pair(_) => {
+            let ((nx, tx), (nd, td)) = (spine(x), spine(d));
+            if !matches!(d, Value::Pair(_)) || nx != nd {
+                return here(path);
+            }
+            let (mut cx, mut cd, mut i) = (x, d, 0);
+            while let (Value::Pair(p), Value::Pair(q)) = (cx, cd) {
+                path.push(i);
+                if let Some(m) = misfit_at(&p.car, &q.car, path) {
+                    return Some(m);
+                }
+                path.pop();
+                (cx, cd, i) = (&p.cdr, &q.cdr, i + 1);
+            }
+            // (an improper list's tail: reported with the whole list)
+            if misfit_at(tx, td, &mut Vec::new()).is_some() {
+                return here(path);
+            }
+            true
+        }
+        _ if x.is_number() => d.is_number() || matches!(d, Value::Nil),
+        Value::Vector(rv) => match d {
+            // (as `plus` allows: a matrix and a vector of its elements conform)
+            Value::Vector(dv) => dv.len() == rv.len(),
+            Value::Nil => true,
+            _ => false,
+        },
+        Value::Bool(_) => matches!(d, Value::Bool(_) | Value::Nil) || d.is_number(),
+        Value::Nil => matches!(d, Value::Nil),
+        Value::Closure(..) | Value::Prim(_) | Value::Rev(_) => {
+            matches!(d, Value::Closure(..) | Value::Lazy(_) | Value::Nil | Value::Prim(_) | Value::Rev(_))
+        }
+        // (tagged and lazy values do not reach a plain run)
+        _ => true,
+    };
+    if fits {
+        None
+    } else {
+        here(path)
+    }
+}
+
+/// A derivative the runs computed, shaped exactly like `x` for VLAD's AD operations:
+/// numbers where `x` has numbers (zero for `()`, the runs' zero), a packed vector
+/// for a packed vector (the store holds it as a list), `(zero x)` elsewhere. Only for
+/// what the executor computes (its store holds `()` for zero and lists for vectors):
+/// tangents and sensitivities coming in from VLAD are checked with [`misfit`] instead.
 pub fn conform(m: &mut Machine, x: &Value, d: &Value) -> Result<Value> {
     if x.is_number() {
         return Ok(if d.is_number() { d.clone() } else { num::zero_like(x) });

@@ -162,9 +162,21 @@ fn split_call(m: &mut Machine, tuple: &Value, extra: usize, what: &str) -> Resul
     };
     let rp = expect_rev(&p, what)?;
     let n = rp.code.nparams + extra;
-    let wrong = |got: &str| {
+    // `got`: how many arguments follow `p` (None: some), the position included.
+    let wrong = |got: Option<usize>| {
         let names = rp.code.def.params.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>().join(" ");
         let k = if extra == 1 { "a variable position and " } else { "" };
+        let got = match got {
+            None => "some".to_string(),
+            Some(0) => "none".to_string(),
+            // the values counted apart from the position
+            Some(g) if extra == 1 => match g - 1 {
+                0 => "the position and no values".to_string(),
+                1 => "the position and 1 value".to_string(),
+                v => format!("the position and {} values", v),
+            },
+            Some(g) => g.to_string(),
+        };
         err(format!(
             "{}: {} takes {}{} values ({}), got {}",
             what,
@@ -176,10 +188,10 @@ fn split_call(m: &mut Machine, tuple: &Value, extra: usize, what: &str) -> Resul
         ))
     };
     let Some(mut rest) = rest else {
-        return if n == 0 { Ok((p, vec![])) } else { Err(wrong("none")) };
+        return if n == 0 { Ok((p, vec![])) } else { Err(wrong(Some(0))) };
     };
     if n == 0 {
-        return Err(wrong("some"));
+        return Err(wrong(None));
     }
     let mut xs = Vec::with_capacity(n);
     for i in 0..n - 1 {
@@ -188,7 +200,7 @@ fn split_call(m: &mut Machine, tuple: &Value, extra: usize, what: &str) -> Resul
                 xs.push(pr.car.clone());
                 rest = pr.cdr.clone();
             }
-            _ => return Err(wrong(&format!("{}", i + 1))),
+            _ => return Err(wrong(Some(i + 1))),
         }
     }
     xs.push(rest);
@@ -473,15 +485,106 @@ pub fn grad(m: &mut Machine, p: &Value, k: &Value, args: &Value) -> Result<Value
     Ok(Value::list(out))
 }
 
-/// The backpropagator of `%rev-call` (`flag` #t) / `%rev-uncall`: starting from the
-/// outputs `y` with adjoints `ybar`, runs backward and returns the adjoints of the inputs `a`.
-pub fn vjp(m: &mut Machine, p: &Value, flag: &Value, a: &Value, y: &Value, ybar: &Value) -> Result<Value> {
-    let rp = expect_rev(p, "call")?;
+/// The name a derivative run reports under: `call`/`uncall` (`tuple`) or
+/// `%rev-call`/`%rev-uncall`, run forward when `flag` is true.
+fn run_name(flag: &Value, tuple: bool) -> &'static str {
+    match (flag.is_true(), tuple) {
+        (true, true) => "call",
+        (false, true) => "uncall",
+        (true, false) => "%rev-call",
+        (false, false) => "%rev-uncall",
+    }
+}
+
+/// `v` described with its shape: a list's length, a packed vector's shape.
+fn shape_of(v: &Value) -> String {
+    let what = match v {
+        Value::Pair(_) => {
+            let mut n = 0;
+            let mut cur = v;
+            while let Value::Pair(p) = cur {
+                n += 1;
+                cur = &p.cdr;
+            }
+            match cur {
+                Value::Nil => format!("a list of {} element{}", n, if n == 1 { "" } else { "s" }),
+                _ => "a pair".to_string(),
+            }
+        }
+        Value::Vector(rv) => rv.describe(),
+        other => other.kind_name().to_string(),
+    };
+    format!("{} ({})", describe(v), what)
+}
+
+/// Checks the tangents (`kind` "tangent", of the arguments) or sensitivities (of the
+/// results) `ds` that VLAD passes to a derivative run of `p` against the values `xs`
+/// they belong to: a list with one for each variable, each shaped like its value
+/// ([`grad::misfit`]). Both are forced.
+fn check_incoming(p: &RevProc, what: &str, kind: &str, xs: &[Value], ds: &Value) -> Result<Vec<Value>> {
+    let of = if kind == "tangent" { "arguments" } else { "results" };
+    let names: Vec<&str> = p.code.def.params.iter().map(|(n, _)| &**n).collect();
+    let mut items = Vec::with_capacity(xs.len());
+    let mut cur = ds;
+    while let Value::Pair(q) = cur {
+        items.push(q.car.clone());
+        cur = &q.cdr;
+    }
+    if !matches!(cur, Value::Nil) || items.len() != xs.len() {
+        let n = xs.len();
+        return Err(err(format!(
+            "{}: the {} of the {} of {} must be a list of {} value{}, one for each variable ({}), got {}",
+            what,
+            kind,
+            of,
+            p.display_name(),
+            n,
+            if n == 1 { "" } else { "s" },
+            names.join(" "),
+            shape_of(ds)
+        )));
+    }
+    for (i, (x, d)) in xs.iter().zip(&items).enumerate() {
+        if let Some(m) = grad::misfit(x, d) {
+            let mut place = format!("variable {}", names.get(i).copied().unwrap_or("?"));
+            for k in &m.path {
+                place = format!("element {} of {}", k, place);
+            }
+            return Err(err(format!(
+                "{}: the {} of the {} of {} must be shaped like them, but {} is {} and its {} is {}",
+                what,
+                kind,
+                of,
+                p.display_name(),
+                place,
+                shape_of(&m.x),
+                kind,
+                shape_of(&m.d)
+            )));
+        }
+    }
+    Ok(items)
+}
+
+/// The backpropagator of `%rev-call` (`flag` #t) / `%rev-uncall` (`call`/`uncall` when
+/// `tuple`): starting from the outputs `y` with adjoints `ybar`, runs backward and
+/// returns the adjoints of the inputs `a`.
+pub fn vjp(
+    m: &mut Machine,
+    p: &Value,
+    flag: &Value,
+    tuple: bool,
+    a: &Value,
+    y: &Value,
+    ybar: &Value,
+) -> Result<Value> {
+    let what = run_name(flag, tuple);
+    let rp = expect_rev(p, what)?;
     let d = dir_of(flag).xor(rp.inverted);
     let (a, y, ybar) = (&force(m, a)?, &force(m, y)?, &force(m, ybar)?);
-    let vals = in_vals(m, &rp, y, "call")?;
-    let ybar = grad::conform(m, y, ybar)?;
-    let yb = list_items(m, &ybar).unwrap_or_default();
+    let vals = in_vals(m, &rp, y, what)?;
+    let ys = list_items(m, y).unwrap_or_default();
+    let yb = check_incoming(&rp, what, "sensitivity", &ys, ybar)?;
     let ders: Vec<Val> = vals.iter().zip(&yb).map(|(v, b)| grad::der_val(v, b)).collect();
     let mut ex = Exec::new(m, Mode::Adjoint);
     let base = ex.push_frame(&rp.code, vals, Some(ders));
@@ -496,22 +599,22 @@ pub fn vjp(m: &mut Machine, p: &Value, flag: &Value, a: &Value, y: &Value, ybar:
     Ok(Value::list(out))
 }
 
-/// The tangent rule of `%rev-call` / `%rev-uncall`: runs with tangents, returns the
-/// tangents of the outputs.
-pub fn jvp(m: &mut Machine, p: &Value, flag: &Value, a: &Value, da: &Value) -> Result<Value> {
-    let rp = expect_rev(p, "call")?;
+/// The tangent rule of `%rev-call` / `%rev-uncall` (`call`/`uncall` when `tuple`):
+/// runs with tangents, returns the tangents of the outputs.
+pub fn jvp(m: &mut Machine, p: &Value, flag: &Value, tuple: bool, a: &Value, da: &Value) -> Result<Value> {
+    let what = run_name(flag, tuple);
+    let rp = expect_rev(p, what)?;
     let d = dir_of(flag).xor(rp.inverted);
     let (a, da) = (&force(m, a)?, &force(m, da)?);
-    let vals = in_vals(m, &rp, a, "call")?;
-    let da = grad::conform(m, a, da)?;
-    let dl = list_items(m, &da).unwrap_or_default();
+    let vals = in_vals(m, &rp, a, what)?;
+    let ins = list_items(m, a).unwrap_or_default();
+    let dl = check_incoming(&rp, what, "tangent", &ins, da)?;
     let ders: Vec<Val> = vals.iter().zip(&dl).map(|(v, b)| grad::der_val(v, b)).collect();
     let mut ex = Exec::new(m, Mode::Tangent);
     let base = ex.push_frame(&rp.code, vals, Some(ders));
     ex.run(&rp.code, base, d)?;
     let n = rp.code.nparams;
     let mut out = Vec::with_capacity(n);
-    let ins = list_items(ex.m, a).unwrap_or_default();
     for (i, a_i) in ins.iter().enumerate().take(n) {
         let y = exec::repack(val_value(&ex.vals[i]), a_i);
         let dy = val_value(&ex.ders[i]);
@@ -709,7 +812,7 @@ pub fn prims() -> Vec<PrimDef> {
                     Some([flag, x, dx]) => {
                         let (p, xs) = split_call(m, x, 0, "call")?;
                         let dxs = split_like(dx, xs.len());
-                        jvp(m, &p, flag, &Value::list(xs), &Value::list(dxs))
+                        jvp(m, &p, flag, true, &Value::list(xs), &Value::list(dxs))
                     }
                     _ => Err(err("%rev-jvp-tuple: bad arguments".into())),
                 }
@@ -725,7 +828,7 @@ pub fn prims() -> Vec<PrimDef> {
                 match list_items(m, &args).as_deref() {
                     Some([flag, x, y, yb]) => {
                         let (p, xs) = split_call(m, x, 0, "call")?;
-                        let xb = vjp(m, &p, flag, &Value::list(xs), y, yb)?;
+                        let xb = vjp(m, &p, flag, true, &Value::list(xs), y, yb)?;
                         let xb = list_items(m, &xb).unwrap_or_default();
                         Ok(make_tuple(Value::Nil, xb))
                     }
@@ -744,7 +847,7 @@ pub fn prims() -> Vec<PrimDef> {
             |m, a| {
                 let args = force(m, &a[1])?;
                 match list_items(m, &args).as_deref() {
-                    Some([flag, x, y, yb]) => vjp(m, &a[0], flag, x, y, yb),
+                    Some([flag, x, y, yb]) => vjp(m, &a[0], flag, false, x, y, yb),
                     _ => Err(err("%rev-vjp: bad arguments".into())),
                 }
             },
@@ -757,7 +860,7 @@ pub fn prims() -> Vec<PrimDef> {
             |m, a| {
                 let args = force(m, &a[1])?;
                 match list_items(m, &args).as_deref() {
-                    Some([flag, x, dx]) => jvp(m, &a[0], flag, x, dx),
+                    Some([flag, x, dx]) => jvp(m, &a[0], flag, false, x, dx),
                     _ => Err(err("%rev-jvp: bad arguments".into())),
                 }
             },
