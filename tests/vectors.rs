@@ -708,3 +708,103 @@ fn examples_learn() {
     assert!(last < 0.2 * first && last < 0.05, "loss {} -> {}", first, last);
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// Sums the squares of a vector read element by element (two `vec-ref`s an element).
+const LOOP_SQ: &str = "(define (loop-sq v) (let loop ((i 0) (acc 0.0)) (if (= i (vec-length v)) acc \
+     (loop (+ i 1) (+ acc (* (vec-ref v i) (vec-ref v i)))))))
+(define (loop-sq-list l) (let loop ((l l) (acc 0.0)) (if (null? l) acc \
+     (loop (cdr l) (+ acc (* (car l) (car l)))))))
+(define (loop-cube v) (let loop ((i 0) (acc 0.0)) (if (= i (vec-length v)) acc \
+     (loop (+ i 1) (+ acc (* (vec-ref v i) (* (vec-ref v i) (vec-ref v i))))))))
+(define (loop-cube-list l) (let loop ((l l) (acc 0.0)) (if (null? l) acc \
+     (loop (cdr l) (+ acc (* (car l) (* (car l) (car l))))))))";
+
+fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new().stack_size(256 << 20).spawn(f).unwrap().join().unwrap()
+}
+
+#[test]
+fn reverse_phase_of_an_element_by_element_loop_is_linear() {
+    // Each `vec-ref`'s sensitivity is a one-hot: adding it to the gradient so far must
+    // cost constant work (amortised), not a pass over the whole vector.
+    let work = |n: usize| {
+        on_big_stack(move || {
+            let mut s = session(Backend::Cpu);
+            s.run_text("defs", LOOP_SQ).expect("definitions");
+            let before = vlad::vec::numbers_written();
+            let g = eval(&mut s, &format!("((gradient-R loop-sq) (vec-iota {}))", n));
+            assert_eq!(nums(&g).len(), n);
+            vlad::vec::numbers_written() - before
+        })
+    };
+    let (w1, w4) = (work(2000), work(8000));
+    assert!(w4 <= 20 * 8000, "numbers written for a gradient of length 8000: {}", w4);
+    assert!(w4 < 6 * w1, "numbers written grow faster than the length: {} at 2000, {} at 8000", w1, w4);
+}
+
+#[test]
+fn gradient_of_an_element_by_element_loop_is_exact() {
+    on_big_stack(|| {
+        let mut s = session(Backend::Cpu);
+        s.run_text("defs", LOOP_SQ).expect("definitions");
+        for n in [1usize, 2, 7, 40, 300] {
+            let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin() * 3.0 - 0.5).collect();
+            let g = nums(&eval(&mut s, &format!("((gradient-R loop-sq) {})", vvec(&x))));
+            let two_x: Vec<f64> = x.iter().map(|v| 2.0 * v).collect();
+            assert_eq!(g, two_x, "gradient of the sum of squares at length {}", n);
+            let gl = nums(&eval(&mut s, &format!("((gradient-R loop-sq-list) {})", vlist(&x))));
+            assert_eq!(g, gl, "vector and list gradients at length {}", n);
+            // Three reads an element: sums of three sensitivities, against lists and 3x^2.
+            let g3 = nums(&eval(&mut s, &format!("((gradient-R loop-cube) {})", vvec(&x))));
+            let g3l = nums(&eval(&mut s, &format!("((gradient-R loop-cube-list) {})", vlist(&x))));
+            let g3c: Vec<f64> = x.iter().map(|v| 3.0 * v * v).collect();
+            assert_close(&format!("cube gradient vs lists at length {}", n), &g3, &g3l, 1e-14);
+            assert_close(&format!("cube gradient vs 3x^2 at length {}", n), &g3, &g3c, 1e-14);
+            // The gradient is an ordinary vector: it prints, compares and computes as one.
+            let printed =
+                vlad::print::to_string(&eval(&mut s, &format!("((gradient-R loop-sq) {})", vvec(&x))));
+            let dense = vlad::print::to_string(&eval(&mut s, &format!("(vec-scale 2 {})", vvec(&x))));
+            assert_eq!(printed, dense);
+            let d = nums(&eval(
+                &mut s,
+                &format!("(vec-dot ((gradient-R loop-sq) {}) (vec-fill {} 1))", vvec(&x), vvec(&x)),
+            ));
+            assert_close("sum of the gradient", &d, &[two_x.iter().sum::<f64>()], 1e-12);
+        }
+    });
+}
+
+#[test]
+fn hessian_vector_products_through_vec_ref_are_exact() {
+    on_big_stack(|| {
+        let mut s = session(Backend::Cpu);
+        s.run_text("defs", LOOP_SQ).expect("definitions");
+        let n = 30;
+        let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.61).cos() - 0.2).collect();
+        let u = dir(n);
+        let (xv, uv) = (vvec(&x), vvec(&u));
+        // Sum of squares: H u = 2u.
+        let two_u: Vec<f64> = u.iter().map(|v| 2.0 * v).collect();
+        let fr = nums(&eval(&mut s, &format!("(jvp (gradient-R loop-sq) {} {})", xv, uv)));
+        let rr = nums(&eval(
+            &mut s,
+            &format!("(vjp (lambda (x) (vec-dot ((gradient-R loop-sq) x) {})) {} 1)", uv, xv),
+        ));
+        let rf = nums(&eval(&mut s, &format!("((gradient-R (lambda (x) (jvp loop-sq x {}))) {})", uv, xv)));
+        assert_close("HVP FR of the sum of squares", &fr, &two_u, 1e-14);
+        assert_close("HVP RR of the sum of squares", &rr, &two_u, 1e-14);
+        assert_close("HVP RF of the sum of squares", &rf, &two_u, 1e-14);
+        // Sum of cubes: H u = 6 x u.
+        let six_xu: Vec<f64> = x.iter().zip(&u).map(|(a, b)| 6.0 * a * b).collect();
+        let fr3 = nums(&eval(&mut s, &format!("(jvp (gradient-R loop-cube) {} {})", xv, uv)));
+        let rr3 = nums(&eval(
+            &mut s,
+            &format!("(vjp (lambda (x) (vec-dot ((gradient-R loop-cube) x) {})) {} 1)", uv, xv),
+        ));
+        let l3 =
+            nums(&eval(&mut s, &format!("(jvp (gradient-R loop-cube-list) {} {})", vlist(&x), vlist(&u))));
+        assert_close("HVP FR of the sum of cubes", &fr3, &six_xu, 1e-12);
+        assert_close("HVP RR of the sum of cubes", &rr3, &six_xu, 1e-12);
+        assert_close("HVP FR of the sum of cubes vs lists", &fr3, &l3, 1e-12);
+    });
+}

@@ -126,6 +126,21 @@ pub(crate) fn count_scalar() {
     SCALARS.fetch_add(1, Ordering::Relaxed);
 }
 
+thread_local! {
+    static WRITTEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Numbers written by vector operations on the host on this thread so far (results of
+/// elementwise operations, reductions' inputs excepted, and the numbers of pending sums
+/// when computed): a measure of the work of vector code, for complexity tests.
+pub fn numbers_written() -> u64 {
+    WRITTEN.with(|w| w.get())
+}
+
+pub(crate) fn count_written(n: usize) {
+    WRITTEN.with(|w| w.set(w.get() + n as u64));
+}
+
 /// A host buffer. Large buffers go back to a small per-thread pool when dropped, so a
 /// chain of operations on long vectors reuses memory that is already mapped instead of
 /// faulting fresh pages in for every result.
@@ -200,13 +215,110 @@ impl Drop for HostBuf {
     }
 }
 
+/// A sum not yet computed: what `vec-one-hot` and `plus` (the sensitivity sums of
+/// reverse mode) build instead of a full-length vector, so that reading a vector element
+/// by element costs constant work per element in the reverse phase. Its numbers are
+/// computed once, when something needs them, adding exactly what the dense sums would
+/// have added (same pairs, same order), by merging the smaller side into the larger.
+pub(crate) enum Term {
+    /// Zeros with `x` at index `i`.
+    OneHot(usize, f64),
+    /// A vector with its numbers (never itself a pending sum).
+    Dense(Rc<RealVec>),
+    /// The elementwise sum of the two (`None` only while being dropped).
+    Sum(Option<(Rc<Term>, Rc<Term>)>),
+}
+
+impl Drop for Term {
+    // A long chain of sums is dropped without recursion.
+    fn drop(&mut self) {
+        let Term::Sum(kids) = self else { return };
+        let Some((a, b)) = kids.take() else { return };
+        let mut stack = vec![a, b];
+        while let Some(t) = stack.pop() {
+            let Ok(mut t) = Rc::try_unwrap(t) else { continue };
+            if let Some((a, b)) = match &mut t {
+                Term::Sum(kids) => kids.take(),
+                _ => None,
+            } {
+                stack.push(a);
+                stack.push(b);
+            }
+        }
+    }
+}
+
+/// The numbers of a term while it is being computed: all of them, or a few.
+enum Acc {
+    Dense(Vec<f64>),
+    Few(rustc_hash::FxHashMap<usize, f64>),
+}
+
+fn add_into(big: &mut Acc, small: Acc) {
+    match (big, small) {
+        (Acc::Dense(d), Acc::Dense(e)) => {
+            for (x, y) in d.iter_mut().zip(e) {
+                *x += y;
+            }
+        }
+        (Acc::Dense(d), Acc::Few(e)) => {
+            for (i, y) in e {
+                d[i] += y;
+            }
+        }
+        (Acc::Few(d), Acc::Few(e)) => {
+            for (i, y) in e {
+                *d.entry(i).or_insert(0.0) += y;
+            }
+        }
+        (Acc::Few(_), Acc::Dense(_)) => unreachable!(),
+    }
+}
+
+fn acc_size(a: &Acc) -> usize {
+    match a {
+        Acc::Dense(d) => usize::MAX - d.len(),
+        Acc::Few(m) => m.len(),
+    }
+}
+
+impl Term {
+    fn eval(&self) -> Acc {
+        stacker::maybe_grow(128 * 1024, 8 * 1024 * 1024, || match self {
+            Term::OneHot(i, x) => {
+                count_written(1);
+                let mut m = rustc_hash::FxHashMap::default();
+                m.insert(*i, *x);
+                Acc::Few(m)
+            }
+            Term::Dense(v) => {
+                count_written(v.len);
+                Acc::Dense(v.host().to_vec())
+            }
+            Term::Sum(kids) => {
+                let (a, b) = kids.as_ref().expect("a sum being dropped");
+                let (mut x, mut y) = (a.eval(), b.eval());
+                // Addition commutes exactly: add the smaller side into the larger.
+                if acc_size(&x) < acc_size(&y) {
+                    std::mem::swap(&mut x, &mut y);
+                }
+                add_into(&mut x, y);
+                x
+            }
+        })
+    }
+}
+
 /// A packed vector of doubles (or a row-major matrix), immutable. The numbers are on
-/// the host, on the device, or both; with neither, the vector is a symbolic zero.
+/// the host, on the device, or both; with neither, the vector is a symbolic zero, or
+/// a pending sum ([`Term`]) whose numbers are computed on the host when first needed.
 pub struct RealVec {
     len: usize,
     shape: Shape,
     host: OnceCell<Rc<HostBuf>>,
     dev: OnceCell<Rc<cuda::DevBuf>>,
+    /// A pending sum and its weight (a bound on the work of computing it).
+    sparse: Option<(Rc<Term>, usize)>,
 }
 
 impl RealVec {
@@ -218,7 +330,7 @@ impl RealVec {
         });
         let host = OnceCell::new();
         let _ = host.set(Rc::new(buf));
-        RealVec { len, shape, host, dev: OnceCell::new() }
+        RealVec { len, shape, host, dev: OnceCell::new(), sparse: None }
     }
 
     pub fn from_vec(v: Vec<f64>, shape: Shape) -> RealVec {
@@ -228,12 +340,75 @@ impl RealVec {
     pub fn from_dev(buf: cuda::DevBuf, len: usize, shape: Shape) -> RealVec {
         let dev = OnceCell::new();
         let _ = dev.set(Rc::new(buf));
-        RealVec { len, shape, host: OnceCell::new(), dev }
+        RealVec { len, shape, host: OnceCell::new(), dev, sparse: None }
     }
 
     /// A symbolic zero: no storage until something needs its numbers.
     pub fn zeros(len: usize, shape: Shape) -> RealVec {
-        RealVec { len, shape, host: OnceCell::new(), dev: OnceCell::new() }
+        RealVec { len, shape, host: OnceCell::new(), dev: OnceCell::new(), sparse: None }
+    }
+
+    /// Zeros with `x` at index `i`, kept as a one-hot until its numbers are needed.
+    pub fn one_hot(len: usize, shape: Shape, i: usize, x: f64) -> RealVec {
+        debug_assert!(i < len);
+        RealVec {
+            len,
+            shape,
+            host: OnceCell::new(),
+            dev: OnceCell::new(),
+            sparse: Some((Rc::new(Term::OneHot(i, x)), 1)),
+        }
+    }
+
+    /// Is this a pending sum (a one-hot, or a sum with one)?
+    pub fn is_sparse(&self) -> bool {
+        self.sparse.is_some()
+    }
+
+    /// This vector as a term of a pending sum, and its weight.
+    fn term(self: &Rc<RealVec>) -> (Rc<Term>, usize) {
+        match &self.sparse {
+            Some((t, w)) => (t.clone(), *w),
+            None => (Rc::new(Term::Dense(self.clone())), self.len.max(1)),
+        }
+    }
+
+    /// `a + b` (of the same length; the result has `a`'s shape) where one of them is a
+    /// pending sum: pending too while the work of computing it stays within a few times
+    /// the length (so a chain of one-hots added up costs constant work per one-hot,
+    /// amortised), computed now otherwise.
+    pub fn sparse_sum(a: &Rc<RealVec>, b: &Rc<RealVec>) -> RealVec {
+        let ((ta, wa), (tb, wb)) = (a.term(), b.term());
+        let (len, shape) = (a.len, a.shape);
+        let w = wa.saturating_add(wb);
+        let sum = RealVec {
+            len,
+            shape,
+            host: OnceCell::new(),
+            dev: OnceCell::new(),
+            sparse: Some((Rc::new(Term::Sum(Some((ta, tb)))), w)),
+        };
+        if w <= 2 * len + 8 {
+            return sum;
+        }
+        RealVec::from_host(sum.compute(), shape)
+    }
+
+    /// The numbers of a pending sum.
+    fn compute(&self) -> HostBuf {
+        let (t, _) = self.sparse.as_ref().expect("a pending sum");
+        match t.eval() {
+            Acc::Dense(d) => HostBuf::from_vec(d),
+            Acc::Few(m) => {
+                count_written(self.len);
+                let mut b = HostBuf::zeroed(self.len);
+                let o = b.as_mut_slice();
+                for (i, x) in m {
+                    o[i] = x;
+                }
+                b
+            }
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -254,7 +429,7 @@ impl RealVec {
 
     /// Is this a symbolic zero (no numbers anywhere yet)?
     pub fn is_zero(&self) -> bool {
-        self.host.get().is_none() && self.dev.get().is_none()
+        self.host.get().is_none() && self.dev.get().is_none() && self.sparse.is_none()
     }
 
     /// Are the numbers on the device (and not on the host)?
@@ -273,7 +448,7 @@ impl RealVec {
     }
 
     /// The numbers on the host: copied back from the device (once) if they live there,
-    /// materialised if this is a symbolic zero.
+    /// computed if this is a pending sum, materialised if this is a symbolic zero.
     pub fn host(&self) -> &[f64] {
         self.host
             .get_or_init(|| match self.dev.get() {
@@ -281,6 +456,7 @@ impl RealVec {
                     count_to_host();
                     Rc::new(cuda::to_host(d, self.len))
                 }
+                None if self.sparse.is_some() => Rc::new(self.compute()),
                 None => Rc::new(HostBuf::zeroed(self.len)),
             })
             .as_slice()
@@ -296,6 +472,10 @@ impl RealVec {
         if let Some(d) = self.dev.get() {
             return Ok(&**d);
         }
+        if self.sparse.is_some() {
+            // A pending sum is computed on the host first.
+            self.host();
+        }
         let d = match self.host.get() {
             Some(h) => {
                 count_to_device();
@@ -309,13 +489,22 @@ impl RealVec {
 
     /// The same numbers seen with another shape of the same length (shares the storage).
     pub fn reshaped(&self, shape: Shape) -> RealVec {
-        RealVec { len: self.len, shape, host: self.host.clone(), dev: self.dev.clone() }
+        RealVec {
+            len: self.len,
+            shape,
+            host: self.host.clone(),
+            dev: self.dev.clone(),
+            sparse: self.sparse.clone(),
+        }
     }
 
     /// One element (reads back a single number if the vector lives on the device).
     pub fn get(&self, i: usize) -> f64 {
         if let Some(h) = self.host.get() {
             return h.as_slice()[i];
+        }
+        if self.sparse.is_some() {
+            return self.host()[i];
         }
         match self.dev.get() {
             Some(d) => {

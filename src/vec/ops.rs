@@ -107,6 +107,7 @@ fn place(be: Backend, len: usize, inputs: &[&RealVec]) -> Place {
 }
 
 fn host_out(n: usize, shape: Shape, f: impl FnOnce(&mut [f64])) -> Rc<RealVec> {
+    super::count_written(n);
     let mut b = HostBuf::for_overwrite(n);
     f(b.as_mut_slice());
     Rc::new(RealVec::from_host(b, shape))
@@ -135,10 +136,9 @@ pub fn one_hot(be: Backend, like: &RealVec, i: usize, x: f64) -> R<Rc<RealVec>> 
         return Ok(Rc::new(RealVec::zeros(n, shape)));
     }
     match place(be, n, &[like]) {
-        Place::Cpu => Ok(host_out(n, shape, |o| {
-            o.fill(0.0);
-            o[i] = x;
-        })),
+        // Kept as a one-hot (no numbers until something needs them): `plus` adds it to a
+        // sum in constant time (see [`add`]).
+        Place::Cpu => Ok(Rc::new(RealVec::one_hot(n, shape, i, x))),
         Place::Gpu(g) => Ok(dev_out(g.one_hot(n, i, x)?, n, shape)),
     }
 }
@@ -189,6 +189,16 @@ pub fn binary(be: Backend, op: Bin, a: &Rc<RealVec>, b: &Rc<RealVec>, lenient: b
             Ok(dev_out(d, n, shape))
         }
     }
+}
+
+/// `a + b` for `plus` (of the same length; the result has `a`'s shape): where either
+/// is a one-hot or a pending sum of them, a pending sum (computed when first needed, or
+/// now once it would cost more than a few times the length); otherwise as `vec+`.
+pub fn add(be: Backend, a: &Rc<RealVec>, b: &Rc<RealVec>) -> R<Rc<RealVec>> {
+    if a.len() == b.len() && !a.is_zero() && !b.is_zero() && (a.is_sparse() || b.is_sparse()) {
+        return Ok(Rc::new(RealVec::sparse_sum(a, b)));
+    }
+    binary(be, Bin::Add, a, b, true)
 }
 
 pub fn sum(be: Backend, a: &RealVec) -> R<f64> {

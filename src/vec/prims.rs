@@ -301,9 +301,10 @@ fn vec_outer(m: &mut Machine, a: &[Value]) -> Result<Value> {
     out("vec-outer", ops::outer(be(m), x, y))
 }
 
-/// `plus` on two vectors: elementwise (a symbolic zero costs nothing).
+/// `plus` on two vectors: elementwise (a symbolic zero costs nothing; a one-hot
+/// costs constant time, amortised).
 pub fn plus(m: &Machine, a: &Rc<RealVec>, b: &Rc<RealVec>) -> Result<Value> {
-    out("plus", ops::binary(be(m), Bin::Add, a, b, true))
+    out("plus", ops::add(be(m), a, b))
 }
 
 const ZERO: Rule = Rule::Rules { jvp: "(lambda (x y dx) (zero y))", vjp: "(lambda (x y yb) (zero x))" };
