@@ -43,6 +43,12 @@ fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol * a.abs().max(b.abs()).max(1.0)
 }
 
+/// `expr` evaluates to a number within `tol` (relative) of `want`.
+fn assert_value(s: &mut Session, expr: &str, want: f64, tol: f64) {
+    let got = num(&last(s, expr));
+    assert!(close(got, want, tol), "{expr}: {got}, want {want}");
+}
+
 // ----- examples and the acceptance file -----
 
 #[test]
@@ -809,8 +815,7 @@ fn nested_differentiation_through_reversible_procedures() {
         ("(R (R (R g)))", 0.0),
         ("(R (F (R g)))", 0.0),
     ] {
-        let got = num(&last(&mut s, &format!("({mix} {x})")));
-        assert!(close(got, want, 1e-12), "{mix}: {got}, want {want}");
+        assert_value(&mut s, &format!("({mix} {x})"), want, 1e-12);
     }
     // c = 2x^3 + x^6 on a list, a packed vector, uncalling the inverse, and a
     // procedure held in a variable
@@ -828,15 +833,13 @@ fn nested_differentiation_through_reversible_procedures() {
             (format!("(R (R (R {f})))"), d3),
             (format!("(F (R (F {f})))"), d3),
         ] {
-            let got = num(&last(&mut s, &format!("({mix} {x})")));
-            assert!(close(got, want, 1e-12), "{mix}: {got}, want {want}");
+            assert_value(&mut s, &format!("({mix} {x})"), want, 1e-12);
         }
     }
     for (mix, want) in
         [("(R h)", 3.0 * x * x), ("(R (R h))", 6.0 * x), ("(F (R h))", 6.0 * x), ("(R (F h))", 6.0 * x)]
     {
-        let got = num(&last(&mut s, &format!("({mix} {x})")));
-        assert!(close(got, want, 1e-12), "{mix}: {got}, want {want}");
+        assert_value(&mut s, &format!("({mix} {x})"), want, 1e-12);
     }
     // the Taylor-series exp: its derivatives are exp again (to the series' accuracy);
     // uncall subtracts it; the derivative of rev-grad's derivative
@@ -851,8 +854,7 @@ fn nested_differentiation_through_reversible_procedures() {
         ("((F (lambda (x) (car (cdr (rev-grad iexp 0 0.0 x))))) 1.6)", e),
         ("((R (lambda (x) (car (cdr (rev-grad iexp 0 0.0 x))))) 1.6)", e),
     ] {
-        let got = num(&last(&mut s, expr));
-        assert!(close(got, want, 1e-8), "{expr}: {got}, want {want}");
+        assert_value(&mut s, expr, want, 1e-8);
     }
 }
 
@@ -915,8 +917,7 @@ fn first_derivatives_through_procedures_that_depend_on_the_variables() {
         ("((F (F m4)) 1.3)", 10.0),
         ("((R (R m4)) 1.3)", 10.0),
     ] {
-        let got = num(&last(&mut s, expr));
-        assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+        assert_value(&mut s, expr, want, 1e-12);
     }
 }
 
@@ -953,8 +954,7 @@ fn mod32_derivatives_agree_at_every_order() {
         ("((R (F h)) 3)", 2.0),
         ("((R (R h)) 3)", 2.0),
     ] {
-        let got = num(&last(&mut s, expr));
-        assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+        assert_value(&mut s, expr, want, 1e-12);
     }
 }
 
@@ -1036,8 +1036,7 @@ fn xor_update_derivatives_agree_at_every_order() {
         ("((R (R f)) 3)", 2.0),
         ("((F (R f)) 3)", 2.0),
     ] {
-        let got = num(&last(&mut s, expr));
-        assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+        assert_value(&mut s, expr, want, 1e-12);
     }
 }
 
@@ -1066,8 +1065,7 @@ fn and_or_in_right_hand_sides_carry_derivatives() {
         ("(car (cdr (rev-grad aa 0 0.0 1.5)))", 2.0 * x - 3.0 * x * x),
         ("((R (F g)) 1.5)", 2.0 - 6.0 * x),
     ] {
-        let got = num(&last(&mut s, expr));
-        assert!(close(got, want, 1e-12), "{expr}: {got}, want {want}");
+        assert_value(&mut s, expr, want, 1e-12);
     }
 }
 

@@ -416,6 +416,13 @@ fn pack_like(v: &Value, like: &Value) -> Value {
     }
 }
 
+/// `(rev-grad p k a ...)` on its tuple `(cons* p k a ...)`.
+fn rev_grad(m: &mut Machine, tuple: &Value) -> Result<Value> {
+    let (p, mut xs) = split_call(m, tuple, 1, "rev-grad")?;
+    let k = xs.remove(0);
+    grad(m, &p, &k, &Value::list(xs))
+}
+
 fn make_tuple(head: Value, xs: Vec<Value>) -> Value {
     let mut it = xs.into_iter().rev();
     match it.next() {
@@ -782,11 +789,7 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "rev-grad",
             1,
-            |m, a| {
-                let (p, mut xs) = split_call(m, &a[0], 1, "rev-grad")?;
-                let k = xs.remove(0);
-                grad(m, &p, &k, &Value::list(xs))
-            },
+            |m, a| rev_grad(m, &a[0]),
             VIA_GRAD,
             Class::Other,
         ),
@@ -795,11 +798,7 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "%rev-grad-checked",
             1,
-            |m, a| {
-                let (p, mut xs) = split_call(m, &a[0], 1, "rev-grad")?;
-                let k = xs.remove(0);
-                grad(m, &p, &k, &Value::list(xs))
-            },
+            |m, a| rev_grad(m, &a[0]),
             ZERO,
             Class::Other,
         ),
