@@ -291,12 +291,10 @@ fn run_file(file: &Path, opts: &Opts) -> i32 {
     for step in unit.steps {
         let r = match step {
             Step::Define(g, _) => s.run_define(g).map(|_| ()),
-            Step::Expr { thunk, span, .. } => {
-                s.run_thunk(&thunk).and_then(|v| s.printable(v, span)).map(|v| {
-                    let text = crate::print::to_string(&v);
-                    let _ = writeln!(s.m.out, "{}", text);
-                })
-            }
+            Step::Expr { thunk, span, .. } => s
+                .run_thunk(&thunk)
+                .and_then(|v| s.printable(v, span))
+                .and_then(|v| s.m.write_value(&v).map_err(|e| e.at(span))),
             Step::Failed { error, .. } => Err(error),
         };
         if let Err(e) = r {

@@ -316,10 +316,28 @@ impl Machine {
         }
     }
 
-    /// Prints a value and a newline on the program's output (`write`).
-    pub fn write_value(&mut self, v: &Value) {
-        let s = crate::print::to_string(v);
-        let _ = writeln!(self.out, "{}", s);
+    /// Prints a value and a newline on the program's output (`write`, and the
+    /// values of top-level expressions), in pieces, so that printing a huge value
+    /// takes bounded memory and stops at an interrupt, `--timeout` or `--max-steps`
+    /// (the line is ended, then the error returned). Output that cannot be written
+    /// (a closed pipe) is dropped, as a failed write always was.
+    pub fn write_value(&mut self, v: &Value) -> Result<()> {
+        let mut limit = Ok(());
+        let mut writable = true;
+        crate::print::stream(v, &mut |piece| {
+            if writable && self.out.write_all(piece.as_bytes()).is_err() {
+                writable = false;
+            }
+            limit = self.check_limits();
+            writable && limit.is_ok()
+        });
+        if writable {
+            let _ = self.out.write_all(b"\n");
+        }
+        limit.map_err(|mut e| {
+            e.message.push_str(" while printing a value");
+            e
+        })
     }
 
     /// `read-real`: reads the next number from standard input (numbers are

@@ -246,7 +246,7 @@ fn table() -> Vec<PrimDef> {
             1,
             |m, a| {
                 real_arg("write-real", &a[0])?;
-                m.write_value(&a[0]);
+                m.write_value(&a[0])?;
                 Ok(a[0].clone())
             },
             rules!("(lambda (x y dx) dx)", "(lambda (x y yb) yb)"),
@@ -256,7 +256,7 @@ fn table() -> Vec<PrimDef> {
             "write",
             1,
             |m, a| {
-                m.write_value(&a[0]);
+                m.write_value(&a[0])?;
                 Ok(a[0].clone())
             },
             rules!("(lambda (x y dx) dx)", "(lambda (x y yb) yb)"),

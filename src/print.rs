@@ -25,117 +25,214 @@ pub fn format_real(r: f64) -> String {
 
 /// The printed form of a value.
 pub fn to_string(v: &Value) -> String {
-    let mut s = String::new();
-    write_value(&mut s, v);
-    s
+    let mut p = Printer::new(usize::MAX, None);
+    p.value(v);
+    p.buf
 }
 
 pub fn write_value(out: &mut String, v: &Value) {
-    write_limited(out, v, usize::MAX)
+    out.push_str(&to_string(v))
 }
 
 /// The printed form of a value, cut short (ending in `...`) once it is longer than
 /// about `max` characters; for error messages, which may be handed huge values.
 /// Printing stops there, so it takes time and space bounded by `max`, not by the value.
 pub fn brief(v: &Value, max: usize) -> String {
-    let mut s = String::new();
-    write_limited(&mut s, v, max);
+    prefix(v, max).0
+}
+
+/// [`brief`], and whether that is the whole printed form (not cut short).
+pub fn prefix(v: &Value, max: usize) -> (String, bool) {
+    let mut p = Printer::new(max, None);
+    p.value(v);
+    let mut s = p.buf;
     if s.chars().count() > max {
         let cut = s.char_indices().nth(max.saturating_sub(3)).map(|(i, _)| i).unwrap_or(s.len());
         s.truncate(cut);
         s.push_str("...");
+        return (s, false);
     }
-    s
+    (s, true)
 }
 
-/// Writes a value, stopping (with `...`) once `out` is `limit` bytes long.
-fn write_limited(out: &mut String, v: &Value, limit: usize) {
-    if out.len() > limit {
-        out.push_str("...");
-        return;
+/// Prints a value in pieces of about [`CHUNK`] bytes, handing each to `sink`,
+/// which returns `false` to stop the printing (a failed write, an interrupt, a
+/// time limit). Space is bounded by the piece size, not by the printed length:
+/// a value with much sharing (a list of 60 levels of `(cons x x)`) prints
+/// forever in constant memory rather than building a string of 2^60 pieces.
+/// Returns `false` if `sink` stopped it.
+pub fn stream(v: &Value, sink: &mut dyn FnMut(&str) -> bool) -> bool {
+    let mut p = Printer::new(usize::MAX, Some(sink));
+    p.value(v);
+    p.flush();
+    !p.stopped
+}
+
+/// The size of the pieces [`stream`] hands out.
+const CHUNK: usize = 1 << 16;
+
+/// Printing state: the text not yet handed out, how much was handed out, the
+/// length after which to stop with `...`, and where pieces go.
+struct Printer<'a> {
+    buf: String,
+    flushed: usize,
+    limit: usize,
+    sink: Option<&'a mut dyn FnMut(&str) -> bool>,
+    stopped: bool,
+}
+
+impl<'a> Printer<'a> {
+    fn new(limit: usize, sink: Option<&'a mut dyn FnMut(&str) -> bool>) -> Self {
+        Printer { buf: String::new(), flushed: 0, limit, sink, stopped: false }
     }
-    let write_value = |out: &mut String, v: &Value| write_limited(out, v, limit);
-    match v {
-        Value::Nil => out.push_str("()"),
-        Value::Bool(true) => out.push_str("#t"),
-        Value::Bool(false) => out.push_str("#f"),
-        Value::Int(i) => {
-            let _ = write!(out, "{}", i);
+
+    /// Whether printing should stop here: past the length limit (after
+    /// writing `...`) or stopped by the sink.
+    fn full(&mut self) -> bool {
+        if self.stopped {
+            return true;
         }
-        Value::Big(b) => {
-            let _ = write!(out, "{}", b);
+        if self.buf.len() >= CHUNK {
+            self.flush();
+            if self.stopped {
+                return true;
+            }
         }
-        Value::Real(r) => out.push_str(&format_real(*r)),
-        Value::Rat(q) => {
-            let _ = write!(out, "{}/{}", q.numer(), q.denom());
+        self.flushed + self.buf.len() > self.limit
+    }
+
+    fn flush(&mut self) {
+        if let Some(sink) = self.sink.as_mut() {
+            if !self.stopped && !sink(&self.buf) {
+                self.stopped = true;
+            }
+            self.flushed += self.buf.len();
+            self.buf.clear();
         }
-        Value::Rev(r) => {
-            let _ = write!(out, "#<reversible {}>", r.display_name());
+    }
+
+    fn push_str(&mut self, s: &str) {
+        self.buf.push_str(s)
+    }
+
+    fn value(&mut self, v: &Value) {
+        if self.full() {
+            if !self.stopped {
+                self.buf.push_str("...");
+            }
+            return;
         }
-        Value::Vector(x) => crate::vec::write(out, x, limit),
-        Value::Pair(_) => {
-            out.push('(');
-            let mut cur = v.clone();
-            let mut first = true;
-            loop {
-                if let Value::Lazy(_) = cur {
-                    cur = match crate::ad::ops::hnf_detached(&cur) {
-                        Ok(h) => h,
-                        Err(_) => cur,
-                    };
-                }
-                match &cur {
-                    Value::Pair(_) if out.len() > limit => {
-                        out.push_str(" ...");
-                        break;
+        match v {
+            Value::Nil => self.push_str("()"),
+            Value::Bool(true) => self.push_str("#t"),
+            Value::Bool(false) => self.push_str("#f"),
+            Value::Int(i) => {
+                let _ = write!(self.buf, "{}", i);
+            }
+            Value::Big(b) => {
+                let _ = write!(self.buf, "{}", b);
+            }
+            Value::Real(r) => self.buf.push_str(&format_real(*r)),
+            Value::Rat(q) => {
+                let _ = write!(self.buf, "{}/{}", q.numer(), q.denom());
+            }
+            Value::Rev(r) => {
+                let _ = write!(self.buf, "#<reversible {}>", r.display_name());
+            }
+            Value::Vector(x) => self.vector(x),
+            Value::Pair(_) => {
+                self.push_str("(");
+                let mut cur = v.clone();
+                let mut first = true;
+                loop {
+                    if let Value::Lazy(_) = cur {
+                        cur = match crate::ad::ops::hnf_detached(&cur) {
+                            Ok(h) => h,
+                            Err(_) => cur,
+                        };
                     }
-                    Value::Pair(p) => {
-                        if !first {
-                            out.push(' ');
+                    match &cur {
+                        Value::Pair(_) if self.full() => {
+                            if !self.stopped {
+                                self.push_str(" ...");
+                            }
+                            break;
                         }
-                        first = false;
-                        write_value(out, &p.car);
-                        let next = p.cdr.clone();
-                        cur = next;
-                    }
-                    Value::Nil => break,
-                    other => {
-                        out.push_str(" . ");
-                        write_value(out, other);
-                        break;
+                        Value::Pair(p) => {
+                            if !first {
+                                self.push_str(" ");
+                            }
+                            first = false;
+                            self.value(&p.car);
+                            let next = p.cdr.clone();
+                            cur = next;
+                        }
+                        Value::Nil => break,
+                        other => {
+                            self.push_str(" . ");
+                            self.value(other);
+                            break;
+                        }
                     }
                 }
+                self.push_str(")");
             }
-            out.push(')');
-        }
-        Value::Prim(p) => out.push_str(crate::prims::prim(*p).name),
-        Value::Closure(inst, i) => crate::show::write_closure(out, inst, *i as usize),
-        Value::Tagged(..) | Value::TReal(..) => {
-            let (t, inner) = v.peel().expect("a tagged value");
-            let inner = &inner;
-            out.push('(');
-            out.push_str(match t {
-                Tag::Perturbation => "perturbation",
-                Tag::Sensitivity => "sensitivity",
-                Tag::Reverse => "reverse",
-            });
-            out.push(' ');
-            write_value(out, inner);
-            out.push(')');
-        }
-        Value::Lazy(_) => match crate::ad::ops::hnf_detached(v) {
-            Ok(m) => write_value(out, &m),
-            Err(e) => {
-                let _ = write!(out, "#<error: {}>", e.message);
+            Value::Prim(p) => self.push_str(crate::prims::prim(*p).name),
+            Value::Closure(inst, i) => crate::show::write_closure(&mut self.buf, inst, *i as usize),
+            Value::Tagged(..) | Value::TReal(..) => {
+                let (t, inner) = v.peel().expect("a tagged value");
+                self.push_str(match t {
+                    Tag::Perturbation => "(perturbation ",
+                    Tag::Sensitivity => "(sensitivity ",
+                    Tag::Reverse => "(reverse ",
+                });
+                self.value(&inner);
+                self.push_str(")");
             }
-        },
-        Value::Bundle(b) => {
-            out.push_str("(forward ");
-            write_value(out, &b.0);
-            out.push(' ');
-            write_value(out, &b.1);
-            out.push(')');
+            Value::Lazy(_) => match crate::ad::ops::hnf_detached(v) {
+                Ok(m) => self.value(&m),
+                Err(e) => {
+                    let _ = write!(self.buf, "#<error: {}>", e.message);
+                }
+            },
+            Value::Bundle(b) => {
+                self.push_str("(forward ");
+                self.value(&b.0);
+                self.push_str(" ");
+                self.value(&b.1);
+                self.push_str(")");
+            }
         }
+    }
+
+    /// A vector as `(vector x ...)`, a matrix as `(matrix (x ...) ...)`.
+    fn vector(&mut self, v: &crate::vec::RealVec) {
+        let xs = v.host();
+        let (rows, cols, head) = match v.shape() {
+            crate::vec::Shape::Vector => (xs.len(), 1, "(vector"),
+            crate::vec::Shape::Matrix(r, c) => (r, c, "(matrix"),
+        };
+        let matrix = head == "(matrix";
+        self.push_str(head);
+        for i in 0..rows {
+            if self.full() {
+                if !self.stopped {
+                    self.push_str(" ...");
+                }
+                break;
+            }
+            self.push_str(if matrix { " (" } else { " " });
+            for j in 0..cols {
+                if j > 0 {
+                    self.push_str(" ");
+                }
+                self.buf.push_str(&format_real(xs[i * cols + j]));
+            }
+            if matrix {
+                self.push_str(")");
+            }
+        }
+        self.push_str(")");
     }
 }
 

@@ -452,9 +452,13 @@ impl Repl {
         }
     }
 
+    /// Prints a value as an evaluation would run: Ctrl-C and `--timeout` stop the
+    /// printing of a huge one.
     fn print_value(&mut self, v: &Value) {
-        let text = crate::print::to_string(v);
-        self.say(&text);
+        if let Err(e) = self.guarded(|s| s.m.write_value(v)) {
+            self.report(&e);
+        }
+        let _ = self.s.m.out.flush();
     }
 
     /// Prints a line of output.

@@ -519,11 +519,14 @@ fn test_failure_lines_clip_long_values() {
 fn vlad_within(dir: &Dir, args: &[&str], stdin: &str, limit: Duration) -> Option<Out> {
     use std::io::{Read, Write};
     use std::process::Stdio;
+    // Standard output goes to a file: a pipe nobody reads while the child runs
+    // would block a child that prints much.
+    let out_file = dir.path().join("stdout.txt");
     let mut child = Command::new(env!("CARGO_BIN_EXE_vlad"))
         .args(args)
         .current_dir(dir.path())
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdout(std::fs::File::create(&out_file).unwrap())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -540,10 +543,52 @@ fn vlad_within(dir: &Dir, args: &[&str], stdin: &str, limit: Duration) -> Option
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let mut stderr = String::new();
     child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let stdout = String::from_utf8_lossy(&std::fs::read(&out_file).unwrap()).into_owned();
     Some(Out { code: status.code().unwrap_or(-1), stdout, stderr })
+}
+
+/// A value of 2^60 pairs (60 levels of `(cons x x)`, shared) printed at the top
+/// level: the printer built the whole text in memory and the process died of
+/// an allocation failure (or ran past --timeout until the watchdog stopped it).
+/// It now prints in pieces, in bounded memory, and stops at --timeout with an
+/// error naming the expression; in the REPL the session goes on; `vlad test`
+/// stops printing once the text is too long to match the expectation.
+#[test]
+fn printing_a_huge_shared_value_is_bounded() {
+    let d = Dir::new();
+    let dbl = "(define (dbl k x) (if (= k 0) x (dbl (- k 1) (cons x x))))\n";
+    d.file("p.vlad", &format!("{dbl}(+ 1 2)\n(dbl 60 '())\n(+ 3 4)\n"))
+        .file("t.vlad", &format!("{dbl}(dbl 60 '()) ===> (1 2)\n(dbl 2 '()) ===> ((()) ())\n"));
+    let limit = Duration::from_secs(60);
+    let o = vlad_within(&d, &["--timeout", "1", "p.vlad"], "", limit).expect("vlad run hung");
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    assert!(
+        o.stderr.starts_with("p.vlad:3:1: error: time limit exceeded (--timeout) while printing a value\n"),
+        "{}",
+        o.stderr
+    );
+    // the value's text was being written (a line begun with its first 60 parentheses)
+    assert!(
+        o.stdout.starts_with(&format!("3\n{}())", "(".repeat(60))),
+        "{}",
+        &o.stdout[..100.min(o.stdout.len())]
+    );
+    assert!(o.stdout.ends_with('\n'));
+    let o = vlad_within(&d, &["test", "t.vlad"], "", limit).expect("vlad test hung");
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stdout.starts_with("t.vlad:2: expected (1 2), got (((((("), "{}", o.stdout);
+    assert!(o.stdout.contains("... (longer than "), "{}", o.stdout);
+    assert!(o.stdout.ends_with("1 passed, 1 failed\n"), "{}", o.stdout);
+    let input = format!("{dbl}(dbl 60 '())\n(+ 3 4)\n");
+    let o = vlad_within(&d, &["--timeout", "1"], &input, limit).expect("the REPL hung");
+    assert!(
+        o.stderr.contains("error: time limit exceeded (--timeout) while printing a value"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stdout.ends_with(")\n7\n"), "{}", &o.stdout[o.stdout.len().saturating_sub(100)..]);
 }
 
 /// `--timeout` bounds a program stuck in one primitive operation (here the product
