@@ -549,6 +549,20 @@ fn vlad_within(dir: &Dir, args: &[&str], stdin: &str, limit: Duration) -> Option
     Some(Out { code: status.code().unwrap_or(-1), stdout, stderr })
 }
 
+/// Memory running out (here under `ulimit -v`, as a list grows without end)
+/// ended the process with Rust's abort ("memory allocation of 48 bytes failed",
+/// SIGABRT); it is an error with exit status 1.
+#[test]
+fn running_out_of_memory_is_an_error_not_a_crash() {
+    let d = Dir::new();
+    d.file("p.vlad", "(define (grow l) (grow (cons 1.0 l)))\n(grow '())\n");
+    let cmd = format!("ulimit -v 1000000 && exec '{}' p.vlad", env!("CARGO_BIN_EXE_vlad"));
+    let o = Command::new("sh").args(["-c", &cmd]).current_dir(d.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr, "error: out of memory (the system refused an allocation); vlad stopped\n");
+}
+
 /// A value of 2^60 pairs (60 levels of `(cons x x)`, shared) printed at the top
 /// level: the printer built the whole text in memory and the process died of
 /// an allocation failure (or ran past --timeout until the watchdog stopped it).
