@@ -87,7 +87,7 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
                 // `checked_rem` is `None` only for i64::MIN / -1, which the big path handles.
                 match x.checked_rem(*y) {
                     Some(0) => x.checked_div(*y),
-                    Some(_) => return Some(Ok(Value::Real(*x as f64 / *y as f64))),
+                    Some(_) => return Some(Ok(Value::Real(ratio_f64(&BigInt::from(*x), &BigInt::from(*y))))),
                     None => None,
                 }
             }
@@ -141,10 +141,11 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
 /// x / y as the nearest double, also when either is beyond a double's range (a
 /// quotient of two huge integers, or of a huge one by a small one, can be finite).
 fn ratio_f64(x: &BigInt, y: &BigInt) -> f64 {
-    const EXACT: f64 = (1u64 << 53) as f64;
-    let (fx, fy) = (x.to_f64().unwrap_or(f64::NAN), y.to_f64().unwrap_or(f64::NAN));
-    if fx.abs() <= EXACT && fy.abs() <= EXACT {
-        return fx / fy;
+    // Below 2^53 both convert exactly and one IEEE division rounds once; above, the
+    // conversions would round first (2^53 + 1 becomes 2^53), so the quotient is taken
+    // from the exact values.
+    if x.bits() <= 53 && y.bits() <= 53 {
+        return x.to_f64().unwrap_or(f64::NAN) / y.to_f64().unwrap_or(f64::NAN);
     }
     // Correctly rounded, whatever the sizes (num-rational's conversion).
     BigRational::new_raw(x.clone(), y.clone()).to_f64().unwrap_or(f64::NAN)
