@@ -177,8 +177,12 @@ pub fn log(a: &Value) -> Option<Value> {
         Value::Big(_) | Value::Rat(_) => rat(a)?,
         _ => return real_fn(f64::ln, a),
     };
+    if q.is_negative() {
+        // As for a negative double; its double may be -0.0, whose log is -inf.
+        return Some(Value::Real(f64::NAN));
+    }
     let f = rat_f64(&q);
-    if !q.is_positive() || (f.is_finite() && f >= f64::MIN_POSITIVE) {
+    if f.is_finite() && f >= f64::MIN_POSITIVE {
         return Some(Value::Real(f.ln()));
     }
     Some(Value::Real(big_ln(q.numer()) - big_ln(q.denom())))
@@ -318,12 +322,15 @@ pub fn atan2(y: &Value, x: &Value) -> Option<f64> {
         }
     };
     let k = log2(&qy).max(log2(&qx));
-    let scale = |q: BigRational| {
+    let scale = |q: BigRational, v: &Value, f: f64| {
+        if matches!(v, Value::Real(_)) && f == 0.0 {
+            return f; // a zero double keeps its sign: atan2(-0.0, x < 0) is -pi
+        }
         let (n, d) = (q.numer().clone(), q.denom().clone());
         let (n, d) = if k >= 0 { (n, d << k as usize) } else { (n << (-k) as usize, d) };
         ratio_f64(&n, &d)
     };
-    Some(scale(qy).atan2(scale(qx)))
+    Some(scale(qy, y, fy).atan2(scale(qx, x, fx)))
 }
 
 /// The exact zero of an exact number, `0.0` of a double.
