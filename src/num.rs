@@ -267,10 +267,12 @@ pub fn sqrt(a: &Value) -> Option<Value> {
                     return Some(from_big(r));
                 }
             }
-            match a {
-                Value::Big(b) if !b.is_negative() => Some(Value::Real(exact_sqrt_f64(b, &BigInt::from(1)))),
-                _ => Some(Value::Real(a.as_f64()?.sqrt())),
+            // Above 2^53 the integer's double is already rounded, and its square root
+            // can then miss the nearest double by one unit: work on the exact value.
+            if !b.is_negative() && b.bits() > 53 {
+                return Some(Value::Real(exact_sqrt_f64(&b, &BigInt::from(1))));
             }
+            Some(Value::Real(a.as_f64()?.sqrt()))
         }
         Value::Real(r) => Some(Value::Real(r.sqrt())),
         Value::Rat(q) => {
