@@ -87,7 +87,7 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
                 // `checked_rem` is `None` only for i64::MIN / -1, which the big path handles.
                 match x.checked_rem(*y) {
                     Some(0) => x.checked_div(*y),
-                    Some(_) => return Some(Ok(Value::Real(*x as f64 / *y as f64))),
+                    Some(_) => return Some(Ok(Value::Real(ratio_f64(&BigInt::from(*x), &BigInt::from(*y))))),
                     None => None,
                 }
             }
@@ -141,10 +141,11 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
 /// x / y as the nearest double, also when either is beyond a double's range (a
 /// quotient of two huge integers, or of a huge one by a small one, can be finite).
 fn ratio_f64(x: &BigInt, y: &BigInt) -> f64 {
-    const EXACT: f64 = (1u64 << 53) as f64;
-    let (fx, fy) = (x.to_f64().unwrap_or(f64::NAN), y.to_f64().unwrap_or(f64::NAN));
-    if fx.abs() <= EXACT && fy.abs() <= EXACT {
-        return fx / fy;
+    // Below 2^53 both convert exactly and one IEEE division rounds once; above, the
+    // conversions would round first (2^53 + 1 becomes 2^53), so the quotient is taken
+    // from the exact values.
+    if x.bits() <= 53 && y.bits() <= 53 {
+        return x.to_f64().unwrap_or(f64::NAN) / y.to_f64().unwrap_or(f64::NAN);
     }
     // Correctly rounded, whatever the sizes (num-rational's conversion).
     BigRational::new_raw(x.clone(), y.clone()).to_f64().unwrap_or(f64::NAN)
@@ -176,8 +177,12 @@ pub fn log(a: &Value) -> Option<Value> {
         Value::Big(_) | Value::Rat(_) => rat(a)?,
         _ => return real_fn(f64::ln, a),
     };
+    if q.is_negative() {
+        // As for a negative double; its double may be -0.0, whose log is -inf.
+        return Some(Value::Real(f64::NAN));
+    }
     let f = rat_f64(&q);
-    if !q.is_positive() || (f.is_finite() && f >= f64::MIN_POSITIVE) {
+    if f.is_finite() && f >= f64::MIN_POSITIVE {
         return Some(Value::Real(f.ln()));
     }
     Some(Value::Real(big_ln(q.numer()) - big_ln(q.denom())))
@@ -262,10 +267,12 @@ pub fn sqrt(a: &Value) -> Option<Value> {
                     return Some(from_big(r));
                 }
             }
-            match a {
-                Value::Big(b) if !b.is_negative() => Some(Value::Real(exact_sqrt_f64(b, &BigInt::from(1)))),
-                _ => Some(Value::Real(a.as_f64()?.sqrt())),
+            // Above 2^53 the integer's double is already rounded, and its square root
+            // can then miss the nearest double by one unit: work on the exact value.
+            if !b.is_negative() && b.bits() > 53 {
+                return Some(Value::Real(exact_sqrt_f64(&b, &BigInt::from(1))));
             }
+            Some(Value::Real(a.as_f64()?.sqrt()))
         }
         Value::Real(r) => Some(Value::Real(r.sqrt())),
         Value::Rat(q) => {
@@ -317,12 +324,15 @@ pub fn atan2(y: &Value, x: &Value) -> Option<f64> {
         }
     };
     let k = log2(&qy).max(log2(&qx));
-    let scale = |q: BigRational| {
+    let scale = |q: BigRational, v: &Value, f: f64| {
+        if matches!(v, Value::Real(_)) && f == 0.0 {
+            return f; // a zero double keeps its sign: atan2(-0.0, x < 0) is -pi
+        }
         let (n, d) = (q.numer().clone(), q.denom().clone());
         let (n, d) = if k >= 0 { (n, d << k as usize) } else { (n << (-k) as usize, d) };
         ratio_f64(&n, &d)
     };
-    Some(scale(qy).atan2(scale(qx)))
+    Some(scale(qy, y, fy).atan2(scale(qx, x, fx)))
 }
 
 /// The exact zero of an exact number, `0.0` of a double.
