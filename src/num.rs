@@ -87,7 +87,7 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
                 // `checked_rem` is `None` only for i64::MIN / -1, which the big path handles.
                 match x.checked_rem(*y) {
                     Some(0) => x.checked_div(*y),
-                    Some(_) => return Some(Ok(Value::Real(ratio_f64(&BigInt::from(*x), &BigInt::from(*y))))),
+                    Some(_) => return Some(Ok(Value::Real(int_ratio_f64(*x, *y)))),
                     None => None,
                 }
             }
@@ -136,6 +136,16 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
         '*' => x * y,
         _ => x / y,
     })))
+}
+
+/// x / y as the nearest double, for machine integers: one IEEE division where
+/// both convert exactly (no allocation), else [`ratio_f64`].
+fn int_ratio_f64(x: i64, y: i64) -> f64 {
+    const EXACT: u64 = 1 << 53;
+    if x.unsigned_abs() <= EXACT && y.unsigned_abs() <= EXACT {
+        return x as f64 / y as f64;
+    }
+    ratio_f64(&BigInt::from(x), &BigInt::from(y))
 }
 
 /// x / y as the nearest double, also when either is beyond a double's range (a
