@@ -82,7 +82,8 @@ fn vector_of(m: &mut Machine, a: &[Value]) -> Result<Value> {
     // A sensitivity list may have lazy zeros inside.
     let l = crate::ad::ops::force(m, &a[0])?;
     let mut xs = Vec::new();
-    let first_is_row = matches!(&l, Value::Pair(p) if matches!(p.car, Value::Pair(_)));
+    // A list whose first element is a list (an empty one too: r x 0) is a list of rows.
+    let first_is_row = matches!(&l, Value::Pair(p) if matches!(p.car, Value::Pair(_) | Value::Nil));
     if !first_is_row {
         list_numbers(NAME, &l, &mut xs)?;
         return Ok(Value::Vector(Rc::new(RealVec::from_vec(xs, Shape::Vector))));
@@ -234,8 +235,10 @@ fn vec_length(_: &mut Machine, a: &[Value]) -> Result<Value> {
     Ok(Value::Int(v.len() as i64))
 }
 
+/// A type predicate like `real?`: a tagged vector is not a vector, and the
+/// transformed versions (a shape rule) test the primal.
 fn is_vector(_: &mut Machine, a: &[Value]) -> Result<Value> {
-    Ok(Value::Bool(matches!(&*strip(&a[0]), Value::Vector(_))))
+    Ok(Value::Bool(matches!(&a[0], Value::Vector(_))))
 }
 
 fn mat_dim(name: &str, v: &Value, which: usize) -> Result<Value> {
@@ -344,7 +347,8 @@ pub fn table() -> Vec<PrimDef> {
             "list-of",
             1,
             list_of,
-            rules!("(lambda (x y dx) (list-of dx))", "(lambda (x y yb) (vector-of yb))"),
+            // (a 0 x c matrix is the list (), so the cotangent gets its shape back from x)
+            rules!("(lambda (x y dx) (list-of dx))", "(lambda (x y yb) (vec-shape-like (vector-of yb) x))"),
             Other,
         ),
         p(
@@ -369,7 +373,13 @@ pub fn table() -> Vec<PrimDef> {
         ),
         p("vec-iota", 1, vec_iota, ZERO, Other),
         p("vec-length", 1, vec_length, Rule::Predicate, Other),
-        p("vector?", 1, is_vector, Rule::Predicate, Other),
+        p(
+            "vector?",
+            1,
+            is_vector,
+            Rule::Shape { test: "(if (pair? v) #f (if (procedure? v) #f (vector? (STRIP v))))" },
+            Other,
+        ),
         p("mat-rows", 1, |_, a| mat_dim("mat-rows", &a[0], 0), Rule::Predicate, Other),
         p("mat-cols", 1, |_, a| mat_dim("mat-cols", &a[0], 1), Rule::Predicate, Other),
         p(
