@@ -120,12 +120,19 @@ fn list_of(_: &mut Machine, a: &[Value]) -> Result<Value> {
 /// than a process that pages until it is killed.
 fn length_arg(name: &str, v: &Value) -> Result<usize> {
     let n = index_arg(name, v)?;
+    fits(name, "a vector", n as u128)?;
+    Ok(n)
+}
+
+/// An error if `n` doubles (`what`: a vector, a result) would not fit in memory.
+fn fits(name: &str, what: &str, n: u128) -> Result<()> {
     if let Some(total) = memory_bytes() {
-        if (n as u128) * 8 > total as u128 {
+        if n * 8 > total as u128 {
             return Err(err(
                 name,
                 format!(
-                    "a vector of {} numbers needs {:.1} GB, more than this machine's {:.1} GB of memory",
+                    "{} of {} numbers needs {:.1} GB, more than this machine's {:.1} GB of memory",
+                    what,
                     n,
                     n as f64 * 8e-9,
                     total as f64 * 1e-9
@@ -133,7 +140,7 @@ fn length_arg(name: &str, v: &Value) -> Result<usize> {
             ));
         }
     }
-    Ok(n)
+    Ok(())
 }
 
 /// The machine's memory and swap in bytes, where the system says (Linux).
@@ -291,6 +298,10 @@ fn vec_mat(m: &mut Machine, a: &[Value]) -> Result<Value> {
 
 fn mat_mat(m: &mut Machine, a: &[Value]) -> Result<Value> {
     let (x, y) = (vec_arg("mat-mat", &a[0])?, vec_arg("mat-mat", &a[1])?);
+    // (the result can be far larger than the arguments)
+    if let (Shape::Matrix(r, _), Shape::Matrix(_, c)) = (x.shape(), y.shape()) {
+        fits("mat-mat", "a result", r as u128 * c as u128)?;
+    }
     out("mat-mat", ops::mat_mat(be(m), x, y))
 }
 
@@ -301,6 +312,7 @@ fn transpose(m: &mut Machine, a: &[Value]) -> Result<Value> {
 
 fn vec_outer(m: &mut Machine, a: &[Value]) -> Result<Value> {
     let (x, y) = (vec_arg("vec-outer", &a[0])?, vec_arg("vec-outer", &a[1])?);
+    fits("vec-outer", "a result", x.len() as u128 * y.len() as u128)?;
     out("vec-outer", ops::outer(be(m), x, y))
 }
 
