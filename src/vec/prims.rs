@@ -199,7 +199,7 @@ fn unary(name: &'static str, op: Un, m: &mut Machine, a: &[Value]) -> Result<Val
 
 fn binary(name: &'static str, op: Bin, m: &mut Machine, a: &[Value]) -> Result<Value> {
     let (x, y) = (vec_arg(name, &a[0])?, vec_arg(name, &a[1])?);
-    out(name, ops::binary(be(m), op, x, y, false))
+    out(name, ops::binary(be(m), op, x, y))
 }
 
 fn vec_scale(m: &mut Machine, a: &[Value]) -> Result<Value> {
