@@ -477,6 +477,20 @@ fn vectors_larger_than_memory_are_refused() {
         assert!(got.starts_with(&want), "{}: got {}", text, got);
     }
     assert_eq!(run1("(vec-length (make-vec 1000 1.0))"), "1000");
+    // Products whose result is far larger than their arguments: 3e6 x 3e6 numbers
+    // (72 TB) is an error, not an aborted allocation; also in a gradient's forward phase.
+    let big = "(define u (make-vec 3000000 1.0))";
+    for (expr, name) in [
+        ("(vec-outer u u)", "vec-outer"),
+        ("(mat-mat (vec-reshape u 3000000 1) (vec-reshape u 1 3000000))", "mat-mat"),
+        ("((gradient-R (lambda (x) (vec-sum (vec-outer x x)))) u)", "vec-outer"),
+    ] {
+        let got = run1(&format!("{big} {expr}"));
+        let want = format!(
+            "error: {name}: a result of 9000000000000 numbers needs 72000.0 GB, more than this machine's"
+        );
+        assert!(got.starts_with(&want), "{}: got {}", expr, got);
+    }
 }
 
 #[test]

@@ -589,11 +589,24 @@ fn bundle_step(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
         (Value::Pair(_) | Value::Closure(..), _) | (_, Value::Pair(_) | Value::Closure(..)) => {
             return Err(bundle_mismatch(p, t))
         }
-        (_, Value::Tagged(..) | Value::TReal(..)) if t.outer_tag() == Some(Tag::Perturbation) => {
+        (_, Value::Tagged(..) | Value::TReal(..))
+            if t.outer_tag() == Some(Tag::Perturbation) && leaves_conform(p, t) =>
+        {
             Value::bundle(p.clone(), t.clone())
         }
         _ => return Err(bundle_mismatch(p, t)),
     })
+}
+
+/// Can `t` (a perturbation) be the tangent of the leaf `p`? A vector's tangent is a
+/// vector of the same shape, and nothing else's is a vector (a value still pending
+/// is checked when it is reached).
+fn leaves_conform(p: &Value, t: &Value) -> bool {
+    match (&*strip(p), &*strip(t)) {
+        (Value::Vector(a), Value::Vector(b)) => a.len() == b.len() && a.shape() == b.shape(),
+        (Value::Vector(_), x) | (x, Value::Vector(_)) => matches!(x, Value::Lazy(_)),
+        _ => true,
+    }
 }
 
 fn bundle_mismatch(p: &Value, t: &Value) -> Error {

@@ -164,21 +164,19 @@ pub fn unary(be: Backend, op: Un, a: &Rc<RealVec>) -> R<Rc<RealVec>> {
     }
 }
 
-/// Elementwise binary operation on two vectors of the same shape (`lenient`: of the
-/// same length; the result has `a`'s shape).
-pub fn binary(be: Backend, op: Bin, a: &Rc<RealVec>, b: &Rc<RealVec>, lenient: bool) -> R<Rc<RealVec>> {
-    if a.len() != b.len() || (!lenient && a.shape() != b.shape()) {
+/// Elementwise binary operation on two vectors of the same shape.
+pub fn binary(be: Backend, op: Bin, a: &Rc<RealVec>, b: &Rc<RealVec>) -> R<Rc<RealVec>> {
+    if a.len() != b.len() || a.shape() != b.shape() {
         return Err(format!("shapes differ: {} and {}", a.describe(), b.describe()));
     }
     let (n, shape) = (a.len(), a.shape());
-    let like_a = |v: &Rc<RealVec>| if v.shape() == shape { v.clone() } else { Rc::new(v.reshaped(shape)) };
     match op {
         Bin::Add if b.is_zero() => return Ok(a.clone()),
-        Bin::Add if a.is_zero() => return Ok(like_a(b)),
+        Bin::Add if a.is_zero() => return Ok(b.clone()),
         Bin::Sub if b.is_zero() => return Ok(a.clone()),
-        Bin::Sub if a.is_zero() => return unary(be, Un::Affine(-1.0, 0.0), &like_a(b)),
+        Bin::Sub if a.is_zero() => return unary(be, Un::Affine(-1.0, 0.0), b),
         Bin::Mul if a.is_zero() => return Ok(a.clone()),
-        Bin::Mul if b.is_zero() => return Ok(like_a(b)),
+        Bin::Mul if b.is_zero() => return Ok(b.clone()),
         Bin::Div if a.is_zero() && !b.is_zero() => return Ok(a.clone()),
         _ => {}
     }
@@ -191,14 +189,19 @@ pub fn binary(be: Backend, op: Bin, a: &Rc<RealVec>, b: &Rc<RealVec>, lenient: b
     }
 }
 
-/// `a + b` for `plus` (of the same length; the result has `a`'s shape): where either
-/// is a one-hot or a pending sum of them, a pending sum (computed when first needed, or
-/// now once it would cost more than a few times the length); otherwise as `vec+`.
+/// `a + b` for `plus` (of the same shape, as `vec+`): where either is a one-hot or a
+/// pending sum of them, a pending sum (computed when first needed, or now once it
+/// would cost more than a few times the length); otherwise as `vec+`.
 pub fn add(be: Backend, a: &Rc<RealVec>, b: &Rc<RealVec>) -> R<Rc<RealVec>> {
-    if a.len() == b.len() && !a.is_zero() && !b.is_zero() && (a.is_sparse() || b.is_sparse()) {
+    if a.len() == b.len()
+        && a.shape() == b.shape()
+        && !a.is_zero()
+        && !b.is_zero()
+        && (a.is_sparse() || b.is_sparse())
+    {
         return Ok(Rc::new(RealVec::sparse_sum(a, b)));
     }
-    binary(be, Bin::Add, a, b, true)
+    binary(be, Bin::Add, a, b)
 }
 
 pub fn sum(be: Backend, a: &RealVec) -> R<f64> {

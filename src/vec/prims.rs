@@ -82,7 +82,8 @@ fn vector_of(m: &mut Machine, a: &[Value]) -> Result<Value> {
     // A sensitivity list may have lazy zeros inside.
     let l = crate::ad::ops::force(m, &a[0])?;
     let mut xs = Vec::new();
-    let first_is_row = matches!(&l, Value::Pair(p) if matches!(p.car, Value::Pair(_)));
+    // A list whose first element is a list (an empty one too: r x 0) is a list of rows.
+    let first_is_row = matches!(&l, Value::Pair(p) if matches!(p.car, Value::Pair(_) | Value::Nil));
     if !first_is_row {
         list_numbers(NAME, &l, &mut xs)?;
         return Ok(Value::Vector(Rc::new(RealVec::from_vec(xs, Shape::Vector))));
@@ -119,12 +120,19 @@ fn list_of(_: &mut Machine, a: &[Value]) -> Result<Value> {
 /// than a process that pages until it is killed.
 fn length_arg(name: &str, v: &Value) -> Result<usize> {
     let n = index_arg(name, v)?;
+    fits(name, "a vector", n as u128)?;
+    Ok(n)
+}
+
+/// An error if `n` doubles (`what`: a vector, a result) would not fit in memory.
+fn fits(name: &str, what: &str, n: u128) -> Result<()> {
     if let Some(total) = memory_bytes() {
-        if (n as u128) * 8 > total as u128 {
+        if n * 8 > total as u128 {
             return Err(err(
                 name,
                 format!(
-                    "a vector of {} numbers needs {:.1} GB, more than this machine's {:.1} GB of memory",
+                    "{} of {} numbers needs {:.1} GB, more than this machine's {:.1} GB of memory",
+                    what,
                     n,
                     n as f64 * 8e-9,
                     total as f64 * 1e-9
@@ -132,7 +140,7 @@ fn length_arg(name: &str, v: &Value) -> Result<usize> {
             ));
         }
     }
-    Ok(n)
+    Ok(())
 }
 
 /// The machine's memory and swap in bytes, where the system says (Linux).
@@ -191,7 +199,7 @@ fn unary(name: &'static str, op: Un, m: &mut Machine, a: &[Value]) -> Result<Val
 
 fn binary(name: &'static str, op: Bin, m: &mut Machine, a: &[Value]) -> Result<Value> {
     let (x, y) = (vec_arg(name, &a[0])?, vec_arg(name, &a[1])?);
-    out(name, ops::binary(be(m), op, x, y, false))
+    out(name, ops::binary(be(m), op, x, y))
 }
 
 fn vec_scale(m: &mut Machine, a: &[Value]) -> Result<Value> {
@@ -234,8 +242,10 @@ fn vec_length(_: &mut Machine, a: &[Value]) -> Result<Value> {
     Ok(Value::Int(v.len() as i64))
 }
 
+/// A type predicate like `real?`: a tagged vector is not a vector, and the
+/// transformed versions (a shape rule) test the primal.
 fn is_vector(_: &mut Machine, a: &[Value]) -> Result<Value> {
-    Ok(Value::Bool(matches!(&*strip(&a[0]), Value::Vector(_))))
+    Ok(Value::Bool(matches!(&a[0], Value::Vector(_))))
 }
 
 fn mat_dim(name: &str, v: &Value, which: usize) -> Result<Value> {
@@ -288,6 +298,10 @@ fn vec_mat(m: &mut Machine, a: &[Value]) -> Result<Value> {
 
 fn mat_mat(m: &mut Machine, a: &[Value]) -> Result<Value> {
     let (x, y) = (vec_arg("mat-mat", &a[0])?, vec_arg("mat-mat", &a[1])?);
+    // (the result can be far larger than the arguments)
+    if let (Shape::Matrix(r, _), Shape::Matrix(_, c)) = (x.shape(), y.shape()) {
+        fits("mat-mat", "a result", r as u128 * c as u128)?;
+    }
     out("mat-mat", ops::mat_mat(be(m), x, y))
 }
 
@@ -298,6 +312,7 @@ fn transpose(m: &mut Machine, a: &[Value]) -> Result<Value> {
 
 fn vec_outer(m: &mut Machine, a: &[Value]) -> Result<Value> {
     let (x, y) = (vec_arg("vec-outer", &a[0])?, vec_arg("vec-outer", &a[1])?);
+    fits("vec-outer", "a result", x.len() as u128 * y.len() as u128)?;
     out("vec-outer", ops::outer(be(m), x, y))
 }
 
@@ -344,7 +359,8 @@ pub fn table() -> Vec<PrimDef> {
             "list-of",
             1,
             list_of,
-            rules!("(lambda (x y dx) (list-of dx))", "(lambda (x y yb) (vector-of yb))"),
+            // (a 0 x c matrix is the list (), so the cotangent gets its shape back from x)
+            rules!("(lambda (x y dx) (list-of dx))", "(lambda (x y yb) (vec-shape-like (vector-of yb) x))"),
             Other,
         ),
         p(
@@ -369,7 +385,13 @@ pub fn table() -> Vec<PrimDef> {
         ),
         p("vec-iota", 1, vec_iota, ZERO, Other),
         p("vec-length", 1, vec_length, Rule::Predicate, Other),
-        p("vector?", 1, is_vector, Rule::Predicate, Other),
+        p(
+            "vector?",
+            1,
+            is_vector,
+            Rule::Shape { test: "(if (pair? v) #f (if (procedure? v) #f (vector? (STRIP v))))" },
+            Other,
+        ),
         p("mat-rows", 1, |_, a| mat_dim("mat-rows", &a[0], 0), Rule::Predicate, Other),
         p("mat-cols", 1, |_, a| mat_dim("mat-cols", &a[0], 1), Rule::Predicate, Other),
         p(
