@@ -614,10 +614,12 @@ fn parse_define(d: &Datum, list: &[Datum]) -> Result<Item> {
         }
         DatumKind::List(head, None) if !head.is_empty() => {
             // (define (f p ...) body) and curried (define ((f a) b) body).
-            let mut target = list[1].clone();
+            // `target` is borrowed, not cloned: cloning the head at each level would copy
+            // the whole nested head again per level (quadratic in the nesting depth).
+            let mut target = &list[1];
             let mut body = list[2].clone();
             loop {
-                let items = target.as_list().unwrap().to_vec();
+                let items = target.as_list().unwrap();
                 let params = Datum::new(DatumKind::List(items[1..].to_vec(), None), target.span);
                 let lam_sym = Datum::new(DatumKind::Symbol("lambda".into()), target.span);
                 body = Datum::new(DatumKind::List(vec![lam_sym, params, body], None), sp);
@@ -632,7 +634,7 @@ fn parse_define(d: &Datum, list: &[Datum]) -> Result<Item> {
                             span: sp,
                         });
                     }
-                    DatumKind::List(h, None) if !h.is_empty() => target = items[0].clone(),
+                    DatumKind::List(h, None) if !h.is_empty() => target = &items[0],
                     _ => return Err(Error::syntax(items[0].span, "bad `define`: expected a name")),
                 }
             }

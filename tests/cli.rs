@@ -400,6 +400,17 @@ fn max_depth_stops_deep_recursion() {
     }
 }
 
+/// A deeply curried `define` head is read in time linear in its depth (a
+/// 20,000-deep head once copied the rest of the head at each level: minutes).
+#[test]
+fn deeply_curried_define_is_read_in_linear_time() {
+    let n = 20_000;
+    let d = Dir::new();
+    d.file("curry.vlad", &format!("(define {}f{} 7)\n(procedure? f)\n", "(".repeat(n), ")".repeat(n)));
+    let o = vlad_within(&d, &["curry.vlad"], "", Duration::from_secs(20)).expect("took more than 20 s");
+    assert_eq!((o.code, o.stdout.as_str(), o.stderr.as_str()), (0, "#t\n", ""));
+}
+
 #[test]
 fn max_steps_stops_an_infinite_loop() {
     let o = run_bad("(define (spin n) (spin (+ n 1)))\n(spin 0)\n", &["--max-steps", "100000"]);
