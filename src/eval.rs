@@ -1655,7 +1655,10 @@ impl Machine {
     #[inline(never)]
     fn split_value_slow(&mut self, v: Value, span: Span) -> Result<(Value, Value)> {
         let v = match v {
-            Value::Lazy(_) if v.is_pair() => crate::ad::ops::hnf(self, &v)?,
+            // A failure forcing it (a part without the tag an untagging primitive
+            // removes) is an error of this destructuring, which may be a prelude
+            // accessor compiled in place, with no call frame of its own.
+            Value::Lazy(_) if v.is_pair() => crate::ad::ops::hnf(self, &v).map_err(|e| e.at(span))?,
             v => v,
         };
         match v {
@@ -1733,7 +1736,7 @@ impl Machine {
             CBind::Split(..) => return self.exec_split(base, inst, b),
             CBind::Check(c, a, span) => {
                 let v = atom!(self, base, inst, a);
-                let v = crate::ad::ops::force(self, &v)?;
+                let v = crate::ad::ops::force(self, &v).map_err(|e| e.at(*span))?;
                 if !crate::ad::ops::literal_matches(c, &v) {
                     return Err(Error::runtime(
                         Some(*span),

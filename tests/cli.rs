@@ -328,6 +328,21 @@ fn output_before_a_run_time_error_is_kept() {
 /// plain numbers) stops the program with a located error and status 1; it used to
 /// print `#<error: ...>` as the value and exit 0.
 #[test]
+fn a_failing_lazy_ad_operation_taken_apart_by_an_accessor_is_shown_at_the_accessor() {
+    // cadr is compiled in place (no call frame): the error forcing the lazy pair
+    // once had no location at all.
+    let o = run_bad("(define (g x) (+ 1 (cadr x)))\n(g (unsensitize (list 1 2)))\n", &[]);
+    assert_stderr(
+        &o,
+        "bad.vlad:1:20: error: unsensitize: expected a sensitivity value, got 1 (an exact integer)
+  | (define (g x) (+ 1 (cadr x)))
+  |                    ^
+  in g called at bad.vlad:2:1
+",
+    );
+}
+
+#[test]
 fn a_failing_lazy_ad_operation_is_an_error_of_its_expression() {
     let o = run_bad("(+ 2 3)\n(unperturb (cons 1 2))\n(write 4)\n", &[]);
     assert_eq!(o.code, 1);
