@@ -931,3 +931,23 @@ fn read_real_reads_number_by_number() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.starts_with("rr.vlad:5:1: error: read-real: not a number: foo\n"), "{err}");
 }
+
+/// A source file that is not UTF-8 is an error at its first bad byte, in a
+/// program and in an included file.
+#[test]
+fn a_file_that_is_not_utf8_is_an_error_at_the_bad_byte() {
+    let d = Dir::new();
+    std::fs::write(d.path().join("bad.vlad"), b"(+ 1 2)\n(car \xff 1)\n").unwrap();
+    d.file("inc.vlad", "(include \"bad.vlad\")\n");
+    for f in ["bad.vlad", "inc.vlad"] {
+        let o = vlad(&d, &[f]);
+        assert_eq!(o.code, 1);
+        assert_stderr(
+            &o,
+            "bad.vlad:2:6: error: invalid UTF-8 (byte 0xFF): source files must be UTF-8 text
+  | (car \u{fffd} 1)
+  |      ^
+",
+        );
+    }
+}
