@@ -54,7 +54,8 @@ fn write_limited(out: &mut String, v: &Value, limit: usize) {
         out.push_str("...");
         return;
     }
-    let write_value = |out: &mut String, v: &Value| write_limited(out, v, limit);
+    // Nested values (a list in the car of a list, millions deep) recurse natively.
+    let write_value = |out: &mut String, v: &Value| crate::stack::grow(|| write_limited(out, v, limit));
     match v {
         Value::Nil => out.push_str("()"),
         Value::Bool(true) => out.push_str("#t"),

@@ -932,6 +932,21 @@ fn read_real_reads_number_by_number() {
     assert!(err.starts_with("rr.vlad:5:1: error: read-real: not a number: foo\n"), "{err}");
 }
 
+/// A list nested millions deep in its first element prints (the printer once
+/// overflowed its 1 GiB stack at 3,000,000 levels).
+#[test]
+fn a_value_nested_millions_deep_prints() {
+    let n = 3_000_000;
+    let d = Dir::new();
+    d.file(
+        "deep.vlad",
+        &format!("(let loop ((i 0) (d '())) (if (= i {n}) d (loop (+ i 1) (cons d '()))))\n"),
+    );
+    let o = vlad(&d, &["deep.vlad"]);
+    assert_eq!((o.code, o.stderr.as_str()), (0, ""));
+    assert_eq!(o.stdout, format!("{}{}\n", "(".repeat(n + 1), ")".repeat(n + 1)));
+}
+
 /// A source file that is not UTF-8 is an error at its first bad byte, in a
 /// program and in an included file.
 #[test]
