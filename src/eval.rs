@@ -215,6 +215,20 @@ fn arity_error(name: &str, arity: u8, n: usize) -> Error {
     Error::runtime(None, format!("{}: expected {} arguments, got {}", name, arity, n))
 }
 
+/// The native stack cannot grow (the machine or a limit such as `ulimit -v` has no
+/// memory left for it) before `--max-depth` is reached.
+#[cold]
+#[inline(never)]
+fn out_of_stack(depth: usize, span: Option<Span>) -> Error {
+    Error::runtime(
+        span,
+        format!(
+            "recursion too deep (out of memory for the stack at {} nested calls; see --max-depth)",
+            depth
+        ),
+    )
+}
+
 #[cold]
 #[inline(never)]
 fn too_deep(max: usize, span: Option<Span>) -> Error {
@@ -620,6 +634,11 @@ impl Machine {
     #[cold]
     #[inline(never)]
     fn call_loop_grow(&mut self, inst: &InstRc, idx: u32, nargs: usize, span: Option<&Span>) -> Result<()> {
+        if !crate::stack::can_grow() {
+            let len = self.stack.len();
+            self.stack.truncate(len - nargs);
+            return Err(out_of_stack(self.depth, span.copied()));
+        }
         self.with_stack(|m| m.call_loop(inst, idx, nargs, span))
     }
 
@@ -1400,6 +1419,8 @@ impl Machine {
                 // checks the native stack as a call does.
                 if self.stack_ok() {
                     self.run_block::<true>(base, inst, b, 0)?;
+                } else if !crate::stack::can_grow() {
+                    return Err(out_of_stack(self.depth, None));
                 } else {
                     self.with_stack(|m| m.run_block::<true>(base, inst, b, 0))?;
                 }

@@ -932,6 +932,56 @@ fn read_real_reads_number_by_number() {
     assert!(err.starts_with("rr.vlad:5:1: error: read-real: not a number: foo\n"), "{err}");
 }
 
+/// Runs `vlad ARGS` in `dir` with its address space limited to `kib` KiB
+/// (`ulimit -v`), as a sandbox or a small machine would.
+fn vlad_limited(dir: &Dir, kib: u64, args: &[&str]) -> Out {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_vlad"))
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// Where memory runs out before `--max-depth`, deep recursion (of the evaluator, and
+/// of `plus` over a value nested millions deep) is an error: the stack segment it
+/// needed could not be mapped, which once panicked and then spent minutes unwinding.
+#[test]
+fn recursion_that_runs_out_of_memory_is_an_error() {
+    let d = Dir::new();
+    d.file("deep.vlad", "(define (f n) (+ 1 (f n)))\n(f 1)\n(+ 1 2)\n").file(
+        "plus.vlad",
+        "(define d (let loop ((i 0) (d '())) (if (= i 10000000) d (loop (+ i 1) (cons d '())))))\n\
+         (pair? (plus d d))\n",
+    );
+    let o = vlad_limited(&d, 1 << 20, &["test", "deep.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stdout.starts_with(
+            "deep.vlad:2: expected #t, got error: recursion too deep (out of memory for the stack at "
+        ),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.ends_with("0 passed, 2 failed\n"), "{}", o.stdout);
+    let o = vlad_limited(&d, 3 << 20, &["plus.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.starts_with(
+            "plus.vlad:2:8: error: out of memory for the stack (a value or a recursion nested too deeply)\n"
+        ),
+        "{}",
+        o.stderr
+    );
+}
+
 /// A list nested millions deep in its first element prints (the printer once
 /// overflowed its 1 GiB stack at 3,000,000 levels).
 #[test]
