@@ -1109,13 +1109,14 @@ fn wrong_shaped_tangents_and_sensitivities_are_errors() {
             "(vjp (lambda (m) (call pm 0.0 m)) (list (list 1.0 2.0) (list 3.0 4.0)) (list 1.0 (list (list 0.0 0.0) (list 0.0))))",
             "element 1 of variable m",
         ),
-        // forward mode: the tangent of the arguments (bundle checks pairs, not leaves)
+        // forward mode: the tangent of the arguments (bundle checks pairs and that a
+        // vector's tangent is a vector of its length, not other leaves)
         ("(jvp (lambda (x) (call p 0.0 x)) 2.0 #t)", "variable x"),
         ("(tangent ((j* (lambda (x) (call p 0.0 x))) (bundle 2.0 (perturb #t))))", "call: the tangent"),
         ("(jvp (lambda (y) (uncall p y 2.0)) 0.0 #f)", "uncall: the tangent"),
         ("(jvp (lambda (x) (%rev-call p (list 0.0 x))) 2.0 #f)", "%rev-call: the tangent"),
-        ("(jvp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) 1.0)", "variable v"),
-        ("(jvp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) (vector-of '(1.0 2.0 3.0)))", "variable v"),
+        ("(jvp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) 1.0)", "bundle: the tangent must be a perturbation shaped like the primal"),
+        ("(jvp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) (vector-of '(1.0 2.0 3.0)))", "bundle: the tangent must be a perturbation shaped like the primal"),
         // rev-grad's derivatives are those of its VLAD translation: VLAD's own errors
         ("(vjp (lambda (x) (rev-grad p 0 0.0 x)) 2.0 (list 1.0))", "expected a pair"),
         ("(jvp (lambda (x) (rev-grad p 0 0.0 x)) 2.0 #t)", "expected two numbers"),

@@ -590,10 +590,25 @@ fn bundle_step(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
             return Err(bundle_mismatch(p, t))
         }
         (_, Value::Tagged(..) | Value::TReal(..)) if t.outer_tag() == Some(Tag::Perturbation) => {
+            if leaf_mismatch(p, t) {
+                return Err(bundle_mismatch(p, t));
+            }
             Value::bundle(p.clone(), t.clone())
         }
         _ => return Err(bundle_mismatch(p, t)),
     })
+}
+
+/// Whether a leaf primal and its perturbation `t` plainly differ in shape: a vector
+/// and a number, or vectors of different lengths (these were bundled unchecked).
+fn leaf_mismatch(p: &Value, t: &Value) -> bool {
+    let num = |v: &Value| matches!(v, Value::Int(_) | Value::Big(_) | Value::Real(_) | Value::Rat(_));
+    match (p, t.peel_if(Tag::Perturbation)) {
+        (Value::Vector(a), Some(Value::Vector(b))) => a.len() != b.len(),
+        (Value::Vector(_), Some(x)) => num(&x),
+        (x, Some(Value::Vector(_))) => num(x),
+        _ => false,
+    }
 }
 
 fn bundle_mismatch(p: &Value, t: &Value) -> Error {
