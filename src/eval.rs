@@ -215,6 +215,20 @@ fn arity_error(name: &str, arity: u8, n: usize) -> Error {
     Error::runtime(None, format!("{}: expected {} arguments, got {}", name, arity, n))
 }
 
+/// The native stack cannot grow (the machine or a limit such as `ulimit -v` has no
+/// memory left for it) before `--max-depth` is reached.
+#[cold]
+#[inline(never)]
+fn out_of_stack(depth: usize, span: Option<Span>) -> Error {
+    Error::runtime(
+        span,
+        format!(
+            "recursion too deep (out of memory for the stack at {} nested calls; see --max-depth)",
+            depth
+        ),
+    )
+}
+
 #[cold]
 #[inline(never)]
 fn too_deep(max: usize, span: Option<Span>) -> Error {
@@ -638,6 +652,11 @@ impl Machine {
     #[cold]
     #[inline(never)]
     fn call_loop_grow(&mut self, inst: &InstRc, idx: u32, nargs: usize, span: Option<&Span>) -> Result<()> {
+        if !crate::stack::can_grow() {
+            let len = self.stack.len();
+            self.stack.truncate(len - nargs);
+            return Err(out_of_stack(self.depth, span.copied()));
+        }
         self.with_stack(|m| m.call_loop(inst, idx, nargs, span))
     }
 
@@ -1418,6 +1437,8 @@ impl Machine {
                 // checks the native stack as a call does.
                 if self.stack_ok() {
                     self.run_block::<true>(base, inst, b, 0)?;
+                } else if !crate::stack::can_grow() {
+                    return Err(out_of_stack(self.depth, None));
                 } else {
                     self.with_stack(|m| m.run_block::<true>(base, inst, b, 0))?;
                 }
@@ -1673,7 +1694,10 @@ impl Machine {
     #[inline(never)]
     fn split_value_slow(&mut self, v: Value, span: Span) -> Result<(Value, Value)> {
         let v = match v {
-            Value::Lazy(_) if v.is_pair() => crate::ad::ops::hnf(self, &v)?,
+            // A failure forcing it (a part without the tag an untagging primitive
+            // removes) is an error of this destructuring, which may be a prelude
+            // accessor compiled in place, with no call frame of its own.
+            Value::Lazy(_) if v.is_pair() => crate::ad::ops::hnf(self, &v).map_err(|e| e.at(span))?,
             v => v,
         };
         match v {
@@ -1751,7 +1775,7 @@ impl Machine {
             CBind::Split(..) => return self.exec_split(base, inst, b),
             CBind::Check(c, a, span) => {
                 let v = atom!(self, base, inst, a);
-                let v = crate::ad::ops::force(self, &v)?;
+                let v = crate::ad::ops::force(self, &v).map_err(|e| e.at(*span))?;
                 if !crate::ad::ops::literal_matches(c, &v) {
                     return Err(Error::runtime(
                         Some(*span),

@@ -115,7 +115,13 @@ impl<'a> Printer<'a> {
         self.buf.push_str(s)
     }
 
+    /// Nested values (a list in the car of a list, millions deep) recurse
+    /// natively, on a stack grown like the other recursive passes'.
     fn value(&mut self, v: &Value) {
+        crate::stack::grow(|| self.value_here(v))
+    }
+
+    fn value_here(&mut self, v: &Value) {
         if self.full() {
             if !self.stopped {
                 self.buf.push_str("...");

@@ -173,12 +173,27 @@ impl Session {
 
     /// Reads a file's items, following includes.
     pub fn read_file(&mut self, path: &Path) -> Result<Vec<Item>> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::new(ErrorKind::Syntax, None, format!("cannot read {}: {}", path.display(), e))
-        })?;
+        let text = self.read_source(path, None)?;
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         let mut stack = vec![canon];
         self.read_items(&path.display().to_string(), &text, path.parent(), &mut stack)
+    }
+
+    /// The text of a source file. A read failure is an error at `at` (the `include`,
+    /// if any); text that is not UTF-8 is an error at its first bad byte.
+    fn read_source(&mut self, path: &Path, at: Option<Span>) -> Result<String> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            Error::new(ErrorKind::Syntax, at, format!("cannot read {}: {}", path.display(), e))
+        })?;
+        String::from_utf8(bytes).map_err(|e| {
+            let good = e.utf8_error().valid_up_to();
+            let byte = e.as_bytes()[good];
+            let file = self.sources.add(path.display().to_string(), String::from_utf8_lossy(e.as_bytes()));
+            Error::syntax(
+                Span::new(file, good, good),
+                format!("invalid UTF-8 (byte 0x{byte:02X}): source files must be UTF-8 text"),
+            )
+        })
     }
 
     /// Reads source text into items. `dir` is where relative includes start.
@@ -290,8 +305,7 @@ impl Session {
                             format!("include cycle: {} includes itself", p.display()),
                         ));
                     }
-                    let text = std::fs::read_to_string(&p)
-                        .map_err(|e| Error::syntax(span, format!("cannot read {}: {}", p.display(), e)))?;
+                    let text = self.read_source(&p, Some(span))?;
                     stack.push(canon);
                     let r = self.read_items(&p.display().to_string(), &text, p.parent(), stack);
                     stack.pop();
@@ -614,10 +628,12 @@ fn parse_define(d: &Datum, list: &[Datum]) -> Result<Item> {
         }
         DatumKind::List(head, None) if !head.is_empty() => {
             // (define (f p ...) body) and curried (define ((f a) b) body).
-            let mut target = list[1].clone();
+            // `target` is borrowed, not cloned: cloning the head at each level would copy
+            // the whole nested head again per level (quadratic in the nesting depth).
+            let mut target = &list[1];
             let mut body = list[2].clone();
             loop {
-                let items = target.as_list().unwrap().to_vec();
+                let items = target.as_list().unwrap();
                 let params = Datum::new(DatumKind::List(items[1..].to_vec(), None), target.span);
                 let lam_sym = Datum::new(DatumKind::Symbol("lambda".into()), target.span);
                 body = Datum::new(DatumKind::List(vec![lam_sym, params, body], None), sp);
@@ -632,7 +648,7 @@ fn parse_define(d: &Datum, list: &[Datum]) -> Result<Item> {
                             span: sp,
                         });
                     }
-                    DatumKind::List(h, None) if !h.is_empty() => target = items[0].clone(),
+                    DatumKind::List(h, None) if !h.is_empty() => target = &items[0],
                     _ => return Err(Error::syntax(items[0].span, "bad `define`: expected a name")),
                 }
             }

@@ -328,6 +328,21 @@ fn output_before_a_run_time_error_is_kept() {
 /// plain numbers) stops the program with a located error and status 1; it used to
 /// print `#<error: ...>` as the value and exit 0.
 #[test]
+fn a_failing_lazy_ad_operation_taken_apart_by_an_accessor_is_shown_at_the_accessor() {
+    // cadr is compiled in place (no call frame): the error forcing the lazy pair
+    // once had no location at all.
+    let o = run_bad("(define (g x) (+ 1 (cadr x)))\n(g (unsensitize (list 1 2)))\n", &[]);
+    assert_stderr(
+        &o,
+        "bad.vlad:1:20: error: unsensitize: expected a sensitivity value, got 1 (an exact integer)
+  | (define (g x) (+ 1 (cadr x)))
+  |                    ^
+  in g called at bad.vlad:2:1
+",
+    );
+}
+
+#[test]
 fn a_failing_lazy_ad_operation_is_an_error_of_its_expression() {
     let o = run_bad("(+ 2 3)\n(unperturb (cons 1 2))\n(write 4)\n", &[]);
     assert_eq!(o.code, 1);
@@ -398,6 +413,17 @@ fn max_depth_stops_deep_recursion() {
         expected.push_str("  ... 992 more frames\n  from the top-level expression at deep.vlad:2:1\n");
         assert_stderr(&o, &expected);
     }
+}
+
+/// A deeply curried `define` head is read in time linear in its depth (a
+/// 20,000-deep head once copied the rest of the head at each level: minutes).
+#[test]
+fn deeply_curried_define_is_read_in_linear_time() {
+    let n = 20_000;
+    let d = Dir::new();
+    d.file("curry.vlad", &format!("(define {}f{} 7)\n(procedure? f)\n", "(".repeat(n), ")".repeat(n)));
+    let o = vlad_within(&d, &["curry.vlad"], "", Duration::from_secs(20)).expect("took more than 20 s");
+    assert_eq!((o.code, o.stdout.as_str(), o.stderr.as_str()), (0, "#t\n", ""));
 }
 
 #[test]
@@ -965,4 +991,89 @@ fn read_real_reads_number_by_number() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "1\n3\n3\n4/3\n");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.starts_with("rr.vlad:5:1: error: read-real: not a number: foo\n"), "{err}");
+}
+
+/// Runs `vlad ARGS` in `dir` with its address space limited to `kib` KiB
+/// (`ulimit -v`), as a sandbox or a small machine would.
+fn vlad_limited(dir: &Dir, kib: u64, args: &[&str]) -> Out {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_vlad"))
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// Where memory runs out before `--max-depth`, deep recursion (of the evaluator, and
+/// of `plus` over a value nested millions deep) is an error: the stack segment it
+/// needed could not be mapped, which once panicked and then spent minutes unwinding.
+#[test]
+fn recursion_that_runs_out_of_memory_is_an_error() {
+    let d = Dir::new();
+    d.file("deep.vlad", "(define (f n) (+ 1 (f n)))\n(f 1)\n(+ 1 2)\n").file(
+        "plus.vlad",
+        "(define d (let loop ((i 0) (d '())) (if (= i 10000000) d (loop (+ i 1) (cons d '())))))\n\
+         (pair? (plus d d))\n",
+    );
+    let o = vlad_limited(&d, 1 << 20, &["test", "deep.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stdout.starts_with(
+            "deep.vlad:2: expected #t, got error: recursion too deep (out of memory for the stack at "
+        ),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.ends_with("0 passed, 2 failed\n"), "{}", o.stdout);
+    let o = vlad_limited(&d, 3 << 20, &["plus.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.starts_with(
+            "plus.vlad:2:8: error: out of memory for the stack (a value or a recursion nested too deeply)\n"
+        ),
+        "{}",
+        o.stderr
+    );
+}
+
+/// A list nested millions deep in its first element prints (the printer once
+/// overflowed its 1 GiB stack at 3,000,000 levels).
+#[test]
+fn a_value_nested_millions_deep_prints() {
+    let n = 3_000_000;
+    let d = Dir::new();
+    d.file(
+        "deep.vlad",
+        &format!("(let loop ((i 0) (d '())) (if (= i {n}) d (loop (+ i 1) (cons d '()))))\n"),
+    );
+    let o = vlad(&d, &["deep.vlad"]);
+    assert_eq!((o.code, o.stderr.as_str()), (0, ""));
+    assert_eq!(o.stdout, format!("{}{}\n", "(".repeat(n + 1), ")".repeat(n + 1)));
+}
+
+/// A source file that is not UTF-8 is an error at its first bad byte, in a
+/// program and in an included file.
+#[test]
+fn a_file_that_is_not_utf8_is_an_error_at_the_bad_byte() {
+    let d = Dir::new();
+    std::fs::write(d.path().join("bad.vlad"), b"(+ 1 2)\n(car \xff 1)\n").unwrap();
+    d.file("inc.vlad", "(include \"bad.vlad\")\n");
+    for f in ["bad.vlad", "inc.vlad"] {
+        let o = vlad(&d, &[f]);
+        assert_eq!(o.code, 1);
+        assert_stderr(
+            &o,
+            "bad.vlad:2:6: error: invalid UTF-8 (byte 0xFF): source files must be UTF-8 text
+  | (car \u{fffd} 1)
+  |      ^
+",
+        );
+    }
 }

@@ -51,7 +51,7 @@ fn map_env(
     f: &mut dyn FnMut(&mut Machine, &Value) -> Result<Value>,
 ) -> Result<InstRc> {
     // The only deep recursion of the tag operations: closures nested in closures.
-    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+    crate::stack::try_grow(RED_ZONE, SEGMENT, || {
         let mut env = InstBuilder::new(group, inst.env.len());
         for v in inst.env.iter() {
             env.push(f(m, v)?);
@@ -80,7 +80,7 @@ pub fn group_is_prim_based(g: &crate::anf::Group) -> bool {
 /// `zero`: the same shape with every real replaced by zero (primitives become `()`).
 pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
     m.ad_work += 1;
-    stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+    crate::stack::try_grow(RED_ZONE, SEGMENT, || {
         Ok(match v {
             Value::Nil | Value::Bool(_) => v.clone(),
             Value::Int(_) | Value::Big(_) | Value::Real(_) | Value::Rat(_) => num::zero_like(v),
@@ -229,7 +229,7 @@ pub fn hnf(m: &mut Machine, v: &Value) -> Result<Value> {
     if let Some(h) = z.hnf.get() {
         return Ok(h.clone());
     }
-    let h = stacker::maybe_grow(RED_ZONE, SEGMENT, || hnf_step(m, z))?;
+    let h = crate::stack::try_grow(RED_ZONE, SEGMENT, || hnf_step(m, z))?;
     let _ = z.hnf.set(h.clone());
     Ok(h)
 }
@@ -287,7 +287,7 @@ pub fn force(m: &mut Machine, v: &Value) -> Result<Value> {
 
 /// [`force`], or `None` where `v` holds no lazy value.
 fn force_changed(m: &mut Machine, v: &Value) -> Result<Option<Value>> {
-    stacker::maybe_grow(RED_ZONE, SEGMENT, || match v {
+    crate::stack::try_grow(RED_ZONE, SEGMENT, || match v {
         Value::Lazy(_) => {
             let h = hnf(m, v)?;
             Ok(Some(force_changed(m, &h)?.unwrap_or(h)))
@@ -372,7 +372,7 @@ fn plus_rec(m: &mut Machine, a: &Value, b: &Value, memo: &mut PlusMemo) -> Resul
     } else {
         None
     };
-    let r = stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+    let r = crate::stack::try_grow(RED_ZONE, SEGMENT, || {
         Ok(match (a, b) {
             (Value::Lazy(z), _) if z.zero => b.clone(),
             (_, Value::Lazy(z)) if z.zero => a.clone(),

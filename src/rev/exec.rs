@@ -798,7 +798,7 @@ impl<'m> Exec<'m> {
         }
         self.depth += 1;
         let d = dir.xor(p.inverted);
-        let r = stacker::maybe_grow(256 * 1024, 16 * 1024 * 1024, || self.run(code, nb, d));
+        let r = crate::stack::try_grow(256 * 1024, 16 * 1024 * 1024, || self.run(code, nb, d));
         self.depth -= 1;
         match r {
             Ok(()) => {
