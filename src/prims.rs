@@ -103,6 +103,7 @@ impl PrimDef {
                 | "pair?"
                 | "null?"
                 | "procedure?"
+                | "%check-sensitivity"
         );
         let shallow = matches!(
             name,
@@ -233,6 +234,38 @@ fn table() -> Vec<PrimDef> {
             Rule::Predicate,
             Other,
         ),
+        // The sensitivity `s` of a value `y`, checked to be shaped like it (by `vjp`, who = -1,
+        // and by the backpropagators of the vector primitives, who = the primitive's id).
+        p(
+            "%check-sensitivity",
+            3,
+            check_sensitivity,
+            rules!(
+                "(lambda ((cons y (cons s w)) r (cons dy (cons ds dw))) ds)",
+                "(lambda ((cons y (cons s w)) r rb) (cons (zero y) (cons rb (zero w))))"
+            ),
+            Other,
+        ),
+        // The derivative the prelude's forward-mode gradient takes along one real of
+        // the argument: a real, as the function must return a real.
+        p(
+            "%real-derivative",
+            1,
+            |m, a| {
+                if ops::strip(&a[0]).is_number() {
+                    return Ok(a[0].clone());
+                }
+                let d = primal_view(m, &a[0], &mut 64);
+                Err(err(format!(
+                    "gradient-F: the function must return a real, but its derivative along a real of the \
+                     argument is {} ({}); for other results use jvp, or jacobian-F",
+                    crate::print::brief(&d, 60),
+                    d.kind_name()
+                )))
+            },
+            rules!("(lambda (x y dx) dx)", "(lambda (x y yb) yb)"),
+            Other,
+        ),
         p(
             "if-procedure",
             3,
@@ -354,8 +387,17 @@ static TABLE: OnceLock<Vec<PrimDef>> = OnceLock::new();
 /// The core primitives followed by the vector primitives (`vec::prims`).
 fn full_table() -> Vec<PrimDef> {
     let mut t = table();
+    let _ = CORE_LEN.set(t.len());
     t.extend(crate::vec::prims::table());
     t
+}
+
+static CORE_LEN: OnceLock<usize> = OnceLock::new();
+
+/// Is `p` one of the vector primitives (`vec::prims`)?
+pub fn is_vector_prim(p: PrimId) -> bool {
+    prims();
+    CORE_LEN.get().is_some_and(|n| p as usize >= *n)
 }
 
 /// All primitives; a [`PrimId`] indexes this slice.
@@ -391,6 +433,24 @@ fn primal_view(m: &mut Machine, v: &Value, budget: &mut u32) -> Value {
         }
         other => other.clone(),
     }
+}
+
+/// `(%check-sensitivity y s who)`: `s`, checked to be a sensitivity of `y`
+/// (`who`: -1 for `vjp`, else the id of the vector primitive whose backpropagator
+/// checks it). vjp's check accepts what the reversible procedures' derivatives
+/// do; the primitives' rules need the exact shape.
+fn check_sensitivity(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let who = match &*ops::strip(&a[2]) {
+        Value::Int(i) if *i >= 0 && (*i as usize) < prims().len() => Some(prims()[*i as usize].name),
+        _ => None,
+    };
+    let Some(why) = ops::sensitivity_mismatch(m, &a[0], &a[1], who.is_some())? else {
+        return Ok(a[1].clone());
+    };
+    Err(err(match who {
+        None => format!("vjp: the sensitivity must be shaped like the function's result: {why}"),
+        Some(n) => format!("{n}: the sensitivity of its result must be shaped like the result: {why}"),
+    }))
 }
 
 fn err(msg: String) -> Error {

@@ -822,3 +822,64 @@ fn hessian_vector_products_through_vec_ref_are_exact() {
         assert_close("HVP FR of the sum of cubes vs lists", &fr3, &l3, 1e-12);
     });
 }
+
+/// A sensitivity must be shaped like the value it is the sensitivity of: a
+/// wrong one is an error where it enters (vjp's ybar, or a vector primitive's
+/// backpropagator called with it), in every nesting, not a wrong result (a
+/// transpose's backpropagator would turn a 2x3 sensitivity of a 3x2 result into
+/// a 3x2 "gradient" of a 2x3 argument) or an error deep inside a rule.
+#[test]
+fn wrong_shaped_sensitivities_are_errors() {
+    let a = "(define A (vector-of (list (list 1 2 3) (list 4 5 6))))\n";
+    let vjp = "error: vjp: the sensitivity must be shaped like the function's result: ";
+    let cases = [
+        ("(vjp transpose A A)", format!("{vjp}the result is a 3x2 matrix, the sensitivity is a 2x3 matrix")),
+        ("(vjp (lambda (x) (vec-reshape x 3 2)) A A)", format!("{vjp}the result is a 3x2 matrix")),
+        ("(vjp vec-exp (vec-iota 3) (vec-iota 2))", format!("{vjp}the result is a vector of length 3, the sensitivity is a vector of length 2")),
+        ("(vjp vec-exp (vec-iota 3) 1)", format!("{vjp}the result is a vector of length 3, the sensitivity is the real 1")),
+        ("(vjp vec-sum (vec-iota 3) (vec-iota 3))", format!("{vjp}the result is a real, the sensitivity is a vector of length 3")),
+        ("(vjp (lambda (x) (* x x)) 3 (vec-iota 2))", format!("{vjp}the result is a real, the sensitivity is a vector")),
+        ("(vjp (lambda (x) (vec-outer x x)) (vec-iota 2) (vec-iota 4))", "error: vec-outer: the sensitivity of its result must be shaped like the result: the result is a 2x2 matrix, the sensitivity is a vector of length 4".into()),
+        ("(vjp (lambda (x) (list x x)) 3 (list 1 2 3))", format!("{vjp}at (cddr ...) the result has (), the sensitivity has a pair (3)")),
+        ("(vjp (lambda (x) (list x (vec-scale x (vec-iota 2)))) 3 (list 1 (vec-iota 3)))", format!("{vjp}at (cadr ...) the result has a vector of length 2, the sensitivity has a vector of length 3")),
+        ("(vjp (lambda (x) (list x x)) 3 (list 1))", format!("{vjp}at (cdr ...) the result has a pair, the sensitivity has ()")),
+        ("(vjp (lambda (x) (list x (vec-scale x A))) 3 (list 1 (vec-iota 6)))", "error: vec-scale: the sensitivity of its result must be shaped like the result: the result is a 2x3 matrix, the sensitivity is a vector of length 6".into()),
+        ("(vjp (lambda (x) (cons x x)) 3 5)", format!("{vjp}the result is a pair, the sensitivity is the real 5")),
+        ("(value-and-vjp transpose A A)", format!("{vjp}the result is a 3x2 matrix")),
+        // a backpropagator called by the program
+        ("((cdr ((*j transpose) (*j A))) (sensitize A))", "error: transpose: the sensitivity of its result must be shaped like the result: the result is a 3x2 matrix, the sensitivity is a 2x3 matrix".into()),
+        ("((cdr ((*j (lambda (x) (transpose (vec-exp x)))) (*j A))) (sensitize A))", "error: transpose: the sensitivity of its result".into()),
+        ("((cdr ((*j (lambda (x) (mat-vec x (vec-iota 3)))) (*j A))) (sensitize (vec-iota 3)))", "error: mat-vec: the sensitivity of its result must be shaped like the result: the result is a vector of length 2, the sensitivity is a vector of length 3".into()),
+        ("((cdr ((*j vec-sum) (*j (vec-iota 3)))) (sensitize (vec-iota 3)))", "error: vec-sum: the sensitivity of its result must be shaped like the result: the result is a real, the sensitivity is a vector of length 3".into()),
+        // nested: forward over reverse, reverse over reverse
+        ("(jvp (lambda (x) (vec-sum (vjp transpose x x))) A A)", format!("{vjp}the result is a 3x2 matrix")),
+        ("((gradient-R (lambda (x) (vec-sum (vjp transpose x x)))) A)", format!("{vjp}the result is a 3x2 matrix")),
+        ("((gradient-F (lambda (x) (vec-sum (vjp transpose x x)))) A)", format!("{vjp}the result is a 3x2 matrix")),
+        // gradient-F, like gradient-R, wants a real result
+        ("((gradient-F vec-exp) (vec-iota 2))", "error: gradient-F: the function must return a real, but its derivative along a real of the argument is (vector 1.0 0.0) (a vector)".into()),
+        ("((gradient-F (lambda (x) (list x))) 2)", "error: gradient-F: the function must return a real".into()),
+        ("((gradient-R vec-exp) (vec-iota 2))", "error: derivative-R/gradient-R: the function must return a real".into()),
+    ];
+    for (text, want) in &cases {
+        let got = run1(&format!("{a}{text}"));
+        assert!(got.starts_with(want.as_str()), "{text}:\n  got  {got}\n  want {want}");
+    }
+    // right shapes (and zeros of any shape) still work, in every nesting
+    let ok = [
+        ("(vjp transpose A (transpose A))", "(matrix (1.0 2.0 3.0) (4.0 5.0 6.0))"),
+        ("(vjp (lambda (x) (list x (vec-sum x))) (vec-iota 2) (list (vec-iota 2) 2))", "(vector 2.0 3.0)"),
+        ("(vjp (lambda (x) (cons x #t)) 3 (cons 1 #f))", "1"),
+        ("(vjp (lambda (x) (list x x)) 3 (zero (list 1 2)))", "0"),
+        ("(hvp-RR (lambda (x) (vec-sum (vec* x x))) (vec-iota 2) (vec-iota 2))", "(vector 0.0 2.0)"),
+        ("(jvp (lambda (x) (vec-sum (vjp transpose x (transpose x)))) A A)", "21.0"),
+    ];
+    for (text, want) in ok {
+        assert_eq!(run1(&format!("{a}{text}")), want, "{text}");
+    }
+    // the error says where the call is
+    let text = format!("{a}(define B A)\n(vjp transpose A B)");
+    let mut s = session(Backend::Cpu);
+    let Err(e) = s.run_text("shapes.vlad", &text) else { panic!("no error") };
+    let r = e.render(&s.sources);
+    assert!(r.contains("in vjp called at shapes.vlad:3:1"), "{r}");
+}

@@ -765,3 +765,92 @@ pub fn lift(m: &mut Machine, k: Kind, v: &Value) -> Result<Value> {
         Kind::S => tag(m, Tag::Sensitivity, v),
     }
 }
+
+/// What a sensitivity of `y` must be, as far as it is checked: the shape of a
+/// leaf (`None`: anything, as for booleans and procedures).
+fn sens_kind(y: &Value) -> Option<&'static str> {
+    match y {
+        Value::Nil => Some("()"),
+        Value::Pair(_) => Some("a pair"),
+        Value::Vector(_) => Some("a vector"),
+        y if y.is_number() => Some("a real"),
+        _ => None,
+    }
+}
+
+/// A leaf's shape in words: `a real`, `a vector of length 3`, `a 2x3 matrix`...
+fn shape_words(v: &Value) -> String {
+    match v {
+        Value::Vector(x) => match x.shape() {
+            crate::vec::Shape::Matrix(r, c) => format!("a {r}x{c} matrix"),
+            crate::vec::Shape::Vector => format!("a vector of length {}", x.len()),
+        },
+        v if v.is_number() => "a real".into(),
+        Value::Nil => "()".into(),
+        Value::Pair(_) => "a pair".into(),
+        v => v.kind_name().into(),
+    }
+}
+
+/// Checks that `s` can be a sensitivity of `y` (at the same tag depth: leaves are
+/// compared through their tags): pairs where `y` has pairs, `()` where it has
+/// `()`, reals where it has reals, vectors of the same shape where it has
+/// vectors (booleans and procedures are not checked; a lazy zero conforms).
+/// Unless `strict`, also `()` for a real and a flat vector for a matrix of as
+/// many numbers (what the reversible procedures' derivatives accept).
+/// On a mismatch, the words of an error: what `y` has and what `s` has there.
+pub fn sensitivity_mismatch(m: &mut Machine, y: &Value, s: &Value, strict: bool) -> Result<Option<String>> {
+    let mut seen: rustc_hash::FxHashSet<(usize, usize)> = Default::default();
+    // (an explicit work list: lists run as long as memory allows), with the path
+    // from the root as `a`/`d` steps
+    let mut work: Vec<(Value, Value, Rc<str>)> = vec![(y.clone(), s.clone(), "".into())];
+    while let Some((y, s, path)) = work.pop() {
+        if is_lazy_zero(&s) {
+            continue;
+        }
+        if shared(&y) && shared(&s) && !seen.insert((y.ptr_id().unwrap_or(0), s.ptr_id().unwrap_or(0))) {
+            continue;
+        }
+        let (y, s) = (hnf(m, &y)?, hnf(m, &s)?);
+        let (ys, ss) = (strip(&y), strip(&s));
+        let Some(want) = sens_kind(&ys) else { continue };
+        let ok = match (&*ys, &*ss) {
+            (Value::Pair(a), Value::Pair(b)) => {
+                work.push((a.cdr.clone(), b.cdr.clone(), format!("d{path}").into()));
+                work.push((a.car.clone(), b.car.clone(), format!("a{path}").into()));
+                true
+            }
+            // (unless `strict`, a flat vector of as many numbers conforms to a
+            // matrix, as the reversible procedures' derivatives take it)
+            (Value::Vector(a), Value::Vector(b)) => {
+                a.len() == b.len()
+                    && (a.shape() == b.shape() || (!strict && b.shape() == crate::vec::Shape::Vector))
+            }
+            // (unless `strict`, `()` as the zero of a real, as the reversible
+            // procedures' derivatives take it)
+            (a, Value::Nil) if a.is_number() && !strict => true,
+            (a, b) => sens_kind(a) == sens_kind(b) && want != "a vector",
+        };
+        if !ok {
+            let at = match path.len() {
+                0 => String::new(),
+                n if n <= 8 => format!("at (c{path}r ...) "),
+                _ => "deep inside ".into(),
+            };
+            let got = match &*ss {
+                Value::Nil => "()".into(),
+                Value::Pair(_) | Value::Vector(_) | Value::Bool(_) => {
+                    format!("{} {}", shape_words(&ss), crate::print::brief(&s, 60))
+                }
+                x if x.is_number() => format!("the real {}", crate::print::brief(x, 60)),
+                _ => format!("{} ({})", crate::print::brief(&s, 60), s.kind_name()),
+            };
+            let (has, s_has) = if at.is_empty() { (" is", " is") } else { (" has", " has") };
+            return Ok(Some(format!(
+                "{at}the result{has} {}, the sensitivity{s_has} {got}",
+                shape_words(&ys)
+            )));
+        }
+    }
+    Ok(None)
+}

@@ -163,7 +163,13 @@ fn misuse_is_a_clear_error() {
         ("(sin (bundle 1 (perturb 2)))", "sin"),
         ("((derivative-R (lambda (x) (car x))) 1.0)", "pair"),
         ("((derivative-F (lambda (x) (car x))) 1.0)", "pair"),
-        ("(vjp sin 1.0 (cons 1 2))", "expected two numbers"),
+        // (vjp checks ybar's shape against the result's where it enters)
+        (
+            "(vjp sin 1.0 (cons 1 2))",
+            "^vjp: the sensitivity must be shaped like the function's result: the result is a real, \
+             the sensitivity is a pair \\(1 . 2\\)",
+        ),
+        ("(vjp (lambda (x) (list x x)) 1.0 (list 1.0 2.0 3.0))", "at \\(cddr ...\\) the result has \\(\\)"),
         ("(jvp sin 1.0 (cons 1 2))", "bundle"),
         ("(plus 1)", "plus"),
         // reverse-mode derivatives and gradients seed the result with 1: only
