@@ -1190,3 +1190,40 @@ fn well_shaped_tangents_and_sensitivities_still_work() {
         assert_eq!(last(&mut s, e), want, "{e}");
     }
 }
+
+/// Too many values for `call`/`uncall` end up in the last variable as a pair that is
+/// not a list; the error that follows says so (with one value too few it is an
+/// arity error at once). An index that is a number but not an exact integer is
+/// reported as such, not as out of range.
+#[test]
+fn too_many_values_and_inexact_indices_are_named() {
+    let mut s = session();
+    run(&mut s, "(define-reversible (mul x y)\n  (+= x (* y 2)))").unwrap();
+    let e = error_of(&mut s, "(call mul 1)");
+    assert!(e.message.contains("call: mul takes 2 values (x y), got 1"), "{}", e.message);
+    for call in ["(call mul 1 2 3)", "(uncall mul 1 2 3)"] {
+        let e = error_of(&mut s, call);
+        assert!(
+            e.message
+                .contains("mul takes 2 values (x y), so its last variable y was given the rest, (2 . 3)")
+                && e.message.contains("were 3 values passed?"),
+            "{call}: {}",
+            e.message
+        );
+    }
+    // a last value that is a list is one value, as before
+    assert_eq!(last(&mut s, "(define-reversible (id x y) (skip))\n(call id 1 (list 2 3))"), "(1 (2 3))");
+    run(&mut s, "(define-reversible (get v i r)\n  (+= r (ref v i)))").unwrap();
+    let e = error_of(&mut s, "(call get (list 1 2 3) 1.0 0)");
+    assert!(
+        e.message.starts_with(
+            "index not an exact integer (forward, in get): the index 1.0 is not an exact integer"
+        ),
+        "{}",
+        e.message
+    );
+    assert_eq!(line_of(&s, &e), 2);
+    let e = error_of(&mut s, "(call get (list 1 2 3) #t 0)");
+    assert!(e.message.starts_with("index not a number (forward, in get)"), "{}", e.message);
+    assert_eq!(last(&mut s, "(call get (list 1 2 3) 1 0)"), "((1 2 3) 1 2)");
+}

@@ -173,9 +173,9 @@ fn index_of(v: &Value) -> Option<usize> {
 
 fn bad_index(i: &Value, len: usize) -> Violation {
     if i.is_number() && !matches!(i, Value::Int(_) | Value::Big(_)) {
-        ("index out of range", format!("the index {} is not an exact integer", describe(i)))
+        ("index not an exact integer", format!("the index {} is not an exact integer", describe(i)))
     } else if !i.is_number() {
-        ("index out of range", format!("the index {} is not a number", describe(i)))
+        ("index not a number", format!("the index {} is not a number", describe(i)))
     } else {
         ("index out of range", format!("index {} but the vector has {} elements", describe(i), len))
     }

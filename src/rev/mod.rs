@@ -207,6 +207,42 @@ fn split_call(m: &mut Machine, tuple: &Value, extra: usize, what: &str) -> Resul
     Ok((p, xs))
 }
 
+/// Where the last value of a call is a pair that is not a list, the words that
+/// a failed run adds to its error: the values after the variables' count end
+/// up in the last variable as that pair (`(call p 1 2 3)` with two variables
+/// gives the second one `(2 . 3)`), which is almost always too many arguments.
+fn improper_last(p: &Value, xs: &[Value]) -> Option<String> {
+    let last = xs.last()?;
+    let mut v = last;
+    let mut n = 0;
+    while let Value::Pair(pr) = v {
+        v = &pr.cdr;
+        n += 1;
+    }
+    if n == 0 || matches!(v, Value::Nil) {
+        return None;
+    }
+    let Value::Rev(rp) = p else { return None };
+    let names = rp.code.def.params.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>().join(" ");
+    Some(format!(
+        " ({} takes {} values ({}), so its last variable {} was given the rest, {}, \
+         a pair that is not a list: were {} values passed?)",
+        rp.display_name(),
+        rp.code.nparams,
+        names,
+        rp.code.def.params.last().map(|(n, _)| n.to_string()).unwrap_or_default(),
+        describe(last),
+        rp.code.nparams + n
+    ))
+}
+
+fn with_hint(mut e: Error, hint: Option<String>) -> Error {
+    if let Some(h) = hint {
+        e.message.push_str(&h);
+    }
+    e
+}
+
 /// The parts of a value shaped like the tuple of `n` arguments after `p`.
 fn split_like(t: &Value, n: usize) -> Vec<Value> {
     let mut rest = match t {
@@ -765,7 +801,8 @@ pub fn prims() -> Vec<PrimDef> {
             1,
             |m, a| {
                 let (p, xs) = split_call(m, &a[0], 0, "call")?;
-                run(m, &p, &Value::list(xs), Dir::Fwd)
+                let hint = improper_last(&p, &xs);
+                run(m, &p, &Value::list(xs), Dir::Fwd).map_err(|e| with_hint(e, hint))
             },
             Rule::Rules {
                 jvp: "(lambda (x y dx) (%rev-jvp-tuple (list #t x dx)))",
@@ -778,7 +815,8 @@ pub fn prims() -> Vec<PrimDef> {
             1,
             |m, a| {
                 let (p, xs) = split_call(m, &a[0], 0, "uncall")?;
-                run(m, &p, &Value::list(xs), Dir::Bwd)
+                let hint = improper_last(&p, &xs);
+                run(m, &p, &Value::list(xs), Dir::Bwd).map_err(|e| with_hint(e, hint))
             },
             Rule::Rules {
                 jvp: "(lambda (x y dx) (%rev-jvp-tuple (list #f x dx)))",
