@@ -198,9 +198,12 @@ impl Repl {
         let mut pending = String::new();
         let mut start_line = 1;
         let mut line_no = 0;
+        // The input being read has a line that is not UTF-8 (reported): it is
+        // read to its end, as well as the reader can tell, and dropped.
+        let mut poisoned = false;
         loop {
-            let mut line = String::new();
-            let n = match self.s.m.input.read_line(&mut line) {
+            let mut bytes = Vec::new();
+            let n = match self.s.m.input.read_until(b'\n', &mut bytes) {
                 Ok(n) => n,
                 Err(e) => {
                     self.report(&Error::new(
@@ -212,7 +215,7 @@ impl Repl {
                 }
             };
             if n == 0 {
-                if !pending.trim().is_empty() {
+                if !pending.trim().is_empty() && !poisoned {
                     let text = std::mem::take(&mut pending);
                     self.input(&text, "<stdin>", start_line);
                 }
@@ -222,7 +225,18 @@ impl Repl {
             if pending.is_empty() {
                 start_line = line_no;
             }
+            let line = match String::from_utf8(bytes) {
+                Ok(line) => line,
+                Err(e) => {
+                    self.bad_utf8(e.as_bytes(), e.utf8_error().valid_up_to(), line_no);
+                    poisoned = true;
+                    String::from_utf8_lossy(e.as_bytes()).into_owned()
+                }
+            };
             let Some(text) = complete_input(&mut pending, &line) else { continue };
+            if std::mem::take(&mut poisoned) {
+                continue;
+            }
             if let Flow::Quit = self.input(&text, "<stdin>", start_line) {
                 break;
             }
@@ -234,6 +248,20 @@ impl Repl {
         } else {
             0
         }
+    }
+
+    /// Reports input line `line_no` of standard input, whose bytes are not UTF-8
+    /// from offset `good` on, as files report it.
+    fn bad_utf8(&mut self, bytes: &[u8], good: usize, line_no: usize) {
+        let text = String::from_utf8_lossy(bytes);
+        let id = self.s.sources.add("<stdin>", text.as_ref());
+        self.s.sources.set_first_line(id, line_no);
+        let span = crate::source::Span::new(id, good, good);
+        let message = format!(
+            "invalid UTF-8 (byte 0x{:02X}): input must be UTF-8 text; this input is skipped",
+            bytes[good]
+        );
+        self.report(&Error::syntax(span, message));
     }
 
     fn interactive(mut self) -> i32 {
@@ -310,6 +338,15 @@ impl Repl {
                 Err(ReadlineError::Interrupted) => pending.clear(),
                 // Ctrl-D on an empty line.
                 Err(ReadlineError::Eof) => break,
+                // Bytes that are not UTF-8 (the editor has dropped the line).
+                Err(ReadlineError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    pending.clear();
+                    self.report(&Error::new(
+                        ErrorKind::Syntax,
+                        None,
+                        "invalid UTF-8 typed: input must be UTF-8 text; the input being typed is dropped",
+                    ));
+                }
                 Err(e) => {
                     eprintln!("vlad: {}", e);
                     break;
@@ -380,10 +417,29 @@ impl Repl {
     }
 
     fn eval_text(&mut self, text: &str, name: &str, first_line: usize) {
-        let items = match self.read(text, name, first_line) {
-            Ok(items) => items,
-            Err(e) => return self.report(&e),
-        };
+        match self.read(text, name, first_line) {
+            Ok(items) => self.eval_items(items),
+            Err(e) => self.report(&e),
+        }
+    }
+
+    /// `:load FILE`, the argument at `arg..` in `text`.
+    fn load(&mut self, text: &str, arg: usize, name: &str, first_line: usize) -> Result<()> {
+        let rest = &text[arg..];
+        let start = arg + (rest.len() - rest.trim_start().len());
+        let typed = rest.trim();
+        let file = typed.strip_prefix('"').and_then(|f| f.strip_suffix('"')).unwrap_or(typed);
+        let id = self.s.sources.add(name, text);
+        self.s.sources.set_first_line(id, first_line);
+        let span = crate::source::Span::new(id, start, start + typed.len());
+        let dir = std::env::current_dir().ok();
+        let items = self.s.load(file, span, dir.as_deref())?;
+        self.eval_items(items);
+        Ok(())
+    }
+
+    /// Compiles and runs the items of one input.
+    fn eval_items(&mut self, items: Vec<Item>) {
         // What the names meant before this input: a constant definition whose
         // evaluation fails gives its name back its earlier meaning (an error leaves
         // every earlier definition intact), instead of one that repeats the error.
@@ -521,17 +577,7 @@ impl Repl {
                 if arg_text.is_empty() {
                     Err(Error::new(ErrorKind::Syntax, None, "usage: :load FILE"))
                 } else {
-                    let file =
-                        arg_text.strip_prefix('"').and_then(|f| f.strip_suffix('"')).unwrap_or(arg_text);
-                    let quoted: String = file
-                        .chars()
-                        .flat_map(|c| match c {
-                            '"' | '\\' => vec!['\\', c],
-                            _ => vec![c],
-                        })
-                        .collect();
-                    self.eval_text(&format!("(include \"{}\")", quoted), name, first_line);
-                    Ok(())
+                    self.load(text, arg, name, first_line)
                 }
             }
             ":anf" => self.anf(&padded, arg_text, name, first_line),

@@ -191,6 +191,29 @@ fn include_of_a_directory_says_so() {
     );
 }
 
+/// `(include "/dev/null")` said "include not found", though the file exists.
+#[test]
+fn include_of_a_device_says_so() {
+    let o = run_bad("(write 1)\n(include \"/dev/null\")\n", &[]);
+    assert_eq!((o.code, o.stdout.as_str()), (1, ""));
+    assert_stderr(
+        &o,
+        "bad.vlad:2:1: error: include not found: \"/dev/null\" (/dev/null is a character device, not a regular file; include names a .vlad file)\n  | (include \"/dev/null\")\n  | ^\n",
+    );
+}
+
+/// A NUL (or other control character) was read as part of a symbol, giving
+/// "unbound variable" with the character invisible.
+#[test]
+fn a_control_character_in_source_is_a_syntax_error() {
+    let o = run_bad("(write 1)\n(define (f x) (+ x\u{1}y))\n", &[]);
+    assert_eq!((o.code, o.stdout.as_str()), (1, ""));
+    assert_stderr(
+        &o,
+        "bad.vlad:2:19: error: unexpected control character U+0001 (allowed only in strings and comments)\n  | (define (f x) (+ x\u{2401}y))\n  |                   ^\n",
+    );
+}
+
 #[test]
 fn include_cycle() {
     let d = Dir::new();
