@@ -269,10 +269,19 @@ fn run_file(file: &Path, opts: &Opts) -> i32 {
         return c;
     }
     let mut s = new_session(opts);
+    // Reading and compiling do not look at the clock: past the deadline, the
+    // watchdog stops them (naming the file), as it stops a long primitive operation.
+    let name = file.display().to_string();
+    crate::watchdog::set_phase(crate::watchdog::Phase::Compiling);
     crate::watchdog::arm(
         s.m.deadline,
-        Box::new(|| {
-            eprintln!("error: {}", crate::watchdog::message());
+        Box::new(move || {
+            match crate::watchdog::phase() {
+                crate::watchdog::Phase::Compiling => {
+                    eprintln!("{}: error: {}", name, crate::watchdog::message())
+                }
+                crate::watchdog::Phase::Running => eprintln!("error: {}", crate::watchdog::message()),
+            }
             3
         }),
     );
@@ -284,6 +293,7 @@ fn run_file(file: &Path, opts: &Opts) -> i32 {
             return 1;
         }
     };
+    crate::watchdog::set_phase(crate::watchdog::Phase::Running);
     // Count only the program's own work.
     if let Some(m) = &mut s.m.meter {
         m.iter_mut().for_each(|c| *c = 0);

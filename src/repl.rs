@@ -398,13 +398,28 @@ impl Repl {
 
     /// Handles one complete input: a command, or definitions and expressions.
     fn input(&mut self, text: &str, name: &str, first_line: usize) -> Flow {
-        match split_command(text) {
+        // `--timeout` bounds the whole input: reading and compiling it (which do not
+        // look at the clock: the watchdog stops them) and each evaluation
+        // ([`Repl::guarded`] starts the clock again).
+        let loc = format!("{}:{}:1", name, first_line);
+        crate::watchdog::set_phase(crate::watchdog::Phase::Compiling);
+        crate::watchdog::arm(
+            crate::cli::deadline(self.opts.timeout),
+            Box::new(move || {
+                eprintln!("{}: error: {}", loc, crate::watchdog::message());
+                3
+            }),
+        );
+        let flow = match split_command(text) {
             Some((cmd, arg)) => self.command(cmd, text, arg, name, first_line),
             None => {
                 self.eval_text(text, name, first_line);
                 Flow::Continue
             }
-        }
+        };
+        crate::watchdog::disarm();
+        crate::watchdog::set_phase(crate::watchdog::Phase::Running);
+        flow
     }
 
     /// Reads text into items (a fresh source named `name`, numbered from `first_line`).
@@ -484,6 +499,7 @@ impl Repl {
         m.interrupt.store(false, Ordering::SeqCst);
         // A primitive operation that runs on past the deadline (it cannot be
         // interrupted) ends the session: better than not answering at all.
+        crate::watchdog::set_phase(crate::watchdog::Phase::Running);
         crate::watchdog::arm(
             m.deadline,
             Box::new(|| {

@@ -703,6 +703,29 @@ fn timeout_stops_a_long_primitive_operation() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "3\n7\n");
 }
 
+/// Reading and compiling do not look at the clock; past `--timeout` the watchdog
+/// stops them. Its message said "a primitive operation was still running" and gave
+/// no place: it now says the program was being read and compiled, and names the
+/// file (`vlad run`) or the input (the REPL).
+#[test]
+fn timeout_while_compiling_says_so() {
+    let d = Dir::new();
+    // half a million definitions: seconds of reading and compiling
+    let defs: String = (0..500_000).map(|i| format!("(define (f{i} x) (+ x {i}))\n")).collect();
+    d.file("big.vlad", &format!("{defs}(+ 1 2)\n"));
+    let limit = Duration::from_secs(60);
+    let msg = "error: time limit exceeded (--timeout) while reading and compiling, before evaluation; \
+               it was still not done 1 s later and cannot be interrupted, so vlad stopped\n";
+    let o = vlad_within(&d, &["--timeout", "0", "big.vlad"], "", limit).expect("vlad run hung");
+    assert_eq!((o.code, o.stdout.as_str()), (3, ""), "{}", o.stderr);
+    assert_eq!(o.stderr, format!("big.vlad: {msg}"));
+    // in the REPL, one input of all the definitions (one line), after one that runs
+    let input = format!("(+ 1 2)\n{}\n", defs.replace('\n', " "));
+    let o = vlad_within(&d, &["--timeout", "0.5"], &input, limit).expect("the REPL hung");
+    assert_eq!((o.code, o.stdout.as_str()), (3, "3\n"), "{}", o.stderr);
+    assert_eq!(o.stderr, format!("<stdin>:2:1: {msg}"));
+}
+
 // ---- vlad run ----
 
 #[test]
