@@ -96,6 +96,7 @@ pub fn run(opts: &Opts) -> i32 {
         failed: false,
         evaluating: Arc::new(AtomicBool::new(false)),
         prelude,
+        command_text: String::new(),
     };
     if interactive {
         repl.interactive()
@@ -126,6 +127,8 @@ struct Repl {
     evaluating: Arc<AtomicBool>,
     /// The prelude's bindings (to tell user definitions apart).
     prelude: FxHashMap<Rc<str>, u32>,
+    /// The input of the command being run (shown under errors in its argument).
+    command_text: String,
 }
 
 /// The command at the start of an input, and the byte offset where its argument starts.
@@ -559,25 +562,36 @@ impl Repl {
 
     fn command(&mut self, cmd: &str, text: &str, arg: usize, name: &str, first_line: usize) -> Flow {
         let arg_text = text[arg..].trim();
-        // The argument with everything before it blanked out, so that error
-        // locations point into the input as typed.
+        // The argument with everything before it blanked out (byte for byte), so
+        // that error locations point into the input as typed (which is shown under
+        // them: `compile_one`).
         let padded: String = text[..arg]
-            .chars()
-            .map(|c| if c == '\n' { '\n' } else { ' ' })
+            .bytes()
+            .map(|b| if b == b'\n' { '\n' } else { ' ' })
             .chain(text[arg..].chars())
             .collect();
+        self.command_text = text.to_string();
+        // An error about the command itself, at `start..end` of the input.
+        let at = |me: &mut Repl, start: usize, end: usize, message: String| {
+            let id = me.s.sources.add(name, text);
+            me.s.sources.set_first_line(id, first_line);
+            me.report(&Error::syntax(crate::source::Span::new(id, start, end), message));
+            Flow::Continue
+        };
+        let cmd_start = arg - cmd.len();
         let known = COMMANDS.iter().any(|c| c.name == cmd) || matches!(cmd, ":q" | ":h" | ":exit" | ":?");
         if !known {
-            self.report(&Error::new(
-                ErrorKind::Syntax,
-                None,
-                format!("unknown command `{}` (:help lists them)", cmd),
-            ));
-            return Flow::Continue;
+            return at(self, cmd_start, arg, format!("unknown command `{}` (:help lists them)", cmd));
         }
         if command_takes_expr(cmd) && arg_text.is_empty() {
-            self.report(&Error::new(ErrorKind::Syntax, None, format!("usage: {} EXPR", cmd)));
-            return Flow::Continue;
+            return at(self, cmd_start, arg, format!("usage: {} EXPR", cmd));
+        }
+        if cmd == ":load" && arg_text.is_empty() {
+            return at(self, cmd_start, arg, "usage: :load FILE".to_string());
+        }
+        if !command_takes_expr(cmd) && cmd != ":load" && !arg_text.is_empty() {
+            let start = text.len() - text[arg..].trim_start().len();
+            return at(self, start, start + arg_text.len(), format!("`{}` takes no argument", cmd));
         }
         let r = match cmd {
             ":quit" | ":q" | ":exit" => return Flow::Quit,
@@ -589,13 +603,7 @@ impl Repl {
                 self.env();
                 Ok(())
             }
-            ":load" => {
-                if arg_text.is_empty() {
-                    Err(Error::new(ErrorKind::Syntax, None, "usage: :load FILE"))
-                } else {
-                    self.load(text, arg, name, first_line)
-                }
-            }
+            ":load" => self.load(text, arg, name, first_line),
             ":anf" => self.anf(&padded, arg_text, name, first_line),
             ":reverse" => self.transform(&padded, name, first_line, crate::anf::Kind::R),
             ":forward" => self.transform(&padded, name, first_line, crate::anf::Kind::F),
@@ -667,18 +675,11 @@ impl Repl {
 
     /// Compiles the single expression of a command argument.
     fn compile_one(&mut self, padded: &str, name: &str, first_line: usize) -> Result<Rc<crate::anf::Group>> {
-        if let Ok(data) = crate::reader::read_all(padded, u32::MAX) {
-            if data.len() != 1 {
-                return Err(Error::new(
-                    ErrorKind::Syntax,
-                    None,
-                    format!("expected one expression, got {}", data.len()),
-                ));
-            }
-        }
         let id = self.s.sources.len() as u32;
         let r = self.s.compile_expr(padded, name);
         self.s.sources.set_first_line(id, first_line);
+        // Errors show the line as typed, command and all.
+        self.s.sources.set_text(id, &self.command_text);
         r
     }
 

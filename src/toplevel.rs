@@ -615,15 +615,40 @@ impl Session {
     /// Compiles a single expression in the session scope (for the REPL commands).
     pub fn compile_expr(&mut self, text: &str, name: &str) -> Result<Rc<Group>> {
         let items = self.read_items(name, text, None, &mut Vec::new())?;
-        let datum = match items.into_iter().next() {
-            Some(Item::Expr { datum, .. }) => datum,
-            _ => return Err(Error::new(ErrorKind::Syntax, None, "expected one expression")),
+        let mut items = items.into_iter();
+        let datum = match (items.next(), items.next()) {
+            (Some(Item::Expr { datum, .. }), None) => datum,
+            (Some(Item::Expr { .. }), Some(second)) => {
+                return Err(Error::new(
+                    ErrorKind::Syntax,
+                    item_span(&second),
+                    "expected one expression; this is another one",
+                ))
+            }
+            (Some(it), _) => {
+                return Err(Error::new(
+                    ErrorKind::Syntax,
+                    item_span(&it),
+                    "expected an expression, not a definition",
+                ))
+            }
+            (None, _) => return Err(Error::new(ErrorKind::Syntax, None, "expected an expression")),
         };
         let empty = FxHashMap::default();
         let scope = Scope { base: &self.scope, local: &empty, accessors: &self.accessors };
         let mut n = Normalizer::new(&scope);
         let core = expand::expand(&datum)?;
         n.lambda(&thunk(core, None))
+    }
+}
+
+/// Where an item starts, for messages.
+fn item_span(it: &Item) -> Option<Span> {
+    match it {
+        Item::Define { span, .. } => Some(*span),
+        Item::DefineReversible { name_span, .. } => Some(*name_span),
+        Item::Expr { datum, .. } => Some(datum.span),
+        Item::Broken { error, .. } => error.span,
     }
 }
 

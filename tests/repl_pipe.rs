@@ -228,3 +228,28 @@ fn load_says_why_a_file_cannot_be_loaded() {
     assert!(o.stderr.contains("usage: :load FILE"), "{}", o.stderr);
     assert_eq!(o.code, 1);
 }
+
+/// Errors about a command (unknown, missing or extra argument, more than one
+/// expression, a definition where an expression is wanted) had no location, and
+/// errors in a command's argument showed the line with the command blanked out;
+/// `:quit extra` quit and `:env extra` ignored the argument.
+#[test]
+fn command_errors_are_located_in_the_line_as_typed() {
+    let o = pipe(
+        ":anf 1 2\n:time\n  :time (define x 1)\n:env extra\n:bogus 1\n:anf (+ 1\n  nope)\n:meter (car 5)\n:quit now\n(+ 9 9)\n",
+        &[],
+    );
+    assert!(o.stdout.ends_with("18\n"), "{}", o.stdout);
+    let expected = [
+        "<stdin>:1:8: error: expected one expression; this is another one\n  | :anf 1 2\n  |        ^\n",
+        "<stdin>:2:1: error: usage: :time EXPR\n  | :time\n  | ^\n",
+        "<stdin>:3:9: error: expected an expression, not a definition\n  |   :time (define x 1)\n  |         ^\n",
+        "<stdin>:4:6: error: `:env` takes no argument\n  | :env extra\n  |      ^\n",
+        "<stdin>:5:1: error: unknown command `:bogus` (:help lists them)\n  | :bogus 1\n  | ^\n",
+        "<stdin>:7:3: error: unbound variable `nope`\n  |   nope)\n  |   ^\n",
+        "<stdin>:8:8: error: pattern mismatch: expected a pair, got 5 (an exact integer), for the pattern `(cons a d)` of `car`\n  | :meter (car 5)\n  |        ^\n",
+        "<stdin>:9:7: error: `:quit` takes no argument\n  | :quit now\n  |       ^\n",
+    ];
+    assert_eq!(o.stderr, expected.concat());
+    assert_eq!(o.code, 1);
+}
