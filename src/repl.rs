@@ -339,7 +339,16 @@ impl Repl {
                 }
                 // Ctrl-C: drop the input being typed.
                 Err(ReadlineError::Interrupted) => pending.clear(),
-                // Ctrl-D on an empty line.
+                // Ctrl-D on an empty line: leaves, except in a continued input,
+                // which it ends (the reader reports what is unfinished).
+                Err(ReadlineError::Eof) if !pending.trim().is_empty() => {
+                    let text = std::mem::take(&mut pending);
+                    self.inputs += 1;
+                    let name = format!("<input-{}>", self.inputs);
+                    if let Flow::Quit = self.input(&text, &name, 1) {
+                        break;
+                    }
+                }
                 Err(ReadlineError::Eof) => break,
                 // Bytes that are not UTF-8 (the editor has dropped the line).
                 Err(ReadlineError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
