@@ -67,10 +67,10 @@ pub struct Opts {
     /// Add a directory to the `include` search path (after the including file's directory)
     #[arg(short = 'I', long = "include", value_name = "DIR")]
     pub include: Vec<PathBuf>,
-    /// Stop a program after this many procedure calls
+    /// Stop a program after this many procedure calls (exit status 3; `vlad test`: each check, failing it; the REPL: each input)
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u64>,
-    /// Stop a program after this many seconds
+    /// Stop a program after this many seconds (exit status 3; `vlad test`: each check, failing it; the REPL: each input)
     #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
     pub timeout: Option<f64>,
     /// Fail with "recursion too deep" beyond this many nested calls
@@ -269,10 +269,19 @@ fn run_file(file: &Path, opts: &Opts) -> i32 {
         return c;
     }
     let mut s = new_session(opts);
+    // Reading and compiling do not look at the clock: past the deadline, the
+    // watchdog stops them (naming the file), as it stops a long primitive operation.
+    let name = file.display().to_string();
+    crate::watchdog::set_phase(crate::watchdog::Phase::Compiling);
     crate::watchdog::arm(
         s.m.deadline,
-        Box::new(|| {
-            eprintln!("error: {}", crate::watchdog::message());
+        Box::new(move || {
+            match crate::watchdog::phase() {
+                crate::watchdog::Phase::Compiling => {
+                    eprintln!("{}: error: {}", name, crate::watchdog::message())
+                }
+                crate::watchdog::Phase::Running => eprintln!("error: {}", crate::watchdog::message()),
+            }
             3
         }),
     );
@@ -284,6 +293,7 @@ fn run_file(file: &Path, opts: &Opts) -> i32 {
             return 1;
         }
     };
+    crate::watchdog::set_phase(crate::watchdog::Phase::Running);
     // Count only the program's own work.
     if let Some(m) = &mut s.m.meter {
         m.iter_mut().for_each(|c| *c = 0);

@@ -136,7 +136,7 @@ fn excerpt(line: &str, col: usize) -> (String, String) {
     };
     let mut text: String = if from > 0 { "...".into() } else { String::new() };
     let mut pad: String = if from > 0 { "   ".into() } else { String::new() };
-    text.extend(&chars[from..to]);
+    text.extend(chars[from..to].iter().map(|&c| visible(c)));
     if to < chars.len() {
         text.push_str("...");
     }
@@ -144,9 +144,29 @@ fn excerpt(line: &str, col: usize) -> (String, String) {
     (text, pad)
 }
 
+/// A control character as a visible one (its Unicode control picture, `␀` for
+/// NUL, or `�`), so that a source line shown under an error neither hides it nor
+/// sends it to the terminal; a tab stays a tab.
+fn visible(c: char) -> char {
+    match c {
+        '\t' => c,
+        '\0'..='\x1f' => char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}'),
+        '\x7f' => '\u{2421}',
+        c if c.is_control() => '\u{fffd}',
+        c => c,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::excerpt;
+
+    #[test]
+    fn control_characters_are_shown_visibly() {
+        let (text, pad) = excerpt("(f a\0b \x1b\x7f)", 4);
+        assert_eq!(text, "(f a\u{2400}b \u{241b}\u{2421})");
+        assert_eq!(pad, "    ");
+    }
 
     #[test]
     fn the_caret_lines_up_under_tabs() {

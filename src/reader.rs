@@ -188,6 +188,19 @@ impl<'a> Reader<'a> {
                     let d = self.read_hash()?;
                     self.complete(d)?;
                 }
+                _ if self.control_at(start).is_some() => {
+                    let c = self.control_at(start).unwrap_or('\0');
+                    let len = c.len_utf8();
+                    return self.err(
+                        ReadErrorKind::Syntax,
+                        start,
+                        start + len,
+                        format!(
+                            "unexpected control character U+{:04X} (allowed only in strings and comments)",
+                            c as u32
+                        ),
+                    );
+                }
                 _ => {
                     let end = self.token_end(start);
                     let tok = &self.src[start..end];
@@ -414,19 +427,29 @@ impl<'a> Reader<'a> {
         self.err(ReadErrorKind::Incomplete, start, start + 2, "unterminated block comment")
     }
 
-    /// End offset of the token starting at `start`: up to whitespace or a delimiter.
+    /// The control character at `at`, if there is one that is not whitespace
+    /// (U+0000 to U+001F, U+007F to U+009F, but tab, line feed and the like are
+    /// whitespace): outside strings and comments it is an error, so that an
+    /// invisible character never becomes part of a symbol.
+    fn control_at(&self, at: usize) -> Option<char> {
+        let c = self.src.get(at..)?.chars().next()?;
+        (c.is_control() && !c.is_whitespace()).then_some(c)
+    }
+
+    /// End offset of the token starting at `start`: up to whitespace, a delimiter
+    /// or a control character.
     fn token_end(&self, start: usize) -> usize {
         let mut i = start;
         let bytes = self.bytes;
         while let Some(&b) = bytes.get(i) {
             if b < 0x80 {
-                if b.is_ascii_whitespace() || b == 0x0b || is_delimiter_byte(b) {
+                if b.is_ascii_whitespace() || b == 0x0b || is_delimiter_byte(b) || b.is_ascii_control() {
                     break;
                 }
                 i += 1;
             } else {
                 let c = self.src[i..].chars().next().unwrap_or(' ');
-                if c.is_whitespace() {
+                if c.is_whitespace() || c.is_control() {
                     break;
                 }
                 i += c.len_utf8();
@@ -1162,6 +1185,21 @@ mod tests {
         check("a\u{a0}b\u{2003}c", "a b c");
         let d = read1(" αβ ");
         assert_eq!(d.span, sp(1, 5));
+    }
+
+    /// A control character outside strings and comments was read as part of a
+    /// symbol (`a<NUL>` gave "unbound variable `a`" with the character invisible):
+    /// it is an error at the character, naming it.
+    #[test]
+    fn control_characters_are_errors_outside_strings_and_comments() {
+        check_err("\0", ReadErrorKind::Syntax, (0, 1), "unexpected control character U+0000");
+        check_err("(f a\0b)", ReadErrorKind::Syntax, (4, 5), "control character U+0000");
+        check_err("(f \u{7f})", ReadErrorKind::Syntax, (3, 4), "U+007F");
+        check_err("x \u{1b}[31m", ReadErrorKind::Syntax, (2, 3), "U+001B");
+        check_err("(a \u{9b}", ReadErrorKind::Syntax, (3, 5), "U+009B");
+        check_err("#t\u{1}", ReadErrorKind::Syntax, (2, 3), "U+0001");
+        // strings, comments and whitespace controls (tab, form feed, NEL) are fine
+        check("\"a\0b\" ; \0\n #| \u{1} |# x\t\u{c}y\u{85}z", "\"a\\0b\" x y z");
     }
 
     // ---- spans ----

@@ -96,6 +96,7 @@ pub fn run(opts: &Opts) -> i32 {
         failed: false,
         evaluating: Arc::new(AtomicBool::new(false)),
         prelude,
+        command_text: String::new(),
     };
     if interactive {
         repl.interactive()
@@ -126,6 +127,8 @@ struct Repl {
     evaluating: Arc<AtomicBool>,
     /// The prelude's bindings (to tell user definitions apart).
     prelude: FxHashMap<Rc<str>, u32>,
+    /// The input of the command being run (shown under errors in its argument).
+    command_text: String,
 }
 
 /// The command at the start of an input, and the byte offset where its argument starts.
@@ -198,9 +201,12 @@ impl Repl {
         let mut pending = String::new();
         let mut start_line = 1;
         let mut line_no = 0;
+        // The input being read has a line that is not UTF-8 (reported): it is
+        // read to its end, as well as the reader can tell, and dropped.
+        let mut poisoned = false;
         loop {
-            let mut line = String::new();
-            let n = match self.s.m.input.read_line(&mut line) {
+            let mut bytes = Vec::new();
+            let n = match self.s.m.input.read_until(b'\n', &mut bytes) {
                 Ok(n) => n,
                 Err(e) => {
                     self.report(&Error::new(
@@ -212,7 +218,7 @@ impl Repl {
                 }
             };
             if n == 0 {
-                if !pending.trim().is_empty() {
+                if !pending.trim().is_empty() && !poisoned {
                     let text = std::mem::take(&mut pending);
                     self.input(&text, "<stdin>", start_line);
                 }
@@ -222,7 +228,18 @@ impl Repl {
             if pending.is_empty() {
                 start_line = line_no;
             }
+            let line = match String::from_utf8(bytes) {
+                Ok(line) => line,
+                Err(e) => {
+                    self.bad_utf8(e.as_bytes(), e.utf8_error().valid_up_to(), line_no);
+                    poisoned = true;
+                    String::from_utf8_lossy(e.as_bytes()).into_owned()
+                }
+            };
             let Some(text) = complete_input(&mut pending, &line) else { continue };
+            if std::mem::take(&mut poisoned) {
+                continue;
+            }
             if let Flow::Quit = self.input(&text, "<stdin>", start_line) {
                 break;
             }
@@ -234,6 +251,20 @@ impl Repl {
         } else {
             0
         }
+    }
+
+    /// Reports input line `line_no` of standard input, whose bytes are not UTF-8
+    /// from offset `good` on, as files report it.
+    fn bad_utf8(&mut self, bytes: &[u8], good: usize, line_no: usize) {
+        let text = String::from_utf8_lossy(bytes);
+        let id = self.s.sources.add("<stdin>", text.as_ref());
+        self.s.sources.set_first_line(id, line_no);
+        let span = crate::source::Span::new(id, good, good);
+        let message = format!(
+            "invalid UTF-8 (byte 0x{:02X}): input must be UTF-8 text; this input is skipped",
+            bytes[good]
+        );
+        self.report(&Error::syntax(span, message));
     }
 
     fn interactive(mut self) -> i32 {
@@ -308,8 +339,26 @@ impl Repl {
                 }
                 // Ctrl-C: drop the input being typed.
                 Err(ReadlineError::Interrupted) => pending.clear(),
-                // Ctrl-D on an empty line.
+                // Ctrl-D on an empty line: leaves, except in a continued input,
+                // which it ends (the reader reports what is unfinished).
+                Err(ReadlineError::Eof) if !pending.trim().is_empty() => {
+                    let text = std::mem::take(&mut pending);
+                    self.inputs += 1;
+                    let name = format!("<input-{}>", self.inputs);
+                    if let Flow::Quit = self.input(&text, &name, 1) {
+                        break;
+                    }
+                }
                 Err(ReadlineError::Eof) => break,
+                // Bytes that are not UTF-8 (the editor has dropped the line).
+                Err(ReadlineError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    pending.clear();
+                    self.report(&Error::new(
+                        ErrorKind::Syntax,
+                        None,
+                        "invalid UTF-8 typed: input must be UTF-8 text; the input being typed is dropped",
+                    ));
+                }
                 Err(e) => {
                     eprintln!("vlad: {}", e);
                     break;
@@ -361,13 +410,28 @@ impl Repl {
 
     /// Handles one complete input: a command, or definitions and expressions.
     fn input(&mut self, text: &str, name: &str, first_line: usize) -> Flow {
-        match split_command(text) {
+        // `--timeout` bounds the whole input: reading and compiling it (which do not
+        // look at the clock: the watchdog stops them) and each evaluation
+        // ([`Repl::guarded`] starts the clock again).
+        let loc = format!("{}:{}:1", name, first_line);
+        crate::watchdog::set_phase(crate::watchdog::Phase::Compiling);
+        crate::watchdog::arm(
+            crate::cli::deadline(self.opts.timeout),
+            Box::new(move || {
+                eprintln!("{}: error: {}", loc, crate::watchdog::message());
+                3
+            }),
+        );
+        let flow = match split_command(text) {
             Some((cmd, arg)) => self.command(cmd, text, arg, name, first_line),
             None => {
                 self.eval_text(text, name, first_line);
                 Flow::Continue
             }
-        }
+        };
+        crate::watchdog::disarm();
+        crate::watchdog::set_phase(crate::watchdog::Phase::Running);
+        flow
     }
 
     /// Reads text into items (a fresh source named `name`, numbered from `first_line`).
@@ -380,10 +444,29 @@ impl Repl {
     }
 
     fn eval_text(&mut self, text: &str, name: &str, first_line: usize) {
-        let items = match self.read(text, name, first_line) {
-            Ok(items) => items,
-            Err(e) => return self.report(&e),
-        };
+        match self.read(text, name, first_line) {
+            Ok(items) => self.eval_items(items),
+            Err(e) => self.report(&e),
+        }
+    }
+
+    /// `:load FILE`, the argument at `arg..` in `text`.
+    fn load(&mut self, text: &str, arg: usize, name: &str, first_line: usize) -> Result<()> {
+        let rest = &text[arg..];
+        let start = arg + (rest.len() - rest.trim_start().len());
+        let typed = rest.trim();
+        let file = typed.strip_prefix('"').and_then(|f| f.strip_suffix('"')).unwrap_or(typed);
+        let id = self.s.sources.add(name, text);
+        self.s.sources.set_first_line(id, first_line);
+        let span = crate::source::Span::new(id, start, start + typed.len());
+        let dir = std::env::current_dir().ok();
+        let items = self.s.load(file, span, dir.as_deref())?;
+        self.eval_items(items);
+        Ok(())
+    }
+
+    /// Compiles and runs the items of one input.
+    fn eval_items(&mut self, items: Vec<Item>) {
         // What the names meant before this input: a constant definition whose
         // evaluation fails gives its name back its earlier meaning (an error leaves
         // every earlier definition intact), instead of one that repeats the error.
@@ -428,6 +511,7 @@ impl Repl {
         m.interrupt.store(false, Ordering::SeqCst);
         // A primitive operation that runs on past the deadline (it cannot be
         // interrupted) ends the session: better than not answering at all.
+        crate::watchdog::set_phase(crate::watchdog::Phase::Running);
         crate::watchdog::arm(
             m.deadline,
             Box::new(|| {
@@ -487,25 +571,36 @@ impl Repl {
 
     fn command(&mut self, cmd: &str, text: &str, arg: usize, name: &str, first_line: usize) -> Flow {
         let arg_text = text[arg..].trim();
-        // The argument with everything before it blanked out, so that error
-        // locations point into the input as typed.
+        // The argument with everything before it blanked out (byte for byte), so
+        // that error locations point into the input as typed (which is shown under
+        // them: `compile_one`).
         let padded: String = text[..arg]
-            .chars()
-            .map(|c| if c == '\n' { '\n' } else { ' ' })
+            .bytes()
+            .map(|b| if b == b'\n' { '\n' } else { ' ' })
             .chain(text[arg..].chars())
             .collect();
+        self.command_text = text.to_string();
+        // An error about the command itself, at `start..end` of the input.
+        let at = |me: &mut Repl, start: usize, end: usize, message: String| {
+            let id = me.s.sources.add(name, text);
+            me.s.sources.set_first_line(id, first_line);
+            me.report(&Error::syntax(crate::source::Span::new(id, start, end), message));
+            Flow::Continue
+        };
+        let cmd_start = arg - cmd.len();
         let known = COMMANDS.iter().any(|c| c.name == cmd) || matches!(cmd, ":q" | ":h" | ":exit" | ":?");
         if !known {
-            self.report(&Error::new(
-                ErrorKind::Syntax,
-                None,
-                format!("unknown command `{}` (:help lists them)", cmd),
-            ));
-            return Flow::Continue;
+            return at(self, cmd_start, arg, format!("unknown command `{}` (:help lists them)", cmd));
         }
         if command_takes_expr(cmd) && arg_text.is_empty() {
-            self.report(&Error::new(ErrorKind::Syntax, None, format!("usage: {} EXPR", cmd)));
-            return Flow::Continue;
+            return at(self, cmd_start, arg, format!("usage: {} EXPR", cmd));
+        }
+        if cmd == ":load" && arg_text.is_empty() {
+            return at(self, cmd_start, arg, "usage: :load FILE".to_string());
+        }
+        if !command_takes_expr(cmd) && cmd != ":load" && !arg_text.is_empty() {
+            let start = text.len() - text[arg..].trim_start().len();
+            return at(self, start, start + arg_text.len(), format!("`{}` takes no argument", cmd));
         }
         let r = match cmd {
             ":quit" | ":q" | ":exit" => return Flow::Quit,
@@ -517,23 +612,7 @@ impl Repl {
                 self.env();
                 Ok(())
             }
-            ":load" => {
-                if arg_text.is_empty() {
-                    Err(Error::new(ErrorKind::Syntax, None, "usage: :load FILE"))
-                } else {
-                    let file =
-                        arg_text.strip_prefix('"').and_then(|f| f.strip_suffix('"')).unwrap_or(arg_text);
-                    let quoted: String = file
-                        .chars()
-                        .flat_map(|c| match c {
-                            '"' | '\\' => vec!['\\', c],
-                            _ => vec![c],
-                        })
-                        .collect();
-                    self.eval_text(&format!("(include \"{}\")", quoted), name, first_line);
-                    Ok(())
-                }
-            }
+            ":load" => self.load(text, arg, name, first_line),
             ":anf" => self.anf(&padded, arg_text, name, first_line),
             ":reverse" => self.transform(&padded, name, first_line, crate::anf::Kind::R),
             ":forward" => self.transform(&padded, name, first_line, crate::anf::Kind::F),
@@ -605,18 +684,11 @@ impl Repl {
 
     /// Compiles the single expression of a command argument.
     fn compile_one(&mut self, padded: &str, name: &str, first_line: usize) -> Result<Rc<crate::anf::Group>> {
-        if let Ok(data) = crate::reader::read_all(padded, u32::MAX) {
-            if data.len() != 1 {
-                return Err(Error::new(
-                    ErrorKind::Syntax,
-                    None,
-                    format!("expected one expression, got {}", data.len()),
-                ));
-            }
-        }
         let id = self.s.sources.len() as u32;
         let r = self.s.compile_expr(padded, name);
         self.s.sources.set_first_line(id, first_line);
+        // Errors show the line as typed, command and all.
+        self.s.sources.set_text(id, &self.command_text);
         r
     }
 

@@ -124,6 +124,18 @@ impl SourceMap {
         }
     }
 
+    /// Shows `text` instead of text `id` under errors: the same text with some
+    /// characters blanked out (by the REPL, to compile a command's argument in
+    /// place). Ignored unless the lengths and lines agree.
+    pub fn set_text(&mut self, id: FileId, text: &str) {
+        if let Some(f) = self.files.get_mut(id as usize) {
+            let lines_agree = f.text.bytes().zip(text.bytes()).all(|(a, b)| (a == b'\n') == (b == b'\n'));
+            if f.text.len() == text.len() && lines_agree {
+                f.text = Rc::from(text);
+            }
+        }
+    }
+
     /// `FILE:LINE:COL` of the start of a span.
     pub fn location(&self, span: Span) -> String {
         match self.files.get(span.file as usize) {

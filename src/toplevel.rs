@@ -242,7 +242,7 @@ impl Session {
                                 ))
                             }
                         };
-                        items.extend(self.include(&target, d.span, dir, stack)?);
+                        items.extend(self.include(&target, d.span, dir, stack, false)?);
                         continue;
                     }
                     Some(head @ ("define" | "define-reversible")) => {
@@ -278,13 +278,30 @@ impl Session {
         Ok(items)
     }
 
+    /// The items of the file the REPL's `:load FILE` names (`span`: the name as
+    /// typed), found as `(include "FILE")` would find it from directory `dir`.
+    pub fn load(&mut self, target: &str, span: Span, dir: Option<&Path>) -> Result<Vec<Item>> {
+        self.include(target, span, dir, &mut Vec::new(), true)
+    }
+
+    /// The items of an included file (`load`: for `:load`, whose messages say so).
     fn include(
         &mut self,
         target: &str,
         span: Span,
         dir: Option<&Path>,
         stack: &mut Vec<PathBuf>,
+        load: bool,
     ) -> Result<Vec<Item>> {
+        let what = if load { ":load" } else { "include" };
+        let fail = |why: String| {
+            let message = if load {
+                format!("cannot load \"{}\": {}", target, why)
+            } else {
+                format!("include not found: \"{}\" ({})", target, why)
+            };
+            Err(Error::syntax(span, message))
+        };
         let mut names = vec![target.to_string()];
         if !target.ends_with(".vlad") {
             names.push(format!("{}.vlad", target));
@@ -294,23 +311,39 @@ impl Session {
             dirs.push(d.to_path_buf());
         }
         dirs.extend(self.include_dirs.iter().cloned());
+        // A path that exists but cannot be included (a directory, a device, a FIFO:
+        // reading one could wait forever) or cannot be looked at, remembered to
+        // say so if no file is found after it.
+        let mut unusable: Option<String> = None;
         for d in &dirs {
             for n in &names {
                 let p = d.join(n);
-                if p.is_file() {
-                    let canon = std::fs::canonicalize(&p).unwrap_or(p.clone());
-                    if stack.contains(&canon) {
-                        return Err(Error::syntax(
-                            span,
-                            format!("include cycle: {} includes itself", p.display()),
-                        ));
+                let meta = match std::fs::metadata(&p) {
+                    Ok(m) => m,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => {
+                        unusable.get_or_insert_with(|| format!("cannot access {}: {}", p.display(), e));
+                        continue;
                     }
-                    let text = self.read_source(&p, Some(span))?;
-                    stack.push(canon);
-                    let r = self.read_items(&p.display().to_string(), &text, p.parent(), stack);
-                    stack.pop();
-                    return r;
+                };
+                if !meta.is_file() {
+                    unusable.get_or_insert_with(|| {
+                        format!("{} is {}; {} names a .vlad file", p.display(), file_kind(&meta), what)
+                    });
+                    continue;
                 }
+                let canon = std::fs::canonicalize(&p).unwrap_or(p.clone());
+                if stack.contains(&canon) {
+                    return Err(Error::syntax(
+                        span,
+                        format!("include cycle: {} includes itself", p.display()),
+                    ));
+                }
+                let text = self.read_source(&p, Some(span))?;
+                stack.push(canon);
+                let r = self.read_items(&p.display().to_string(), &text, p.parent(), stack);
+                stack.pop();
+                return r;
             }
         }
         for n in &names {
@@ -325,18 +358,14 @@ impl Session {
                 return r;
             }
         }
-        // (a directory of that name is not a file to include: say so)
-        if let Some(p) = dirs.iter().flat_map(|d| names.iter().map(move |n| d.join(n))).find(|p| p.is_dir()) {
-            return Err(Error::syntax(
-                span,
-                format!(
-                    "include not found: \"{}\" ({} is a directory; include names a .vlad file)",
-                    target,
-                    p.display()
-                ),
-            ));
+        if let Some(why) = unusable {
+            return fail(why);
         }
-        Err(Error::syntax(span, format!("include not found: \"{}\" (searched the including file's directory, -I directories, and the prelude)", target)))
+        if load {
+            fail("no such file (searched the current directory, -I directories, and the prelude)".into())
+        } else {
+            fail("searched the including file's directory, -I directories, and the prelude".into())
+        }
     }
 
     /// Compiles items: allocates globals, checks duplicates and scopes, and
@@ -586,15 +615,66 @@ impl Session {
     /// Compiles a single expression in the session scope (for the REPL commands).
     pub fn compile_expr(&mut self, text: &str, name: &str) -> Result<Rc<Group>> {
         let items = self.read_items(name, text, None, &mut Vec::new())?;
-        let datum = match items.into_iter().next() {
-            Some(Item::Expr { datum, .. }) => datum,
-            _ => return Err(Error::new(ErrorKind::Syntax, None, "expected one expression")),
+        let mut items = items.into_iter();
+        let datum = match (items.next(), items.next()) {
+            (Some(Item::Expr { datum, .. }), None) => datum,
+            (Some(Item::Expr { .. }), Some(second)) => {
+                return Err(Error::new(
+                    ErrorKind::Syntax,
+                    item_span(&second),
+                    "expected one expression; this is another one",
+                ))
+            }
+            (Some(it), _) => {
+                return Err(Error::new(
+                    ErrorKind::Syntax,
+                    item_span(&it),
+                    "expected an expression, not a definition",
+                ))
+            }
+            (None, _) => return Err(Error::new(ErrorKind::Syntax, None, "expected an expression")),
         };
         let empty = FxHashMap::default();
         let scope = Scope { base: &self.scope, local: &empty, accessors: &self.accessors };
         let mut n = Normalizer::new(&scope);
         let core = expand::expand(&datum)?;
         n.lambda(&thunk(core, None))
+    }
+}
+
+/// Where an item starts, for messages.
+fn item_span(it: &Item) -> Option<Span> {
+    match it {
+        Item::Define { span, .. } => Some(*span),
+        Item::DefineReversible { name_span, .. } => Some(*name_span),
+        Item::Expr { datum, .. } => Some(datum.span),
+        Item::Broken { error, .. } => error.span,
+    }
+}
+
+/// What a path that is not a regular file is, for messages.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_char_device() {
+            return "a character device, not a regular file";
+        }
+        if t.is_block_device() {
+            return "a block device, not a regular file";
+        }
+        if t.is_fifo() {
+            return "a named pipe, not a regular file";
+        }
+        if t.is_socket() {
+            return "a socket, not a regular file";
+        }
+    }
+    if meta.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
     }
 }
 

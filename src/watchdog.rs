@@ -9,6 +9,7 @@
 //! Only the command line arms it (library users and tests never do): `vlad run`
 //! for the whole run, `vlad test` for each check, the REPL for each input.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -46,13 +47,45 @@ fn shared() -> &'static Shared {
     s
 }
 
-/// The message printed when the watchdog stops a program.
+/// What the program is doing, for the watchdog's message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Reading and compiling source (which does not look at the clock).
+    Compiling,
+    /// Evaluating (or printing a value).
+    Running,
+}
+
+static COMPILING: AtomicBool = AtomicBool::new(false);
+
+/// Tells the watchdog what the program does from now on (initially [`Phase::Running`]).
+pub fn set_phase(p: Phase) {
+    COMPILING.store(p == Phase::Compiling, Ordering::SeqCst);
+}
+
+/// The current [`Phase`].
+pub fn phase() -> Phase {
+    if COMPILING.load(Ordering::SeqCst) {
+        Phase::Compiling
+    } else {
+        Phase::Running
+    }
+}
+
+/// The message printed when the watchdog stops a program (worded for the [`phase`]).
 pub fn message() -> String {
-    format!(
-        "time limit exceeded (--timeout); a primitive operation was still running {} s later \
-         and cannot be interrupted, so vlad stopped",
-        GRACE.as_secs_f64()
-    )
+    match phase() {
+        Phase::Running => format!(
+            "time limit exceeded (--timeout); a primitive operation was still running {} s later \
+             and cannot be interrupted, so vlad stopped",
+            GRACE.as_secs_f64()
+        ),
+        Phase::Compiling => format!(
+            "time limit exceeded (--timeout) while reading and compiling, before evaluation; \
+             it was still not done {} s later and cannot be interrupted, so vlad stopped",
+            GRACE.as_secs_f64()
+        ),
+    }
 }
 
 /// Ends the process with what `on_fire` returns unless [`disarm`] or another

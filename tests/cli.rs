@@ -191,6 +191,29 @@ fn include_of_a_directory_says_so() {
     );
 }
 
+/// `(include "/dev/null")` said "include not found", though the file exists.
+#[test]
+fn include_of_a_device_says_so() {
+    let o = run_bad("(write 1)\n(include \"/dev/null\")\n", &[]);
+    assert_eq!((o.code, o.stdout.as_str()), (1, ""));
+    assert_stderr(
+        &o,
+        "bad.vlad:2:1: error: include not found: \"/dev/null\" (/dev/null is a character device, not a regular file; include names a .vlad file)\n  | (include \"/dev/null\")\n  | ^\n",
+    );
+}
+
+/// A NUL (or other control character) was read as part of a symbol, giving
+/// "unbound variable" with the character invisible.
+#[test]
+fn a_control_character_in_source_is_a_syntax_error() {
+    let o = run_bad("(write 1)\n(define (f x) (+ x\u{1}y))\n", &[]);
+    assert_eq!((o.code, o.stdout.as_str()), (1, ""));
+    assert_stderr(
+        &o,
+        "bad.vlad:2:19: error: unexpected control character U+0001 (allowed only in strings and comments)\n  | (define (f x) (+ x\u{2401}y))\n  |                   ^\n",
+    );
+}
+
 #[test]
 fn include_cycle() {
     let d = Dir::new();
@@ -678,6 +701,29 @@ fn timeout_stops_a_long_primitive_operation() {
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "3\n7\n");
+}
+
+/// Reading and compiling do not look at the clock; past `--timeout` the watchdog
+/// stops them. Its message said "a primitive operation was still running" and gave
+/// no place: it now says the program was being read and compiled, and names the
+/// file (`vlad run`) or the input (the REPL).
+#[test]
+fn timeout_while_compiling_says_so() {
+    let d = Dir::new();
+    // half a million definitions: seconds of reading and compiling
+    let defs: String = (0..500_000).map(|i| format!("(define (f{i} x) (+ x {i}))\n")).collect();
+    d.file("big.vlad", &format!("{defs}(+ 1 2)\n"));
+    let limit = Duration::from_secs(60);
+    let msg = "error: time limit exceeded (--timeout) while reading and compiling, before evaluation; \
+               it was still not done 1 s later and cannot be interrupted, so vlad stopped\n";
+    let o = vlad_within(&d, &["--timeout", "0", "big.vlad"], "", limit).expect("vlad run hung");
+    assert_eq!((o.code, o.stdout.as_str()), (3, ""), "{}", o.stderr);
+    assert_eq!(o.stderr, format!("big.vlad: {msg}"));
+    // in the REPL, one input of all the definitions (one line), after one that runs
+    let input = format!("(+ 1 2)\n{}\n", defs.replace('\n', " "));
+    let o = vlad_within(&d, &["--timeout", "0.5"], &input, limit).expect("the REPL hung");
+    assert_eq!((o.code, o.stdout.as_str()), (3, "3\n"), "{}", o.stderr);
+    assert_eq!(o.stderr, format!("<stdin>:2:1: {msg}"));
 }
 
 // ---- vlad run ----

@@ -12,6 +12,10 @@ struct Out {
 }
 
 fn pipe(input: &str, args: &[&str]) -> Out {
+    pipe_bytes(input.as_bytes(), args)
+}
+
+fn pipe_bytes(input: &[u8], args: &[&str]) -> Out {
     let mut child = Command::new(env!("CARGO_BIN_EXE_vlad"))
         .args(args)
         .env("VLAD_HISTORY", "")
@@ -20,7 +24,7 @@ fn pipe(input: &str, args: &[&str]) -> Out {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run vlad");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
     let out = child.wait_with_output().unwrap();
     Out {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -171,4 +175,81 @@ fn anf_of_a_reversible_procedure_shows_its_definition() {
     let o = pipe("(define-reversible (r x) (+= x 1))\n:anf r\n(call r 1)\n", &[]);
     assert_eq!(o.stdout, "(define-reversible (r x)\n  (+= x 1))\n(2)\n", "{}", o.stderr);
     assert_eq!(o.code, 0);
+}
+
+/// Bytes that are not UTF-8 ended the session with "error: reading standard input:
+/// stream did not contain valid UTF-8" and no location; they are reported as in a
+/// file, at `<stdin>:LINE:COL`, the input they are in is skipped, and reading goes on.
+#[test]
+fn invalid_utf8_is_reported_at_its_place_and_the_session_goes_on() {
+    let o = pipe_bytes(b"(+ 1 2)\n(define (f x)\n  (* x \xff 2))\n(+ 3 4)\n(f \xfe\n", &[]);
+    assert_eq!(o.stdout, "3\n7\n", "{}", o.stderr);
+    assert_eq!(
+        o.stderr,
+        "<stdin>:3:8: error: invalid UTF-8 (byte 0xFF): input must be UTF-8 text; this input is skipped\n  |   (* x \u{fffd} 2))\n  |        ^\n\
+         <stdin>:5:4: error: invalid UTF-8 (byte 0xFE): input must be UTF-8 text; this input is skipped\n  | (f \u{fffd}\n  |    ^\n"
+    );
+    assert_eq!(o.code, 1);
+}
+
+/// A control character outside strings and comments was read into a symbol
+/// ("unbound variable `a`" with the NUL invisible): it is a reader error naming it.
+#[test]
+fn a_control_character_is_an_error_naming_it() {
+    let o = pipe_bytes(b"(+ 1 2)\n(f a\0b)\n(+ 3 4)\n", &[]);
+    assert_eq!(o.stdout, "3\n7\n", "{}", o.stderr);
+    assert_eq!(
+        o.stderr,
+        "<stdin>:2:5: error: unexpected control character U+0000 (allowed only in strings and comments)\n  | (f a\u{2400}b)\n  |     ^\n"
+    );
+    assert_eq!(o.code, 1);
+}
+
+/// `:load` of something that is not a loadable file said "include not found"
+/// (for `/dev/null`, which exists), located in an `(include ...)` the user never
+/// typed; each case now says what is wrong, at the name as typed.
+#[test]
+fn load_says_why_a_file_cannot_be_loaded() {
+    let dir = std::env::temp_dir().join(format!("vlad-repl-load-bad-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let sub = dir.join("sub").display().to_string();
+    let o = pipe(&format!(":load /dev/null\n:load {sub}\n:load  \"{sub}/nope\"\n:load\n(+ 1 2)\n"), &[]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(o.stdout, "3\n", "{}", o.stderr);
+    let expected = format!(
+        "<stdin>:1:7: error: cannot load \"/dev/null\": /dev/null is a character device, not a regular file; :load names a .vlad file\n\
+         \x20 | :load /dev/null\n  |       ^\n\
+         <stdin>:2:7: error: cannot load \"{sub}\": {sub} is a directory; :load names a .vlad file\n\
+         \x20 | :load {sub}\n  |       ^\n\
+         <stdin>:3:8: error: cannot load \"{sub}/nope\": no such file (searched the current directory, -I directories, and the prelude)\n\
+         \x20 | :load  \"{sub}/nope\"\n  |        ^\n"
+    );
+    assert!(o.stderr.starts_with(&expected), "{}", o.stderr);
+    assert!(o.stderr.contains("usage: :load FILE"), "{}", o.stderr);
+    assert_eq!(o.code, 1);
+}
+
+/// Errors about a command (unknown, missing or extra argument, more than one
+/// expression, a definition where an expression is wanted) had no location, and
+/// errors in a command's argument showed the line with the command blanked out;
+/// `:quit extra` quit and `:env extra` ignored the argument.
+#[test]
+fn command_errors_are_located_in_the_line_as_typed() {
+    let o = pipe(
+        ":anf 1 2\n:time\n  :time (define x 1)\n:env extra\n:bogus 1\n:anf (+ 1\n  nope)\n:meter (car 5)\n:quit now\n(+ 9 9)\n",
+        &[],
+    );
+    assert!(o.stdout.ends_with("18\n"), "{}", o.stdout);
+    let expected = [
+        "<stdin>:1:8: error: expected one expression; this is another one\n  | :anf 1 2\n  |        ^\n",
+        "<stdin>:2:1: error: usage: :time EXPR\n  | :time\n  | ^\n",
+        "<stdin>:3:9: error: expected an expression, not a definition\n  |   :time (define x 1)\n  |         ^\n",
+        "<stdin>:4:6: error: `:env` takes no argument\n  | :env extra\n  |      ^\n",
+        "<stdin>:5:1: error: unknown command `:bogus` (:help lists them)\n  | :bogus 1\n  | ^\n",
+        "<stdin>:7:3: error: unbound variable `nope`\n  |   nope)\n  |   ^\n",
+        "<stdin>:8:8: error: pattern mismatch: expected a pair, got 5 (an exact integer), for the pattern `(cons a d)` of `car`\n  | :meter (car 5)\n  |        ^\n",
+        "<stdin>:9:7: error: `:quit` takes no argument\n  | :quit now\n  |       ^\n",
+    ];
+    assert_eq!(o.stderr, expected.concat());
+    assert_eq!(o.code, 1);
 }

@@ -214,3 +214,22 @@ fn matching_bracket_is_highlighted() {
     p.exp_string("vlad> ").unwrap();
     quit(p);
 }
+
+/// Ctrl-D on the empty line of an unfinished input ended the session, dropping the
+/// input without a word; it ends the input (reported as unfinished) and the session
+/// goes on; on an empty main prompt it leaves.
+#[test]
+fn ctrl_d_in_an_unfinished_input_ends_the_input() {
+    let dir = temp_dir("ctrl-d");
+    let Some(mut p) = start(&dir.join("history"), false) else { return };
+    line(&mut p, "(define (g x)");
+    p.exp_string("  ... ").expect("continuation prompt");
+    p.send_control('d').unwrap();
+    p.exp_string("<input-1>:1:1: error: unclosed list (missing `)`)").expect("the input is reported");
+    p.exp_string("vlad> ").unwrap();
+    line(&mut p, "(+ 1 2)");
+    value(&mut p, "3");
+    p.exp_string("vlad> ").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().expect("Ctrl-D on an empty line leaves");
+}
