@@ -331,6 +331,11 @@ fn test_files(files: &[PathBuf], opts: &Opts) -> i32 {
     for f in check::expand_paths(files) {
         check::check_file(&mk, &f, &mut report);
     }
+    // A directory with nothing to check is a mistake (a wrong path), not a pass.
+    for d in files.iter().filter(|d| d.is_dir() && check::expand_paths(std::slice::from_ref(d)).is_empty()) {
+        report.failed += 1;
+        report.failures.push(format!("{}: error: no .vlad files in this directory", d.display()));
+    }
     for line in &report.failures {
         println!("{}", line);
     }

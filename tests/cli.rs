@@ -612,6 +612,17 @@ fn running_out_of_memory_is_an_error_not_a_crash() {
     assert_eq!(stderr, "error: out of memory (the system refused an allocation); vlad stopped\n");
 }
 
+/// `vlad test DIR` on a directory with no .vlad files passed ("0 passed, 0 failed",
+/// exit status 0): a wrong path looked like success. It is a failure naming the directory.
+#[test]
+fn test_of_a_directory_without_vlad_files_fails() {
+    let d = Dir::new();
+    d.file("empty/readme.txt", "not a program\n").file("full/t.vlad", "(+ 1 2) ===> 3\n");
+    let o = vlad(&d, &["test", "empty", "full"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert_eq!(o.stdout, "empty: error: no .vlad files in this directory\n1 passed, 1 failed\n");
+}
+
 /// A value of 2^60 pairs (60 levels of `(cons x x)`, shared) printed at the top
 /// level: the printer built the whole text in memory and the process died of
 /// an allocation failure (or ran past --timeout until the watchdog stopped it).
