@@ -778,13 +778,34 @@ fn sens_kind(y: &Value) -> Option<&'static str> {
     }
 }
 
+/// Where [`sensitivity_mismatch`] is in a value: how many car/cdr steps from the
+/// root, and the steps themselves (bit `i` set: the `i`-th step from the end is a
+/// cdr) while there are at most [`Path::NAMED`]. Constant size, so that walking a
+/// long list stays linear.
+#[derive(Clone, Copy, Default)]
+struct Path {
+    len: usize,
+    cdrs: u16,
+}
+
+impl Path {
+    const NAMED: usize = 8;
+
+    fn step(self, cdr: bool) -> Path {
+        let cdrs = if self.len < Path::NAMED { (self.cdrs << 1) | cdr as u16 } else { self.cdrs };
+        Path { len: self.len + 1, cdrs }
+    }
+
+    /// The steps as `cxr` letters, the last step first (`da` for the cdr of the car).
+    fn steps(self) -> String {
+        (0..self.len).map(|i| if self.cdrs >> i & 1 == 1 { 'd' } else { 'a' }).collect()
+    }
+}
+
 /// A leaf's shape in words: `a real`, `a vector of length 3`, `a 2x3 matrix`...
 fn shape_words(v: &Value) -> String {
     match v {
-        Value::Vector(x) => match x.shape() {
-            crate::vec::Shape::Matrix(r, c) => format!("a {r}x{c} matrix"),
-            crate::vec::Shape::Vector => format!("a vector of length {}", x.len()),
-        },
+        Value::Vector(x) => x.shape().describe(x.len()),
         v if v.is_number() => "a real".into(),
         Value::Nil => "()".into(),
         Value::Pair(_) => "a pair".into(),
@@ -802,8 +823,8 @@ fn shape_words(v: &Value) -> String {
 pub fn sensitivity_mismatch(m: &mut Machine, y: &Value, s: &Value, strict: bool) -> Result<Option<String>> {
     let mut seen: rustc_hash::FxHashSet<(usize, usize)> = Default::default();
     // (an explicit work list: lists run as long as memory allows), with the path
-    // from the root as `a`/`d` steps
-    let mut work: Vec<(Value, Value, Rc<str>)> = vec![(y.clone(), s.clone(), "".into())];
+    // from the root (only its length, and its steps while it is short enough to name)
+    let mut work: Vec<(Value, Value, Path)> = vec![(y.clone(), s.clone(), Path::default())];
     while let Some((y, s, path)) = work.pop() {
         if is_lazy_zero(&s) {
             continue;
@@ -816,8 +837,8 @@ pub fn sensitivity_mismatch(m: &mut Machine, y: &Value, s: &Value, strict: bool)
         let Some(want) = sens_kind(&ys) else { continue };
         let ok = match (&*ys, &*ss) {
             (Value::Pair(a), Value::Pair(b)) => {
-                work.push((a.cdr.clone(), b.cdr.clone(), format!("d{path}").into()));
-                work.push((a.car.clone(), b.car.clone(), format!("a{path}").into()));
+                work.push((a.cdr.clone(), b.cdr.clone(), path.step(true)));
+                work.push((a.car.clone(), b.car.clone(), path.step(false)));
                 true
             }
             // (unless `strict`, a flat vector of as many numbers conforms to a
@@ -832,9 +853,9 @@ pub fn sensitivity_mismatch(m: &mut Machine, y: &Value, s: &Value, strict: bool)
             (a, b) => sens_kind(a) == sens_kind(b) && want != "a vector",
         };
         if !ok {
-            let at = match path.len() {
+            let at = match path.len {
                 0 => String::new(),
-                n if n <= 8 => format!("at (c{path}r ...) "),
+                n if n <= Path::NAMED => format!("at (c{}r ...) ", path.steps()),
                 _ => "deep inside ".into(),
             };
             let got = match &*ss {
