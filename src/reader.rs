@@ -188,20 +188,18 @@ impl<'a> Reader<'a> {
                     let d = self.read_hash()?;
                     self.complete(d)?;
                 }
-                _ if self.control_at(start).is_some() => {
-                    let c = self.control_at(start).unwrap_or('\0');
-                    let len = c.len_utf8();
-                    return self.err(
-                        ReadErrorKind::Syntax,
-                        start,
-                        start + len,
-                        format!(
-                            "unexpected control character U+{:04X} (allowed only in strings and comments)",
-                            c as u32
-                        ),
-                    );
-                }
                 _ => {
+                    if let Some(c) = self.control_at(start) {
+                        return self.err(
+                            ReadErrorKind::Syntax,
+                            start,
+                            start + c.len_utf8(),
+                            format!(
+                                "unexpected control character U+{:04X} (allowed only in strings and comments)",
+                                c as u32
+                            ),
+                        );
+                    }
                     let end = self.token_end(start);
                     let tok = &self.src[start..end];
                     if tok == "." {
