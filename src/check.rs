@@ -75,7 +75,7 @@ fn error_expectation(d: &Datum) -> Option<&str> {
 /// Checks one result against its expectation; `Err` carries "expected ..., got ...".
 pub fn check(result: &Result<Value>, expected: Option<&Datum>) -> std::result::Result<(), String> {
     let shown = |r: &Result<Value>| match r {
-        Ok(v) => clip_value(v, SHOWN),
+        Ok(v) => clip_printed(crate::print::prefix(v, SHOWN), SHOWN),
         Err(e) => format!("error: {}", e.message),
     };
     match expected {
@@ -102,20 +102,22 @@ pub fn check(result: &Result<Value>, expected: Option<&Datum>) -> std::result::R
                 Ok(v) => {
                     // A value printed 64 times longer than the expectation cannot
                     // match it (a number prints in at most ~25 characters, and in at
-                    // least one), so printing stops there: a huge value (say 2^60
-                    // pairs shared 60 deep) fails the check instead of filling memory.
+                    // least one), so printing stops there (or at what a failure line
+                    // shows, if more): a huge value (say 2^60 pairs shared 60 deep)
+                    // fails the check instead of filling memory.
                     let expected = datum_text(exp);
-                    let bound = 64 * expected.len() + 4096;
-                    let text = crate::print::brief(v, bound);
-                    let ok = crate::reader::read_all(&text, u32::MAX)
-                        .ok()
-                        .and_then(|ds| ds.into_iter().next())
-                        .map(|d| datum_matches(&d, exp))
-                        .unwrap_or(false);
+                    let max = SHOWN.max(64 * expected.len() + 4096);
+                    let printed = crate::print::prefix(v, max);
+                    let ok = printed.1
+                        && crate::reader::read_all(&printed.0, u32::MAX)
+                            .ok()
+                            .and_then(|ds| ds.into_iter().next())
+                            .map(|d| datum_matches(&d, exp))
+                            .unwrap_or(false);
                     if ok {
                         Ok(())
                     } else {
-                        Err(format!("expected {}, got {}", clip(expected), clip_value(v, SHOWN.max(bound))))
+                        Err(format!("expected {}, got {}", clip(expected), clip_printed(printed, max)))
                     }
                 }
                 Err(e) => Err(format!("expected {}, got error: {}", clip(datum_text(exp)), e.message)),
@@ -127,9 +129,10 @@ pub fn check(result: &Result<Value>, expected: Option<&Datum>) -> std::result::R
 /// How much of a value is printed for a failure line (before [`clip`]).
 const SHOWN: usize = 100_000;
 
-/// A value's text for a failure line, printing at most `max` characters of it.
-fn clip_value(v: &Value, max: usize) -> String {
-    match crate::print::prefix(v, max) {
+/// A value's text for a failure line, from at most `max` characters of it printed
+/// (and whether that was all of it: [`crate::print::prefix`]).
+fn clip_printed(printed: (String, bool), max: usize) -> String {
+    match printed {
         (text, true) => clip(text),
         (text, false) => {
             let head: String = text.chars().take(400).collect();
