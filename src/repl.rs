@@ -253,13 +253,25 @@ impl Repl {
         }
     }
 
+    /// Bytes `start..end` of input `text` (named `name`, starting at line
+    /// `first_line`), recorded as a source so that an error there shows it.
+    fn span_in(
+        &mut self,
+        name: &str,
+        text: &str,
+        first_line: usize,
+        start: usize,
+        end: usize,
+    ) -> crate::source::Span {
+        let id = self.s.sources.add(name, text);
+        self.s.sources.set_first_line(id, first_line);
+        crate::source::Span::new(id, start, end)
+    }
+
     /// Reports input line `line_no` of standard input, whose bytes are not UTF-8
     /// from offset `good` on, as files report it.
     fn bad_utf8(&mut self, bytes: &[u8], good: usize, line_no: usize) {
-        let text = String::from_utf8_lossy(bytes);
-        let id = self.s.sources.add("<stdin>", text.as_ref());
-        self.s.sources.set_first_line(id, line_no);
-        let span = crate::source::Span::new(id, good, good);
+        let span = self.span_in("<stdin>", &String::from_utf8_lossy(bytes), line_no, good, good);
         let message = format!(
             "invalid UTF-8 (byte 0x{:02X}): input must be UTF-8 text; this input is skipped",
             bytes[good]
@@ -456,9 +468,7 @@ impl Repl {
         let start = arg + (rest.len() - rest.trim_start().len());
         let typed = rest.trim();
         let file = typed.strip_prefix('"').and_then(|f| f.strip_suffix('"')).unwrap_or(typed);
-        let id = self.s.sources.add(name, text);
-        self.s.sources.set_first_line(id, first_line);
-        let span = crate::source::Span::new(id, start, start + typed.len());
+        let span = self.span_in(name, text, first_line, start, start + typed.len());
         let dir = std::env::current_dir().ok();
         let items = self.s.load(file, span, dir.as_deref())?;
         self.eval_items(items);
@@ -582,9 +592,8 @@ impl Repl {
         self.command_text = text.to_string();
         // An error about the command itself, at `start..end` of the input.
         let at = |me: &mut Repl, start: usize, end: usize, message: String| {
-            let id = me.s.sources.add(name, text);
-            me.s.sources.set_first_line(id, first_line);
-            me.report(&Error::syntax(crate::source::Span::new(id, start, end), message));
+            let span = me.span_in(name, text, first_line, start, end);
+            me.report(&Error::syntax(span, message));
             Flow::Continue
         };
         let cmd_start = arg - cmd.len();
