@@ -62,23 +62,25 @@ fn check(name: &str, defs: &str, f: &str, x: &str) {
     assert!(gc <= pc + 1, "{}: gradient does {} comparisons, primal {}", name, gc, pc);
 }
 
-/// The run times of two compiled expressions, interleaved, best of five, so that load
-/// from other tests affects both alike.
-fn best_times(
-    a: (&mut Session, &std::rc::Rc<vlad::anf::Group>),
-    b: (&mut Session, &std::rc::Rc<vlad::anf::Group>),
+/// The run times of the expression `setup(n)` compiles, at `n` and at `8 n`,
+/// interleaved, best of five, so that load from other tests affects both alike.
+fn times_at_n_and_8n(
+    setup: impl Fn(usize) -> (Session, std::rc::Rc<vlad::anf::Group>),
+    n: usize,
 ) -> (f64, f64) {
+    let (mut s1, g1) = setup(n);
+    let (mut s8, g8) = setup(8 * n);
     let time = |s: &mut Session, g| {
         let t = std::time::Instant::now();
         s.run_thunk(g).unwrap();
         t.elapsed().as_secs_f64()
     };
-    let (mut ta, mut tb) = (f64::INFINITY, f64::INFINITY);
+    let (mut t1, mut t8) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..5 {
-        ta = ta.min(time(a.0, a.1));
-        tb = tb.min(time(b.0, b.1));
+        t1 = t1.min(time(&mut s1, &g1));
+        t8 = t8.min(time(&mut s8, &g8));
     }
-    (ta, tb)
+    (t1, t8)
 }
 
 #[test]
@@ -170,9 +172,7 @@ fn forward_time_is_linear() {
         let g = s.compile_expr("(jvp f x0 x0)", "jvp").unwrap();
         (s, g)
     };
-    let (mut s1, g1) = setup(500);
-    let (mut s8, g8) = setup(4000);
-    let (t1, t8) = best_times((&mut s1, &g1), (&mut s8, &g8));
+    let (t1, t8) = times_at_n_and_8n(setup, 500);
     eprintln!("jvp of a 500-list: {:.4}s, of a 4000-list: {:.4}s, ratio {:.1}", t1, t8, t8 / t1);
     assert!(t8 / t1 < 24.0, "8x longer list took {:.1}x the time", t8 / t1);
 }
@@ -287,9 +287,7 @@ fn forcing_a_lazy_value_is_linear() {
             let e = s.compile_expr(expr, "force").unwrap();
             (s, e)
         };
-        let (mut s1, e1) = setup(2000);
-        let (mut s8, e8) = setup(16000);
-        let (t1, t8) = best_times((&mut s1, &e1), (&mut s8, &e8));
+        let (t1, t8) = times_at_n_and_8n(setup, 2000);
         eprintln!("{expr} on a lazy 2000-list: {:.4}s, a 16000-list: {:.4}s, ratio {:.1}", t1, t8, t8 / t1);
         assert!(t8 / t1 < 24.0, "{expr}: 8x longer list took {:.1}x the time", t8 / t1);
     }
