@@ -31,7 +31,10 @@ pub fn to_string(v: &Value) -> String {
 }
 
 pub fn write_value(out: &mut String, v: &Value) {
-    out.push_str(&to_string(v))
+    let mut p = Printer::new(usize::MAX, None);
+    p.buf = std::mem::take(out);
+    p.value(v);
+    *out = p.buf;
 }
 
 /// The printed form of a value, cut short (ending in `...`) once it is longer than
