@@ -82,6 +82,10 @@ pub struct Opts {
     /// Where vector primitives run
     #[arg(long, value_name = "auto|cpu|cuda", default_value = "auto")]
     pub backend: String,
+    /// Run the prelude's jvp and vjp (derivative-F/-R, gradient-F/-R, hvp...) by the closure
+    /// transforms only, never on dual numbers or a tape (to compare the two; same values)
+    #[arg(long)]
+    pub no_tape: bool,
 }
 
 /// Parses the command line and runs it on a thread with a large stack; returns the exit code.
@@ -200,6 +204,7 @@ pub(crate) fn deadline(timeout: Option<f64>) -> Option<Instant> {
 fn apply_limits(s: &mut Session, opts: &Opts) {
     s.m.max_steps = opts.max_steps.unwrap_or(u64::MAX);
     s.m.max_depth = opts.max_depth;
+    s.m.tape.enabled = !opts.no_tape;
     s.m.deadline = deadline(opts.timeout);
     if opts.metered {
         s.m.meter = Some(vec![0; crate::prims::prims().len()]);
@@ -261,6 +266,19 @@ pub fn print_meter(s: &Session) {
         }
         eprintln!("metered: {} primitive operations ({})", total, parts.join(", "));
         eprintln!("metered: {} procedure calls, {} AD value operations", s.m.steps, s.m.ad_work);
+        let t = &s.m.tape;
+        if t.runs + t.declined_runs > 0 {
+            let why = match &t.first_decline {
+                Some(w) => {
+                    format!(" (the first run that gave way met: {})", w.trim_start_matches("internal: "))
+                }
+                None => String::new(),
+            };
+            eprintln!(
+                "metered: {} jvp/vjp calls on dual numbers or a tape, {} by the transform{}",
+                t.runs, t.declined_runs, why
+            );
+        }
     }
 }
 

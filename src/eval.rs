@@ -288,6 +288,8 @@ pub struct Machine {
     pub meter_derivative: Option<Vec<u64>>,
     /// Compiled forward/reverse versions of primitives, by (primitive, kind).
     pub prim_rules: FxHashMap<(PrimId, u8), Value>,
+    /// Reverse mode on tapes (`ad::tape`): the tapes running now.
+    pub tape: crate::ad::tape::Tapes,
     pub out: Box<dyn Write>,
     /// Where vector primitives run (`--backend`).
     pub backend: crate::vec::Backend,
@@ -323,6 +325,7 @@ impl Machine {
             meter: None,
             meter_derivative: None,
             prim_rules: FxHashMap::default(),
+            tape: Default::default(),
             out: Box::new(std::io::stdout()),
             backend: crate::vec::default_backend(),
             input: Box::new(std::io::BufReader::new(std::io::stdin())),
@@ -551,6 +554,11 @@ impl Machine {
             if def.class != Class::Other {
                 m[p as usize] += 1;
             }
+        }
+        if self.tape.active() && !def.tape_ok {
+            let len = self.stack.len();
+            self.stack.truncate(len - nargs);
+            return Err(crate::ad::tape::decline(def.name));
         }
         if nargs == def.arity as usize && nargs <= 3 {
             let mut buf: [Value; 3] = [Value::Nil, Value::Nil, Value::Nil];

@@ -2,7 +2,9 @@
 //! is destructured, its implementation, and its derivative rules (AD.md). The
 //! evaluator, `bundle` and `*j` all read this table.
 
+use crate::ad::native::Formula;
 use crate::ad::ops;
+use crate::ad::tape::{self, Want};
 use crate::error::{Error, Result};
 use crate::eval::Machine;
 use crate::num;
@@ -57,6 +59,10 @@ pub struct PrimDef {
     /// value built (which a walk over a lazy list testing each suffix would
     /// repeat at every step).
     pub shallow: bool,
+    /// Runs on a reverse-mode tape's reals ([`crate::ad::tape`]): the scalar
+    /// arithmetic, comparisons and type predicates. Any other primitive called
+    /// while a tape runs makes it give way to the transform.
+    pub tape_ok: bool,
     /// Number of arguments; the one argument is a tuple `(cons* a1 ... an)` when n >= 2,
     /// and `'()` when n = 0.
     pub arity: u8,
@@ -64,6 +70,20 @@ pub struct PrimDef {
     pub rule: Rule,
     pub class: Class,
 }
+
+/// `(real-vjp f x)` by the transform: the gradient of `f` (returning a real) at `x`.
+pub const REAL_VJP_VIA: &str = "(lambda ((cons f x)) (let* (((cons y bp) ((*j f) (*j x))) \
+     ((cons fb xb) (unsensitize (bp (sensitize (%real-result-seed y)))))) xb))";
+/// `(vjp f x ybar)` by the transform.
+pub const VJP_VIA: &str = "(lambda ((cons f (cons x ybar))) (let* (((cons y bp) ((*j f) (*j x))) \
+     ((cons fb xb) (unsensitize (bp (sensitize (%check-sensitivity y ybar -1)))))) xb))";
+/// `(value-and-vjp f x ybar)` by the transform.
+pub const VALUE_AND_VJP_VIA: &str = "(lambda ((cons f (cons x ybar))) (let* (((cons y bp) ((*j f) (*j x))) \
+     ((cons fb xb) (unsensitize (bp (sensitize (%check-sensitivity y ybar -1)))))) (cons (*j-inverse y) xb)))";
+
+/// `(jvp f x dx)` by the transform: the tangent of `(f x)` for tangent `dx` of `x`.
+pub const JVP_VIA: &str = "(lambda ((cons f (cons x dx))) \
+     (unperturb (tangent ((bundle f (perturb (zero f))) (bundle x (perturb dx))))))";
 
 /// Zero derivative in both modes.
 pub const ZERO_RULES: Rule =
@@ -109,7 +129,41 @@ impl PrimDef {
             name,
             "real?" | "boolean?" | "vector?" | "perturbation?" | "forward?" | "sensitivity?" | "reverse?"
         );
-        PrimDef { name, lazy, shallow, arity, imp, rule, class }
+        let tape_ok = matches!(
+            name,
+            "+" | "-"
+                | "*"
+                | "/"
+                | "sqrt"
+                | "exp"
+                | "log"
+                | "sin"
+                | "cos"
+                | "atan"
+                | "="
+                | "<"
+                | ">"
+                | "<="
+                | ">="
+                | "zero?"
+                | "positive?"
+                | "negative?"
+                | "null?"
+                | "boolean?"
+                | "real?"
+                | "pair?"
+                | "procedure?"
+                | "vector?"
+                | "if-procedure"
+                | "real"
+                | "%real-vjp"
+                | "%vjp"
+                | "%value-and-vjp"
+                | "%jvp"
+                | "zero"
+                | "%real-derivative"
+        );
+        PrimDef { name, lazy, shallow, tape_ok, arity, imp, rule, class }
     }
 }
 
@@ -117,12 +171,12 @@ fn table() -> Vec<PrimDef> {
     use Class::*;
     let p = PrimDef::new;
     let mut t = vec![
-        p("+", 2, |_, a| arith('+', a), rules!("(lambda (x y (cons d1 d2)) (+ d1 d2))", "(lambda (x y yb) (cons yb yb))"), Arith),
-        p("-", 2, |_, a| arith('-', a), rules!("(lambda (x y (cons d1 d2)) (- d1 d2))", "(lambda (x y yb) (cons yb (- 0 yb)))"), Arith),
+        p("+", 2, |m, a| arith(m, '+', a), rules!("(lambda (x y (cons d1 d2)) (+ d1 d2))", "(lambda (x y yb) (cons yb yb))"), Arith),
+        p("-", 2, |m, a| arith(m, '-', a), rules!("(lambda (x y (cons d1 d2)) (- d1 d2))", "(lambda (x y yb) (cons yb (- 0 yb)))"), Arith),
         p(
             "*",
             2,
-            |_, a| arith('*', a),
+            |m, a| arith(m, '*', a),
             rules!(
                 "(lambda ((cons x1 x2) y (cons d1 d2)) (+ (* d1 x2) (* x1 d2)))",
                 "(lambda ((cons x1 x2) y yb) (cons (* yb x2) (* yb x1)))"
@@ -132,7 +186,7 @@ fn table() -> Vec<PrimDef> {
         p(
             "/",
             2,
-            |_, a| arith('/', a),
+            |m, a| arith(m, '/', a),
             rules!(
                 "(lambda ((cons x1 x2) y (cons d1 d2)) (/ (- d1 (* y d2)) x2))",
                 "(lambda ((cons x1 x2) y yb) (cons (/ yb x2) (- 0 (/ (* yb y) x2))))"
@@ -142,42 +196,45 @@ fn table() -> Vec<PrimDef> {
         p(
             "sqrt",
             1,
-            |_, a| unary("sqrt", &a[0], num::sqrt),
+            |m, a| unary(m, "sqrt", &a[0], num::sqrt),
             rules!("(lambda (x y dx) (/ dx (* 2 y)))", "(lambda (x y yb) (/ yb (* 2 y)))"),
             Arith,
         ),
         p(
             "exp",
             1,
-            |_, a| unary("exp", &a[0], |v| num::real_fn(f64::exp, v)),
+            |m, a| unary(m, "exp", &a[0], |v| num::real_fn(f64::exp, v)),
             rules!("(lambda (x y dx) (* dx y))", "(lambda (x y yb) (* yb y))"),
             Arith,
         ),
         p(
             "log",
             1,
-            |_, a| unary("log", &a[0], num::log),
+            |m, a| unary(m, "log", &a[0], num::log),
             rules!("(lambda (x y dx) (/ dx x))", "(lambda (x y yb) (/ yb x))"),
             Arith,
         ),
         p(
             "sin",
             1,
-            |_, a| unary("sin", &a[0], |v| num::real_fn(f64::sin, v)),
+            |m, a| unary(m, "sin", &a[0], |v| num::real_fn(f64::sin, v)),
             rules!("(lambda (x y dx) (* dx (cos x)))", "(lambda (x y yb) (* yb (cos x)))"),
             Arith,
         ),
         p(
             "cos",
             1,
-            |_, a| unary("cos", &a[0], |v| num::real_fn(f64::cos, v)),
+            |m, a| unary(m, "cos", &a[0], |v| num::real_fn(f64::cos, v)),
             rules!("(lambda (x y dx) (- 0 (* dx (sin x))))", "(lambda (x y yb) (- 0 (* yb (sin x))))"),
             Arith,
         ),
         p(
             "atan",
             2,
-            |_, a| {
+            |m, a| {
+                if tape::any_active(a) {
+                    return tape::record(m, Formula::Atan, a, prim_atan);
+                }
                 real_arg("atan", &a[0])?;
                 real_arg("atan", &a[1])?;
                 Ok(Value::Real(num::atan2(&a[0], &a[1]).unwrap_or(f64::NAN)))
@@ -207,7 +264,7 @@ fn table() -> Vec<PrimDef> {
         p(
             "real?",
             1,
-            |_, a| Ok(Value::Bool(a[0].is_number())),
+            |_, a| Ok(Value::Bool(a[0].is_number() || matches!(a[0], Value::Active(_)))),
             shape("(if (pair? v) #f (if (procedure? v) #f (real? (STRIP v))))"),
             Other,
         ),
@@ -234,6 +291,13 @@ fn table() -> Vec<PrimDef> {
             Rule::Predicate,
             Other,
         ),
+        // The prelude's reverse-mode entry points (`real-vjp`, `vjp`, `value-and-vjp`):
+        // on a tape when called directly (`ad::tape`), defined (and differentiated
+        // when nested) by the transform, as `Rule::Via` says.
+        p("%real-vjp", 2, |m, a| tape::run(m, Want::RealVjp, a), Rule::Via { f: REAL_VJP_VIA }, Other),
+        p("%vjp", 3, |m, a| tape::run(m, Want::Vjp, a), Rule::Via { f: VJP_VIA }, Other),
+        p("%value-and-vjp", 3, |m, a| tape::run(m, Want::ValueAndVjp, a), Rule::Via { f: VALUE_AND_VJP_VIA }, Other),
+        p("%jvp", 3, |m, a| tape::run(m, Want::Jvp, a), Rule::Via { f: JVP_VIA }, Other),
         // The sensitivity `s` of a value `y`, checked to be shaped like it (by `vjp`, who = -1,
         // and by the backpropagators of the vector primitives, who = the primitive's id).
         p(
@@ -252,7 +316,7 @@ fn table() -> Vec<PrimDef> {
             "%real-derivative",
             1,
             |m, a| {
-                if ops::strip(&a[0]).is_number() {
+                if ops::strip(&a[0]).is_number() || matches!(a[0], Value::Active(_)) {
                     return Ok(a[0].clone());
                 }
                 let d = primal_view(m, &a[0], &mut 64);
@@ -299,6 +363,9 @@ fn table() -> Vec<PrimDef> {
             "real",
             1,
             |_, a| {
+                if let Value::Active(_) = a[0] {
+                    return Ok(a[0].clone());
+                }
                 real_arg("real", &a[0])?;
                 Ok(a[0].clone())
             },
@@ -461,9 +528,18 @@ fn describe(v: &Value) -> String {
     crate::print::brief(v, 60)
 }
 
-fn arith(op: char, a: &[Value]) -> Result<Value> {
+fn arith(m: &mut Machine, op: char, a: &[Value]) -> Result<Value> {
     match num::arith(op, &a[0], &a[1]) {
         Some(r) => r.map_err(|m| err(format!("{}: {}", op, m))),
+        None if tape::any_active(a) => {
+            let (f, imp): (Formula, PrimFn) = match op {
+                '+' => (Formula::Add, |m, a| arith(m, '+', a)),
+                '-' => (Formula::Sub, |m, a| arith(m, '-', a)),
+                '*' => (Formula::Mul, |m, a| arith(m, '*', a)),
+                _ => (Formula::Div, |m, a| arith(m, '/', a)),
+            };
+            tape::record(m, f, a, imp)
+        }
         None => {
             let bad = if a[0].is_number() { &a[1] } else { &a[0] };
             Err(err(format!("{}: expected two numbers, got {} ({})", op, describe(bad), bad.kind_name())))
@@ -476,13 +552,27 @@ fn real_arg(name: &str, v: &Value) -> Result<f64> {
         .ok_or_else(|| err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name())))
 }
 
-fn unary(name: &str, v: &Value, f: fn(&Value) -> Option<Value>) -> Result<Value> {
+fn unary(m: &mut Machine, name: &str, v: &Value, f: fn(&Value) -> Option<Value>) -> Result<Value> {
+    if let Value::Active(_) = v {
+        let p = lookup(name).expect("a unary primitive");
+        let formula = crate::ad::tape::formula(p).expect("a scalar primitive");
+        return tape::record(m, formula, std::slice::from_ref(v), prim(p).imp);
+    }
     f(v).ok_or_else(|| err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name())))
+}
+
+/// `atan` on numbers (for a tape's record of it).
+fn prim_atan(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    (prim(lookup("atan").expect("atan")).imp)(m, a)
 }
 
 fn cmp(name: &str, a: &[Value], f: fn(Ordering) -> bool) -> Result<Value> {
     match num::compare(&a[0], &a[1]) {
         Some(o) => Ok(Value::Bool(o.map(f).unwrap_or(false))),
+        // (a real on a tape compares by its value)
+        None if tape::any_active(a) => {
+            cmp(name, &[tape::strip(&a[0]).clone(), tape::strip(&a[1]).clone()], f)
+        }
         None => {
             let bad = if a[0].is_number() { &a[1] } else { &a[0] };
             Err(err(format!("{}: expected two numbers, got {} ({})", name, describe(bad), bad.kind_name())))
@@ -491,7 +581,7 @@ fn cmp(name: &str, a: &[Value], f: fn(Ordering) -> bool) -> Result<Value> {
 }
 
 fn sign(name: &str, v: &Value, f: fn(Ordering) -> bool) -> Result<Value> {
-    match num::sign(v) {
+    match num::sign(tape::strip(v)) {
         Some(o) => Ok(Value::Bool(o.map(f).unwrap_or(false))),
         None => Err(err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name()))),
     }

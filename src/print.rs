@@ -142,6 +142,8 @@ impl<'a> Printer<'a> {
                 let _ = write!(self.buf, "{}", b);
             }
             Value::Real(r) => self.buf.push_str(&format_real(*r)),
+            // (a real on a tape: only in messages the tape discards)
+            Value::Active(a) => self.value_here(&a.value),
             Value::Rat(q) => {
                 let _ = write!(self.buf, "{}/{}", q.numer(), q.denom());
             }

@@ -82,6 +82,7 @@ pub fn run(opts: &Opts) -> i32 {
     let mut s = Session::new();
     s.include_dirs = opts.include.clone();
     s.m.max_depth = opts.max_depth;
+    s.m.tape.enabled = !opts.no_tape;
     if opts.metered {
         s.m.meter = Some(vec![0; crate::prims::prims().len()]);
     }

@@ -518,6 +518,7 @@ impl Session {
     pub fn run_thunk(&mut self, g: &Rc<Group>) -> Result<Value> {
         self.m.stack.clear();
         self.m.depth = 0;
+        self.m.tape.clear_levels();
         self.m.stack.push(Value::Nil);
         let at = g.spans.first().copied();
         self.m

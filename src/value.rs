@@ -44,6 +44,20 @@ pub enum Value {
     Lazy(Rc<Lazy>),
     /// A reversible procedure (REVERSIBLE.md), run with `call` / `uncall`.
     Rev(Rc<crate::rev::RevProc>),
+    /// A real being differentiated on a level of [`crate::ad::tape`] (a dual
+    /// number or a tape's node): exists only while the prelude's `jvp` or `vjp`
+    /// runs its function on one.
+    Active(Rc<Active>),
+}
+
+/// A real on level `tape` (a forward level's dual number, with its tangent; or
+/// node `node` of a reverse level's tape), whose value (and tangent) is a
+/// number or a real of an enclosing level.
+pub struct Active {
+    pub tape: u64,
+    pub node: u32,
+    pub value: Value,
+    pub tangent: Value,
 }
 
 // A value is two words; the unboxed tagged real must not make it bigger.
@@ -75,6 +89,7 @@ impl Clone for Value {
             Value::Vector(x) => std::mem::forget(Rc::clone(x)),
             Value::Lazy(x) => std::mem::forget(Rc::clone(x)),
             Value::Rev(x) => std::mem::forget(Rc::clone(x)),
+            Value::Active(x) => std::mem::forget(Rc::clone(x)),
         }
         // SAFETY: the reference count (if any) was just incremented, so the
         // bitwise copy is one more owner.
@@ -395,6 +410,7 @@ impl Value {
             Value::Bundle(_) => "a forward (bundled) value",
             Value::Lazy(z) if z.pair => "a pair",
             Value::Lazy(_) => "a procedure",
+            Value::Active(_) => "a real",
         }
     }
 
@@ -410,6 +426,7 @@ impl Value {
             Value::Rat(q) => Some(Rc::as_ptr(q) as usize),
             Value::Rev(r) => Some(Rc::as_ptr(r) as usize),
             Value::Vector(v) => Some(Rc::as_ptr(v) as usize),
+            Value::Active(v) => Some(Rc::as_ptr(v) as usize),
             _ => None,
         }
     }

@@ -12,6 +12,7 @@ pub mod native_rr;
 pub mod ops;
 pub mod reverse;
 pub mod rules;
+pub mod tape;
 
 use crate::anf::{Group, Kind, Lambda, Origin};
 use crate::error::{Error, Result};

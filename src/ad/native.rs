@@ -126,7 +126,7 @@ fn formula(p: PrimId) -> Option<Formula> {
 }
 
 /// `formula`, computed once per primitive (for the rules' own arithmetic).
-fn formula_of(p: PrimId) -> Option<Formula> {
+pub(super) fn formula_of(p: PrimId) -> Option<Formula> {
     static TABLE: std::sync::OnceLock<Vec<Option<Formula>>> = std::sync::OnceLock::new();
     let t = TABLE.get_or_init(|| (0..prims::prims().len()).map(|i| formula(i as PrimId)).collect());
     t.get(p as usize).copied().flatten()
@@ -1025,6 +1025,52 @@ pub(super) fn leaves(m: &mut Machine, p: PrimId, base: usize, nargs: usize) -> R
         (2, [Value::Pair(q)]) => Some(smallvec![q.car.clone(), q.cdr.clone()]),
         _ => None,
     })
+}
+
+/// The cotangent rule of scalar formula `f` for argument `x`, result `y` and
+/// result sensitivity `yb` (for `ad::tape`): as the backpropagator computes it,
+/// on doubles when every number is one and nothing is metered.
+pub(super) fn cotangent(
+    m: &mut Machine,
+    f: Formula,
+    x: &[Value],
+    y: &Value,
+    yb: &Value,
+) -> Result<Option<Out<Value>>> {
+    if let (Some(xs), Value::Real(y), Value::Real(yb)) = (reals(m, x), y, yb) {
+        return Ok(match vjp_num::<f64>(m, f, &xs, Some(y), yb)? {
+            Some(Out::One(a)) => Some(Out::One(Value::Real(a))),
+            Some(Out::Two(a, b)) => Some(Out::Two(Value::Real(a), Value::Real(b))),
+            None => None,
+        });
+    }
+    vjp_num::<Value>(m, f, x, Some(y), yb)
+}
+
+/// The tangent rule of scalar formula `f` for argument `x`, result `y` and
+/// argument tangent `d` (for `ad::tape`'s forward levels): as the forward
+/// version computes it, on doubles when every number is one and nothing is metered.
+pub(super) fn tangent_rule(
+    m: &mut Machine,
+    f: Formula,
+    x: &[Value],
+    y: &Value,
+    d: &[Value],
+) -> Result<Value> {
+    if let (Some(xs), Value::Real(y), Some(ds)) = (reals(m, x), y, reals(m, d)) {
+        return Ok(Value::Real(jvp_num::<f64>(m, f, &xs, y, &ds)?));
+    }
+    jvp_num::<Value>(m, f, x, y, d)
+}
+
+/// `+`, for `ad::tape`'s sums of sensitivities on an enclosing tape.
+pub(super) fn add_id() -> PrimId {
+    ids().add
+}
+
+/// A primitive applied without counting it (a sum that `plus` would do).
+pub(super) fn apply_unmetered(m: &mut Machine, p: PrimId, args: &[Value]) -> Result<Value> {
+    (prims::prim(p).imp)(m, args)
 }
 
 /// Calls primitive `p` on numbers, counted by the meters as derivative work.

@@ -145,6 +145,21 @@ pub fn compile_rule(p: PrimId, src: &str) -> Result<(crate::anf::Lambda, crate::
     Ok((code, lam.span))
 }
 
+/// The VLAD function a `Rule::Via` primitive `p` is defined as, as a closure
+/// (what it runs when its own implementation gives way: `ad::tape`).
+pub fn via_closure(p: PrimId) -> Result<Value> {
+    let Rule::Via { f } = prims::prim(p).rule else {
+        return Err(Error::runtime(
+            None,
+            format!("internal error: {} has no definition", prims::prim(p).name),
+        ));
+    };
+    let (code, span) = compile_rule(p, f)?;
+    let g =
+        Group::new(vec![], vec![code], vec![Some(prims::prim(p).name.into())], vec![span], Origin::Source);
+    Ok(Value::Closure(InstRc::empty(g), 0))
+}
+
 /// The forward (`k = F`) or reverse (`k = R`) version of primitive `p`, as a closure.
 pub fn prim_rule(m: &mut Machine, p: PrimId, k: Kind) -> Result<Value> {
     if let Some(v) = m.prim_rules.get(&(p, k as u8)) {

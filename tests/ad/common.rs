@@ -4,11 +4,29 @@
 use vlad::toplevel::Session;
 use vlad::value::Value;
 
+thread_local! {
+    /// Set while [`by_transform`] runs: sessions run the prelude's `jvp`/`vjp`
+    /// by the closure transforms only (no dual numbers or tapes).
+    static TRANSFORM_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// A session with the prelude loaded and program output (`write`) discarded.
 pub fn session() -> Session {
     let mut s = Session::new();
     s.m.out = Box::new(std::io::sink());
+    s.m.tape.enabled = !TRANSFORM_ONLY.with(|t| t.get());
     s
+}
+
+/// Runs the given tests with the prelude's `jvp` and `vjp` on the closure
+/// transforms only, as `--no-tape` does: by default they run on dual numbers
+/// and tapes (`vlad::ad::tape`), and each test file runs its tests both ways.
+pub fn by_transform(tests: &[fn()]) {
+    TRANSFORM_ONLY.with(|t| t.set(true));
+    for t in tests {
+        t();
+    }
+    TRANSFORM_ONLY.with(|t| t.set(false));
 }
 
 /// Runs program text in a session, panicking with the rendered error on failure.

@@ -210,3 +210,20 @@ fn long_closure_chains() {
         .join();
     assert!(r.is_ok());
 }
+
+/// Every test above again, with the prelude's `jvp`/`vjp` run by the closure
+/// transforms only (as `--no-tape`): the tests above run them on dual numbers
+/// and tapes. (A new test above belongs in this list too.)
+#[test]
+fn all_of_the_above_by_the_transform() {
+    by_transform(&[
+        power_by_recursion,
+        mutual_recursion,
+        higher_order_list_procedures,
+        gradients_of_list_functions,
+        gradients_of_nested_structures,
+        jacobians,
+        derivative_through_iteration,
+        long_closure_chains,
+    ]);
+}

@@ -11,3 +11,4 @@ mod nesting;
 mod prims;
 mod random;
 mod structure;
+mod tape;

@@ -1,6 +1,7 @@
 //! Item 8: the cheap-gradient principle, measured with the metering counters:
-//! a gradient by `*j` takes a small constant factor more primitive arithmetic
-//! operations than evaluating the function.
+//! a gradient (on a tape, and by `*j` in `all_of_the_above_by_the_transform`)
+//! takes a small constant factor more primitive arithmetic operations than
+//! evaluating the function.
 //!
 //! The meter counts primitives of class `Arith` and `Compare`; the AD
 //! primitives (`zero`, `plus`, `*j`, ...) are class `Other` and not counted, so
@@ -291,4 +292,18 @@ fn forcing_a_lazy_value_is_linear() {
         eprintln!("{expr} on a lazy 2000-list: {:.4}s, a 16000-list: {:.4}s, ratio {:.1}", t1, t8, t8 / t1);
         assert!(t8 / t1 < 24.0, "{expr}: 8x longer list took {:.1}x the time", t8 / t1);
     }
+}
+
+/// The tests above that count operations or build sessions at two sizes, with
+/// the prelude's `jvp`/`vjp` by the closure transforms only (`--no-tape`).
+#[test]
+fn all_of_the_above_by_the_transform() {
+    by_transform(&[
+        sum_of_products_over_a_list,
+        tail_recursive_loop,
+        recursive_scalar_function,
+        forward_over_reverse_on_a_list_is_linear,
+        reverse_over_reverse_and_gradients_on_a_list_are_linear,
+        walking_a_lazy_gradient_with_type_predicates_is_linear,
+    ]);
 }

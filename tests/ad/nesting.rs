@@ -414,3 +414,27 @@ fn bodies_ending_in_conditionals() {
         }
     }
 }
+
+/// Every test above again, with the prelude's `jvp`/`vjp` run by the closure
+/// transforms only (as `--no-tape`): the tests above run them on dual numbers
+/// and tapes. (A new test above belongs in this list too.)
+#[test]
+fn all_of_the_above_by_the_transform() {
+    by_transform(&[
+        perturbation_confusion_classic,
+        perturbation_confusion_through_data,
+        paper_identity_example,
+        closures_over_outer_variables,
+        raw_primitives_nested,
+        reverse_value_is_tagged_primal,
+        min_max_nesting,
+        saddle_point_all_modes,
+        hessian_all_nestings,
+        hessian_vector_product,
+        third_derivatives_all_nestings,
+        fourth_derivatives,
+        ad_primitives_inside_differentiated_code,
+        closures_across_branches,
+        bodies_ending_in_conditionals,
+    ]);
+}

@@ -689,3 +689,25 @@ fn untagged_backpropagator_entries_agree_with_the_steps_they_skip() {
     assert_eq!(on.2, off.2, "procedure calls");
     assert!(on.3 < off.3, "AD value operations: {} with the entries, {} without", on.3, off.3);
 }
+
+/// Every test above again, with the prelude's `jvp`/`vjp` run by the closure
+/// transforms only (as `--no-tape`): the tests above run them on dual numbers
+/// and tapes. (A new test above belongs in this list too.)
+#[test]
+fn all_of_the_above_by_the_transform() {
+    by_transform(&[
+        unary_primitives,
+        binary_primitives,
+        exact_arguments,
+        comparisons_and_predicates_are_flat,
+        identity_rules_print_primal,
+        type_predicates_under_ad,
+        native_rules_agree_with_the_interpreted_rules,
+        type_predicates_under_every_nesting,
+        value_predicates_under_every_nesting,
+        hvp_of_a_sum_of_cubes_over_a_list_is_six_x,
+        forward_tag_operations_on_aggregates_agree_with_their_definitions,
+        second_order_rules_agree_with_transformed_forward_versions,
+        untagged_backpropagator_entries_agree_with_the_steps_they_skip,
+    ]);
+}

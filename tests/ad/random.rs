@@ -818,7 +818,7 @@ fn generate(case: u64, inner: bool) -> (E, f64) {
     }
 }
 
-fn check_case(case: u64, inner: bool, second: bool) -> Result<(), String> {
+fn check_case(case: u64, inner: bool, second: bool, tape: bool) -> Result<(), String> {
     let (body, x0) = generate(case, inner);
     let text = src(&body);
     let xs = lit(x0);
@@ -834,10 +834,19 @@ fn check_case(case: u64, inner: bool, second: bool) -> Result<(), String> {
     let fail = |msg: String| Err(format!("case {}: {}\nprogram:\n{}", case, msg, prog));
     let mut s = session();
     s.m.max_steps = 50_000_000;
+    s.m.tape.enabled = tape;
     let vals = match s.run_text("random", &prog) {
         Ok(v) => v,
         Err(e) => return fail(format!("error: {}", e.render(&s.sources))),
     };
+    // On dual numbers and tapes, every derivative of these programs runs there
+    // (nothing in them makes a run give way to the transform).
+    if tape && (s.m.tape.declined_runs != 0 || s.m.tape.runs == 0) {
+        return fail(format!(
+            "{} runs on dual numbers or tapes, {} gave way to the transform (first: {:?})",
+            s.m.tape.runs, s.m.tape.declined_runs, s.m.tape.first_decline
+        ));
+    }
     let got: Vec<f64> =
         match vals.iter().map(|v| v.as_f64().ok_or_else(|| vlad::print::to_string(v))).collect() {
             Ok(g) => g,
@@ -874,10 +883,10 @@ fn check_case(case: u64, inner: bool, second: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn run_cases(cases: u64, inner: bool) {
+fn run_cases(cases: u64, inner: bool, tape: bool) {
     let mut failures = Vec::new();
     for case in 0..cases {
-        if let Err(m) = check_case(case, inner, case % 2 == 0) {
+        if let Err(m) = check_case(case, inner, case % 2 == 0, tape) {
             failures.push(m);
         }
     }
@@ -893,7 +902,13 @@ const INNER_CASES: u64 = 64;
 
 #[test]
 fn random_programs() {
-    run_cases(CASES, false);
+    run_cases(CASES, false, true);
+}
+
+/// The same, with `jvp`/`vjp` by the closure transforms only (`--no-tape`).
+#[test]
+fn random_programs_by_the_transform() {
+    run_cases(CASES, false, false);
 }
 
 /// The same with one or two derivatives (either mode) of closures over x taken
@@ -901,7 +916,12 @@ fn random_programs() {
 /// confusion check.
 #[test]
 fn random_programs_with_inner_derivatives() {
-    run_cases(INNER_CASES, true);
+    run_cases(INNER_CASES, true, true);
+}
+
+#[test]
+fn random_programs_with_inner_derivatives_by_the_transform() {
+    run_cases(INNER_CASES, true, false);
 }
 
 /// The Taylor-number oracle itself, on functions with known derivatives.

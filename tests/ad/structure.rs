@@ -239,3 +239,19 @@ fn errors_in_generated_code_are_located() {
         }
     }
 }
+
+/// Every test above again, with the prelude's `jvp`/`vjp` run by the closure
+/// transforms only (as `--no-tape`): the tests above run them on dual numbers
+/// and tapes. (A new test above belongs in this list too.)
+#[test]
+fn all_of_the_above_by_the_transform() {
+    by_transform(&[
+        tagged_values_print,
+        predicates_see_the_outer_tag,
+        inverses_undo,
+        inverses_undo_on_closures,
+        zero_and_plus,
+        misuse_is_a_clear_error,
+        errors_in_generated_code_are_located,
+    ]);
+}

@@ -1,0 +1,549 @@
+//! Dual numbers and tapes: how the prelude's `jvp` (so `derivative-F`,
+//! `gradient-F`, `hvp`) and `vjp`, `value-and-vjp` and `real-vjp` (so
+//! `gradient-R`, `derivative-R`) run when they are called directly (not
+//! themselves transformed by an enclosing AD operation).
+//!
+//! The function runs on its own, untransformed code, with each real of the
+//! argument replaced by a [`Value::Active`] real of a new *level*. On a forward
+//! level an active real carries its tangent, and each scalar primitive computes
+//! the result's tangent by its tangent rule (the same arithmetic in the same
+//! order as its forward version, [`super::native`]'s `jvp_num`). On a reverse
+//! level (a tape) each operation on an active real is recorded (operands and
+//! result), and one backward sweep over the tape applies each primitive's
+//! cotangent rule, as its backpropagator in the reverse transform does
+//! (`vjp_num`). Levels nest in any mix: an active real's value (and tangent)
+//! may be active reals of an enclosing level, so the arithmetic of an inner
+//! level (and of its backward sweep) is itself differentiated by the outer
+//! one; each level has its own identity, so there is no perturbation confusion.
+//!
+//! This is an optimisation, never a change of meaning: whenever the run meets
+//! something the tape does not model (an AD primitive, a vector or reversible
+//! primitive, input or output, an argument or result that is not made of
+//! pairs and reals) or fails in any way, the tape is discarded and the call
+//! runs as the paper's transform defines it (`(*j f)`, the backpropagator):
+//! the primitives' `Rule::Via` definitions, which are also what any enclosing
+//! transform differentiates. Nothing with an effect runs on a tape, so the
+//! second run repeats nothing observable; limits (`--max-steps`, `--timeout`,
+//! Ctrl-C) stop both. A function whose tape run was declined is not tried on a
+//! tape again.
+
+use super::native::{self, Formula, Out};
+use crate::error::{Error, ErrorKind, Result};
+use crate::eval::Machine;
+use crate::num;
+use crate::prims::{self, PrimId};
+use crate::value::{Active, Value};
+use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
+use std::rc::Rc;
+
+/// No parent.
+const NONE: u32 = u32::MAX;
+
+/// One operation on a tape: `y = f(x)`, whose operands `x` (one or two) are
+/// the tape's nodes `parents` (or constants, `NONE`); an input has no formula.
+struct Node {
+    f: Option<Formula>,
+    parents: [u32; 2],
+    x: SmallVec<[Value; 2]>,
+    y: Value,
+}
+
+/// A level: the dual numbers of one `jvp` (no tape) or the tape of one `vjp`.
+struct Tape {
+    id: u64,
+    forward: bool,
+    nodes: Vec<Node>,
+}
+
+/// The levels of the calls running now (innermost last), and what the
+/// machine remembers between calls.
+pub struct Tapes {
+    stack: Vec<Tape>,
+    next_id: u64,
+    /// Closure groups (by address, and forward or reverse) whose run on a
+    /// level was declined.
+    declined: FxHashSet<usize>,
+    /// The compiled `Rule::Via` definitions, run when the tape declines.
+    fallbacks: FxHashMap<PrimId, Value>,
+    /// Off: every call runs the transform (to compare the two).
+    pub enabled: bool,
+    /// Calls run on a level, and calls that gave way to the transform.
+    pub runs: u64,
+    pub declined_runs: u64,
+    /// Why the first run that gave way did (for `--metered`).
+    pub first_decline: Option<String>,
+}
+
+impl Default for Tapes {
+    fn default() -> Self {
+        Tapes {
+            stack: Vec::new(),
+            next_id: 0,
+            declined: FxHashSet::default(),
+            fallbacks: FxHashMap::default(),
+            enabled: true,
+            runs: 0,
+            declined_runs: 0,
+            first_decline: None,
+        }
+    }
+}
+
+impl Tapes {
+    /// Is a function running on a level now?
+    #[inline(always)]
+    pub fn active(&self) -> bool {
+        !self.stack.is_empty()
+    }
+
+    /// Forgets levels left by an evaluation that did not return (a panic caught
+    /// by the REPL): a new top-level evaluation runs on none.
+    pub fn clear_levels(&mut self) {
+        self.stack.clear();
+    }
+}
+
+/// The error that makes the tape give way to the transform (never seen by a
+/// user: every active real is inside a tape run, which catches it).
+pub fn decline(what: &str) -> Error {
+    Error::runtime(None, format!("internal: {what} reached a real being differentiated on a tape"))
+}
+
+/// Does a primitive's argument list hold an active real (at its top level)?
+#[inline]
+pub fn any_active(args: &[Value]) -> bool {
+    args.iter().any(|a| matches!(a, Value::Active(_)))
+}
+
+/// The number under every tape's active real.
+pub fn strip(v: &Value) -> &Value {
+    let mut v = v;
+    while let Value::Active(a) = v {
+        v = &a.value;
+    }
+    v
+}
+
+/// A scalar primitive (of formula `f`, computed on numbers by `imp`) applied
+/// to arguments of which at least one is active: computed on their values at
+/// the innermost level among them; its tangent computed there (forward) or the
+/// operation recorded (reverse).
+pub fn record(m: &mut Machine, f: Formula, args: &[Value], imp: prims::PrimFn) -> Result<Value> {
+    let level = args
+        .iter()
+        .filter_map(|a| match a {
+            Value::Active(x) => Some(x.tape),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let mut parents = [NONE; 2];
+    let mut x: SmallVec<[Value; 2]> = SmallVec::new();
+    for (i, a) in args.iter().enumerate() {
+        match a {
+            Value::Active(v) if v.tape == level => {
+                parents[i.min(1)] = v.node;
+                x.push(v.value.clone());
+            }
+            _ => x.push(a.clone()),
+        }
+    }
+    // (the values may be active on an enclosing level: computed there)
+    let y = imp(m, &x)?;
+    let Some(k) = m.tape.stack.iter().rposition(|t| t.id == level) else {
+        return Err(decline("a finished level's real"));
+    };
+    if m.tape.stack[k].forward {
+        // the tangents: a constant's is its zero
+        let d: SmallVec<[Value; 2]> = args
+            .iter()
+            .zip(&x)
+            .map(|(a, xv)| match a {
+                Value::Active(v) if v.tape == level => v.tangent.clone(),
+                _ => zero_of(xv),
+            })
+            .collect();
+        let dy = native::tangent_rule(m, f, &x, &y, &d)?;
+        return Ok(Value::Active(Rc::new(Active { tape: level, node: NONE, value: y, tangent: dy })));
+    }
+    let t = &mut m.tape.stack[k];
+    let node = t.nodes.len() as u32;
+    t.nodes.push(Node { f: Some(f), parents, x, y: y.clone() });
+    Ok(Value::Active(Rc::new(Active { tape: level, node, value: y, tangent: Value::Nil })))
+}
+
+/// The scalar primitives' formulas, by primitive.
+pub fn formula(p: PrimId) -> Option<Formula> {
+    native::formula_of(p).filter(|f| !matches!(f, Formula::Zero | Formula::Struct(_)))
+}
+
+/// What a call of the prelude's reverse-mode entry points asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// `real-vjp`: the gradient of a function returning a real (seed 1).
+    RealVjp,
+    /// `vjp`: the cotangent of the argument for a given sensitivity.
+    Vjp,
+    /// `value-and-vjp`: the result and that cotangent.
+    ValueAndVjp,
+    /// `jvp`: the tangent of the result for a given tangent of the argument.
+    Jvp,
+}
+
+/// `%real-vjp`, `%vjp`, `%value-and-vjp` called directly: on a tape where it
+/// can be, by the transform (`via`, the primitive's definition) otherwise.
+pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
+    if let Some(v) = try_tape(m, want, args)? {
+        m.tape.runs += 1;
+        return Ok(v);
+    }
+    m.tape.declined_runs += 1;
+    let name = match want {
+        Want::RealVjp => "%real-vjp",
+        Want::Vjp => "%vjp",
+        Want::ValueAndVjp => "%value-and-vjp",
+        Want::Jvp => "%jvp",
+    };
+    let p = prims::lookup(name).expect("the tape's primitives");
+    let via = match m.tape.fallbacks.get(&p) {
+        Some(v) => v.clone(),
+        None => {
+            let v = super::rules::via_closure(p)?;
+            m.tape.fallbacks.insert(p, v.clone());
+            v
+        }
+    };
+    let arg = args.iter().rev().cloned().reduce(|acc, v| Value::cons(v, acc)).unwrap_or(Value::Nil);
+    m.apply_value(via, arg, None)
+}
+
+fn group_key(f: &Value, want: Want) -> Option<usize> {
+    match f {
+        Value::Closure(inst, i) => Some(
+            Rc::as_ptr(&inst.group) as usize ^ ((*i as usize) << 48) ^ ((want == Want::Jvp) as usize) << 63,
+        ),
+        _ => None,
+    }
+}
+
+/// The run on a new level, or `None` where it declines.
+fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>> {
+    if !m.tape.enabled || m.tape.stack.len() >= 64 {
+        return Ok(None);
+    }
+    let key = group_key(&args[0], want);
+    if key.is_some_and(|k| m.tape.declined.contains(&k)) {
+        return Ok(None);
+    }
+    // (lazy parts, a lazy zero's above all, built: the walks below see data)
+    let mut built: SmallVec<[Value; 3]> = SmallVec::new();
+    for (i, a) in args.iter().enumerate() {
+        built.push(if i == 0 { a.clone() } else { super::ops::force(m, a)? });
+    }
+    let args = &built[..];
+    let (f, x) = (&args[0], &args[1]);
+    if m.tape.stack.is_empty() {
+        // (no active real is left from an earlier run: identities start again)
+        m.tape.next_id = 0;
+    }
+    let id = m.tape.next_id;
+    m.tape.next_id += 1;
+    let forward = want == Want::Jvp;
+    m.tape.stack.push(Tape { id, forward, nodes: Vec::new() });
+    let mut inputs = Vec::new();
+    let xa = if forward { activate_forward(x, &args[2], id) } else { activate(m, x, id, &mut inputs) };
+    let r = match xa {
+        Some(xa) => m.apply_value(f.clone(), xa, None).map(Some),
+        None => Ok(None),
+    };
+    let tape = m.tape.stack.pop().expect("the level pushed above");
+    let y = match r {
+        Ok(Some(y)) => y,
+        Ok(None) => return Ok(gave_way(m, "an argument (or tangent) not made of pairs, () and reals")),
+        Err(e) if e.kind == ErrorKind::Limit => return Err(e),
+        Err(e) => {
+            if m.tape.first_decline.is_none() {
+                m.tape.first_decline = Some(e.message.clone());
+            }
+            if let Some(k) = key {
+                m.tape.declined.insert(k);
+            }
+            return Ok(None);
+        }
+    };
+    if forward {
+        return Ok(tangent_of(&y, id).or_else(|| gave_way(m, "a result not made of pairs, () and reals")));
+    }
+    // The sensitivity of each node the result is made of.
+    let mut adj: Vec<Option<Value>> = Vec::new();
+    adj.resize_with(tape.nodes.len(), || None);
+    let ok = match want {
+        Want::RealVjp => seed(&y, &Value::Int(1), id, &mut adj, true),
+        _ => seed(&y, &args[2], id, &mut adj, false),
+    };
+    if !ok {
+        // (the transform reports a result that does not fit the sensitivity)
+        return Ok(gave_way(m, "a result not made of pairs, () and reals shaped like the sensitivity"));
+    }
+    sweep(m, &tape, &mut adj)?;
+    let mut k = 0;
+    let xb = cotangent(x, &inputs, &mut adj, &mut k);
+    Ok(Some(match want {
+        Want::ValueAndVjp => Value::cons(deactivate(&y, id), xb),
+        _ => xb,
+    }))
+}
+
+/// Notes why a run gave way (the first time); `None`.
+fn gave_way(m: &mut Machine, why: &str) -> Option<Value> {
+    if m.tape.first_decline.is_none() {
+        m.tape.first_decline = Some(why.to_string());
+    }
+    None
+}
+
+/// `x` with each real bundled with the real at the same place in `dx` on
+/// forward level `id`; `None` unless both are made of pairs, `()` and reals
+/// of the same shape.
+fn activate_forward(x: &Value, dx: &Value, id: u64) -> Option<Value> {
+    let mut depth = 0usize;
+    activate_forward_rec(x, dx, id, &mut depth)
+}
+
+fn activate_forward_rec(x: &Value, dx: &Value, id: u64, depth: &mut usize) -> Option<Value> {
+    match (x, dx) {
+        (Value::Nil, Value::Nil) => Some(Value::Nil),
+        (Value::Pair(p), Value::Pair(q)) => {
+            *depth += 1;
+            if *depth > 10_000 {
+                return None;
+            }
+            let mut items = vec![activate_forward_rec(&p.car, &q.car, id, depth)?];
+            let (mut rest, mut drest) = (&p.cdr, &q.cdr);
+            while let (Value::Pair(a), Value::Pair(b)) = (rest, drest) {
+                items.push(activate_forward_rec(&a.car, &b.car, id, depth)?);
+                (rest, drest) = (&a.cdr, &b.cdr);
+            }
+            let tail = activate_forward_rec(rest, drest, id, depth)?;
+            *depth -= 1;
+            Some(items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)))
+        }
+        _ if is_real(x) && is_real(dx) => Some(Value::Active(Rc::new(Active {
+            tape: id,
+            node: NONE,
+            value: x.clone(),
+            tangent: dx.clone(),
+        }))),
+        _ => None,
+    }
+}
+
+fn is_real(v: &Value) -> bool {
+    v.is_number() || matches!(v, Value::Active(_))
+}
+
+/// The tangent of a result on forward level `id`: of each of its reals, that
+/// level's tangent (a constant's zero); `None` unless it is made of pairs, `()`
+/// and reals.
+fn tangent_of(y: &Value, id: u64) -> Option<Value> {
+    match y {
+        Value::Active(a) if a.tape == id => Some(a.tangent.clone()),
+        _ if is_real(y) => Some(zero_of(y)),
+        Value::Nil => Some(Value::Nil),
+        Value::Pair(p) => {
+            let mut items = vec![tangent_of(&p.car, id)?];
+            let mut rest = &p.cdr;
+            while let Value::Pair(q) = rest {
+                items.push(tangent_of(&q.car, id)?);
+                rest = &q.cdr;
+            }
+            let tail = tangent_of(rest, id)?;
+            Some(items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)))
+        }
+        _ => None,
+    }
+}
+
+/// `x` with each real replaced by a fresh input of tape `id` (recorded in
+/// `inputs`, in order); `None` if `x` holds anything but pairs, `()`,
+/// booleans and reals.
+fn activate(m: &mut Machine, x: &Value, id: u64, inputs: &mut Vec<u32>) -> Option<Value> {
+    let mut budget = 0usize;
+    activate_rec(m, x, id, inputs, &mut budget)
+}
+
+fn activate_rec(
+    m: &mut Machine,
+    x: &Value,
+    id: u64,
+    inputs: &mut Vec<u32>,
+    depth: &mut usize,
+) -> Option<Value> {
+    match x {
+        Value::Nil | Value::Bool(_) => Some(x.clone()),
+        Value::Int(_) | Value::Real(_) | Value::Big(_) | Value::Rat(_) | Value::Active(_) => {
+            let t = m.tape.stack.last_mut()?;
+            let node = t.nodes.len() as u32;
+            t.nodes.push(Node { f: None, parents: [NONE; 2], x: SmallVec::new(), y: x.clone() });
+            inputs.push(node);
+            Some(Value::Active(Rc::new(Active { tape: id, node, value: x.clone(), tangent: Value::Nil })))
+        }
+        Value::Pair(p) => {
+            // (lists are walked along their spine without recursion; cars nest)
+            *depth += 1;
+            if *depth > 10_000 {
+                return None;
+            }
+            let car = activate_rec(m, &p.car, id, inputs, depth)?;
+            let mut items = vec![car];
+            let mut rest = &p.cdr;
+            while let Value::Pair(q) = rest {
+                items.push(activate_rec(m, &q.car, id, inputs, depth)?);
+                rest = &q.cdr;
+            }
+            let tail = activate_rec(m, rest, id, inputs, depth)?;
+            *depth -= 1;
+            Some(items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)))
+        }
+        _ => None,
+    }
+}
+
+/// Seeds the sensitivity `s` of result `y` on the nodes of tape `id`. `false`
+/// if `y` does not fit (a real result for `real-vjp`; for `vjp`, pairs, `()`,
+/// booleans and reals shaped like `s`).
+fn seed(y: &Value, s: &Value, id: u64, adj: &mut [Option<Value>], real: bool) -> bool {
+    let mut work = vec![(y, s)];
+    while let Some((y, s)) = work.pop() {
+        match (y, s) {
+            (Value::Active(a), _) if a.tape == id => {
+                if !strip(s).is_number() {
+                    return false;
+                }
+                let i = a.node as usize;
+                adj[i] = Some(match adj[i].take() {
+                    None => s.clone(),
+                    // (a result holding one real twice)
+                    Some(old) => match num::arith('+', &old, s) {
+                        Some(Ok(v)) => v,
+                        _ => return false,
+                    },
+                });
+            }
+            // a constant (or a real of an enclosing tape): no sensitivity here
+            (Value::Active(_), _) | (Value::Int(_) | Value::Real(_) | Value::Big(_) | Value::Rat(_), _) => {
+                if !strip(s).is_number() {
+                    return false;
+                }
+            }
+            (Value::Nil, Value::Nil) | (Value::Bool(_), _) if !real => {}
+            (Value::Pair(a), Value::Pair(b)) if !real => {
+                work.push((&a.cdr, &b.cdr));
+                work.push((&a.car, &b.car));
+            }
+            _ => return false,
+        }
+        if real {
+            break;
+        }
+    }
+    true
+}
+
+/// The backward sweep: each node's sensitivity, last node first, through its
+/// formula's cotangent rule to its parents.
+fn sweep(m: &mut Machine, tape: &Tape, adj: &mut [Option<Value>]) -> Result<()> {
+    for i in (0..tape.nodes.len()).rev() {
+        let node = &tape.nodes[i];
+        let Some(f) = node.f else { continue };
+        let Some(yb) = adj[i].take() else { continue };
+        let parts = native::cotangent(m, f, &node.x, &node.y, &yb)?
+            .ok_or_else(|| decline("a primitive without a cotangent rule"))?;
+        let (a, b) = match parts {
+            Out::One(a) => (a, None),
+            Out::Two(a, b) => (a, Some(b)),
+        };
+        add_to(m, adj, node.parents[0], a)?;
+        if let Some(b) = b {
+            add_to(m, adj, node.parents[1], b)?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds a cotangent to a node's sensitivity (as `plus` does: not metered).
+fn add_to(m: &mut Machine, adj: &mut [Option<Value>], node: u32, c: Value) -> Result<()> {
+    if node == NONE {
+        return Ok(());
+    }
+    let slot = &mut adj[node as usize];
+    *slot = Some(match slot.take() {
+        None => c,
+        Some(old) => {
+            m.ad_work += 1;
+            match (&old, &c) {
+                (Value::Real(a), Value::Real(b)) => Value::Real(a + b),
+                _ if old.is_number() && c.is_number() => num::arith('+', &old, &c)
+                    .unwrap_or_else(|| Err("not numbers".into()))
+                    .map_err(|e| Error::runtime(None, format!("+: {e}")))?,
+                // a sensitivity on an enclosing level: summed there, by `plus`'s
+                // rules (not counted as arithmetic at any level)
+                _ => {
+                    let (meter, derivative) = (m.meter.take(), m.meter_derivative.take());
+                    let r = native::apply_unmetered(m, native::add_id(), &[old, c]);
+                    (m.meter, m.meter_derivative) = (meter, derivative);
+                    r?
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// `x`'s shape with the sensitivity of each of its reals (the inputs, in
+/// order): their zero where nothing reached them.
+fn cotangent(x: &Value, inputs: &[u32], adj: &mut [Option<Value>], k: &mut usize) -> Value {
+    match x {
+        Value::Pair(p) => {
+            let car = cotangent(&p.car, inputs, adj, k);
+            let mut items = vec![car];
+            let mut rest = &p.cdr;
+            while let Value::Pair(q) = rest {
+                items.push(cotangent(&q.car, inputs, adj, k));
+                rest = &q.cdr;
+            }
+            let tail = cotangent(rest, inputs, adj, k);
+            items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc))
+        }
+        Value::Nil | Value::Bool(_) => x.clone(),
+        _ => {
+            let node = inputs[*k] as usize;
+            *k += 1;
+            adj[node].take().unwrap_or_else(|| zero_of(x))
+        }
+    }
+}
+
+/// The zero of a real (exact or not, as the real).
+pub fn zero_of(x: &Value) -> Value {
+    num::zero_like(strip(x))
+}
+
+/// A result with tape `id`'s reals replaced by their values.
+fn deactivate(y: &Value, id: u64) -> Value {
+    match y {
+        Value::Active(a) if a.tape == id => a.value.clone(),
+        Value::Pair(p) => {
+            let mut items = vec![deactivate(&p.car, id)];
+            let mut rest = &p.cdr;
+            while let Value::Pair(q) = rest {
+                items.push(deactivate(&q.car, id));
+                rest = &q.cdr;
+            }
+            let tail = deactivate(rest, id);
+            items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc))
+        }
+        _ => y.clone(),
+    }
+}

@@ -1,0 +1,254 @@
+//! Dual numbers and tapes (`vlad::ad::tape`): the prelude's `jvp` and `vjp`
+//! (and so every derivative, gradient and Hessian helper) run the function on
+//! active reals when they can and by the closure transforms otherwise, with the
+//! same values, output and errors either way; levels nest in every mix of modes.
+
+use crate::common::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+use vlad::error::ErrorKind;
+use vlad::toplevel::Session;
+
+/// Program output collected in memory.
+#[derive(Clone, Default)]
+struct Out(Rc<RefCell<Vec<u8>>>);
+
+impl std::io::Write for Out {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn session_with(tape: bool) -> (Session, Out) {
+    let mut s = session();
+    s.m.tape.enabled = tape;
+    let out = Out::default();
+    s.m.out = Box::new(out.clone());
+    (s, out)
+}
+
+/// What running `src` gives: its values printed, its output, or its error
+/// rendered; and the session, to look at its counts.
+fn outcome(src: &str, tape: bool) -> (String, Session) {
+    let (mut s, out) = session_with(tape);
+    let r = match s.run_text("t", src) {
+        Ok(vs) => vs.iter().map(vlad::print::to_string).collect::<Vec<_>>().join("\n"),
+        Err(e) => format!("error: {}", e.render(&s.sources)),
+    };
+    let printed = String::from_utf8(out.0.borrow().clone()).unwrap();
+    (format!("{printed}{r}"), s)
+}
+
+/// Runs `src` both ways; the outcomes must be the same text. Returns it and
+/// the tape session's (runs, runs that gave way).
+fn alike(src: &str) -> (String, u64, u64) {
+    let (a, s) = outcome(src, true);
+    let (b, _) = outcome(src, false);
+    assert_eq!(a, b, "on the tape and by the transform, for:\n{src}");
+    (a, s.m.tape.runs, s.m.tape.declined_runs)
+}
+
+#[test]
+fn values_print_alike_and_match_closed_forms() {
+    let cases: &[(&str, &str)] = &[
+        // 2x^2 + 3xy + 4y^2 at (3, 4): (4x + 3y, 3x + 8y), exact at exact arguments
+        ("((gradient-R (lambda (l) (+ (* 2 (* (car l) (car l))) (+ (* 3 (* (car l) (cadr l))) (* 4 (* (cadr l) (cadr l))))))) (list 3 4))", "(24 41)"),
+        ("((gradient-F (lambda (l) (+ (* 2 (* (car l) (car l))) (+ (* 3 (* (car l) (cadr l))) (* 4 (* (cadr l) (cadr l))))))) (list 3 4))", "(24 41)"),
+        // its Hessian (4 3; 3 8) times (7 8)
+        ("(hvp (lambda (l) (+ (* 2 (* (car l) (car l))) (+ (* 3 (* (car l) (cadr l))) (* 4 (* (cadr l) (cadr l)))))) (list 3 4) (list 7 8))", "(52 85)"),
+        ("(hvp-RR (lambda (l) (+ (* 2 (* (car l) (car l))) (+ (* 3 (* (car l) (cadr l))) (* 4 (* (cadr l) (cadr l)))))) (list 3 4) (list 7 8))", "(52 85)"),
+        // exactness as the transform gives it: d(2x)/dx = 2 exactly, even at 1.0
+        ("((derivative-R (lambda (x) (* 2 x))) 1.0)", "2"),
+        // (forward: the constant's tangent 0 times 1.0 is 0.0, so 0.0 + 2 = 2.0)
+        ("((derivative-F (lambda (x) (* 2 x))) 1.0)", "2.0"),
+        ("((derivative-R (lambda (x) 5)) 1.0)", "0.0"),
+        ("((derivative-F (lambda (x) 5)) 1)", "0"),
+        ("((gradient-R (lambda (l) (* 2 (car l)))) (list 1.0 2.0 3))", "(2 0.0 0)"),
+        // d/dx 1/x = -1/x^2 (VLAD's / of integers that do not divide is a real),
+        // d/dx sqrt(x) = 1/(2 sqrt x)
+        ("((derivative-R (lambda (x) (/ 1 x))) 4)", "-0.0625"),
+        ("((derivative-R sqrt) 4)", "0.25"),
+        // vjp and value-and-vjp of (x^2, sin x) at 2 with (1, 1): 2x + cos x
+        ("(vjp (lambda (x) (list (* x x) (sin x))) 2.0 (list 1.0 1.0))", &format!("{}", 4.0 + 2.0f64.cos())),
+        ("(value-and-vjp (lambda (x) (list (* x x) (sin x))) 2.0 (list 1.0 0.0))", &format!("((4.0 {}) . 4.0)", 2.0f64.sin())),
+        // the paper's identity through a closure, and a branch
+        ("((derivative-R (lambda (a) (((lambda (b) (lambda (c) b)) a) 1))) 4)", "1"),
+        ("((derivative-R (lambda (x) (if (< x 0) (- 0 x) x))) -3)", "-1"),
+        // d/dx atan(x, 2) = 2 / (x^2 + 4)
+        ("((derivative-R (lambda (x) (atan x 2.0))) 1.0)", "0.4"),
+        // third derivative of exp in a mix of modes
+        ("((derivative-F (derivative-R (derivative-F exp))) 1)", &format!("{}", 1f64.exp())),
+        // Jacobians of (x y, sin x) at (1, 2): ((y x) (cos x 0))
+        ("((jacobian-R (lambda (l) (list (* (car l) (cadr l)) (sin (car l))))) (list 1.0 2.0))", &format!("((2.0 1.0) ({} 0.0))", 1f64.cos())),
+        ("((jacobian-F (lambda (l) (list (* (car l) (cadr l)) (sin (car l))))) (list 1.0 2.0))", &format!("((2.0 1.0) ({} 0.0))", 1f64.cos())),
+    ];
+    for (src, want) in cases {
+        let (got, runs, declined) = alike(src);
+        // (a single inexact number within rounding of the closed form; the rest as printed)
+        match (got.parse::<f64>(), want.parse::<f64>()) {
+            (Ok(g), Ok(w)) if want.contains('.') => assert_close(g, w, 1e-13, src),
+            _ => assert_eq!(&got, want, "{src}"),
+        }
+        assert!(runs > 0 && declined == 0, "{src}: {runs} runs on the tape, {declined} gave way");
+    }
+}
+
+/// d/dx (x * d/dy (x + y)) = 1 (no perturbation confusion) and
+/// d/dx ((d/dy x y^2) at y = x) = d/dx 2x^2 = 4x, in all four nestings, each
+/// derivative on its own level.
+#[test]
+fn nested_levels_in_every_mix() {
+    for outer in ["derivative-F", "derivative-R"] {
+        for inner in ["derivative-F", "derivative-R"] {
+            let src = format!(
+                "(({outer} (lambda (x) (* x (({inner} (lambda (y) (+ x y))) 1)))) 1)\n\
+                 (({outer} (lambda (x) (({inner} (lambda (y) (* x (* y y)))) x))) 3.0)"
+            );
+            let (got, runs, declined) = alike(&src);
+            assert_eq!(got, "1\n12.0", "{outer} of {inner}");
+            assert_eq!((runs, declined), (4, 0), "{outer} of {inner}: runs on levels, runs that gave way");
+        }
+    }
+}
+
+/// A function that writes runs by the transform (nothing with an effect runs
+/// on a tape), so its output appears once; the second call of the same
+/// function does not try the tape again: fewer multiplications, by what the
+/// first call's attempt did before `write` (x x on the tape: one; on a dual
+/// number: one and the two of its tangent, d x + x d).
+#[test]
+fn effects_run_once_and_a_declined_function_is_not_tried_again() {
+    for (d, attempt) in [("derivative-R", 1), ("derivative-F", 3)] {
+        let src = format!("(define (f x) (let* ((a (* x x)) (u (write a))) a))\n(({d} f) 3.0)");
+        let (got, runs, declined) = alike(&src);
+        assert_eq!(got, "9.0\n6.0", "{d}");
+        assert_eq!((runs, declined), (0, 1), "{d}");
+        let (mut s, out) = session_with(true);
+        run_in(&mut s, "defs", "(define (f x) (let* ((a (* x x)) (u (write a))) a))");
+        let mut muls = Vec::new();
+        for _ in 0..2 {
+            s.m.meter = Some(vec![0; vlad::prims::prims().len()]);
+            run_in(&mut s, "call", &format!("(({d} f) 3.0)"));
+            let mul = vlad::prims::lookup("*").unwrap() as usize;
+            muls.push(s.m.meter.take().unwrap()[mul]);
+        }
+        assert_eq!(muls[0], muls[1] + attempt, "{d}: the first call tried the tape, the second did not");
+        assert_eq!(String::from_utf8(out.0.borrow().clone()).unwrap(), "9.0\n9.0\n", "{d}");
+    }
+}
+
+/// Vectors, reversible procedures and the AD primitives themselves are not
+/// modelled on a tape: those runs give way to the transform, with its values.
+#[test]
+fn what_a_tape_does_not_model_gives_way() {
+    let cases: &[(&str, &str)] = &[
+        // a packed vector argument: 2v
+        ("((gradient-R (lambda (v) (vec-dot v v))) (vector-of (list 1.0 2.0)))", "(vector 2.0 4.0)"),
+        // vectors inside: d/dx (x^2 + x) = 2x + 1
+        ("((derivative-R (lambda (x) (vec-dot (vector-of (list x x)) (vector-of (list x 1.0))))) 2.0)", "5.0"),
+        ("((derivative-F (lambda (x) (vec-dot (vector-of (list x x)) (vector-of (list x 1.0))))) 2.0)", "5.0"),
+        // *j inside: x * (d/dy y^2 at x) = 2x^2, derivative 4x
+        ("((derivative-R (lambda (x) (* x ((lambda (g) (cdr (unsensitize ((cdr ((*j g) (*j x))) (sensitize 1))))) (lambda (y) (* y y)))))) 3.0)", "12.0"),
+        // a reversible procedure: y += x^2, d/dx = 2x
+        ("(define-reversible (p y x) (+= y (* x x)))\n((derivative-R (lambda (x) (car (call p 0.0 x)))) 2.0)", "4.0"),
+    ];
+    for (src, want) in cases {
+        let (got, runs, declined) = alike(src);
+        assert!(got.ends_with(want), "{src}: {got}");
+        assert!(runs == 0 && declined > 0, "{src}: {runs} runs on the tape, {declined} gave way");
+    }
+}
+
+#[test]
+fn errors_are_the_transforms() {
+    for src in [
+        "((derivative-R (lambda (x) (car x))) 1.0)",
+        "((derivative-F (lambda (x) (car x))) 1.0)",
+        "((gradient-R (lambda (x) (list x))) 1.0)",
+        "(vjp (lambda (x) (list x x)) 2 (list 1))",
+        "(jvp (lambda (x) (* x x)) 2.0 (list 1.0))",
+        "((derivative-R (lambda (x) (/ x 0))) 1)",
+    ] {
+        let (got, _, _) = alike(src);
+        assert!(got.starts_with("error: "), "{src}: {got}");
+    }
+}
+
+/// `--max-steps` stops a run on a tape; it is not retried by the transform.
+#[test]
+fn limits_stop_a_run_on_a_tape() {
+    let (mut s, _) = session_with(true);
+    s.m.max_steps = 20_000;
+    let r = s.run_text(
+        "t",
+        "((derivative-R (lambda (x) (let loop ((i 0) (a x)) (if (= i 1000000) a (loop (+ i 1) (* a 1.0)))))) 1.0)",
+    );
+    let e = r.err().expect("the step limit");
+    assert_eq!(e.kind, ErrorKind::Limit);
+    assert_eq!((s.m.tape.runs, s.m.tape.declined_runs), (0, 0));
+}
+
+/// Long arguments and results are walked without deep recursion (on the test
+/// thread's small stack): the gradient of a sum of 200,000 reals is all ones.
+#[test]
+fn long_arguments_and_results() {
+    let src =
+        "(define xs (let loop ((i 0) (acc '())) (if (= i 200000) acc (loop (+ i 1) (cons 0.5 acc)))))\n\
+               (define (sum l) (fold-left + 0.0 l))\n\
+               (define g ((gradient-R sum) xs))\n\
+               (list (length g) (sum g))\n\
+               (define v (vjp (lambda (l) l) xs xs))\n\
+               (list (length v) (sum v))\n\
+               (jvp sum xs xs)";
+    let (mut s, _) = session_with(true);
+    let v = run_in(&mut s, "long", src);
+    let printed: Vec<String> = v.iter().map(vlad::print::to_string).collect();
+    assert_eq!(printed, ["(200000 200000.0)", "(200000 100000.0)", "100000.0"]);
+    assert_eq!((s.m.tape.runs, s.m.tape.declined_runs), (3, 0));
+}
+
+/// The primitive operations on active reals are the transform's: the
+/// function's own, and each primitive's tangent or cotangent rule; in nested
+/// reverse mode a tape can do fewer (it skips the rules of operations that no
+/// sensitivity reaches, where the transform applies them to a zero), and a
+/// little different ones (reverse over forward by the transform uses the
+/// primitives' second-order rules, which reuse `sin x` where the tape
+/// differentiates `cos`'s tangent rule).
+#[test]
+fn primitive_operations_are_the_transforms() {
+    let defs = "(define (f (list x y)) (* (sin x) (+ (* x y) (/ y (exp x)))))\n\
+                (define (g l) (fold-left (lambda (a b) (+ a (* b (sqrt b)))) 0.0 l))";
+    for (expr, same) in [
+        ("((gradient-R f) (list 0.5 2.0))", true),
+        ("((gradient-F f) (list 0.5 2.0))", true),
+        ("((gradient-R g) (list 1.0 2.0 3.0 4.0))", true),
+        ("(hvp f (list 0.5 2.0) (list 1.0 -1.0))", true),
+        ("(hvp-RR f (list 0.5 2.0) (list 1.0 -1.0))", false),
+        ("((derivative-R (derivative-F (lambda (x) (f (list x x))))) 0.3)", false),
+    ] {
+        let counts = |tape: bool| {
+            let (mut s, _) = session_with(tape);
+            run_in(&mut s, "defs", defs);
+            s.m.meter = Some(vec![0; vlad::prims::prims().len()]);
+            run_in(&mut s, "expr", expr);
+            if tape {
+                assert_eq!(s.m.tape.declined_runs, 0, "{expr}");
+            }
+            s.m.meter.take().unwrap()
+        };
+        let (on_tape, by_transform) = (counts(true), counts(false));
+        if same {
+            assert_eq!(on_tape, by_transform, "primitive operations of {expr}");
+        } else {
+            let (a, b) = (on_tape.iter().sum::<u64>(), by_transform.iter().sum::<u64>());
+            assert!(
+                a <= b && a * 4 >= b * 3,
+                "primitive operations of {expr}: {a} on the tape, {b} by the transform"
+            );
+        }
+    }
+}
