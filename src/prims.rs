@@ -233,7 +233,7 @@ fn table() -> Vec<PrimDef> {
             2,
             |m, a| {
                 if tape::any_active(a) {
-                    return tape::record(m, Formula::Atan, a, prim_atan);
+                    return tape::record(m, Formula::Atan, a, &prim_atan);
                 }
                 real_arg("atan", &a[0])?;
                 real_arg("atan", &a[1])?;
@@ -538,7 +538,7 @@ fn arith(m: &mut Machine, op: char, a: &[Value]) -> Result<Value> {
                 '*' => (Formula::Mul, |m, a| arith(m, '*', a)),
                 _ => (Formula::Div, |m, a| arith(m, '/', a)),
             };
-            tape::record(m, f, a, imp)
+            tape::record(m, f, a, &imp)
         }
         None => {
             let bad = if a[0].is_number() { &a[1] } else { &a[0] };
@@ -554,9 +554,14 @@ fn real_arg(name: &str, v: &Value) -> Result<f64> {
 
 fn unary(m: &mut Machine, name: &str, v: &Value, f: fn(&Value) -> Option<Value>) -> Result<Value> {
     if let Value::Active(_) = v {
-        let p = lookup(name).expect("a unary primitive");
-        let formula = crate::ad::tape::formula(p).expect("a scalar primitive");
-        return tape::record(m, formula, std::slice::from_ref(v), prim(p).imp);
+        let formula = match name {
+            "sqrt" => Formula::Sqrt,
+            "exp" => Formula::Exp,
+            "log" => Formula::Log,
+            "sin" => Formula::Sin,
+            _ => Formula::Cos,
+        };
+        return tape::record(m, formula, std::slice::from_ref(v), &|m, x| unary(m, name, &x[0], f));
     }
     f(v).ok_or_else(|| err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name())))
 }

@@ -126,7 +126,7 @@ fn formula(p: PrimId) -> Option<Formula> {
 }
 
 /// `formula`, computed once per primitive (for the rules' own arithmetic).
-pub(super) fn formula_of(p: PrimId) -> Option<Formula> {
+fn formula_of(p: PrimId) -> Option<Formula> {
     static TABLE: std::sync::OnceLock<Vec<Option<Formula>>> = std::sync::OnceLock::new();
     let t = TABLE.get_or_init(|| (0..prims::prims().len()).map(|i| formula(i as PrimId)).collect());
     t.get(p as usize).copied().flatten()

@@ -40,6 +40,26 @@ use std::rc::Rc;
 /// No parent.
 const NONE: u32 = u32::MAX;
 
+/// The deepest nesting (of lists in the car of lists) of an argument or result
+/// walked here (recursively, on the evaluator's stack); deeper ones go to the
+/// transform, whose walks grow the stack.
+const MAX_NESTING: usize = 1000;
+
+/// Is `v` nested at most `MAX_NESTING` deep in the cars of its pairs?
+fn shallow(v: &Value) -> bool {
+    let mut work = vec![(v, 0usize)];
+    while let Some((v, d)) = work.pop() {
+        if let Value::Pair(p) = v {
+            if d > MAX_NESTING {
+                return false;
+            }
+            work.push((&p.car, d + 1));
+            work.push((&p.cdr, d));
+        }
+    }
+    true
+}
+
 /// One operation on a tape: `y = f(x)`, whose operands `x` (one or two) are
 /// the tape's nodes `parents` (or constants, `NONE`); an input has no formula.
 struct Node {
@@ -129,7 +149,12 @@ pub fn strip(v: &Value) -> &Value {
 /// to arguments of which at least one is active: computed on their values at
 /// the innermost level among them; its tangent computed there (forward) or the
 /// operation recorded (reverse).
-pub fn record(m: &mut Machine, f: Formula, args: &[Value], imp: prims::PrimFn) -> Result<Value> {
+pub fn record(
+    m: &mut Machine,
+    f: Formula,
+    args: &[Value],
+    imp: &dyn Fn(&mut Machine, &[Value]) -> Result<Value>,
+) -> Result<Value> {
     let level = args
         .iter()
         .filter_map(|a| match a {
@@ -171,11 +196,6 @@ pub fn record(m: &mut Machine, f: Formula, args: &[Value], imp: prims::PrimFn) -
     let node = t.nodes.len() as u32;
     t.nodes.push(Node { f: Some(f), parents, x, y: y.clone() });
     Ok(Value::Active(Rc::new(Active { tape: level, node, value: y, tangent: Value::Nil })))
-}
-
-/// The scalar primitives' formulas, by primitive.
-pub fn formula(p: PrimId) -> Option<Formula> {
-    native::formula_of(p).filter(|f| !matches!(f, Formula::Zero | Formula::Struct(_)))
 }
 
 /// What a call of the prelude's reverse-mode entry points asks for.
@@ -272,6 +292,9 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
             return Ok(None);
         }
     };
+    if !shallow(&y) {
+        return Ok(gave_way(m, "a result nested too deeply"));
+    }
     if forward {
         return Ok(tangent_of(&y, id).or_else(|| gave_way(m, "a result not made of pairs, () and reals")));
     }
@@ -316,7 +339,7 @@ fn activate_forward_rec(x: &Value, dx: &Value, id: u64, depth: &mut usize) -> Op
         (Value::Nil, Value::Nil) => Some(Value::Nil),
         (Value::Pair(p), Value::Pair(q)) => {
             *depth += 1;
-            if *depth > 10_000 {
+            if *depth > MAX_NESTING {
                 return None;
             }
             let mut items = vec![activate_forward_rec(&p.car, &q.car, id, depth)?];
@@ -392,7 +415,7 @@ fn activate_rec(
         Value::Pair(p) => {
             // (lists are walked along their spine without recursion; cars nest)
             *depth += 1;
-            if *depth > 10_000 {
+            if *depth > MAX_NESTING {
                 return None;
             }
             let car = activate_rec(m, &p.car, id, inputs, depth)?;
