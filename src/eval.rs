@@ -1296,11 +1296,23 @@ impl Machine {
     ) -> Result<Value> {
         let x = atom!(self, base, inst, a);
         let y = atom!(self, base, inst, b);
-        self.stack.push(x);
-        self.stack.push(y);
         if self.meter_derivative.is_some() {
             self.meter_site(p, inst);
         }
+        if matches!(x, Value::Active(_)) || matches!(y, Value::Active(_)) {
+            // a real on a dual number or tape level (`ad::tape`): straight to its record
+            if let Some(m) = &mut self.meter {
+                m[p as usize] += 1;
+            }
+            if let Some(r) = crate::ad::tape::record_prim(self, p, &[x.clone(), y.clone()]) {
+                return r.map_err(|e| e.at(span));
+            }
+            if let Some(m) = &mut self.meter {
+                m[p as usize] -= 1;
+            }
+        }
+        self.stack.push(x);
+        self.stack.push(y);
         self.call_prim(p, 2).map_err(|e| e.at(span))
     }
 

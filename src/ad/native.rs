@@ -126,7 +126,7 @@ fn formula(p: PrimId) -> Option<Formula> {
 }
 
 /// `formula`, computed once per primitive (for the rules' own arithmetic).
-fn formula_of(p: PrimId) -> Option<Formula> {
+pub(super) fn formula_of(p: PrimId) -> Option<Formula> {
     static TABLE: std::sync::OnceLock<Vec<Option<Formula>>> = std::sync::OnceLock::new();
     let t = TABLE.get_or_init(|| (0..prims::prims().len()).map(|i| formula(i as PrimId)).collect());
     t.get(p as usize).copied().flatten()
@@ -1290,7 +1290,7 @@ fn prim_f64(p: PrimId, a: &[f64]) -> Option<f64> {
 
 /// [`prim_f64`] for the primitive whose formula is `f`.
 #[inline]
-fn formula_f64(f: Formula, a: &[f64]) -> Option<f64> {
+pub(super) fn formula_f64(f: Formula, a: &[f64]) -> Option<f64> {
     Some(match (f, a) {
         (Formula::Add, [x, y]) => x + y,
         (Formula::Sub, [x, y]) => x - y,

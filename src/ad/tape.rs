@@ -174,8 +174,17 @@ pub fn record(
             _ => x.push(a.clone()),
         }
     }
-    // (the values may be active on an enclosing level: computed there)
-    let y = imp(m, &x)?;
+    // (the values may be active on an enclosing level: computed there; on
+    // doubles, the primitive's own arithmetic, inline)
+    let y = match (x.as_slice(), f) {
+        ([Value::Real(a)], _) => native::formula_f64(f, &[*a]).map(Value::Real),
+        ([Value::Real(a), Value::Real(b)], _) => native::formula_f64(f, &[*a, *b]).map(Value::Real),
+        _ => None,
+    };
+    let y = match y {
+        Some(y) => y,
+        None => imp(m, &x)?,
+    };
     let Some(k) = m.tape.stack.iter().rposition(|t| t.id == level) else {
         return Err(decline("a finished level's real"));
     };
@@ -196,6 +205,17 @@ pub fn record(
     let node = t.nodes.len() as u32;
     t.nodes.push(Node { f: Some(f), parents, x, y: y.clone() });
     Ok(Value::Active(Rc::new(Active { tape: level, node, value: y, tangent: Value::Nil })))
+}
+
+/// Binary scalar primitive `p` applied to arguments of which at least one is
+/// active (the evaluator's arithmetic, before the primitive table): recorded,
+/// or `None` if `p` is not one with a derivative rule (a comparison).
+pub fn record_prim(m: &mut Machine, p: PrimId, args: &[Value]) -> Option<Result<Value>> {
+    let f = native::formula_of(p)?;
+    if matches!(f, Formula::Zero | Formula::Struct(_)) {
+        return None;
+    }
+    Some(record(m, f, args, &prims::prim(p).imp))
 }
 
 /// What a call of the prelude's reverse-mode entry points asks for.
