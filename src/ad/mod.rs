@@ -1,6 +1,9 @@
 //! First-class AD (paper 003, AD.md): the value-level AD primitives ([`ops`]),
 //! the forward ([`forward`]) and reverse ([`reverse`]) transforms of a closure
 //! group's A-normal form, and the primitives' derivative rules ([`rules`]).
+//! The prelude's `jvp` and `vjp` are defined by those transforms and, called
+//! directly, run on dual numbers and tapes ([`tape`]) where that gives the same
+//! result faster.
 //!
 //! A transformed group is created (and cached on its source group) the moment
 //! a closure is transformed; its code is computed on first call.
