@@ -12,6 +12,10 @@
 //! sensitivities at every backpropagator boundary), which makes `hvp-RR` of the
 //! 1,000-term `map2` function take minutes and gigabytes.
 //!
+//! Each derivative runs twice: as the prelude runs it by default (on dual numbers
+//! or a tape, `vlad::ad::tape`), and by the closure transforms only
+//! (`.../transform`, as `--no-tape`).
+//!
 //! `cargo bench --bench ad -- --test` runs each once.
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -89,12 +93,19 @@ fn bench_ad(c: &mut Criterion) {
         ];
         for (name, expr) in cases {
             let g = p.compile(&expr);
-            // check once that it runs and gives a result of the right shape
-            let v = p.run(&g);
-            if name.starts_with("primal") || name.starts_with("jvp") {
-                assert!(v.as_f64().is_some(), "{}: {}", expr, vlad::print::to_string(&v));
+            for tape in [true, false] {
+                if name == "primal" && !tape {
+                    continue;
+                }
+                p.s.m.tape.enabled = tape;
+                // check once that it runs and gives a result of the right shape
+                let v = p.run(&g);
+                if name.starts_with("primal") || name.starts_with("jvp") {
+                    assert!(v.as_f64().is_some(), "{}: {}", expr, vlad::print::to_string(&v));
+                }
+                let label = if tape { name.to_string() } else { format!("{name}/transform") };
+                group.bench_function(label, |b| b.iter(|| black_box(p.run(&g))));
             }
-            group.bench_function(name, |b| b.iter(|| black_box(p.run(&g))));
         }
         group.finish();
         let mut group = c.benchmark_group(format!("ad-{}-{}", style, N_HVP));
@@ -110,8 +121,16 @@ fn bench_ad(c: &mut Criterion) {
         ];
         for (name, expr) in cases {
             let g = p.compile(&expr);
-            group.bench_function(name, |b| b.iter(|| black_box(p.run(&g))));
+            for tape in [true, false] {
+                if name == "primal" && !tape {
+                    continue;
+                }
+                p.s.m.tape.enabled = tape;
+                let label = if tape { name.to_string() } else { format!("{name}/transform") };
+                group.bench_function(label, |b| b.iter(|| black_box(p.run(&g))));
+            }
         }
+        p.s.m.tape.enabled = true;
         group.finish();
     }
 }
