@@ -85,6 +85,25 @@ pub const VALUE_AND_VJP_VIA: &str = "(lambda ((cons f (cons x ybar))) (let* (((c
 pub const JVP_VIA: &str = "(lambda ((cons f (cons x dx))) \
      (unperturb (tangent ((bundle f (perturb (zero f))) (bundle x (perturb dx))))))";
 
+/// `((gradient-F f) x)` by the transform: the prelude's walk, one `jvp` per real of
+/// `x` (in order), each along a one-hot tangent shaped like `x`.
+pub const GRADIENT_F_VIA: &str = "(lambda ((cons f x)) \
+  (let ((jvp (lambda (dx) (unperturb (tangent ((bundle f (perturb (zero f))) (bundle x (perturb dx)))))))) \
+    (letrec ((walk (lambda (y embed) \
+               (if (real? y) (%real-derivative (jvp (embed 1))) \
+                 (if (pair? y) \
+                     (let (((cons a b) y)) \
+                       (cons (walk a (lambda (da) (embed (cons da (zero b))))) \
+                             (walk b (lambda (db) (embed (cons (zero a) db)))))) \
+                     (if (vector? y) \
+                         (vec-shape-like (vector-of (column y embed 0 (vec-length y))) y) \
+                         (zero y)))))) \
+             (column (lambda (y embed i n) \
+               (if (= i n) '() \
+                   (let ((d (%real-derivative (jvp (embed (vec-one-hot y i 1)))))) \
+                     (cons d (column y embed (+ i 1) n))))))) \
+      (walk x (lambda (dy) dy)))))";
+
 /// Zero derivative in both modes.
 pub const ZERO_RULES: Rule =
     Rule::Rules { jvp: "(lambda (x y dx) (zero y))", vjp: "(lambda (x y yb) (zero x))" };
@@ -160,6 +179,7 @@ impl PrimDef {
                 | "%vjp"
                 | "%value-and-vjp"
                 | "%jvp"
+                | "%gradient-F"
                 | "zero"
                 | "%real-derivative"
         );
@@ -298,6 +318,7 @@ fn table() -> Vec<PrimDef> {
         p("%vjp", 3, |m, a| tape::run(m, Want::Vjp, a), Rule::Via { f: VJP_VIA }, Other),
         p("%value-and-vjp", 3, |m, a| tape::run(m, Want::ValueAndVjp, a), Rule::Via { f: VALUE_AND_VJP_VIA }, Other),
         p("%jvp", 3, |m, a| tape::run(m, Want::Jvp, a), Rule::Via { f: JVP_VIA }, Other),
+        p("%gradient-F", 2, tape::gradient_forward, Rule::Via { f: GRADIENT_F_VIA }, Other),
         // The sensitivity `s` of a value `y`, checked to be shaped like it (by `vjp`, who = -1,
         // and by the backpropagators of the vector primitives, who = the primitive's id).
         p(

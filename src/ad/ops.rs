@@ -310,7 +310,7 @@ fn force_changed(m: &mut Machine, v: &Value) -> Result<Option<Value>> {
 /// Does `v` hold a lazy value anywhere in its pairs? (An explicit work list:
 /// data nest and run as deep and long as memory allows.)
 fn has_lazy(v: &Value) -> bool {
-    let mut work = vec![v];
+    let mut work: SmallVec<[&Value; 16]> = smallvec::smallvec![v];
     while let Some(v) = work.pop() {
         match v {
             Value::Lazy(_) => return true,

@@ -40,6 +40,9 @@ use std::rc::Rc;
 /// No parent.
 const NONE: u32 = u32::MAX;
 
+/// The elements of a list being rebuilt (most are short).
+type Items = SmallVec<[Value; 8]>;
+
 /// The deepest nesting (of lists in the car of lists) of an argument or result
 /// walked here (recursively, on the evaluator's stack); deeper ones go to the
 /// transform, whose walks grow the stack.
@@ -47,7 +50,7 @@ const MAX_NESTING: usize = 1000;
 
 /// Is `v` nested at most `MAX_NESTING` deep in the cars of its pairs?
 fn shallow(v: &Value) -> bool {
-    let mut work = vec![(v, 0usize)];
+    let mut work: SmallVec<[(&Value, usize); 16]> = smallvec::smallvec![(v, 0usize)];
     while let Some((v, d)) = work.pop() {
         if let Value::Pair(p) = v {
             if d > MAX_NESTING {
@@ -163,15 +166,30 @@ pub fn record(
         })
         .max()
         .unwrap_or(0);
+    let Some(k) = m.tape.stack.iter().rposition(|t| t.id == level) else {
+        return Err(decline("a finished level's real"));
+    };
+    let forward = m.tape.stack[k].forward;
+    // the values at this level (and on a forward level the tangents: a constant's
+    // is its zero)
     let mut parents = [NONE; 2];
     let mut x: SmallVec<[Value; 2]> = SmallVec::new();
+    let mut d: SmallVec<[Value; 2]> = SmallVec::new();
     for (i, a) in args.iter().enumerate() {
         match a {
             Value::Active(v) if v.tape == level => {
                 parents[i.min(1)] = v.node;
                 x.push(v.value.clone());
+                if forward {
+                    d.push(v.tangent.clone());
+                }
             }
-            _ => x.push(a.clone()),
+            _ => {
+                x.push(a.clone());
+                if forward {
+                    d.push(zero_of(a));
+                }
+            }
         }
     }
     // (the values may be active on an enclosing level: computed there; on
@@ -185,19 +203,7 @@ pub fn record(
         Some(y) => y,
         None => imp(m, &x)?,
     };
-    let Some(k) = m.tape.stack.iter().rposition(|t| t.id == level) else {
-        return Err(decline("a finished level's real"));
-    };
-    if m.tape.stack[k].forward {
-        // the tangents: a constant's is its zero
-        let d: SmallVec<[Value; 2]> = args
-            .iter()
-            .zip(&x)
-            .map(|(a, xv)| match a {
-                Value::Active(v) if v.tape == level => v.tangent.clone(),
-                _ => zero_of(xv),
-            })
-            .collect();
+    if forward {
         let dy = native::tangent_rule(m, f, &x, &y, &d)?;
         return Ok(Value::Active(Rc::new(Active { tape: level, node: NONE, value: y, tangent: dy })));
     }
@@ -246,16 +252,110 @@ pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
         Want::Jvp => "%jvp",
     };
     let p = prims::lookup(name).expect("the tape's primitives");
-    let via = match m.tape.fallbacks.get(&p) {
-        Some(v) => v.clone(),
-        None => {
-            let v = super::rules::via_closure(p)?;
-            m.tape.fallbacks.insert(p, v.clone());
-            v
-        }
-    };
+    let via = fallback(m, p)?;
     let arg = args.iter().rev().cloned().reduce(|acc, v| Value::cons(v, acc)).unwrap_or(Value::Nil);
     m.apply_value(via, arg, None)
+}
+
+/// `((gradient-F f) x)` called directly: one run on a forward level per real of
+/// `x` (in order), along the one-hot tangent the prelude's walk builds (1 there,
+/// the zero of every other real); by the transform where any run gives way.
+pub fn gradient_forward(m: &mut Machine, args: &[Value]) -> Result<Value> {
+    let x = super::ops::force(m, &args[1])?;
+    let mut leaves = 0usize;
+    if let Some(g) = gradient_runs(m, &args[0], &x, &mut leaves)? {
+        m.tape.runs += 1;
+        return Ok(g);
+    }
+    m.tape.declined_runs += 1;
+    let p = prims::lookup("%gradient-F").expect("the tape's primitives");
+    let via = fallback(m, p)?;
+    m.apply_value(via, Value::cons(args[0].clone(), args[1].clone()), None)
+}
+
+/// The gradient by forward runs, or `None` where one gives way.
+fn gradient_runs(m: &mut Machine, f: &Value, x: &Value, n: &mut usize) -> Result<Option<Value>> {
+    if !m.tape.enabled || !shallow(x) || !count_reals(x, n) {
+        return Ok(None);
+    }
+    let mut ds = Vec::with_capacity(*n);
+    for i in 0..*n {
+        let mut k = 0;
+        let dx = one_hot(x, i, &mut k);
+        match try_tape(m, Want::Jvp, &[f.clone(), x.clone(), dx])? {
+            // (gradient-F's %real-derivative: the function must return a real)
+            Some(d) if is_real(&d) => ds.push(d),
+            _ => return Ok(None),
+        }
+    }
+    let mut k = 0;
+    Ok(Some(fill(x, &mut ds.into_iter(), &mut k)))
+}
+
+/// Counts the reals of `x`; `false` unless it is made of pairs, `()`, booleans and reals.
+fn count_reals(x: &Value, n: &mut usize) -> bool {
+    let mut work: SmallVec<[&Value; 16]> = smallvec::smallvec![x];
+    while let Some(v) = work.pop() {
+        match v {
+            Value::Pair(p) => {
+                work.push(&p.cdr);
+                work.push(&p.car);
+            }
+            Value::Nil | Value::Bool(_) => {}
+            _ if is_real(v) => *n += 1,
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// `x` with its `i`th real (counting from `k`) replaced by 1 and every other by its zero.
+fn one_hot(x: &Value, i: usize, k: &mut usize) -> Value {
+    map_reals(x, &mut |v| {
+        *k += 1;
+        if *k - 1 == i {
+            Value::Int(1)
+        } else {
+            zero_of(v)
+        }
+    })
+}
+
+/// `x` with its reals replaced, in order, by the values of `ds`.
+fn fill(x: &Value, ds: &mut dyn Iterator<Item = Value>, k: &mut usize) -> Value {
+    map_reals(x, &mut |_| {
+        *k += 1;
+        ds.next().unwrap_or(Value::Nil)
+    })
+}
+
+/// `x` (pairs, `()`, booleans and reals, nested at most `MAX_NESTING` deep)
+/// with each real replaced by `g` of it, in order.
+fn map_reals(x: &Value, g: &mut dyn FnMut(&Value) -> Value) -> Value {
+    match x {
+        Value::Pair(p) => {
+            let mut items: Items = smallvec::smallvec![map_reals(&p.car, g)];
+            let mut rest = &p.cdr;
+            while let Value::Pair(q) = rest {
+                items.push(map_reals(&q.car, g));
+                rest = &q.cdr;
+            }
+            let tail = map_reals(rest, g);
+            items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc))
+        }
+        _ if is_real(x) => g(x),
+        _ => x.clone(),
+    }
+}
+
+/// The compiled `Rule::Via` definition of primitive `p`.
+fn fallback(m: &mut Machine, p: PrimId) -> Result<Value> {
+    if let Some(v) = m.tape.fallbacks.get(&p) {
+        return Ok(v.clone());
+    }
+    let v = super::rules::via_closure(p)?;
+    m.tape.fallbacks.insert(p, v.clone());
+    Ok(v)
 }
 
 fn group_key(f: &Value, want: Want) -> Option<usize> {
@@ -347,8 +447,8 @@ fn gave_way(m: &mut Machine, why: &str) -> Option<Value> {
 }
 
 /// `x` with each real bundled with the real at the same place in `dx` on
-/// forward level `id`; `None` unless both are made of pairs, `()` and reals
-/// of the same shape.
+/// forward level `id`; `None` unless both are made of pairs, `()`, booleans
+/// and reals of the same shape.
 fn activate_forward(x: &Value, dx: &Value, id: u64) -> Option<Value> {
     let mut depth = 0usize;
     activate_forward_rec(x, dx, id, &mut depth)
@@ -357,12 +457,14 @@ fn activate_forward(x: &Value, dx: &Value, id: u64) -> Option<Value> {
 fn activate_forward_rec(x: &Value, dx: &Value, id: u64, depth: &mut usize) -> Option<Value> {
     match (x, dx) {
         (Value::Nil, Value::Nil) => Some(Value::Nil),
+        // (a boolean's tangent is its zero, itself)
+        (Value::Bool(_), Value::Bool(_)) => Some(x.clone()),
         (Value::Pair(p), Value::Pair(q)) => {
             *depth += 1;
             if *depth > MAX_NESTING {
                 return None;
             }
-            let mut items = vec![activate_forward_rec(&p.car, &q.car, id, depth)?];
+            let mut items: Items = smallvec::smallvec![activate_forward_rec(&p.car, &q.car, id, depth)?];
             let (mut rest, mut drest) = (&p.cdr, &q.cdr);
             while let (Value::Pair(a), Value::Pair(b)) = (rest, drest) {
                 items.push(activate_forward_rec(&a.car, &b.car, id, depth)?);
@@ -387,15 +489,15 @@ fn is_real(v: &Value) -> bool {
 }
 
 /// The tangent of a result on forward level `id`: of each of its reals, that
-/// level's tangent (a constant's zero); `None` unless it is made of pairs, `()`
-/// and reals.
+/// level's tangent (a constant's zero; a boolean's, itself); `None` unless it is
+/// made of pairs, `()`, booleans and reals.
 fn tangent_of(y: &Value, id: u64) -> Option<Value> {
     match y {
         Value::Active(a) if a.tape == id => Some(a.tangent.clone()),
         _ if is_real(y) => Some(zero_of(y)),
-        Value::Nil => Some(Value::Nil),
+        Value::Nil | Value::Bool(_) => Some(y.clone()),
         Value::Pair(p) => {
-            let mut items = vec![tangent_of(&p.car, id)?];
+            let mut items: Items = smallvec::smallvec![tangent_of(&p.car, id)?];
             let mut rest = &p.cdr;
             while let Value::Pair(q) = rest {
                 items.push(tangent_of(&q.car, id)?);
@@ -439,7 +541,7 @@ fn activate_rec(
                 return None;
             }
             let car = activate_rec(m, &p.car, id, inputs, depth)?;
-            let mut items = vec![car];
+            let mut items: Items = smallvec::smallvec![car];
             let mut rest = &p.cdr;
             while let Value::Pair(q) = rest {
                 items.push(activate_rec(m, &q.car, id, inputs, depth)?);
@@ -457,7 +559,7 @@ fn activate_rec(
 /// if `y` does not fit (a real result for `real-vjp`; for `vjp`, pairs, `()`,
 /// booleans and reals shaped like `s`).
 fn seed(y: &Value, s: &Value, id: u64, adj: &mut [Option<Value>], real: bool) -> bool {
-    let mut work = vec![(y, s)];
+    let mut work: SmallVec<[(&Value, &Value); 16]> = smallvec::smallvec![(y, s)];
     while let Some((y, s)) = work.pop() {
         match (y, s) {
             (Value::Active(a), _) if a.tape == id => {
@@ -550,7 +652,7 @@ fn cotangent(x: &Value, inputs: &[u32], adj: &mut [Option<Value>], k: &mut usize
     match x {
         Value::Pair(p) => {
             let car = cotangent(&p.car, inputs, adj, k);
-            let mut items = vec![car];
+            let mut items: Items = smallvec::smallvec![car];
             let mut rest = &p.cdr;
             while let Value::Pair(q) = rest {
                 items.push(cotangent(&q.car, inputs, adj, k));
@@ -578,7 +680,7 @@ fn deactivate(y: &Value, id: u64) -> Value {
     match y {
         Value::Active(a) if a.tape == id => a.value.clone(),
         Value::Pair(p) => {
-            let mut items = vec![deactivate(&p.car, id)];
+            let mut items: Items = smallvec::smallvec![deactivate(&p.car, id)];
             let mut rest = &p.cdr;
             while let Value::Pair(q) = rest {
                 items.push(deactivate(&q.car, id));

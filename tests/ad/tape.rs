@@ -82,6 +82,11 @@ fn values_print_alike_and_match_closed_forms() {
         ("((derivative-R (lambda (x) (atan x 2.0))) 1.0)", "0.4"),
         // third derivative of exp in a mix of modes
         ("((derivative-F (derivative-R (derivative-F exp))) 1)", &format!("{}", 1f64.exp())),
+        // gradient-F over any shape of pairs, () and booleans: d(x z)/d(x, b, z) = (z, b, x),
+        // and d(a d)/d((a) . d) = ((d) . a)
+        ("((gradient-F (lambda (l) (* (car l) (caddr l)))) (list 3.0 #t 4))", "(4.0 #t 3.0)"),
+        ("((gradient-F (lambda (l) (* (car (car l)) (cdr l)))) (cons (list 2.0) 5.0))", "((5.0) . 2.0)"),
+        ("((derivative-R (lambda (x) (car ((gradient-F (lambda (l) (* x (* (car l) (car l))))) (list x 2.0))))) 5.0)", "20.0"),
         // Jacobians of (x y, sin x) at (1, 2): ((y x) (cos x 0))
         ("((jacobian-R (lambda (l) (list (* (car l) (cadr l)) (sin (car l))))) (list 1.0 2.0))", &format!("((2.0 1.0) ({} 0.0))", 1f64.cos())),
         ("((jacobian-F (lambda (l) (list (* (car l) (cadr l)) (sin (car l))))) (list 1.0 2.0))", &format!("((2.0 1.0) ({} 0.0))", 1f64.cos())),
@@ -151,6 +156,7 @@ fn what_a_tape_does_not_model_gives_way() {
         // vectors inside: d/dx (x^2 + x) = 2x + 1
         ("((derivative-R (lambda (x) (vec-dot (vector-of (list x x)) (vector-of (list x 1.0))))) 2.0)", "5.0"),
         ("((derivative-F (lambda (x) (vec-dot (vector-of (list x x)) (vector-of (list x 1.0))))) 2.0)", "5.0"),
+        ("((gradient-F (lambda (v) (vec-dot v v))) (vector-of (list 1.0 2.0)))", "(vector 2.0 4.0)"),
         // *j inside: x * (d/dy y^2 at x) = 2x^2, derivative 4x
         ("((derivative-R (lambda (x) (* x ((lambda (g) (cdr (unsensitize ((cdr ((*j g) (*j x))) (sensitize 1))))) (lambda (y) (* y y)))))) 3.0)", "12.0"),
         // a reversible procedure: y += x^2, d/dx = 2x
@@ -168,6 +174,7 @@ fn errors_are_the_transforms() {
     for src in [
         "((derivative-R (lambda (x) (car x))) 1.0)",
         "((derivative-F (lambda (x) (car x))) 1.0)",
+        "((gradient-F (lambda (l) l)) (list 1.0 2.0))",
         "((gradient-R (lambda (x) (list x))) 1.0)",
         "(vjp (lambda (x) (list x x)) 2 (list 1))",
         "(jvp (lambda (x) (* x x)) 2.0 (list 1.0))",
