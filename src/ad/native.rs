@@ -1037,8 +1037,8 @@ pub(super) fn cotangent(
     y: &Value,
     yb: &Value,
 ) -> Result<Option<Out<Value>>> {
-    if let (Some(xs), Value::Real(y), Value::Real(yb)) = (reals(m, x), y, yb) {
-        return Ok(match vjp_num::<f64>(m, f, &xs, Some(y), yb)? {
+    if let (Some((xs, n)), Value::Real(y), Value::Real(yb), None) = (doubles(x), y, yb, &m.meter) {
+        return Ok(match vjp_num::<f64>(m, f, &xs[..n], Some(y), yb)? {
             Some(Out::One(a)) => Some(Out::One(Value::Real(a))),
             Some(Out::Two(a, b)) => Some(Out::Two(Value::Real(a), Value::Real(b))),
             None => None,
@@ -1057,10 +1057,20 @@ pub(super) fn tangent_rule(
     y: &Value,
     d: &[Value],
 ) -> Result<Value> {
-    if let (Some(xs), Value::Real(y), Some(ds)) = (reals(m, x), y, reals(m, d)) {
-        return Ok(Value::Real(jvp_num::<f64>(m, f, &xs, y, &ds)?));
+    if let (Some((xs, n)), Value::Real(y), Some((ds, _)), None) = (doubles(x), y, doubles(d), &m.meter) {
+        return Ok(Value::Real(jvp_num::<f64>(m, f, &xs[..n], y, &ds[..n])?));
     }
     jvp_num::<Value>(m, f, x, y, d)
+}
+
+/// One or two reals, unboxed (and how many).
+#[inline]
+fn doubles(vs: &[Value]) -> Option<([f64; 2], usize)> {
+    match vs {
+        [Value::Real(a)] => Some(([*a, 0.0], 1)),
+        [Value::Real(a), Value::Real(b)] => Some(([*a, *b], 2)),
+        _ => None,
+    }
 }
 
 /// `+`, for `ad::tape`'s sums of sensitivities on an enclosing tape.

@@ -379,7 +379,10 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
     // (lazy parts, a lazy zero's above all, built: the walks below see data)
     let mut built: SmallVec<[Value; 3]> = SmallVec::new();
     for (i, a) in args.iter().enumerate() {
-        built.push(if i == 0 { a.clone() } else { super::ops::force(m, a)? });
+        built.push(match a {
+            Value::Pair(_) | Value::Lazy(_) if i > 0 => super::ops::force(m, a)?,
+            _ => a.clone(),
+        });
     }
     let args = &built[..];
     let (f, x) = (&args[0], &args[1]);
