@@ -1,7 +1,8 @@
-//! Dual numbers and tapes: how the prelude's `jvp` (so `derivative-F`,
-//! `gradient-F`, `hvp`) and `vjp`, `value-and-vjp` and `real-vjp` (so
-//! `gradient-R`, `derivative-R`) run when they are called directly (not
-//! themselves transformed by an enclosing AD operation).
+//! Dual numbers and tapes: how the prelude's `jvp` (so `derivative-F`, `hvp`),
+//! `gradient-F` (one `jvp` per real of the argument), and `vjp`,
+//! `value-and-vjp` and `real-vjp` (so `gradient-R`, `derivative-R`) run when
+//! they are called directly (not themselves transformed by an enclosing AD
+//! operation).
 //!
 //! The function runs on its own, untransformed code, with each real of the
 //! argument replaced by a [`Value::Active`] real of a new *level*. On a forward
@@ -17,10 +18,11 @@
 //! one; each level has its own identity, so there is no perturbation confusion.
 //!
 //! This is an optimisation, never a change of meaning: whenever the run meets
-//! something the tape does not model (an AD primitive, a vector or reversible
-//! primitive, input or output, an argument or result that is not made of
-//! pairs and reals) or fails in any way, the tape is discarded and the call
-//! runs as the paper's transform defines it (`(*j f)`, the backpropagator):
+//! something the tape does not model (an AD primitive other than `zero`, a
+//! vector or reversible primitive, input or output: any primitive not marked
+//! `tape_ok`; an argument or result that is not made of pairs, `()`, booleans
+//! and reals) or fails in any way, the level is discarded and the call runs as
+//! the paper's transforms define it (`(*j f)` and the backpropagator; `j*`):
 //! the primitives' `Rule::Via` definitions, which are also what any enclosing
 //! transform differentiates. Nothing with an effect runs on a tape, so the
 //! second run repeats nothing observable; limits (`--max-steps`, `--timeout`,
