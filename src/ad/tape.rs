@@ -67,6 +67,8 @@ fn shallow(v: &Value) -> bool {
 
 /// One operation on a tape: `y = f(x)`, whose operands `x` (one or two) are
 /// the tape's nodes `parents` (or constants, `NONE`); an input has no formula.
+/// The operands and result the formula's cotangent rule does not read are
+/// kept as `0.0`.
 struct Node {
     f: Option<Formula>,
     parents: [u32; 2],
@@ -209,10 +211,32 @@ pub fn record(
         let dy = native::tangent_rule(m, f, &x, &y, &d)?;
         return Ok(Value::Active(Rc::new(Active { tape: level, node: NONE, value: y, tangent: dy })));
     }
+    // (the node keeps only the operands and result its cotangent rule reads, so
+    // that the others, on an enclosing level above all, can be freed)
+    let (used_x, used_y) = reads(f);
+    for (i, v) in x.iter_mut().enumerate() {
+        if !used_x[i.min(1)] {
+            *v = Value::Real(0.0);
+        }
+    }
+    let y_kept = if used_y { y.clone() } else { Value::Real(0.0) };
     let t = &mut m.tape.stack[k];
     let node = t.nodes.len() as u32;
-    t.nodes.push(Node { f: Some(f), parents, x, y: y.clone() });
+    t.nodes.push(Node { f: Some(f), parents, x, y: y_kept });
     Ok(Value::Active(Rc::new(Active { tape: level, node, value: y, tangent: Value::Nil })))
+}
+
+/// Which operands (first, second) and whether the result a formula's cotangent
+/// rule reads (`native::vjp_num`).
+fn reads(f: Formula) -> ([bool; 2], bool) {
+    match f {
+        Formula::Add | Formula::Sub => ([false, false], false),
+        Formula::Mul | Formula::Atan => ([true, true], false),
+        Formula::Div => ([false, true], true),
+        Formula::Sqrt | Formula::Exp => ([false, false], true),
+        Formula::Log | Formula::Sin | Formula::Cos => ([true, false], false),
+        Formula::Zero | Formula::Struct(_) => ([true, true], true),
+    }
 }
 
 /// Binary scalar primitive `p` applied to arguments of which at least one is
