@@ -100,7 +100,8 @@ pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
                 zero(m, &h)?
             }
             // (a constant: no derivative on any level)
-            Value::Active(_) => super::tape::zero_of(v),
+            // (on its level: the transform's `zero` has derivative rules)
+            Value::Active(_) => super::tape::zero_active(m, v)?,
         })
     })
 }

@@ -29,7 +29,7 @@
 //! Ctrl-C) stop both. A function whose tape run was declined is not tried on a
 //! tape again.
 
-use super::native::{self, Formula, Out};
+use super::native::{self, Formula, Out, StructOp};
 use crate::error::{Error, ErrorKind, Result};
 use crate::eval::Machine;
 use crate::num;
@@ -74,6 +74,8 @@ struct Node {
     parents: [u32; 2],
     x: SmallVec<[Value; 2]>,
     y: Value,
+    /// Whether an operand or the result is inexact (see `exactness_may_differ`).
+    inexact: bool,
 }
 
 /// A level: the dual numbers of one `jvp` (no tape) or the tape of one `vjp`.
@@ -100,7 +102,13 @@ pub struct Tapes {
     pub declined_runs: u64,
     /// Why the first run that gave way did (for `--metered`).
     pub first_decline: Option<String>,
+    /// Runs that gave way because the transform's cotangent could be inexact
+    /// where the tape's is exact (see `exactness_may_differ`).
+    pub exactness_declined: u64,
 }
+
+/// Why a run gives way when its exact cotangent might be the transform's inexact one.
+pub const EXACTNESS: &str = "an exact cotangent that the transform's zero sensitivities may make inexact";
 
 impl Default for Tapes {
     fn default() -> Self {
@@ -113,6 +121,7 @@ impl Default for Tapes {
             runs: 0,
             declined_runs: 0,
             first_decline: None,
+            exactness_declined: 0,
         }
     }
 }
@@ -191,6 +200,11 @@ pub fn record(
             _ => {
                 x.push(a.clone());
                 if forward {
+                    // (a constant here: its zero, plain even where the constant is a
+                    // real of an enclosing level, whose zero the transform keeps on
+                    // that level: differentiating those zeros there made nested forward
+                    // mode half again as slow, and changes only whether a zero is
+                    // exact, never a value)
                     d.push(zero_of(a));
                 }
             }
@@ -213,6 +227,7 @@ pub fn record(
     }
     // (the node keeps only the operands and result its cotangent rule reads, so
     // that the others, on an enclosing level above all, can be freed)
+    let inexact = is_inexact(&y) || x.iter().any(is_inexact);
     let (used_x, used_y) = reads(f);
     for (i, v) in x.iter_mut().enumerate() {
         if !used_x[i.min(1)] {
@@ -222,7 +237,7 @@ pub fn record(
     let y_kept = if used_y { y.clone() } else { Value::Real(0.0) };
     let t = &mut m.tape.stack[k];
     let node = t.nodes.len() as u32;
-    t.nodes.push(Node { f: Some(f), parents, x, y: y_kept });
+    t.nodes.push(Node { f: Some(f), parents, x, y: y_kept, inexact });
     Ok(Value::Active(Rc::new(Active { tape: level, node, value: y, tangent: Value::Nil })))
 }
 
@@ -307,7 +322,11 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value, n: &mut usize) -> Result
     let mut ds = Vec::with_capacity(*n);
     for i in 0..*n {
         let mut k = 0;
-        let dx = one_hot(x, i, &mut k);
+        let dx = match one_hot(m, x, i, &mut k) {
+            Ok(dx) => dx,
+            Err(e) if e.kind == ErrorKind::Limit => return Err(e),
+            Err(_) => return Ok(None),
+        };
         match try_tape(m, Want::Jvp, &[f.clone(), x.clone(), dx])? {
             // (gradient-F's %real-derivative: the function must return a real)
             Some(d) if is_real(&d) => ds.push(d),
@@ -335,14 +354,15 @@ fn count_reals(x: &Value, n: &mut usize) -> bool {
     true
 }
 
-/// `x` with its `i`th real (counting from `k`) replaced by 1 and every other by its zero.
-fn one_hot(x: &Value, i: usize, k: &mut usize) -> Value {
+/// `x` with its `i`th real (counting from `k`) replaced by 1 and every other by
+/// its zero (on its own level, as the walk's `zero` gives it).
+fn one_hot(m: &mut Machine, x: &Value, i: usize, k: &mut usize) -> Result<Value> {
     map_reals(x, &mut |v| {
         *k += 1;
         if *k - 1 == i {
-            Value::Int(1)
+            Ok(Value::Int(1))
         } else {
-            zero_of(v)
+            zero_active(m, v)
         }
     })
 }
@@ -351,27 +371,28 @@ fn one_hot(x: &Value, i: usize, k: &mut usize) -> Value {
 fn fill(x: &Value, ds: &mut dyn Iterator<Item = Value>, k: &mut usize) -> Value {
     map_reals(x, &mut |_| {
         *k += 1;
-        ds.next().unwrap_or(Value::Nil)
+        Ok(ds.next().unwrap_or(Value::Nil))
     })
+    .unwrap_or(Value::Nil)
 }
 
 /// `x` (pairs, `()`, booleans and reals, nested at most `MAX_NESTING` deep)
 /// with each real replaced by `g` of it, in order.
-fn map_reals(x: &Value, g: &mut dyn FnMut(&Value) -> Value) -> Value {
-    match x {
+fn map_reals(x: &Value, g: &mut dyn FnMut(&Value) -> Result<Value>) -> Result<Value> {
+    Ok(match x {
         Value::Pair(p) => {
-            let mut items: Items = smallvec::smallvec![map_reals(&p.car, g)];
+            let mut items: Items = smallvec::smallvec![map_reals(&p.car, g)?];
             let mut rest = &p.cdr;
             while let Value::Pair(q) = rest {
-                items.push(map_reals(&q.car, g));
+                items.push(map_reals(&q.car, g)?);
                 rest = &q.cdr;
             }
-            let tail = map_reals(rest, g);
+            let tail = map_reals(rest, g)?;
             items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc))
         }
-        _ if is_real(x) => g(x),
+        _ if is_real(x) => g(x)?,
         _ => x.clone(),
-    }
+    })
 }
 
 /// The compiled `Rule::Via` definition of primitive `p`.
@@ -421,7 +442,9 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
     let forward = want == Want::Jvp;
     m.tape.stack.push(Tape { id, forward, nodes: Vec::new() });
     let mut inputs = Vec::new();
-    let xa = if forward { activate_forward(x, &args[2], id) } else { activate(m, x, id, &mut inputs) };
+    let mut bools = false;
+    let xa =
+        if forward { activate_forward(x, &args[2], id) } else { activate(m, x, id, &mut inputs, &mut bools) };
     let r = match xa {
         Some(xa) => m.apply_value(f.clone(), xa, None).map(Some),
         None => Ok(None),
@@ -445,22 +468,42 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
         return Ok(gave_way(m, "a result nested too deeply"));
     }
     if forward {
-        return Ok(tangent_of(&y, id).or_else(|| gave_way(m, "a result not made of pairs, () and reals")));
+        let dy = match tangent_of(m, &y, id) {
+            Ok(dy) => dy,
+            Err(e) if e.kind == ErrorKind::Limit => return Err(e),
+            Err(_) => None,
+        };
+        return Ok(dy.or_else(|| gave_way(m, "a result not made of pairs, () and reals")));
     }
     // The sensitivity of each node the result is made of.
     let mut adj: Vec<Option<Value>> = Vec::new();
     adj.resize_with(tape.nodes.len(), || None);
     let ok = match want {
-        Want::RealVjp => seed(&y, &Value::Int(1), id, &mut adj, true),
-        _ => seed(&y, &args[2], id, &mut adj, false),
+        Want::RealVjp => seed(&y, &Value::Int(1), id, &mut adj, true, false),
+        _ => seed(&y, &args[2], id, &mut adj, false, bools),
     };
     if !ok {
         // (the transform reports a result that does not fit the sensitivity)
         return Ok(gave_way(m, "a result not made of pairs, () and reals shaped like the sensitivity"));
     }
-    sweep(m, &tape, &mut adj)?;
+    let mut reached = vec![false; tape.nodes.len()];
+    match sweep(m, &tape, &mut adj, &mut reached) {
+        Ok(()) => {}
+        Err(e) if e.kind == ErrorKind::Limit => return Err(e),
+        // (the transform's backpropagator meets the same error: reported as it
+        // reports it)
+        Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
+    }
     let mut k = 0;
-    let xb = cotangent(x, &inputs, &mut adj, &mut k);
+    let xb = match cotangent(m, x, &inputs, &mut adj, &mut k) {
+        Ok(xb) => xb,
+        Err(e) if e.kind == ErrorKind::Limit => return Err(e),
+        Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
+    };
+    if exactness_may_differ(&tape, &reached, &inputs, &xb) {
+        m.tape.exactness_declined += 1;
+        return Ok(gave_way(m, EXACTNESS));
+    }
     Ok(Some(match want {
         Want::ValueAndVjp => Value::cons(deactivate(&y, id), xb),
         _ => xb,
@@ -513,6 +556,11 @@ fn activate_forward_rec(x: &Value, dx: &Value, id: u64, depth: &mut usize) -> Op
     }
 }
 
+/// An inexact number (perhaps under active reals)?
+fn is_inexact(v: &Value) -> bool {
+    matches!(strip(v), Value::Real(_))
+}
+
 fn is_real(v: &Value) -> bool {
     v.is_number() || matches!(v, Value::Active(_))
 }
@@ -520,31 +568,35 @@ fn is_real(v: &Value) -> bool {
 /// The tangent of a result on forward level `id`: of each of its reals, that
 /// level's tangent (a constant's zero; a boolean's, itself); `None` unless it is
 /// made of pairs, `()`, booleans and reals.
-fn tangent_of(y: &Value, id: u64) -> Option<Value> {
-    match y {
+fn tangent_of(m: &mut Machine, y: &Value, id: u64) -> Result<Option<Value>> {
+    Ok(match y {
         Value::Active(a) if a.tape == id => Some(a.tangent.clone()),
-        _ if is_real(y) => Some(zero_of(y)),
+        // (a constant here, perhaps a real of an enclosing level: its zero there)
+        _ if is_real(y) => Some(zero_active(m, y)?),
         Value::Nil | Value::Bool(_) => Some(y.clone()),
         Value::Pair(p) => {
-            let mut items: Items = smallvec::smallvec![tangent_of(&p.car, id)?];
+            let Some(car) = tangent_of(m, &p.car, id)? else { return Ok(None) };
+            let mut items: Items = smallvec::smallvec![car];
             let mut rest = &p.cdr;
             while let Value::Pair(q) = rest {
-                items.push(tangent_of(&q.car, id)?);
+                let Some(v) = tangent_of(m, &q.car, id)? else { return Ok(None) };
+                items.push(v);
                 rest = &q.cdr;
             }
-            let tail = tangent_of(rest, id)?;
+            let Some(tail) = tangent_of(m, rest, id)? else { return Ok(None) };
             Some(items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)))
         }
         _ => None,
-    }
+    })
 }
 
 /// `x` with each real replaced by a fresh input of tape `id` (recorded in
 /// `inputs`, in order); `None` if `x` holds anything but pairs, `()`,
 /// booleans and reals.
-fn activate(m: &mut Machine, x: &Value, id: u64, inputs: &mut Vec<u32>) -> Option<Value> {
+/// (`bools`: set if it holds a boolean).
+fn activate(m: &mut Machine, x: &Value, id: u64, inputs: &mut Vec<u32>, bools: &mut bool) -> Option<Value> {
     let mut budget = 0usize;
-    activate_rec(m, x, id, inputs, &mut budget)
+    activate_rec(m, x, id, inputs, &mut budget, bools)
 }
 
 fn activate_rec(
@@ -553,13 +605,24 @@ fn activate_rec(
     id: u64,
     inputs: &mut Vec<u32>,
     depth: &mut usize,
+    bools: &mut bool,
 ) -> Option<Value> {
     match x {
-        Value::Nil | Value::Bool(_) => Some(x.clone()),
+        Value::Nil => Some(x.clone()),
+        Value::Bool(_) => {
+            *bools = true;
+            Some(x.clone())
+        }
         Value::Int(_) | Value::Real(_) | Value::Big(_) | Value::Rat(_) | Value::Active(_) => {
             let t = m.tape.stack.last_mut()?;
             let node = t.nodes.len() as u32;
-            t.nodes.push(Node { f: None, parents: [NONE; 2], x: SmallVec::new(), y: x.clone() });
+            t.nodes.push(Node {
+                f: None,
+                parents: [NONE; 2],
+                x: SmallVec::new(),
+                y: x.clone(),
+                inexact: false,
+            });
             inputs.push(node);
             Some(Value::Active(Rc::new(Active { tape: id, node, value: x.clone(), tangent: Value::Nil })))
         }
@@ -569,14 +632,14 @@ fn activate_rec(
             if *depth > MAX_NESTING {
                 return None;
             }
-            let car = activate_rec(m, &p.car, id, inputs, depth)?;
+            let car = activate_rec(m, &p.car, id, inputs, depth, bools)?;
             let mut items: Items = smallvec::smallvec![car];
             let mut rest = &p.cdr;
             while let Value::Pair(q) = rest {
-                items.push(activate_rec(m, &q.car, id, inputs, depth)?);
+                items.push(activate_rec(m, &q.car, id, inputs, depth, bools)?);
                 rest = &q.cdr;
             }
-            let tail = activate_rec(m, rest, id, inputs, depth)?;
+            let tail = activate_rec(m, rest, id, inputs, depth, bools)?;
             *depth -= 1;
             Some(items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)))
         }
@@ -586,8 +649,12 @@ fn activate_rec(
 
 /// Seeds the sensitivity `s` of result `y` on the nodes of tape `id`. `false`
 /// if `y` does not fit (a real result for `real-vjp`; for `vjp`, pairs, `()`,
-/// booleans and reals shaped like `s`).
-fn seed(y: &Value, s: &Value, id: u64, adj: &mut [Option<Value>], real: bool) -> bool {
+/// booleans and reals shaped like `s`), or if the argument holds booleans
+/// (`bools`) and a boolean of the result has a sensitivity other than itself:
+/// the transform gives a boolean of the argument the sensitivity that reaches
+/// it, and the tape does not follow booleans (one with its own value as its
+/// sensitivity gets itself either way, as does one that none reaches).
+fn seed(y: &Value, s: &Value, id: u64, adj: &mut [Option<Value>], real: bool, bools: bool) -> bool {
     let mut work: SmallVec<[(&Value, &Value); 16]> = smallvec::smallvec![(y, s)];
     while let Some((y, s)) = work.pop() {
         match (y, s) {
@@ -611,7 +678,12 @@ fn seed(y: &Value, s: &Value, id: u64, adj: &mut [Option<Value>], real: bool) ->
                     return false;
                 }
             }
-            (Value::Nil, Value::Nil) | (Value::Bool(_), _) if !real => {}
+            (Value::Bool(b), s) if !real => {
+                if bools && !matches!(s, Value::Bool(c) if c == b) {
+                    return false;
+                }
+            }
+            (Value::Nil, Value::Nil) if !real => {}
             (Value::Pair(a), Value::Pair(b)) if !real => {
                 work.push((&a.cdr, &b.cdr));
                 work.push((&a.car, &b.car));
@@ -627,13 +699,19 @@ fn seed(y: &Value, s: &Value, id: u64, adj: &mut [Option<Value>], real: bool) ->
 
 /// The backward sweep: each node's sensitivity, last node first, through its
 /// formula's cotangent rule to its parents.
-fn sweep(m: &mut Machine, tape: &Tape, adj: &mut [Option<Value>]) -> Result<()> {
+/// (`reached`: the nodes some sensitivity reached.)
+fn sweep(m: &mut Machine, tape: &Tape, adj: &mut [Option<Value>], reached: &mut [bool]) -> Result<()> {
     for i in (0..tape.nodes.len()).rev() {
         let node = &tape.nodes[i];
         let Some(f) = node.f else { continue };
         let Some(yb) = adj[i].take() else { continue };
-        let parts = native::cotangent(m, f, &node.x, &node.y, &yb)?
-            .ok_or_else(|| decline("a primitive without a cotangent rule"))?;
+        reached[i] = true;
+        let parts = match f {
+            // `zero`'s rule: (zero x)
+            Formula::Struct(StructOp::Zero) => Out::One(super::ops::zero(m, &node.x[0])?),
+            _ => native::cotangent(m, f, &node.x, &node.y, &yb)?
+                .ok_or_else(|| decline("a primitive without a cotangent rule"))?,
+        };
         let (a, b) = match parts {
             Out::One(a) => (a, None),
             Out::Two(a, b) => (a, Some(b)),
@@ -677,26 +755,112 @@ fn add_to(m: &mut Machine, adj: &mut [Option<Value>], node: u32, c: Value) -> Re
 
 /// `x`'s shape with the sensitivity of each of its reals (the inputs, in
 /// order): their zero where nothing reached them.
-fn cotangent(x: &Value, inputs: &[u32], adj: &mut [Option<Value>], k: &mut usize) -> Value {
-    match x {
+fn cotangent(
+    m: &mut Machine,
+    x: &Value,
+    inputs: &[u32],
+    adj: &mut [Option<Value>],
+    k: &mut usize,
+) -> Result<Value> {
+    Ok(match x {
         Value::Pair(p) => {
-            let car = cotangent(&p.car, inputs, adj, k);
+            let car = cotangent(m, &p.car, inputs, adj, k)?;
             let mut items: Items = smallvec::smallvec![car];
             let mut rest = &p.cdr;
             while let Value::Pair(q) = rest {
-                items.push(cotangent(&q.car, inputs, adj, k));
+                items.push(cotangent(m, &q.car, inputs, adj, k)?);
                 rest = &q.cdr;
             }
-            let tail = cotangent(rest, inputs, adj, k);
+            let tail = cotangent(m, rest, inputs, adj, k)?;
             items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc))
         }
         Value::Nil | Value::Bool(_) => x.clone(),
         _ => {
             let node = inputs[*k] as usize;
             *k += 1;
-            adj[node].take().unwrap_or_else(|| zero_of(x))
+            match adj[node].take() {
+                Some(c) => c,
+                // (the transform's (zero x): on x's own levels, if any)
+                None => zero_active(m, x)?,
+            }
+        }
+    })
+}
+
+/// Could the transform give an inexact cotangent where the tape's `xb` has an
+/// exact one? The transform applies each operation's cotangent rule to the
+/// sensitivity that reaches its result, and a pair's sensitivity carries the
+/// zero of each part that none reached (`(car (list x (* 1.5 x)))` gives
+/// `(* 1.5 x)` a zero), where the tape skips the operation. A zero through a
+/// rule that computes with an inexact number is inexact (0.0), and added to an
+/// exact cotangent makes it inexact. So: is an input whose cotangent is exact
+/// below a node that no sensitivity reached and whose operands or result are
+/// inexact? (It may answer yes where no zero reaches that node, as when its
+/// value is only compared: the run then gives way needlessly, not wrongly.
+/// It does not see the zero a pair's sensitivity gives an input that is a
+/// part of the pair, as in `(let (((cons u w) (cons x 2))) (- x w))`.)
+fn exactness_may_differ(tape: &Tape, reached: &[bool], inputs: &[u32], xb: &Value) -> bool {
+    let mut tainted = vec![false; tape.nodes.len()];
+    let mut any = false;
+    for i in (0..tape.nodes.len()).rev() {
+        let node = &tape.nodes[i];
+        if node.f.is_some() && !reached[i] && node.inexact {
+            tainted[i] = true;
+        }
+        if tainted[i] {
+            for &p in &node.parents {
+                if p != NONE {
+                    tainted[p as usize] = true;
+                    any = true;
+                }
+            }
         }
     }
+    if !any {
+        return false;
+    }
+    // the cotangents of the inputs, in order (walked as `cotangent` built them)
+    let mut leaves = Vec::with_capacity(inputs.len());
+    let mut work = vec![xb];
+    while let Some(v) = work.pop() {
+        match v {
+            Value::Pair(p) => {
+                work.push(&p.cdr);
+                work.push(&p.car);
+            }
+            Value::Nil | Value::Bool(_) => {}
+            _ => leaves.push(v),
+        }
+    }
+    inputs.iter().zip(leaves).any(|(&n, c)| tainted[n as usize] && !is_inexact(c))
+}
+
+/// `zero` of an active real (`ops::zero`): a real of its level, the zero of
+/// its value, as the transform's `zero` gives: on a forward level with the
+/// zero of its tangent (the rule `(zero dx)`), on a tape a node whose
+/// cotangent rule is `(zero x)`.
+pub fn zero_active(m: &mut Machine, v: &Value) -> Result<Value> {
+    let Value::Active(a) = v else { return Ok(zero_of(v)) };
+    let value = super::ops::zero(m, &a.value)?;
+    let Some(k) = m.tape.stack.iter().rposition(|t| t.id == a.tape) else {
+        return Err(decline("a finished level's real"));
+    };
+    if m.tape.stack[k].forward {
+        let tangent = super::ops::zero(m, &a.tangent)?;
+        return Ok(Value::Active(Rc::new(Active { tape: a.tape, node: NONE, value, tangent })));
+    }
+    let t = &mut m.tape.stack[k];
+    let node = t.nodes.len() as u32;
+    let x: SmallVec<[Value; 2]> = smallvec::smallvec![a.value.clone()];
+    let inexact = is_inexact(&a.value);
+    t.nodes.push(Node {
+        f: Some(Formula::Struct(StructOp::Zero)),
+        parents: [a.node, NONE],
+        x,
+        y: value.clone(),
+        inexact,
+    });
+    Ok(Value::Active(Rc::new(Active { tape: a.tape, node, value, tangent: Value::Nil })))
 }
 
 /// The zero of a real (exact or not, as the real).
