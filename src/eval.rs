@@ -463,7 +463,7 @@ impl Machine {
 
     #[cold]
     #[inline(never)]
-    fn check_limits(&mut self) -> Result<()> {
+    pub(crate) fn check_limits(&mut self) -> Result<()> {
         if self.steps > self.max_steps {
             return Err(Error::new(
                 ErrorKind::Limit,

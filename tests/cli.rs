@@ -474,6 +474,26 @@ fn timeout_stops_an_infinite_loop() {
     assert!(o.stderr.starts_with("bad.vlad:2:18: error: time limit exceeded (--timeout)\n"), "{}", o.stderr);
 }
 
+/// A tape's backward sweep makes no procedure calls, so it must check `--timeout`
+/// (and Ctrl-C) itself, as the transform's backpropagator does through its calls:
+/// a long sweep running past the deadline was ended only by the watchdog, which
+/// ends the whole program (in the REPL, the session). Here the forward run makes
+/// too few calls to check the clock (already past), so only the sweep of its 16000
+/// nodes (or, by the transform, the backpropagator's calls) can see it: it stops
+/// there, with the transform's message and no value printed.
+#[test]
+fn timeout_is_checked_in_a_tapes_backward_sweep() {
+    let src = "(define (g x) (let loop ((i 0) (a x)) (if (= i 8000) a (loop (+ i 1) (* a (* a 0.5))))))\n\
+               ((derivative g) 0.5)\n";
+    for extra in [&["--timeout", "0"][..], &["--timeout", "0", "--no-tape"][..]] {
+        let o = run_bad(src, extra);
+        assert_eq!(o.code, 3, "{extra:?}: {}", o.stderr);
+        assert_eq!(o.stdout, "", "{extra:?}: {}", o.stderr);
+        assert!(o.stderr.contains("error: time limit exceeded (--timeout)\n"), "{extra:?}: {}", o.stderr);
+        assert!(!o.stderr.contains("while printing"), "{extra:?}: {}", o.stderr);
+    }
+}
+
 /// A timeout too large for a `Duration` or an `Instant` means no limit (it panicked);
 /// NaN and negative ones are refused by the option parser.
 #[test]

@@ -47,6 +47,9 @@ use std::rc::Rc;
 /// No parent.
 const NONE: u32 = u32::MAX;
 
+/// How many nodes the backward sweep goes through between checks of the limits.
+const SWEEP_CHECK_EVERY: usize = 1024;
+
 /// The elements of a list being rebuilt (most are short).
 type Items = SmallVec<[Value; 8]>;
 
@@ -705,8 +708,15 @@ fn seed(y: &Value, s: &Value, id: u64, adj: &mut [Option<Value>], real: bool, bo
 /// The backward sweep: each node's sensitivity, last node first, through its
 /// formula's cotangent rule to its parents.
 /// (`reached`: the nodes some sensitivity reached.)
+/// It makes no procedure calls, so it checks `--timeout` and Ctrl-C itself
+/// (every `SWEEP_CHECK_EVERY` nodes): a long sweep stops as the transform's
+/// backpropagator would, not by the watchdog ending the program (the REPL's
+/// session, `vlad test`'s run).
 fn sweep(m: &mut Machine, tape: &Tape, adj: &mut [Option<Value>], reached: &mut [bool]) -> Result<()> {
     for i in (0..tape.nodes.len()).rev() {
+        if i % SWEEP_CHECK_EVERY == 0 {
+            m.check_limits()?;
+        }
         let node = &tape.nodes[i];
         let Some(f) = node.f else { continue };
         let Some(yb) = adj[i].take() else { continue };
