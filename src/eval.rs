@@ -1301,14 +1301,12 @@ impl Machine {
         }
         if matches!(x, Value::Active(_)) || matches!(y, Value::Active(_)) {
             // a real on a dual number or tape level (`ad::tape`): straight to its record
-            if let Some(m) = &mut self.meter {
-                m[p as usize] += 1;
-            }
-            if let Some(r) = crate::ad::tape::record_prim(self, p, &[x.clone(), y.clone()]) {
-                return r.map_err(|e| e.at(span));
-            }
-            if let Some(m) = &mut self.meter {
-                m[p as usize] -= 1;
+            if let Some(f) = crate::ad::tape::scalar_formula(p) {
+                if let Some(m) = &mut self.meter {
+                    m[p as usize] += 1;
+                }
+                return crate::ad::tape::record(self, f, &[x, y], &prims::prim(p).imp)
+                    .map_err(|e| e.at(span));
             }
         }
         self.stack.push(x);

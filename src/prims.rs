@@ -216,49 +216,42 @@ fn table() -> Vec<PrimDef> {
         p(
             "sqrt",
             1,
-            |m, a| unary(m, "sqrt", &a[0], num::sqrt),
+            |m, a| unary(m, "sqrt", Formula::Sqrt, &a[0], num::sqrt),
             rules!("(lambda (x y dx) (/ dx (* 2 y)))", "(lambda (x y yb) (/ yb (* 2 y)))"),
             Arith,
         ),
         p(
             "exp",
             1,
-            |m, a| unary(m, "exp", &a[0], |v| num::real_fn(f64::exp, v)),
+            |m, a| unary(m, "exp", Formula::Exp, &a[0], |v| num::real_fn(f64::exp, v)),
             rules!("(lambda (x y dx) (* dx y))", "(lambda (x y yb) (* yb y))"),
             Arith,
         ),
         p(
             "log",
             1,
-            |m, a| unary(m, "log", &a[0], num::log),
+            |m, a| unary(m, "log", Formula::Log, &a[0], num::log),
             rules!("(lambda (x y dx) (/ dx x))", "(lambda (x y yb) (/ yb x))"),
             Arith,
         ),
         p(
             "sin",
             1,
-            |m, a| unary(m, "sin", &a[0], |v| num::real_fn(f64::sin, v)),
+            |m, a| unary(m, "sin", Formula::Sin, &a[0], |v| num::real_fn(f64::sin, v)),
             rules!("(lambda (x y dx) (* dx (cos x)))", "(lambda (x y yb) (* yb (cos x)))"),
             Arith,
         ),
         p(
             "cos",
             1,
-            |m, a| unary(m, "cos", &a[0], |v| num::real_fn(f64::cos, v)),
+            |m, a| unary(m, "cos", Formula::Cos, &a[0], |v| num::real_fn(f64::cos, v)),
             rules!("(lambda (x y dx) (- 0 (* dx (sin x))))", "(lambda (x y yb) (- 0 (* yb (sin x))))"),
             Arith,
         ),
         p(
             "atan",
             2,
-            |m, a| {
-                if tape::any_active(a) {
-                    return tape::record(m, Formula::Atan, a, &prim_atan);
-                }
-                real_arg("atan", &a[0])?;
-                real_arg("atan", &a[1])?;
-                Ok(Value::Real(num::atan2(&a[0], &a[1]).unwrap_or(f64::NAN)))
-            },
+            atan,
             rules!(
                 "(lambda ((cons x1 x2) y (cons d1 d2)) (/ (- (* x2 d1) (* x1 d2)) (+ (* x1 x1) (* x2 x2))))",
                 "(lambda ((cons x1 x2) y yb) (let ((r (+ (* x1 x1) (* x2 x2)))) (cons (/ (* yb x2) r) (- 0 (/ (* yb x1) r)))))"
@@ -573,23 +566,29 @@ fn real_arg(name: &str, v: &Value) -> Result<f64> {
         .ok_or_else(|| err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name())))
 }
 
-fn unary(m: &mut Machine, name: &str, v: &Value, f: fn(&Value) -> Option<Value>) -> Result<Value> {
+/// Unary primitive `name` (of formula `formula`), computed on numbers by `f`.
+fn unary(
+    m: &mut Machine,
+    name: &str,
+    formula: Formula,
+    v: &Value,
+    f: fn(&Value) -> Option<Value>,
+) -> Result<Value> {
     if let Value::Active(_) = v {
-        let formula = match name {
-            "sqrt" => Formula::Sqrt,
-            "exp" => Formula::Exp,
-            "log" => Formula::Log,
-            "sin" => Formula::Sin,
-            _ => Formula::Cos,
-        };
-        return tape::record(m, formula, std::slice::from_ref(v), &|m, x| unary(m, name, &x[0], f));
+        return tape::record(m, formula, std::slice::from_ref(v), &|m, x| unary(m, name, formula, &x[0], f));
     }
     f(v).ok_or_else(|| err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name())))
 }
 
 /// `atan` on numbers (for a tape's record of it).
-fn prim_atan(m: &mut Machine, a: &[Value]) -> Result<Value> {
-    (prim(lookup("atan").expect("atan")).imp)(m, a)
+/// `atan` of two numbers (or reals on a tape: recorded, with this as their computation).
+fn atan(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    if tape::any_active(a) {
+        return tape::record(m, Formula::Atan, a, &atan);
+    }
+    real_arg("atan", &a[0])?;
+    real_arg("atan", &a[1])?;
+    Ok(Value::Real(num::atan2(&a[0], &a[1]).unwrap_or(f64::NAN)))
 }
 
 fn cmp(name: &str, a: &[Value], f: fn(Ordering) -> bool) -> Result<Value> {

@@ -1366,15 +1366,8 @@ impl<N: Num + Copy> Num for Fwd<N> {
     }
 }
 
-/// The doubles of some reals, if they all are reals and nothing is metered.
-fn reals(m: &Machine, vs: &[Value]) -> Option<Two<f64>> {
-    if m.meter.is_some() {
-        return None;
-    }
-    vs.iter().map(|v| if let Value::Real(x) = v { Some(*x) } else { None }).collect()
-}
-
-/// The same of dual numbers.
+/// The doubles of some dual numbers, if all their parts are reals and nothing
+/// is metered.
 fn dual_reals(m: &Machine, ds: &[Dual]) -> Option<Two<D64>> {
     if m.meter.is_some() {
         return None;
@@ -1505,11 +1498,11 @@ pub(super) fn apply_jvp(
     x: &[Value],
     d: &[Value],
 ) -> Result<(Value, Value)> {
-    if let (Some(xf), Some(df), false) =
-        (reals(m, x), reals(m, d), matches!(f, Formula::Zero | Formula::Struct(_)))
+    if let (Some((xf, n)), Some((df, _)), false, None) =
+        (doubles(x), doubles(d), matches!(f, Formula::Zero | Formula::Struct(_)), &m.meter)
     {
-        if let Some(y) = prim_f64(p, &xf) {
-            let dy = jvp_num(m, f, &xf, &y, &df)?;
+        if let Some(y) = prim_f64(p, &xf[..n]) {
+            let dy = jvp_num(m, f, &xf[..n], &y, &df[..n])?;
             return Ok((Value::Real(y), Value::Real(dy)));
         }
     }

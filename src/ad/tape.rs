@@ -53,6 +53,47 @@ const SWEEP_CHECK_EVERY: usize = 1024;
 /// The elements of a list being rebuilt (most are short).
 type Items = SmallVec<[Value; 8]>;
 
+/// The list (or improper list) `p` heads, rebuilt with `g` of each element and
+/// of its final cdr: walked along the spine, so a long list takes no recursion
+/// (`g` recurses into the lists nested in it). The first error stops it.
+fn map_spine<E>(
+    p: &crate::value::Pair,
+    g: &mut dyn FnMut(&Value) -> std::result::Result<Value, E>,
+) -> std::result::Result<Value, E> {
+    let mut items: Items = smallvec::smallvec![g(&p.car)?];
+    let mut rest = &p.cdr;
+    while let Value::Pair(q) = rest {
+        items.push(g(&q.car)?);
+        rest = &q.cdr;
+    }
+    let tail = g(rest)?;
+    Ok(items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)))
+}
+
+/// The reals of `x` in order (depth first, cars before cdrs); `None` unless
+/// it is made of pairs, `()`, booleans and reals.
+fn reals_in_order(x: &Value) -> Option<Vec<&Value>> {
+    let mut reals = Vec::new();
+    let mut work: SmallVec<[&Value; 16]> = smallvec::smallvec![x];
+    while let Some(v) = work.pop() {
+        match v {
+            Value::Pair(p) => {
+                work.push(&p.cdr);
+                work.push(&p.car);
+            }
+            Value::Nil | Value::Bool(_) => {}
+            _ if is_real(v) => reals.push(v),
+            _ => return None,
+        }
+    }
+    Some(reals)
+}
+
+/// The index in the stack of the running level `id`.
+fn level(m: &Machine, id: u64) -> Result<usize> {
+    m.tape.stack.iter().rposition(|t| t.id == id).ok_or_else(|| decline("a finished level's real"))
+}
+
 /// The deepest nesting (of lists in the car of lists) of an argument or result
 /// walked here (recursively, on the evaluator's stack); deeper ones go to the
 /// transform, whose walks grow the stack.
@@ -187,9 +228,7 @@ pub fn record(
         })
         .max()
         .unwrap_or(0);
-    let Some(k) = m.tape.stack.iter().rposition(|t| t.id == level) else {
-        return Err(decline("a finished level's real"));
-    };
+    let k = self::level(m, level)?;
     let forward = m.tape.stack[k].forward;
     // the values at this level (and on a forward level the tangents: a constant's
     // is its zero)
@@ -262,15 +301,10 @@ fn reads(f: Formula) -> ([bool; 2], bool) {
     }
 }
 
-/// Binary scalar primitive `p` applied to arguments of which at least one is
-/// active (the evaluator's arithmetic, before the primitive table): recorded,
-/// or `None` if `p` is not one with a derivative rule (a comparison).
-pub fn record_prim(m: &mut Machine, p: PrimId, args: &[Value]) -> Option<Result<Value>> {
-    let f = native::formula_of(p)?;
-    if matches!(f, Formula::Zero | Formula::Struct(_)) {
-        return None;
-    }
-    Some(record(m, f, args, &prims::prim(p).imp))
+/// The formula of scalar primitive `p`, if it has a derivative rule that a
+/// level applies (not a comparison).
+pub fn scalar_formula(p: PrimId) -> Option<Formula> {
+    native::formula_of(p).filter(|f| !matches!(f, Formula::Zero | Formula::Struct(_)))
 }
 
 /// What a call of the prelude's reverse-mode entry points asks for.
@@ -293,13 +327,19 @@ pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
         m.tape.runs += 1;
         return Ok(v);
     }
-    m.tape.declined_runs += 1;
     let name = match want {
         Want::RealVjp => "%real-vjp",
         Want::Vjp => "%vjp",
         Want::ValueAndVjp => "%value-and-vjp",
         Want::Jvp => "%jvp",
     };
+    by_transform(m, name, args)
+}
+
+/// Primitive `name` on `args` by its `Rule::Via` definition (the transform),
+/// counted as a call that gave way.
+fn by_transform(m: &mut Machine, name: &str, args: &[Value]) -> Result<Value> {
+    m.tape.declined_runs += 1;
     let p = prims::lookup(name).expect("the tape's primitives");
     let via = fallback(m, p)?;
     let arg = args.iter().rev().cloned().reduce(|acc, v| Value::cons(v, acc)).unwrap_or(Value::Nil);
@@ -311,24 +351,21 @@ pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
 /// the zero of every other real); by the transform where any run gives way.
 pub fn gradient_forward(m: &mut Machine, args: &[Value]) -> Result<Value> {
     let x = super::ops::force(m, &args[1])?;
-    let mut leaves = 0usize;
-    if let Some(g) = gradient_runs(m, &args[0], &x, &mut leaves)? {
+    if let Some(g) = gradient_runs(m, &args[0], &x)? {
         m.tape.runs += 1;
         return Ok(g);
     }
-    m.tape.declined_runs += 1;
-    let p = prims::lookup("%gradient-F").expect("the tape's primitives");
-    let via = fallback(m, p)?;
-    m.apply_value(via, Value::cons(args[0].clone(), args[1].clone()), None)
+    by_transform(m, "%gradient-F", args)
 }
 
 /// The gradient by forward runs, or `None` where one gives way.
-fn gradient_runs(m: &mut Machine, f: &Value, x: &Value, n: &mut usize) -> Result<Option<Value>> {
-    if !m.tape.enabled || !shallow(x) || !count_reals(x, n) {
-        return Ok(None);
-    }
-    let mut ds = Vec::with_capacity(*n);
-    for i in 0..*n {
+fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>> {
+    let n = match reals_in_order(x) {
+        Some(reals) if m.tape.enabled && shallow(x) => reals.len(),
+        _ => return Ok(None),
+    };
+    let mut ds = Vec::with_capacity(n);
+    for i in 0..n {
         let mut k = 0;
         let dx = match one_hot(m, x, i, &mut k) {
             Ok(dx) => dx,
@@ -343,23 +380,6 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value, n: &mut usize) -> Result
     }
     let mut k = 0;
     Ok(Some(fill(x, &mut ds.into_iter(), &mut k)))
-}
-
-/// Counts the reals of `x`; `false` unless it is made of pairs, `()`, booleans and reals.
-fn count_reals(x: &Value, n: &mut usize) -> bool {
-    let mut work: SmallVec<[&Value; 16]> = smallvec::smallvec![x];
-    while let Some(v) = work.pop() {
-        match v {
-            Value::Pair(p) => {
-                work.push(&p.cdr);
-                work.push(&p.car);
-            }
-            Value::Nil | Value::Bool(_) => {}
-            _ if is_real(v) => *n += 1,
-            _ => return false,
-        }
-    }
-    true
 }
 
 /// `x` with its `i`th real (counting from `k`) replaced by 1 and every other by
@@ -388,16 +408,7 @@ fn fill(x: &Value, ds: &mut dyn Iterator<Item = Value>, k: &mut usize) -> Value 
 /// with each real replaced by `g` of it, in order.
 fn map_reals(x: &Value, g: &mut dyn FnMut(&Value) -> Result<Value>) -> Result<Value> {
     Ok(match x {
-        Value::Pair(p) => {
-            let mut items: Items = smallvec::smallvec![map_reals(&p.car, g)?];
-            let mut rest = &p.cdr;
-            while let Value::Pair(q) = rest {
-                items.push(map_reals(&q.car, g)?);
-                rest = &q.cdr;
-            }
-            let tail = map_reals(rest, g)?;
-            items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc))
-        }
+        Value::Pair(p) => map_spine(p, &mut |v| map_reals(v, g))?,
         _ if is_real(x) => g(x)?,
         _ => x.clone(),
     })
@@ -463,9 +474,7 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
         Ok(None) => return Ok(gave_way(m, "an argument (or tangent) not made of pairs, () and reals")),
         Err(e) if e.kind == ErrorKind::Limit => return Err(e),
         Err(e) => {
-            if m.tape.first_decline.is_none() {
-                m.tape.first_decline = Some(e.message.clone());
-            }
+            gave_way(m, &e.message);
             if let Some(k) = key {
                 m.tape.declined.insert(k);
             }
@@ -583,16 +592,17 @@ fn tangent_of(m: &mut Machine, y: &Value, id: u64) -> Result<Option<Value>> {
         _ if is_real(y) => Some(zero_active(m, y)?),
         Value::Nil | Value::Bool(_) => Some(y.clone()),
         Value::Pair(p) => {
-            let Some(car) = tangent_of(m, &p.car, id)? else { return Ok(None) };
-            let mut items: Items = smallvec::smallvec![car];
-            let mut rest = &p.cdr;
-            while let Value::Pair(q) = rest {
-                let Some(v) = tangent_of(m, &q.car, id)? else { return Ok(None) };
-                items.push(v);
-                rest = &q.cdr;
+            // (stopped by an error, or by a part that is not data: `None`)
+            let r = map_spine(p, &mut |v| match tangent_of(m, v, id) {
+                Ok(Some(t)) => Ok(t),
+                Ok(None) => Err(None),
+                Err(e) => Err(Some(e)),
+            });
+            match r {
+                Ok(t) => Some(t),
+                Err(None) => None,
+                Err(Some(e)) => return Err(e),
             }
-            let Some(tail) = tangent_of(m, rest, id)? else { return Ok(None) };
-            Some(items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)))
         }
         _ => None,
     })
@@ -640,16 +650,9 @@ fn activate_rec(
             if *depth > MAX_NESTING {
                 return None;
             }
-            let car = activate_rec(m, &p.car, id, inputs, depth, bools)?;
-            let mut items: Items = smallvec::smallvec![car];
-            let mut rest = &p.cdr;
-            while let Value::Pair(q) = rest {
-                items.push(activate_rec(m, &q.car, id, inputs, depth, bools)?);
-                rest = &q.cdr;
-            }
-            let tail = activate_rec(m, rest, id, inputs, depth, bools)?;
+            let r = map_spine(p, &mut |v| activate_rec(m, v, id, inputs, depth, bools).ok_or(())).ok();
             *depth -= 1;
-            Some(items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)))
+            r
         }
         _ => None,
     }
@@ -778,17 +781,7 @@ fn cotangent(
     k: &mut usize,
 ) -> Result<Value> {
     Ok(match x {
-        Value::Pair(p) => {
-            let car = cotangent(m, &p.car, inputs, adj, k)?;
-            let mut items: Items = smallvec::smallvec![car];
-            let mut rest = &p.cdr;
-            while let Value::Pair(q) = rest {
-                items.push(cotangent(m, &q.car, inputs, adj, k)?);
-                rest = &q.cdr;
-            }
-            let tail = cotangent(m, rest, inputs, adj, k)?;
-            items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc))
-        }
+        Value::Pair(p) => map_spine(p, &mut |v| cotangent(m, v, inputs, adj, k))?,
         Value::Nil | Value::Bool(_) => x.clone(),
         _ => {
             let node = inputs[*k] as usize;
@@ -835,18 +828,7 @@ fn exactness_may_differ(tape: &Tape, reached: &[bool], inputs: &[u32], xb: &Valu
         return false;
     }
     // the cotangents of the inputs, in order (walked as `cotangent` built them)
-    let mut leaves = Vec::with_capacity(inputs.len());
-    let mut work = vec![xb];
-    while let Some(v) = work.pop() {
-        match v {
-            Value::Pair(p) => {
-                work.push(&p.cdr);
-                work.push(&p.car);
-            }
-            Value::Nil | Value::Bool(_) => {}
-            _ => leaves.push(v),
-        }
-    }
+    let leaves = reals_in_order(xb).unwrap_or_default();
     inputs.iter().zip(leaves).any(|(&n, c)| tainted[n as usize] && !is_inexact(c))
 }
 
@@ -857,9 +839,7 @@ fn exactness_may_differ(tape: &Tape, reached: &[bool], inputs: &[u32], xb: &Valu
 pub fn zero_active(m: &mut Machine, v: &Value) -> Result<Value> {
     let Value::Active(a) = v else { return Ok(zero_of(v)) };
     let value = super::ops::zero(m, &a.value)?;
-    let Some(k) = m.tape.stack.iter().rposition(|t| t.id == a.tape) else {
-        return Err(decline("a finished level's real"));
-    };
+    let k = level(m, a.tape)?;
     if m.tape.stack[k].forward {
         let tangent = super::ops::zero(m, &a.tangent)?;
         return Ok(Value::Active(Rc::new(Active { tape: a.tape, node: NONE, value, tangent })));
@@ -887,16 +867,10 @@ pub fn zero_of(x: &Value) -> Value {
 fn deactivate(y: &Value, id: u64) -> Value {
     match y {
         Value::Active(a) if a.tape == id => a.value.clone(),
-        Value::Pair(p) => {
-            let mut items: Items = smallvec::smallvec![deactivate(&p.car, id)];
-            let mut rest = &p.cdr;
-            while let Value::Pair(q) = rest {
-                items.push(deactivate(&q.car, id));
-                rest = &q.cdr;
-            }
-            let tail = deactivate(rest, id);
-            items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc))
-        }
+        Value::Pair(p) => match map_spine(p, &mut |v| Ok::<_, std::convert::Infallible>(deactivate(v, id))) {
+            Ok(v) => v,
+            Err(never) => match never {},
+        },
         _ => y.clone(),
     }
 }
