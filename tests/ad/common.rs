@@ -29,6 +29,27 @@ pub fn by_transform(tests: &[fn()]) {
     TRANSFORM_ONLY.with(|t| t.set(false));
 }
 
+/// Program output collected in memory (give a session `Box::new(out.clone())`).
+#[derive(Clone, Default)]
+pub struct Out(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl Out {
+    /// What was written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.borrow()).into_owned()
+    }
+}
+
+impl std::io::Write for Out {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Runs program text in a session, panicking with the rendered error on failure.
 pub fn run_in(s: &mut Session, name: &str, src: &str) -> Vec<Value> {
     match s.run_text(name, src) {

@@ -272,18 +272,8 @@ fn comparisons_and_predicates_are_flat() {
 #[test]
 fn identity_rules_print_primal() {
     let mut s = session();
-    let buf = std::rc::Rc::new(std::cell::RefCell::new(Vec::<u8>::new()));
-    struct W(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
-    impl std::io::Write for W {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.borrow_mut().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    s.m.out = Box::new(W(buf.clone()));
+    let buf = Out::default();
+    s.m.out = Box::new(buf.clone());
     let v = run_in(
         &mut s,
         "write",
@@ -292,7 +282,7 @@ fn identity_rules_print_primal() {
          ((derivative-F (derivative-R (lambda (x) (* x (real (* x x)))))) 3.0)",
     );
     assert_all_close(&v.iter().map(num).collect::<Vec<_>>(), &[27.0, 27.0, 18.0], 0.0, "d(x*id(x²))");
-    let out = String::from_utf8(buf.borrow().clone()).unwrap();
+    let out = buf.text();
     assert!(out.lines().next().is_some_and(|l| l.contains("9.0")), "write printed: {:?}", out);
 }
 

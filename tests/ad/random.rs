@@ -818,6 +818,16 @@ fn generate(case: u64, inner: bool) -> (E, f64) {
     }
 }
 
+/// Runs a generated program in a fresh session (on dual numbers and tapes, or
+/// by the transform only): the session and the values, or the rendered error.
+fn run_program(prog: &str, tape: bool) -> (vlad::toplevel::Session, Result<Vec<vlad::value::Value>, String>) {
+    let mut s = session();
+    s.m.max_steps = 50_000_000;
+    s.m.tape.enabled = tape;
+    let r = s.run_text("random", prog).map_err(|e| e.render(&s.sources));
+    (s, r)
+}
+
 fn check_case(case: u64, inner: bool, second: bool, tape: bool) -> Result<(), String> {
     let (body, x0) = generate(case, inner);
     let text = src(&body);
@@ -832,12 +842,10 @@ fn check_case(case: u64, inner: bool, second: bool, tape: bool) -> Result<(), St
         }
     }
     let fail = |msg: String| Err(format!("case {}: {}\nprogram:\n{}", case, msg, prog));
-    let mut s = session();
-    s.m.max_steps = 50_000_000;
-    s.m.tape.enabled = tape;
-    let vals = match s.run_text("random", &prog) {
+    let (s, vals) = run_program(&prog, tape);
+    let vals = match vals {
         Ok(v) => v,
-        Err(e) => return fail(format!("error: {}", e.render(&s.sources))),
+        Err(e) => return fail(format!("error: {}", e)),
     };
     // On dual numbers and tapes, every derivative of these programs runs there
     // (nothing in them makes a run give way to the transform), but where an
@@ -857,12 +865,9 @@ fn check_case(case: u64, inner: bool, second: bool, tape: bool) -> Result<(), St
     // exact (e.g. `(let (((cons u w) (cons x 2))) (- x w))` at 0.75: 1.0 by
     // the transform, 1 on the tape); a known difference.
     if tape {
-        let mut t = session();
-        t.m.max_steps = 50_000_000;
-        t.m.tape.enabled = false;
-        let by_transform = match t.run_text("random", &prog) {
+        let by_transform = match run_program(&prog, false).1 {
             Ok(v) => v,
-            Err(e) => return fail(format!("error by the transform: {}", e.render(&t.sources))),
+            Err(e) => return fail(format!("error by the transform: {}", e)),
         };
         for (a, b) in vals.iter().zip(&by_transform) {
             let (x, y) = (a.as_f64(), b.as_f64());

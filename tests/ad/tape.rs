@@ -4,24 +4,8 @@
 //! same values, output and errors either way; levels nest in every mix of modes.
 
 use crate::common::*;
-use std::cell::RefCell;
-use std::rc::Rc;
 use vlad::error::ErrorKind;
 use vlad::toplevel::Session;
-
-/// Program output collected in memory.
-#[derive(Clone, Default)]
-struct Out(Rc<RefCell<Vec<u8>>>);
-
-impl std::io::Write for Out {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 fn session_with(tape: bool) -> (Session, Out) {
     let mut s = session();
@@ -39,7 +23,7 @@ fn outcome(src: &str, tape: bool) -> (String, Session) {
         Ok(vs) => vs.iter().map(vlad::print::to_string).collect::<Vec<_>>().join("\n"),
         Err(e) => format!("error: {}", e.render(&s.sources)),
     };
-    let printed = String::from_utf8(out.0.borrow().clone()).unwrap();
+    let printed = out.text();
     (format!("{printed}{r}"), s)
 }
 
@@ -145,7 +129,7 @@ fn effects_run_once_and_a_declined_function_is_not_tried_again() {
             muls.push(s.m.meter.take().unwrap()[mul]);
         }
         assert_eq!(muls[0], muls[1] + attempt, "{d}: the first call tried the tape, the second did not");
-        assert_eq!(String::from_utf8(out.0.borrow().clone()).unwrap(), "9.0\n9.0\n", "{d}");
+        assert_eq!(out.text(), "9.0\n9.0\n", "{d}");
     }
 }
 
