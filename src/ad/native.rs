@@ -1044,6 +1044,29 @@ pub(super) fn cotangent(
             None => None,
         });
     }
+    // (exact integers among the reals: a gradient's exact seed 1, passed down
+    // through sums)
+    if let Some(o) = vjp_unboxed(m, f, x, Some(y), yb) {
+        return Ok(Some(match o {
+            Out::One(a) => Out::One(a.value()),
+            Out::Two(a, b) => Out::Two(a.value(), b.value()),
+        }));
+    }
+    // (reals of an enclosing forward level: forward over reverse)
+    if x.len() <= 2 {
+        let mut vs: SmallVec<[&Value; 4]> = x.iter().collect();
+        vs.push(y);
+        vs.push(yb);
+        if let Some((level, ls)) = lift_all(m, &vs) {
+            let n = x.len();
+            if let Ok(o) = vjp_num::<Lift>(m, f, &ls[..n], Some(&ls[n]), &ls[n + 1]) {
+                return Ok(o.map(|o| match o {
+                    Out::One(a) => Out::One(unlift(a, level)),
+                    Out::Two(a, b) => Out::Two(unlift(a, level), unlift(b, level)),
+                }));
+            }
+        }
+    }
     vjp_num::<Value>(m, f, x, Some(y), yb)
 }
 
@@ -1452,6 +1475,108 @@ impl Num for X64 {
 
 /// A forward bundle of [`X64`] numbers.
 type DX = Fwd<X64>;
+
+/// A number of `ad::tape`'s arithmetic on an active real's value: an exact
+/// integer or double ([`X64`]), plain (`t` none: a constant) or a real of one
+/// forward level (`Value::Active` with that tangent). Its operations are what
+/// the primitives do with such values, computed unboxed: plain numbers by
+/// `num::arith`'s rules, a level's reals by the tape's `record` (the value as
+/// the primitive computes it, the tangent by the tangent rule, a constant's
+/// tangent its zero), so a rule run on them gives the same numbers, and the
+/// same reals of the same level, as on the values, without the primitives'
+/// dispatch and a boxed real per intermediate result.
+#[derive(Clone, Copy)]
+struct Lift {
+    p: X64,
+    t: Option<X64>,
+}
+
+impl Num for Lift {
+    fn op(m: &mut Machine, p: PrimId, args: &[Lift]) -> Result<Lift> {
+        let f = formula_of(p).ok_or_else(not_scalar)?;
+        let n = args.len();
+        if n > 2 {
+            return Err(not_scalar());
+        }
+        let (mut xs, mut ds) = ([X64::I(0); 2], [X64::I(0); 2]);
+        for (i, a) in args.iter().enumerate() {
+            xs[i] = a.p;
+            // (a constant's tangent: its zero, as `tape::zero_of` gives it)
+            ds[i] = a.t.unwrap_or(match a.p {
+                X64::I(_) => X64::I(0),
+                X64::R(_) => X64::R(0.0),
+            });
+        }
+        let y = X64::try_op(p, &xs[..n]).ok_or_else(not_scalar)?;
+        if args.iter().all(|a| a.t.is_none()) {
+            return Ok(Lift { p: y, t: None });
+        }
+        let dy = jvp_num(m, f, &xs[..n], &y, &ds[..n])?;
+        Ok(Lift { p: y, t: Some(dy) })
+    }
+    fn int(i: i64) -> Lift {
+        Lift { p: X64::I(i), t: None }
+    }
+}
+
+/// The forward level and [`Lift`] numbers of some values: `None` unless each
+/// is an exact integer or double, or a real of one running forward level whose
+/// value and tangent are, and nothing is metered (the primitives count what
+/// they compute).
+fn lift_all(m: &Machine, vs: &[&Value]) -> Option<(Option<u64>, [Lift; 4])> {
+    if m.meter.is_some() || vs.len() > 4 {
+        return None;
+    }
+    let mut level = None;
+    let mut out = [Lift { p: X64::I(0), t: None }; 4];
+    for (o, v) in out.iter_mut().zip(vs) {
+        *o = match v {
+            Value::Active(a) => {
+                if *level.get_or_insert(a.tape) != a.tape {
+                    return None;
+                }
+                Lift { p: X64::of(&a.value)?, t: Some(X64::of(&a.tangent)?) }
+            }
+            _ => Lift { p: X64::of(v)?, t: None },
+        };
+    }
+    match level {
+        Some(id) if !super::tape::forward_level_running(m, id) => None,
+        _ => Some((level, out)),
+    }
+}
+
+/// A [`Lift`] number as a value (a real of forward level `level` if it has a tangent).
+fn unlift(l: Lift, level: Option<u64>) -> Value {
+    match (l.t, level) {
+        (Some(t), Some(id)) => super::tape::forward_real(id, l.p.value(), t.value()),
+        _ => l.p.value(),
+    }
+}
+
+/// Scalar formula `f` on values that are numbers or reals of one forward level
+/// (see [`Lift`]), as the primitive computes it; `None` where that does not
+/// apply (nothing done: the caller calls the primitive).
+pub(super) fn lifted_op(m: &mut Machine, f: Formula, x: &[&Value]) -> Option<Value> {
+    let (level, xs) = lift_all(m, x)?;
+    let p = formula_prim(f)?;
+    let y = Lift::op(m, p, &xs[..x.len()]).ok()?;
+    Some(unlift(y, level))
+}
+
+/// The primitive of an arithmetic formula (for [`lifted_op`]).
+fn formula_prim(f: Formula) -> Option<PrimId> {
+    let i = ids();
+    Some(match f {
+        Formula::Add => i.add,
+        Formula::Sub => i.sub,
+        Formula::Mul => i.mul,
+        Formula::Div => i.div,
+        Formula::Sin => i.sin,
+        Formula::Cos => i.cos,
+        _ => return None,
+    })
+}
 
 /// The cotangent rule of a scalar primitive on dual numbers whose parts are
 /// exact integers and reals (and nothing is metered), computed on [`X64`]:

@@ -120,8 +120,10 @@ fn shallow(v: &Value) -> bool {
 /// kept as `0.0`.
 struct Node {
     f: Option<Formula>,
+    /// How many operands it has (the first `n` of `x`).
+    n: u8,
     parents: [u32; 2],
-    x: SmallVec<[Value; 2]>,
+    x: [Value; 2],
     y: Value,
     /// Whether an operand or the result is inexact (see `exactness_may_differ`).
     inexact: bool,
@@ -220,71 +222,85 @@ pub fn record(
     args: &[Value],
     imp: &dyn Fn(&mut Machine, &[Value]) -> Result<Value>,
 ) -> Result<Value> {
-    let level = args
-        .iter()
-        .filter_map(|a| match a {
-            Value::Active(x) => Some(x.tape),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
+    let n = args.len();
+    if n > 2 {
+        return Err(decline("a primitive of more than two numbers"));
+    }
+    let mut level = 0;
+    for a in args {
+        if let Value::Active(x) = a {
+            level = level.max(x.tape);
+        }
+    }
     let k = self::level(m, level)?;
     let forward = m.tape.stack[k].forward;
     // the values at this level (and on a forward level the tangents: a constant's
     // is its zero)
     let mut parents = [NONE; 2];
-    let mut x: SmallVec<[Value; 2]> = SmallVec::new();
-    let mut d: SmallVec<[Value; 2]> = SmallVec::new();
+    let mut x = [Value::Nil, Value::Nil];
+    let mut d = [Value::Nil, Value::Nil];
     for (i, a) in args.iter().enumerate() {
         match a {
             Value::Active(v) if v.tape == level => {
-                parents[i.min(1)] = v.node;
-                x.push(v.value.clone());
+                parents[i] = v.node;
+                x[i] = v.value.clone();
                 if forward {
-                    d.push(v.tangent.clone());
+                    d[i] = v.tangent.clone();
                 }
             }
             _ => {
-                x.push(a.clone());
+                x[i] = a.clone();
                 if forward {
                     // (a constant here: its zero, plain even where the constant is a
                     // real of an enclosing level, whose zero the transform keeps on
                     // that level: differentiating those zeros there made nested forward
                     // mode half again as slow, and changes only whether a zero is
                     // exact, never a value)
-                    d.push(zero_of(a));
+                    d[i] = zero_of(a);
                 }
             }
         }
     }
     // (the values may be active on an enclosing level: computed there; on
     // doubles, the primitive's own arithmetic, inline)
-    let y = match (x.as_slice(), f) {
+    let y = match (&x[..n], f) {
         ([Value::Real(a)], _) => native::formula_f64(f, &[*a]).map(Value::Real),
         ([Value::Real(a), Value::Real(b)], _) => native::formula_f64(f, &[*a, *b]).map(Value::Real),
         _ => None,
     };
     let y = match y {
         Some(y) => y,
-        None => imp(m, &x)?,
+        None => {
+            // (reals of an enclosing forward level: computed as that level's
+            // `record` would, unboxed)
+            let lifted = match &x[..n] {
+                [a] => native::lifted_op(m, f, &[a]),
+                [a, b] => native::lifted_op(m, f, &[a, b]),
+                _ => None,
+            };
+            match lifted {
+                Some(y) => y,
+                None => imp(m, &x[..n])?,
+            }
+        }
     };
     if forward {
-        let dy = native::tangent_rule(m, f, &x, &y, &d)?;
+        let dy = native::tangent_rule(m, f, &x[..n], &y, &d[..n])?;
         return Ok(Value::Active(Rc::new(Active { tape: level, node: NONE, value: y, tangent: dy })));
     }
     // (the node keeps only the operands and result its cotangent rule reads, so
     // that the others, on an enclosing level above all, can be freed)
-    let inexact = is_inexact(&y) || x.iter().any(is_inexact);
+    let inexact = is_inexact(&y) || x[..n].iter().any(is_inexact);
     let (used_x, used_y) = reads(f);
-    for (i, v) in x.iter_mut().enumerate() {
-        if !used_x[i.min(1)] {
+    for (v, used) in x[..n].iter_mut().zip(used_x) {
+        if !used {
             *v = Value::Real(0.0);
         }
     }
     let y_kept = if used_y { y.clone() } else { Value::Real(0.0) };
     let t = &mut m.tape.stack[k];
     let node = t.nodes.len() as u32;
-    t.nodes.push(Node { f: Some(f), parents, x, y: y_kept, inexact });
+    t.nodes.push(Node { f: Some(f), n: n as u8, parents, x, y: y_kept, inexact });
     Ok(Value::Active(Rc::new(Active { tape: level, node, value: y, tangent: Value::Nil })))
 }
 
@@ -636,8 +652,9 @@ fn activate_rec(
             let node = t.nodes.len() as u32;
             t.nodes.push(Node {
                 f: None,
+                n: 0,
                 parents: [NONE; 2],
-                x: SmallVec::new(),
+                x: [Value::Nil, Value::Nil],
                 y: x.clone(),
                 inexact: false,
             });
@@ -727,7 +744,7 @@ fn sweep(m: &mut Machine, tape: &Tape, adj: &mut [Option<Value>], reached: &mut 
         let parts = match f {
             // `zero`'s rule: (zero x)
             Formula::Struct(StructOp::Zero) => Out::One(super::ops::zero(m, &node.x[0])?),
-            _ => native::cotangent(m, f, &node.x, &node.y, &yb)?
+            _ => native::cotangent(m, f, &node.x[..node.n as usize], &node.y, &yb)?
                 .ok_or_else(|| decline("a primitive without a cotangent rule"))?,
         };
         let (a, b) = match parts {
@@ -758,17 +775,31 @@ fn add_to(m: &mut Machine, adj: &mut [Option<Value>], node: u32, c: Value) -> Re
                     .unwrap_or_else(|| Err("not numbers".into()))
                     .map_err(|e| Error::runtime(None, format!("+: {e}")))?,
                 // a sensitivity on an enclosing level: summed there, by `plus`'s
-                // rules (not counted as arithmetic at any level)
-                _ => {
-                    let (meter, derivative) = (m.meter.take(), m.meter_derivative.take());
-                    let r = native::apply_unmetered(m, native::add_id(), &[old, c]);
-                    (m.meter, m.meter_derivative) = (meter, derivative);
-                    r?
-                }
+                // rules (not counted as arithmetic at any level); unboxed where
+                // it is a forward level's real
+                _ => match native::lifted_op(m, Formula::Add, &[&old, &c]) {
+                    Some(v) => v,
+                    None => {
+                        let (meter, derivative) = (m.meter.take(), m.meter_derivative.take());
+                        let r = native::apply_unmetered(m, native::add_id(), &[old, c]);
+                        (m.meter, m.meter_derivative) = (meter, derivative);
+                        r?
+                    }
+                },
             }
         }
     });
     Ok(())
+}
+
+/// Is level `id` running, and a forward one (dual numbers)?
+pub(super) fn forward_level_running(m: &Machine, id: u64) -> bool {
+    m.tape.stack.iter().rev().any(|t| t.id == id && t.forward)
+}
+
+/// A real of forward level `id` (its value and tangent).
+pub(super) fn forward_real(id: u64, value: Value, tangent: Value) -> Value {
+    Value::Active(Rc::new(Active { tape: id, node: NONE, value, tangent }))
 }
 
 /// `x`'s shape with the sensitivity of each of its reals (the inputs, in
@@ -846,10 +877,11 @@ pub fn zero_active(m: &mut Machine, v: &Value) -> Result<Value> {
     }
     let t = &mut m.tape.stack[k];
     let node = t.nodes.len() as u32;
-    let x: SmallVec<[Value; 2]> = smallvec::smallvec![a.value.clone()];
+    let x = [a.value.clone(), Value::Nil];
     let inexact = is_inexact(&a.value);
     t.nodes.push(Node {
         f: Some(Formula::Struct(StructOp::Zero)),
+        n: 1,
         parents: [a.node, NONE],
         x,
         y: value.clone(),
