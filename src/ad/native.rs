@@ -1054,10 +1054,12 @@ pub(super) fn cotangent(
     }
     // (reals of an enclosing forward level: forward over reverse)
     if x.len() <= 2 {
-        let mut vs: SmallVec<[&Value; 4]> = x.iter().collect();
-        vs.push(y);
-        vs.push(yb);
-        if let Some((level, ls)) = lift_all(m, &vs) {
+        let mut vs = [y; 4];
+        for (v, a) in vs.iter_mut().zip(x.iter().chain([y, yb])) {
+            *v = a;
+        }
+        let mut ls = [LIFT_ZERO; 4];
+        if let Some(level) = lift_all(m, &vs[..x.len() + 2], &mut ls) {
             let n = x.len();
             if let Ok(o) = vjp_num::<Lift>(m, f, &ls[..n], Some(&ls[n]), &ls[n + 1]) {
                 return Ok(o.map(|o| match o {
@@ -1082,6 +1084,20 @@ pub(super) fn tangent_rule(
 ) -> Result<Value> {
     if let (Some((xs, n)), Value::Real(y), Some((ds, _)), None) = (doubles(x), y, doubles(d), &m.meter) {
         return Ok(Value::Real(jvp_num::<f64>(m, f, &xs[..n], y, &ds[..n])?));
+    }
+    // (reals of an enclosing forward level: forward over forward)
+    let n = x.len();
+    if n <= 2 && d.len() == n && !matches!(f, Formula::Zero | Formula::Struct(_)) {
+        let mut vs = [y; 5];
+        for (v, a) in vs.iter_mut().zip(x.iter().chain(std::iter::once(y)).chain(d)) {
+            *v = a;
+        }
+        let mut ls = [LIFT_ZERO; 5];
+        if let Some(level) = lift_all(m, &vs[..2 * n + 1], &mut ls) {
+            if let Ok(dy) = jvp_num::<Lift>(m, f, &ls[..n], &ls[n], &ls[n + 1..2 * n + 1]) {
+                return Ok(unlift(dy, level));
+            }
+        }
     }
     jvp_num::<Value>(m, f, x, y, d)
 }
@@ -1491,6 +1507,9 @@ struct Lift {
     t: Option<X64>,
 }
 
+/// A placeholder (an exact, plain 0).
+const LIFT_ZERO: Lift = Lift { p: X64::I(0), t: None };
+
 impl Num for Lift {
     fn op(m: &mut Machine, p: PrimId, args: &[Lift]) -> Result<Lift> {
         let f = formula_of(p).ok_or_else(not_scalar)?;
@@ -1506,6 +1525,30 @@ impl Num for Lift {
                 X64::I(_) => X64::I(0),
                 X64::R(_) => X64::R(0.0),
             });
+        }
+        // (all doubles: as `X64` computes them, without its dispatch per operation)
+        let (mut x, mut d) = ([0.0; 2], [0.0; 2]);
+        let mut doubles = true;
+        for i in 0..n {
+            match (xs[i], ds[i]) {
+                (X64::R(a), X64::R(b)) => (x[i], d[i]) = (a, b),
+                _ => doubles = false,
+            }
+        }
+        if doubles {
+            let y = formula_f64(f, &x[..n]).ok_or_else(not_scalar)?;
+            if args.iter().all(|a| a.t.is_none()) {
+                return Ok(Lift { p: X64::R(y), t: None });
+            }
+            // (the arithmetic rules' tangents inline: `jvp_num`'s operations, in its order)
+            let dy = match (f, n) {
+                (Formula::Add, 2) => d[0] + d[1],
+                (Formula::Sub, 2) => d[0] - d[1],
+                (Formula::Mul, 2) => d[0] * x[1] + x[0] * d[1],
+                (Formula::Div, 2) => (d[0] - y * d[1]) / x[1],
+                _ => jvp_num::<f64>(m, f, &x[..n], &y, &d[..n])?,
+            };
+            return Ok(Lift { p: X64::R(y), t: Some(X64::R(dy)) });
         }
         let y = X64::try_op(p, &xs[..n]).ok_or_else(not_scalar)?;
         if args.iter().all(|a| a.t.is_none()) {
@@ -1523,12 +1566,11 @@ impl Num for Lift {
 /// is an exact integer or double, or a real of one running forward level whose
 /// value and tangent are, and nothing is metered (the primitives count what
 /// they compute).
-fn lift_all(m: &Machine, vs: &[&Value]) -> Option<(Option<u64>, [Lift; 4])> {
-    if m.meter.is_some() || vs.len() > 4 {
+fn lift_all(m: &Machine, vs: &[&Value], out: &mut [Lift]) -> Option<Option<u64>> {
+    if m.meter.is_some() || vs.len() > out.len() {
         return None;
     }
     let mut level = None;
-    let mut out = [Lift { p: X64::I(0), t: None }; 4];
     for (o, v) in out.iter_mut().zip(vs) {
         *o = match v {
             Value::Active(a) => {
@@ -1542,7 +1584,7 @@ fn lift_all(m: &Machine, vs: &[&Value]) -> Option<(Option<u64>, [Lift; 4])> {
     }
     match level {
         Some(id) if !super::tape::forward_level_running(m, id) => None,
-        _ => Some((level, out)),
+        _ => Some(level),
     }
 }
 
@@ -1558,7 +1600,8 @@ fn unlift(l: Lift, level: Option<u64>) -> Value {
 /// (see [`Lift`]), as the primitive computes it; `None` where that does not
 /// apply (nothing done: the caller calls the primitive).
 pub(super) fn lifted_op(m: &mut Machine, f: Formula, x: &[&Value]) -> Option<Value> {
-    let (level, xs) = lift_all(m, x)?;
+    let mut xs = [LIFT_ZERO; 2];
+    let level = lift_all(m, x, &mut xs)?;
     let p = formula_prim(f)?;
     let y = Lift::op(m, p, &xs[..x.len()]).ok()?;
     Some(unlift(y, level))
