@@ -18,6 +18,7 @@ for N in 1000 10000 100000; do
   printf ';;; HVP of a sum of %s cubes, forward over reverse (prelude hvp)\n(define N %s)\n(include "hvp-sum")\n(summary (hvp f xs vs))\n' $N $N > hvp-sum-FR-$N.vlad
   printf ';;; HVP of a sum of %s cubes, reverse over reverse (prelude hvp-RR)\n(define N %s)\n(include "hvp-sum")\n(summary (hvp-RR f xs vs))\n' $N $N > hvp-sum-RR-$N.vlad
   printf ';;; primal of hvp-sum-*-%s: f alone\n(define N %s)\n(include "hvp-sum")\n(f xs)\n' $N $N > hvp-sum-primal-$N.vlad
+  printf ';;; setup of hvp-sum-*-%s: the input lists alone (bench.py subtracts its time, as the peers time around their input)\n(define N %s)\n(include "hvp-sum")\n(length vs)\n' $N $N > hvp-sum-setup-$N.vlad
   printf ';;; d/dx prod_{i=1..%s} (1 + x/i) at 0.5, reverse mode\n(define N %s)\n(include "product")\n((derivative-R f) 0.5)\n' $N $N > product-R-$N.vlad
   printf ';;; d/dx prod_{i=1..%s} (1 + x/i) at 0.5, forward mode\n(define N %s)\n(include "product")\n((derivative-F f) 0.5)\n' $N $N > product-F-$N.vlad
   printf ';;; primal: prod_{i=1..%s} (1 + x/i) at 0.5\n(define N %s)\n(include "product")\n(f 0.5)\n' $N $N > product-primal-$N.vlad
