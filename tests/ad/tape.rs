@@ -298,3 +298,80 @@ fn audit_cases_agree_with_the_transform() {
         assert!(got.starts_with(want), "{src}: {got}");
     }
 }
+
+/// Nested forward levels compute the arithmetic of an inner level (its
+/// values, its tangents, a tape's cotangent rules and sums) on unboxed numbers
+/// where they are plain numbers or reals of one forward level (`Lift` in
+/// `ad::native`): the same numbers, the same exactness, as the primitives give
+/// by the transform, in forward over reverse and forward over forward, with
+/// exact and inexact arguments, tangents and constants mixed, and each rule.
+#[test]
+fn nested_forward_arithmetic_prints_as_the_transform() {
+    let cases: &[(&str, Option<&str>)] = &[
+        // Hessians by closed form: of x^2 (2 0; 0 0), of 2x + xy (0 1; 1 0), of x/y
+        // (0 -1/y^2; -1/y^2 2x/y^3) at (3, 4): times (1, 1) (-1/16, -1/16 + 6/64)
+        ("(hvp (lambda (x) (* (car x) (car x))) '(3 4) '(1 0))", Some("(2 0)")),
+        ("(hvp (lambda (x) (+ (* 2 (car x)) (* (car x) (cadr x)))) '(3 4.0) '(1 1))", None),
+        ("(hvp (lambda (x) (+ (* 2 (car x)) (* (car x) (cadr x)))) '(3 4) '(1 1))", Some("(1 1)")),
+        ("(hvp (lambda (x) (/ (car x) (cadr x))) '(3 4) '(1 1))", Some("(-0.0625 0.03125)")),
+        ("(hvp (lambda (x) (/ (car x) (cadr x))) '(3.0 4) '(1 2))", None),
+        ("(hvp (lambda (x) (- (car x) (* 3 (cadr x)))) '(3 4) '(1 1))", Some("(0 0)")),
+        ("(hvp (lambda (x) (sin (* (car x) (cadr x)))) '(1.0 2) '(1 0))", None),
+        ("(hvp (lambda (x) (cos (* (car x) (cadr x)))) '(1 2) '(1 0))", None),
+        ("(hvp (lambda (x) (exp (* (car x) (cadr x)))) '(1 2.0) '(0 1))", None),
+        ("(hvp (lambda (x) (log (* (car x) (cadr x)))) '(1 2.0) '(1 1))", None),
+        ("(hvp (lambda (x) (sqrt (* (car x) (cadr x)))) '(1 4.0) '(1 1))", None),
+        ("(hvp (lambda (x) (atan (car x) (cadr x))) '(1 4.0) '(1 1))", None),
+        ("(hvp (lambda (x) (let ((y (* (car x) (car x)))) (* y y))) '(2 1) '(1 1))", Some("(48 0)")),
+        // exact integers past a machine word (the unboxed path gives way to the primitives)
+        (
+            "(hvp (lambda (x) (* 1000000000000 (* (car x) (car x)))) '(4611686018427387904 1) '(1 1))",
+            Some("(2000000000000 0)"),
+        ),
+        ("(hvp (lambda (x) (* (car x) 0)) '(2 1) '(1 1))", Some("(0 0)")),
+        ("(hvp (lambda (x) 5) '(2 1) '(1 1))", Some("(0 0)")),
+        // d3/dx3 x^3 = 6x, d2/dx2 1/x = 2/x^3, d2/dx2 x/3 = 0, d2/dx2 3x^2 = 6
+        ("((derivative-F (derivative-F (lambda (x) (* x (* x x))))) 2)", Some("12")),
+        ("((derivative-F (derivative-F (lambda (x) (* x (* x x))))) 2.0)", Some("12.0")),
+        ("((derivative-F (derivative-F (lambda (x) (/ 1 x)))) 2)", Some("0.25")),
+        ("((derivative-F (derivative-F (lambda (x) (/ x 3)))) 6)", None),
+        ("((derivative-F (derivative-R (lambda (x) (/ 1 x)))) 2)", Some("0.25")),
+        ("((derivative-F (derivative-R (lambda (x) (/ x 3)))) 6)", None),
+        ("((derivative-F (derivative-R (lambda (x) (* (* x x) 3)))) 6)", Some("6")),
+        ("((derivative-F (derivative-R (lambda (x) (- 0 (* (* x x) 3))))) 6)", Some("-6")),
+        ("((derivative-F (derivative-R (lambda (x) (sin (* x x))))) 0.5)", None),
+        ("((derivative-F (derivative-R (lambda (x) (cos x)))) 0)", Some("-1.0")),
+        ("((derivative-F (derivative-R (lambda (x) (exp (* 2 x))))) 1)", None),
+        ("((derivative-F (derivative-R (lambda (x) (sqrt x)))) 4)", Some("-0.03125")),
+        ("((derivative-F (derivative-R (lambda (x) (log x)))) 4)", Some("-0.0625")),
+        ("((derivative-F (derivative-R (lambda (x) (atan x 2)))) 4)", None),
+        ("((derivative-F (derivative-F (derivative-R (lambda (x) (* (* x x) (* x x)))))) 2)", Some("48")),
+        // a level's constant is a real of the enclosing one
+        ("((derivative-F (lambda (y) ((derivative-R (lambda (x) (* x (* y y)))) 3))) 2)", Some("4")),
+        ("((derivative-F (lambda (y) ((derivative-F (lambda (x) (/ x y))) 3))) 2)", Some("-0.25")),
+        ("((derivative-F (lambda (y) ((derivative-R (lambda (x) (/ y x))) 3))) 2)", None),
+        (
+            "((derivative-F (lambda (y) ((derivative-R (lambda (x) (let ((z (* x y))) (+ z z)))) 3))) 2.5)",
+            Some("2.0"),
+        ),
+        (
+            "(jvp (gradient-R (lambda (x) (+ (* (car x) (car x)) (* 2.5 (cadr x))))) '(1 2) '(3 4))",
+            Some("(6 0.0)"),
+        ),
+        ("(jvp (gradient-R (lambda (x) (* (* (car x) (car x)) (cadr x)))) '(-1 -2.0) '(0 -0.0))", None),
+        (
+            "(jvp (gradient-R (lambda (x) (* (* (car x) (car x)) (cadr x)))) '(1.5 -2.0) '(1 -1))",
+            Some("(-7.0 3.0)"),
+        ),
+    ];
+    for (src, want) in cases {
+        let (got, runs, declined) = alike(src);
+        if let Some(w) = want {
+            match (got.parse::<f64>(), w.parse::<f64>()) {
+                (Ok(g), Ok(v)) if w.contains('.') => assert_close(g, v, 1e-15, src),
+                _ => assert_eq!(&got, w, "{src}"),
+            }
+        }
+        assert!(runs > 0 && declined == 0, "{src}: {runs} runs on levels, {declined} gave way");
+    }
+}
