@@ -1462,7 +1462,12 @@ impl X64 {
     /// here: `None`, for which the caller takes the general path.
     #[inline]
     fn try_op(p: PrimId, args: &[X64]) -> Option<X64> {
-        let f = formula_of(p)?;
+        Self::try_formula(formula_of(p)?, args)
+    }
+
+    /// [`X64::try_op`] for the primitive of formula `f`.
+    #[inline]
+    fn try_formula(f: Formula, args: &[X64]) -> Option<X64> {
         match (f, args) {
             (Formula::Add, [X64::I(a), X64::I(b)]) => a.checked_add(*b).map(X64::I),
             (Formula::Sub, [X64::I(a), X64::I(b)]) => a.checked_sub(*b).map(X64::I),
@@ -1512,7 +1517,16 @@ const LIFT_ZERO: Lift = Lift { p: X64::I(0), t: None };
 
 impl Num for Lift {
     fn op(m: &mut Machine, p: PrimId, args: &[Lift]) -> Result<Lift> {
-        let f = formula_of(p).ok_or_else(not_scalar)?;
+        Lift::formula_op(m, formula_of(p).ok_or_else(not_scalar)?, args)
+    }
+    fn int(i: i64) -> Lift {
+        Lift { p: X64::I(i), t: None }
+    }
+}
+
+impl Lift {
+    /// The primitive of scalar formula `f` on `args`.
+    fn formula_op(m: &mut Machine, f: Formula, args: &[Lift]) -> Result<Lift> {
         let n = args.len();
         if n > 2 {
             return Err(not_scalar());
@@ -1550,15 +1564,12 @@ impl Num for Lift {
             };
             return Ok(Lift { p: X64::R(y), t: Some(X64::R(dy)) });
         }
-        let y = X64::try_op(p, &xs[..n]).ok_or_else(not_scalar)?;
+        let y = X64::try_formula(f, &xs[..n]).ok_or_else(not_scalar)?;
         if args.iter().all(|a| a.t.is_none()) {
             return Ok(Lift { p: y, t: None });
         }
         let dy = jvp_num(m, f, &xs[..n], &y, &ds[..n])?;
         Ok(Lift { p: y, t: Some(dy) })
-    }
-    fn int(i: i64) -> Lift {
-        Lift { p: X64::I(i), t: None }
     }
 }
 
@@ -1574,18 +1585,17 @@ fn lift_all(m: &Machine, vs: &[&Value], out: &mut [Lift]) -> Option<Option<u64>>
     for (o, v) in out.iter_mut().zip(vs) {
         *o = match v {
             Value::Active(a) => {
-                if *level.get_or_insert(a.tape) != a.tape {
-                    return None;
+                match level {
+                    None if super::tape::forward_level_running(m, a.tape) => level = Some(a.tape),
+                    Some(id) if id == a.tape => {}
+                    _ => return None,
                 }
                 Lift { p: X64::of(&a.value)?, t: Some(X64::of(&a.tangent)?) }
             }
             _ => Lift { p: X64::of(v)?, t: None },
         };
     }
-    match level {
-        Some(id) if !super::tape::forward_level_running(m, id) => None,
-        _ => Some(level),
-    }
+    Some(level)
 }
 
 /// A [`Lift`] number as a value (a real of forward level `level` if it has a tangent).
@@ -1602,23 +1612,11 @@ fn unlift(l: Lift, level: Option<u64>) -> Value {
 pub(super) fn lifted_op(m: &mut Machine, f: Formula, x: &[&Value]) -> Option<Value> {
     let mut xs = [LIFT_ZERO; 2];
     let level = lift_all(m, x, &mut xs)?;
-    let p = formula_prim(f)?;
-    let y = Lift::op(m, p, &xs[..x.len()]).ok()?;
+    if matches!(f, Formula::Zero | Formula::Struct(_)) {
+        return None;
+    }
+    let y = Lift::formula_op(m, f, &xs[..x.len()]).ok()?;
     Some(unlift(y, level))
-}
-
-/// The primitive of an arithmetic formula (for [`lifted_op`]).
-fn formula_prim(f: Formula) -> Option<PrimId> {
-    let i = ids();
-    Some(match f {
-        Formula::Add => i.add,
-        Formula::Sub => i.sub,
-        Formula::Mul => i.mul,
-        Formula::Div => i.div,
-        Formula::Sin => i.sin,
-        Formula::Cos => i.cos,
-        _ => return None,
-    })
 }
 
 /// The cotangent rule of a scalar primitive on dual numbers whose parts are
