@@ -1068,6 +1068,19 @@ pub(super) fn cotangent(
                 }));
             }
         }
+        // (reals of an enclosing reverse level: reverse over reverse)
+        let n = x.len();
+        let mut rs = [RV_ZERO; 4];
+        if let Some(level) = rev_all(m, &vs[..n + 2], &mut rs) {
+            if let Some(o) =
+                rev_rule(m, &rs[..n + 2], |m| vjp_num::<Rv>(m, f, &rs[..n], Some(&rs[n]), &rs[n + 1]))
+            {
+                return Ok(o.map(|o| match o {
+                    Out::One(a) => Out::One(unrev(a, level)),
+                    Out::Two(a, b) => Out::Two(unrev(a, level), unrev(b, level)),
+                }));
+            }
+        }
     }
     vjp_num::<Value>(m, f, x, Some(y), yb)
 }
@@ -1096,6 +1109,15 @@ pub(super) fn tangent_rule(
         if let Some(level) = lift_all(m, &vs[..2 * n + 1], &mut ls) {
             if let Ok(dy) = jvp_num::<Lift>(m, f, &ls[..n], &ls[n], &ls[n + 1..2 * n + 1]) {
                 return Ok(unlift(dy, level));
+            }
+        }
+        // (reals of an enclosing reverse level: reverse over forward)
+        let mut rs = [RV_ZERO; 5];
+        if let Some(level) = rev_all(m, &vs[..2 * n + 1], &mut rs) {
+            if let Some(dy) = rev_rule(m, &rs[..2 * n + 1], |m| {
+                jvp_num::<Rv>(m, f, &rs[..n], &rs[n], &rs[n + 1..2 * n + 1])
+            }) {
+                return Ok(unrev(dy, level));
             }
         }
     }
@@ -1598,6 +1620,109 @@ fn lift_all(m: &Machine, vs: &[&Value], out: &mut [Lift]) -> Option<Option<u64>>
     Some(level)
 }
 
+/// A number of `ad::tape`'s arithmetic on a tape's reals: an exact integer or
+/// double ([`X64`]), plain (`node` none: a constant) or a real of one running
+/// reverse level (the one at index `k` of the running levels, node `node` of
+/// its tape). Its operations record on that tape what the tape's `record`
+/// records for such values (and compute the value as the primitive does), so a
+/// rule run on them gives the same numbers and the same tape as on the values,
+/// without the primitives' dispatch and a boxed real per intermediate result.
+#[derive(Clone, Copy)]
+struct Rv {
+    v: X64,
+    node: u32,
+    k: u32,
+}
+
+/// No tape node: a constant.
+const NO_NODE: u32 = u32::MAX;
+
+/// A placeholder (an exact, plain 0).
+const RV_ZERO: Rv = Rv { v: X64::I(0), node: NO_NODE, k: 0 };
+
+impl Num for Rv {
+    fn op(m: &mut Machine, p: PrimId, args: &[Rv]) -> Result<Rv> {
+        Rv::formula_op(m, formula_of(p).ok_or_else(not_scalar)?, args)
+    }
+    fn int(i: i64) -> Rv {
+        Rv { v: X64::I(i), node: NO_NODE, k: 0 }
+    }
+}
+
+impl Rv {
+    /// The primitive of scalar formula `f` on `args` (recorded if one is a tape's real).
+    fn formula_op(m: &mut Machine, f: Formula, args: &[Rv]) -> Result<Rv> {
+        let n = args.len();
+        if n > 2 || matches!(f, Formula::Zero | Formula::Struct(_)) {
+            return Err(not_scalar());
+        }
+        let mut xs = [X64::I(0); 2];
+        for (x, a) in xs.iter_mut().zip(args) {
+            *x = a.v;
+        }
+        let y = X64::try_formula(f, &xs[..n]).ok_or_else(not_scalar)?;
+        let Some(k) = args.iter().find(|a| a.node != NO_NODE).map(|a| a.k) else {
+            return Ok(Rv { v: y, node: NO_NODE, k: 0 });
+        };
+        let parents = [args[0].node, if n == 2 { args[1].node } else { NO_NODE }];
+        let x = [xs[0].value(), if n == 2 { xs[1].value() } else { Value::Nil }];
+        let node = super::tape::push_op(m, k as usize, f, n, parents, x, &y.value());
+        Ok(Rv { v: y, node, k })
+    }
+}
+
+/// The reverse level and [`Rv`] numbers of some values: `None` unless each is
+/// an exact integer or double, or a real of one running reverse level whose
+/// value is one, and nothing is metered.
+fn rev_all(m: &Machine, vs: &[&Value], out: &mut [Rv]) -> Option<Option<u64>> {
+    if m.meter.is_some() || vs.len() > out.len() {
+        return None;
+    }
+    let mut level: Option<(u64, u32)> = None;
+    for (o, v) in out.iter_mut().zip(vs) {
+        *o = match v {
+            Value::Active(a) => {
+                let k = match level {
+                    None => {
+                        let k = super::tape::reverse_level(m, a.tape)? as u32;
+                        level = Some((a.tape, k));
+                        k
+                    }
+                    Some((id, k)) if id == a.tape => k,
+                    _ => return None,
+                };
+                Rv { v: X64::of(&a.value)?, node: a.node, k }
+            }
+            _ => Rv { v: X64::of(v)?, node: NO_NODE, k: 0 },
+        };
+    }
+    Some(level.map(|(id, _)| id))
+}
+
+/// A rule run on [`Rv`] numbers (`args`), or `None` if it fails (an
+/// operation those numbers do not do): then the tape holds none of its operations.
+fn rev_rule<T>(m: &mut Machine, args: &[Rv], rule: impl FnOnce(&mut Machine) -> Result<T>) -> Option<T> {
+    let k = args.iter().find(|a| a.node != NO_NODE).map(|a| a.k as usize);
+    let len = k.map(|k| super::tape::level_len(m, k));
+    match rule(m) {
+        Ok(r) => Some(r),
+        Err(_) => {
+            if let (Some(k), Some(len)) = (k, len) {
+                super::tape::truncate_level(m, k, len);
+            }
+            None
+        }
+    }
+}
+
+/// An [`Rv`] number as a value (a real of reverse level `level` if it has a node).
+fn unrev(r: Rv, level: Option<u64>) -> Value {
+    match level {
+        Some(id) if r.node != NO_NODE => super::tape::reverse_real(id, r.node, r.v.value()),
+        _ => r.v.value(),
+    }
+}
+
 /// A [`Lift`] number as a value (a real of forward level `level` if it has a tangent).
 fn unlift(l: Lift, level: Option<u64>) -> Value {
     match (l.t, level) {
@@ -1610,13 +1735,19 @@ fn unlift(l: Lift, level: Option<u64>) -> Value {
 /// (see [`Lift`]), as the primitive computes it; `None` where that does not
 /// apply (nothing done: the caller calls the primitive).
 pub(super) fn lifted_op(m: &mut Machine, f: Formula, x: &[&Value]) -> Option<Value> {
-    let mut xs = [LIFT_ZERO; 2];
-    let level = lift_all(m, x, &mut xs)?;
     if matches!(f, Formula::Zero | Formula::Struct(_)) {
         return None;
     }
-    let y = Lift::formula_op(m, f, &xs[..x.len()]).ok()?;
-    Some(unlift(y, level))
+    let mut xs = [LIFT_ZERO; 2];
+    if let Some(level) = lift_all(m, x, &mut xs) {
+        let y = Lift::formula_op(m, f, &xs[..x.len()]).ok()?;
+        return Some(unlift(y, level));
+    }
+    // (reals of an enclosing reverse level: recorded on its tape)
+    let mut rs = [RV_ZERO; 2];
+    let level = rev_all(m, x, &mut rs)?;
+    let y = Rv::formula_op(m, f, &rs[..x.len()]).ok()?;
+    Some(unrev(y, level))
 }
 
 /// The cotangent rule of a scalar primitive on dual numbers whose parts are

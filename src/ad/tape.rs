@@ -288,9 +288,24 @@ pub fn record(
         let dy = native::tangent_rule(m, f, &x[..n], &y, &d[..n])?;
         return Ok(Value::Active(Rc::new(Active { tape: level, node: NONE, value: y, tangent: dy })));
     }
+    let node = push_op(m, k, f, n, parents, x, &y);
+    Ok(Value::Active(Rc::new(Active { tape: level, node, value: y, tangent: Value::Nil })))
+}
+
+/// Records `y = f(x)` (the first `n` of `x`, whose tape nodes are `parents`,
+/// `NONE` for a constant) on the tape at index `k` of the running levels; its node.
+pub(super) fn push_op(
+    m: &mut Machine,
+    k: usize,
+    f: Formula,
+    n: usize,
+    parents: [u32; 2],
+    mut x: [Value; 2],
+    y: &Value,
+) -> u32 {
     // (the node keeps only the operands and result its cotangent rule reads, so
     // that the others, on an enclosing level above all, can be freed)
-    let inexact = is_inexact(&y) || x[..n].iter().any(is_inexact);
+    let inexact = is_inexact(y) || x[..n].iter().any(is_inexact);
     let (used_x, used_y) = reads(f);
     for (v, used) in x[..n].iter_mut().zip(used_x) {
         if !used {
@@ -301,7 +316,27 @@ pub fn record(
     let t = &mut m.tape.stack[k];
     let node = t.nodes.len() as u32;
     t.nodes.push(Node { f: Some(f), n: n as u8, parents, x, y: y_kept, inexact });
-    Ok(Value::Active(Rc::new(Active { tape: level, node, value: y, tangent: Value::Nil })))
+    node
+}
+
+/// The index among the running levels of reverse level `id` (a tape), if it runs.
+pub(super) fn reverse_level(m: &Machine, id: u64) -> Option<usize> {
+    m.tape.stack.iter().rposition(|t| t.id == id && !t.forward)
+}
+
+/// How many nodes the tape at index `k` of the running levels has.
+pub(super) fn level_len(m: &Machine, k: usize) -> usize {
+    m.tape.stack[k].nodes.len()
+}
+
+/// Forgets the nodes of the tape at index `k` of the running levels past the first `len`.
+pub(super) fn truncate_level(m: &mut Machine, k: usize, len: usize) {
+    m.tape.stack[k].nodes.truncate(len);
+}
+
+/// A real of reverse level `id`: tape node `node`, of value `value`.
+pub(super) fn reverse_real(id: u64, node: u32, value: Value) -> Value {
+    Value::Active(Rc::new(Active { tape: id, node, value, tangent: Value::Nil }))
 }
 
 /// Which operands (first, second) and whether the result a formula's cotangent

@@ -375,3 +375,52 @@ fn nested_forward_arithmetic_prints_as_the_transform() {
         assert!(runs > 0 && declined == 0, "{src}: {runs} runs on levels, {declined} gave way");
     }
 }
+
+/// The same for reverse levels nested in a reverse level (`Rv` in `ad::native`:
+/// a tape's rules and sums recorded on the enclosing tape, unboxed): reverse
+/// over reverse and reverse over forward print as the transform does.
+#[test]
+fn nested_reverse_arithmetic_prints_as_the_transform() {
+    let cases: &[(&str, Option<&str>)] = &[
+        ("(hvp-RR (lambda (x) (* (car x) (car x))) '(3 4) '(1 0))", Some("(2 0)")),
+        ("(hvp-RR (lambda (x) (+ (* 2 (car x)) (* (car x) (cadr x)))) '(3 4) '(1 1))", Some("(1 1)")),
+        ("(hvp-RR (lambda (x) (+ (* 2 (car x)) (* (car x) (cadr x)))) '(3 4.0) '(1 1))", None),
+        ("(hvp-RR (lambda (x) (/ (car x) (cadr x))) '(3 4) '(1 1))", Some("(-0.0625 0.03125)")),
+        ("(hvp-RR (lambda (x) (sin (* (car x) (cadr x)))) '(1.0 2) '(1 0))", None),
+        ("(hvp-RR (lambda (x) (exp (* (car x) (cadr x)))) '(1 2.0) '(0 1))", None),
+        ("(hvp-RR (lambda (x) (log (* (car x) (cadr x)))) '(1 2.0) '(1 1))", None),
+        ("(hvp-RR (lambda (x) (sqrt (* (car x) (cadr x)))) '(1 4.0) '(1 1))", None),
+        ("(hvp-RR (lambda (x) (atan (car x) (cadr x))) '(1 4.0) '(1 1))", None),
+        ("(hvp-RR (lambda (x) (let ((y (* (car x) (car x)))) (* y y))) '(2 1) '(1 1))", Some("(48 0)")),
+        ("(hvp-RR (lambda (x) (* 1000000000000 (* (car x) (car x)))) '(4611686018427387904 1) '(1 1))", Some("(2000000000000 0)")),
+        ("((derivative-R (derivative-R (lambda (x) (/ 1 x)))) 2)", Some("0.25")),
+        ("((derivative-R (derivative-R (lambda (x) (* (* x x) 3)))) 6)", Some("6")),
+        ("((derivative-R (derivative-R (lambda (x) (cos x)))) 0)", Some("-1.0")),
+        ("((derivative-R (derivative-R (lambda (x) (sqrt x)))) 4)", Some("-0.03125")),
+        ("((derivative-R (derivative-R (lambda (x) (atan x 2)))) 4)", Some("-0.04")),
+        ("((derivative-R (derivative-F (lambda (x) (* x (* x x))))) 2)", Some("12")),
+        ("((derivative-R (derivative-F (lambda (x) (/ 1 x)))) 2)", Some("0.25")),
+        ("((derivative-R (derivative-F (lambda (x) (exp (* 2 x))))) 1)", None),
+        ("((derivative-R (derivative-F (lambda (x) (sqrt x)))) 4.0)", Some("-0.03125")),
+        ("((derivative-R (derivative-R (derivative-R (lambda (x) (* (* x x) (* x x)))))) 2)", Some("48")),
+        ("((derivative-R (derivative-F (derivative-R (lambda (x) (* (* x x) (* x x)))))) 2.0)", Some("48.0")),
+        // 2 * 4611686018427387904: past a machine word (the unboxed path gives way to the primitives)
+        ("((derivative-R (derivative-R (lambda (x) (* 4611686018427387904 (* x x))))) 4611686018427387904)", Some("9223372036854775808")),
+        ("((derivative-R (derivative-F (lambda (x) (* 4611686018427387904 (* x x))))) 4611686018427387904)", Some("9223372036854775808")),
+        ("((derivative-R (lambda (y) ((derivative-R (lambda (x) (* x (* y y)))) 3))) 2)", Some("4")),
+        ("((derivative-R (lambda (y) ((derivative-F (lambda (x) (/ x y))) 3))) 2)", Some("-0.25")),
+        ("((derivative-R (lambda (y) ((derivative-R (lambda (x) (/ y x))) 3))) 2)", None),
+        ("((derivative-R (lambda (x) ((derivative-F (lambda (y) (* 2.5 (* x y)))) x))) 1)", Some("2.5")),
+        ("(vjp (gradient-R (lambda (x) (* (* (car x) (car x)) (cadr x)))) '(1.5 -2.0) '(1 -1))", Some("(-7.0 3.0)")),
+    ];
+    for (src, want) in cases {
+        let (got, runs, declined) = alike(src);
+        if let Some(w) = want {
+            match (got.parse::<f64>(), w.parse::<f64>()) {
+                (Ok(g), Ok(v)) if w.contains('.') => assert_close(g, v, 1e-15, src),
+                _ => assert_eq!(&got, w, "{src}"),
+            }
+        }
+        assert!(runs > 0 && declined == 0, "{src}: {runs} runs on levels, {declined} gave way");
+    }
+}
