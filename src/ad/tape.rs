@@ -294,6 +294,7 @@ pub fn record(
 
 /// Records `y = f(x)` (the first `n` of `x`, whose tape nodes are `parents`,
 /// `NONE` for a constant) on the tape at index `k` of the running levels; its node.
+#[inline]
 pub(super) fn push_op(
     m: &mut Machine,
     k: usize,
