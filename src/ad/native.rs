@@ -1053,14 +1053,14 @@ pub(super) fn cotangent(
         }));
     }
     // (reals of an enclosing forward level: forward over reverse)
-    if x.len() <= 2 {
+    let n = x.len();
+    if n <= 2 {
         let mut vs = [y; 4];
         for (v, a) in vs.iter_mut().zip(x.iter().chain([y, yb])) {
             *v = a;
         }
         let mut ls = [LIFT_ZERO; 4];
-        if let Some(level) = lift_all(m, &vs[..x.len() + 2], &mut ls) {
-            let n = x.len();
+        if let Some(level) = lift_all(m, &vs[..n + 2], &mut ls) {
             if let Ok(o) = vjp_num::<Lift>(m, f, &ls[..n], Some(&ls[n]), &ls[n + 1]) {
                 return Ok(o.map(|o| match o {
                     Out::One(a) => Out::One(unlift(a, level)),
@@ -1069,7 +1069,6 @@ pub(super) fn cotangent(
             }
         }
         // (reals of an enclosing reverse level: reverse over reverse)
-        let n = x.len();
         let mut rs = [RV_ZERO; 4];
         if let Some(level) = rev_all(m, &vs[..n + 2], &mut rs) {
             if let Some(o) =
@@ -1635,7 +1634,7 @@ struct Rv {
 }
 
 /// No tape node: a constant.
-const NO_NODE: u32 = u32::MAX;
+const NO_NODE: u32 = super::tape::NONE;
 
 /// A placeholder (an exact, plain 0).
 const RV_ZERO: Rv = Rv { v: X64::I(0), node: NO_NODE, k: 0 };
@@ -1732,8 +1731,9 @@ fn unlift(l: Lift, level: Option<u64>) -> Value {
 }
 
 /// Scalar formula `f` on values that are numbers or reals of one forward level
-/// (see [`Lift`]), as the primitive computes it; `None` where that does not
-/// apply (nothing done: the caller calls the primitive).
+/// (see [`Lift`]) or of one reverse level (see [`Rv`]: recorded on its tape),
+/// as the primitive computes it; `None` where that does not apply (nothing
+/// done: the caller calls the primitive).
 pub(super) fn lifted_op(m: &mut Machine, f: Formula, x: &[&Value]) -> Option<Value> {
     if matches!(f, Formula::Zero | Formula::Struct(_)) {
         return None;

@@ -44,8 +44,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 use std::rc::Rc;
 
-/// No parent.
-const NONE: u32 = u32::MAX;
+/// No parent (no tape node: a constant, or a forward level's real).
+pub(super) const NONE: u32 = u32::MAX;
 
 /// How many nodes the backward sweep goes through between checks of the limits.
 const SWEEP_CHECK_EVERY: usize = 1024;
