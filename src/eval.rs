@@ -961,13 +961,15 @@ impl Machine {
                     continue;
                 }
                 CExpr::App(f, args, span, moves) if !INNER => {
-                    if let CAtom::Sibling(j) = f {
-                        let n = self.push_tail_args(base, inst, args, *moves)?;
-                        return Ok(Next::TailSibling(*j, n as u32, *span));
+                    // (a sibling is not pushed: no closure is built for it)
+                    if !matches!(f, CAtom::Sibling(_)) {
+                        self.push_atom(base, inst, f)?;
                     }
-                    self.push_atom(base, inst, f)?;
                     let n = self.push_tail_args(base, inst, args, *moves)?;
-                    return Ok(Next::TailCall(n, *span));
+                    return Ok(match f {
+                        CAtom::Sibling(j) => Next::TailSibling(*j, n as u32, *span),
+                        _ => Next::TailCall(n, *span),
+                    });
                 }
                 // Each case leaves its value separately: a value merged from
                 // several cases is copied through memory piecewise (slowly).
