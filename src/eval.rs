@@ -5,7 +5,7 @@
 use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimDef, PrimId};
-use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Op2, Param, Retag, Split};
+use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Moves, Op2, Param, Retag, Split};
 use crate::source::Span;
 use crate::value::{Inst, InstBuilder, InstRc, Value};
 use rustc_hash::FxHashMap;
@@ -38,6 +38,11 @@ enum Next {
     Return,
     /// Call the procedure under the given number of arguments on top of the stack.
     TailCall(usize, Span),
+    /// Call member `j` of the running procedure's instance (itself or a sibling
+    /// of its group) with the given number of arguments on top of the stack:
+    /// no closure is built for it. (A `u32` count keeps this as small as
+    /// `TailCall`: the evaluator's native frames, one per nested call, hold one.)
+    TailSibling(u32, u32, Span),
 }
 
 /// Reads an operand (a clone); a global not evaluated yet is evaluated, and an
@@ -45,7 +50,7 @@ enum Next {
 macro_rules! atom {
     ($m:expr, $base:expr, $inst:expr, $a:expr) => {
         match $a {
-            CAtom::Local(s) => $m.stack[$base + *s as usize].clone(),
+            CAtom::Local(s) => $m.slot($base + *s as usize).clone(),
             CAtom::Env(i) => $inst.env[*i as usize].clone(),
             CAtom::Sibling(j) => Value::Closure($inst.clone(), *j),
             CAtom::Const(v) => v.clone(),
@@ -148,17 +153,7 @@ impl Num {
 #[inline(always)]
 fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Num> {
     match (x, y) {
-        (Value::Int(a), Value::Int(b)) => Some(match op {
-            Op2::Add => Num::Int(a.checked_add(*b)?),
-            Op2::Sub => Num::Int(a.checked_sub(*b)?),
-            Op2::Mul => Num::Int(a.checked_mul(*b)?),
-            Op2::Div => return None,
-            Op2::Lt => Num::Bool(a < b),
-            Op2::Gt => Num::Bool(a > b),
-            Op2::Le => Num::Bool(a <= b),
-            Op2::Ge => Num::Bool(a >= b),
-            Op2::Eq => Num::Bool(a == b),
-        }),
+        (Value::Int(a), Value::Int(b)) => int_arith(op, *a, *b),
         (Value::Real(a), Value::Real(b)) => Some(match op {
             Op2::Add => Num::Real(a + b),
             Op2::Sub => Num::Real(a - b),
@@ -176,6 +171,22 @@ fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Num> {
         (Value::Real(a), Value::Int(b)) => mixed_arith(op, *a, *b as f64),
         _ => None,
     }
+}
+
+/// Machine-integer arithmetic (`None` on overflow, and for `/`).
+#[inline(always)]
+fn int_arith(op: Op2, a: i64, b: i64) -> Option<Num> {
+    Some(match op {
+        Op2::Add => Num::Int(a.checked_add(b)?),
+        Op2::Sub => Num::Int(a.checked_sub(b)?),
+        Op2::Mul => Num::Int(a.checked_mul(b)?),
+        Op2::Div => return None,
+        Op2::Lt => Num::Bool(a < b),
+        Op2::Gt => Num::Bool(a > b),
+        Op2::Le => Num::Bool(a <= b),
+        Op2::Ge => Num::Bool(a >= b),
+        Op2::Eq => Num::Bool(a == b),
+    })
 }
 
 /// `+`, `-`, `*` or `/` of an exact integer and a real, as doubles.
@@ -706,21 +717,20 @@ impl Machine {
         let base = self.stack.len() - nargs;
         match self.enter(base, inst, idx, nargs) {
             Ok(Next::Return) => Ok(()),
-            Ok(Next::TailCall(n, tspan)) => self.tail_loop(base, inst, idx, n, tspan, span),
+            Ok(next) => self.tail_loop(base, inst, idx, next, span),
             Err(e) => Err(self.call_failed(base, e, None, inst, idx, &inst.group, idx, span)),
         }
     }
 
-    /// Continues a call with the tail call its body made (the procedure and its
-    /// `n` arguments are above the frame at `base`), looping on further tail calls.
+    /// Continues a call with the tail call its body made (`next`: the procedure
+    /// and its arguments are above the frame at `base`), looping on further tail calls.
     #[inline(never)]
     fn tail_loop(
         &mut self,
         base: usize,
         first: &InstRc,
         first_idx: u32,
-        mut n: usize,
-        mut tspan: Span,
+        mut next: Next,
         span: Option<&Span>,
     ) -> Result<()> {
         // The procedure running now and where it was tail-called from.
@@ -728,26 +738,41 @@ impl Machine {
         let mut idx = first_idx;
         let mut tail_site: Option<Span> = None;
         let e = loop {
-            // The stack holds the frame, the procedure, then its n arguments.
-            let len = self.stack.len();
-            let fpos = len - n - 1;
-            if let Value::Closure(i2, k2) = &self.stack[fpos] {
-                inst = i2.clone();
-                idx = *k2;
-                tail_site = Some(tspan);
-                self.remove_below(base, fpos + 1);
-            } else {
-                // A primitive (or a non-procedure) in tail position.
-                let f = std::mem::replace(&mut self.stack[fpos], Value::Nil);
-                self.remove_below(base, fpos + 1);
-                match self.call_push(f, n, Some(tspan)) {
-                    Ok(()) => return Ok(()),
-                    Err(e) => break e,
+            let n = match next {
+                Next::TailSibling(j, n, tspan) => {
+                    // The stack holds the frame, then the n arguments.
+                    idx = j;
+                    tail_site = Some(tspan);
+                    let n = n as usize;
+                    let len = self.stack.len();
+                    self.remove_below(base, len - n);
+                    n
                 }
-            }
+                Next::TailCall(n, tspan) => {
+                    // The stack holds the frame, the procedure, then its n arguments.
+                    let len = self.stack.len();
+                    let fpos = len - n - 1;
+                    let f = std::mem::replace(&mut self.stack[fpos], Value::Nil);
+                    self.remove_below(base, fpos + 1);
+                    match f {
+                        Value::Closure(i2, k2) => {
+                            inst = i2;
+                            idx = k2;
+                            tail_site = Some(tspan);
+                        }
+                        // A primitive (or a non-procedure) in tail position.
+                        f => match self.call_push(f, n, Some(tspan)) {
+                            Ok(()) => return Ok(()),
+                            Err(e) => break e,
+                        },
+                    }
+                    n
+                }
+                Next::Return => return Ok(()),
+            };
             match self.enter(base, &inst, idx, n) {
                 Ok(Next::Return) => return Ok(()),
-                Ok(Next::TailCall(n2, s2)) => (n, tspan) = (n2, s2),
+                Ok(n2) => next = n2,
                 Err(e) => break e,
             }
         };
@@ -906,18 +931,17 @@ impl Machine {
                 match b {
                     CBind::Let(s, CExpr::Arith2(op, a, b2, ..)) => {
                         match self.arith_fast(base, inst, *op, a, b2) {
-                            Some(n) => {
-                                let i = base + *s as usize;
-                                if self.slot(i).needs_drop() {
-                                    self.clear_slot(i);
-                                }
-                                // SAFETY: a slot of the frame, holding nothing to drop.
-                                unsafe { write_num(self.slot_mut(i), n) }
-                            }
+                            Some(n) => self.set_num(base + *s as usize, n),
                             None => self.exec_other(base, inst, b)?,
                         }
                     }
-                    CBind::Let(s, CExpr::App(f, args, span)) => {
+                    CBind::Let(s, CExpr::Arith2Int(op, x, k, ..)) => {
+                        match self.arith_int(base, *op, *x, *k) {
+                            Some(n) => self.set_num(base + *s as usize, n),
+                            None => self.exec_other(base, inst, b)?,
+                        }
+                    }
+                    CBind::Let(s, CExpr::App(f, args, span, _)) => {
                         self.app_push(base, inst, f, args, span)?;
                         self.pop_into(base + *s as usize);
                     }
@@ -936,29 +960,25 @@ impl Machine {
                     }
                     continue;
                 }
-                CExpr::App(f, args, span) if !INNER => {
-                    self.push_atom(base, inst, f)?;
-                    let n = self.push_args(base, inst, args)?;
-                    return Ok(Next::TailCall(n, *span));
+                CExpr::App(f, args, span, moves) if !INNER => {
+                    // (a sibling is not pushed: no closure is built for it)
+                    if !matches!(f, CAtom::Sibling(_)) {
+                        self.push_atom(base, inst, f)?;
+                    }
+                    let n = self.push_tail_args(base, inst, args, *moves)?;
+                    return Ok(match f {
+                        CAtom::Sibling(j) => Next::TailSibling(*j, n as u32, *span),
+                        _ => Next::TailCall(n, *span),
+                    });
                 }
                 // Each case leaves its value separately: a value merged from
                 // several cases is copied through memory piecewise (slowly).
                 CExpr::Arith2(op, a, b, ..) => match self.arith_fast(base, inst, *op, a, b) {
-                    Some(n) => {
-                        if !INNER {
-                            self.truncate_to(base);
-                        }
-                        if self.stack.len() == self.stack.capacity() {
-                            self.grow_stack();
-                        }
-                        // SAFETY: there is room for one more element.
-                        unsafe {
-                            let len = self.stack.len();
-                            write_num(self.stack.as_mut_ptr().add(len), n);
-                            self.stack.set_len(len + 1);
-                        }
-                        return Ok(Next::Return);
-                    }
+                    Some(n) => return Ok(self.ret_num::<INNER>(base, n)),
+                    None => return self.tail_slow::<INNER>(base, inst, &block.tail),
+                },
+                CExpr::Arith2Int(op, x, k, ..) => match self.arith_int(base, *op, *x, *k) {
+                    Some(n) => return Ok(self.ret_num::<INNER>(base, n)),
                     None => return self.tail_slow::<INNER>(base, inst, &block.tail),
                 },
                 CExpr::Atom(CAtom::Local(s)) if !INNER => {
@@ -970,11 +990,39 @@ impl Machine {
         }
     }
 
+    /// Sets slot `i` of the running frame to a number.
+    #[inline(always)]
+    fn set_num(&mut self, i: usize, n: Num) {
+        if self.slot(i).needs_drop() {
+            self.clear_slot(i);
+        }
+        // SAFETY: a slot of the frame, holding nothing to drop.
+        unsafe { write_num(self.slot_mut(i), n) }
+    }
+
+    /// Leaves a block's result, a number, as [`Machine::ret`] does.
+    #[inline(always)]
+    fn ret_num<const INNER: bool>(&mut self, base: usize, n: Num) -> Next {
+        if !INNER {
+            self.truncate_to(base);
+        }
+        if self.stack.len() == self.stack.capacity() {
+            self.grow_stack();
+        }
+        // SAFETY: there is room for one more element.
+        unsafe {
+            let len = self.stack.len();
+            write_num(self.stack.as_mut_ptr().add(len), n);
+            self.stack.set_len(len + 1);
+        }
+        Next::Return
+    }
+
     /// The tail expressions of a block that `run_block` does not run itself.
     #[inline(never)]
     fn tail_slow<const INNER: bool>(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Next> {
         match e {
-            CExpr::App(f, args, span) => {
+            CExpr::App(f, args, span, _) => {
                 let fv = atom!(self, base, inst, f);
                 if INNER {
                     let n = self.push_args(base, inst, args)?;
@@ -990,6 +1038,10 @@ impl Machine {
                     Some(n) => n.value(),
                     None => self.arith_slow(base, inst, a, b, *p, *span)?,
                 };
+                self.ret::<INNER>(base, v)
+            }
+            CExpr::Arith2Int(op, x, k, p, span) => {
+                let v = self.arith_int_value(base, inst, *op, *x, *k, *p, *span)?;
                 self.ret::<INNER>(base, v)
             }
             CExpr::Atom(a) => {
@@ -1091,12 +1143,13 @@ impl Machine {
     /// Sets a frame slot.
     #[inline(always)]
     fn set(&mut self, i: usize, v: Value) {
-        if self.stack[i].needs_drop() {
+        if self.slot(i).needs_drop() {
             self.clear_slot(i);
         }
-        // SAFETY: the old value owns nothing. (One plain store: the value is
-        // written field by field, never copied through a temporary.)
-        unsafe { std::ptr::write(&mut self.stack[i], v) }
+        // SAFETY: a slot of the frame (see `slot`), whose old value owns
+        // nothing. (One plain store: the value is written field by field, never
+        // copied through a temporary.)
+        unsafe { std::ptr::write(self.slot_mut(i), v) }
     }
 
     /// Moves the top of the value stack into slot `i`.
@@ -1153,6 +1206,11 @@ impl Machine {
                     return Ok(t);
                 }
             }
+            Cond::CmpInt(op, x, k, ..) => {
+                if let Some(Num::Bool(t)) = self.arith_int(base, *op, *x, *k) {
+                    return Ok(t);
+                }
+            }
             Cond::Atom(a) => match self.peek(base, inst, a) {
                 Some(Value::Bool(t)) => return Ok(*t),
                 Some(Value::Tagged(..) | Value::Bundle(_)) | None => {}
@@ -1173,6 +1231,9 @@ impl Machine {
                 Some(Num::Bool(t)) => t,
                 _ => self.arith_slow(base, inst, a, b, *p, *span)?.is_true_stripped(),
             },
+            Cond::CmpInt(op, x, k, p, span) => {
+                self.arith_int_value(base, inst, *op, *x, *k, *p, *span)?.is_true_stripped()
+            }
         })
     }
 
@@ -1199,6 +1260,43 @@ impl Machine {
             return None;
         }
         fast_arith(op, self.peek(base, inst, a)?, self.peek(base, inst, b)?)
+    }
+
+    /// [`Machine::arith_fast`] of slot `x` and the exact integer `k`
+    /// ([`CExpr::Arith2Int`], [`Cond::CmpInt`]).
+    #[inline(always)]
+    fn arith_int(&self, base: usize, op: Op2, x: u32, k: i64) -> Option<Num> {
+        if self.meter.is_some() {
+            return None;
+        }
+        match self.slot(base + x as usize) {
+            Value::Int(a) => int_arith(op, *a, k),
+            a => fast_arith(op, a, &Value::Int(k)),
+        }
+    }
+
+    /// The value of slot `x` and the exact integer `k` under `op` (primitive
+    /// `p`, errors at `span`), through the primitive where the inline
+    /// arithmetic does not apply.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn arith_int_value(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        op: Op2,
+        x: u32,
+        k: i64,
+        p: PrimId,
+        span: Span,
+    ) -> Result<Value> {
+        match self.arith_int(base, op, x, k) {
+            Some(n) => Ok(n.value()),
+            None => {
+                let (a, b) = crate::resolve::int_operands(x, k);
+                self.arith_slow(base, inst, &a, &b, p, span)
+            }
+        }
     }
 
     /// A tag primitive `p` (doing `op`) on `v`: at once for a real under tags,
@@ -1337,6 +1435,55 @@ impl Machine {
         }
     }
 
+    /// Pushes the arguments of a call ending a procedure's body, moving out of
+    /// the frame (which is dropped next) those that `moves` allows; returns how many.
+    #[inline(always)]
+    fn push_tail_args(&mut self, base: usize, inst: &InstRc, a: &CArgs, moves: Moves) -> Result<usize> {
+        match a {
+            CArgs::One(x) => {
+                self.push_tail_atom(base, inst, x, moves.0 & 1 != 0)?;
+                Ok(1)
+            }
+            CArgs::Tuple(xs) => {
+                let mut m = moves.0;
+                for x in xs.iter() {
+                    self.push_tail_atom(base, inst, x, m & 1 != 0)?;
+                    m >>= 1;
+                }
+                Ok(xs.len())
+            }
+        }
+    }
+
+    /// Pushes an operand's value: a value owning memory is moved out of its
+    /// slot (left holding `()`) if `take` (a slot the frame reads no more),
+    /// anything else is copied.
+    #[inline(always)]
+    fn push_tail_atom(&mut self, base: usize, inst: &InstRc, a: &CAtom, take: bool) -> Result<()> {
+        if let (CAtom::Local(s), true) = (a, take) {
+            let i = base + *s as usize;
+            if self.slot(i).needs_drop() {
+                if self.stack.len() == self.stack.capacity() {
+                    self.grow_stack();
+                }
+                let len = self.stack.len();
+                debug_assert!(i < len);
+                // SAFETY: slot `i` is an element of the stack below `len` (see
+                // `slot`), and there is room for one more element; its value
+                // moves to the top and the slot is left holding `()` (owning
+                // nothing).
+                unsafe {
+                    let p = self.stack.as_mut_ptr();
+                    std::ptr::copy_nonoverlapping(p.add(i), p.add(len), 1);
+                    p.add(i).write(Value::Nil);
+                    self.stack.set_len(len + 1);
+                }
+                return Ok(());
+            }
+        }
+        self.push_atom(base, inst, a)
+    }
+
     /// Pushes an operand's value (a copy; globals and siblings out of line).
     #[inline(always)]
     fn push_atom(&mut self, base: usize, inst: &InstRc, a: &CAtom) -> Result<()> {
@@ -1403,7 +1550,7 @@ impl Machine {
     fn eval_expr(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Value> {
         match e {
             CExpr::Atom(a) => Ok(atom!(self, base, inst, a)),
-            CExpr::App(f, args, span) => {
+            CExpr::App(f, args, span, _) => {
                 self.app_push(base, inst, f, args, span)?;
                 Ok(self.pop())
             }
@@ -1411,6 +1558,7 @@ impl Machine {
                 Some(n) => Ok(n.value()),
                 None => self.arith_slow(base, inst, a, b, *p, *span),
             },
+            CExpr::Arith2Int(op, x, k, p, span) => self.arith_int_value(base, inst, *op, *x, *k, *p, *span),
             CExpr::Prim(p, args, span) => {
                 let n = self.push_args(base, inst, args)?;
                 if self.meter_derivative.is_some() {
@@ -1559,7 +1707,7 @@ impl Machine {
                     self.split_bp_call(base, inst, c, span)?
                 }
             },
-            CExpr::App(f, args, call) => match self.peek(base, inst, f) {
+            CExpr::App(f, args, call, _) => match self.peek(base, inst, f) {
                 Some(Value::Closure(ci, 0))
                     if self.native_rules
                         && matches!(ci.group.native.get(), Some(crate::ad::native::Native::R { .. }))
@@ -1774,7 +1922,7 @@ impl Machine {
                             self.set(i, v)
                         }
                     },
-                    CExpr::App(f, args, span) => {
+                    CExpr::App(f, args, span, _) => {
                         self.app_push(base, inst, f, args, span)?;
                         self.pop_into(i);
                     }

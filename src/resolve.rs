@@ -21,17 +21,23 @@ pub enum CAtom {
     Const(Value),
 }
 
+#[repr(u8)]
 pub enum CArgs {
     One(CAtom),
     Tuple(Box<[CAtom]>),
 }
 
+#[repr(u8)]
 pub enum CExpr {
     Atom(CAtom),
     /// A binary arithmetic or comparison primitive on two operands, with an
     /// inline fast path for machine integers and doubles.
     Arith2(Op2, CAtom, CAtom, PrimId, Span),
-    App(CAtom, CArgs, Span),
+    /// [`CExpr::Arith2`] of a slot and an exact integer constant (`(- n 1)`):
+    /// no dispatch on the kinds of the operands.
+    Arith2Int(Op2, u32, i64, PrimId, Span),
+    /// A call. The last field is for a call in tail position (see [`Moves`]).
+    App(CAtom, CArgs, Span, Moves),
     Prim(PrimId, CArgs, Span),
     Cons(CAtom, CAtom),
     Closure(Rc<Group>, Box<[CAtom]>),
@@ -49,6 +55,33 @@ pub enum CExpr {
     /// natively when `bp` is a scalar primitive's backpropagator, step by step
     /// otherwise.
     BpCall(Box<BpCall>),
+}
+
+/// The arguments of a call in tail position that may be moved out of the
+/// frame rather than copied when the call ends a procedure's body (the frame
+/// is dropped then): bit `i` for argument `i`, set when it is a slot that no
+/// later argument reads. (0 for other calls, and where a block that is not a
+/// procedure's body ends with the call, the arguments are copied.)
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Moves(pub u32);
+
+impl Moves {
+    /// The arguments of a tail call that may be moved.
+    fn of(args: &CArgs) -> Moves {
+        let xs: &[CAtom] = match args {
+            CArgs::One(x) => std::slice::from_ref(x),
+            CArgs::Tuple(xs) => xs,
+        };
+        let mut bits = 0u32;
+        for (i, x) in xs.iter().enumerate().take(32) {
+            if let CAtom::Local(s) = x {
+                if !xs[i + 1..].iter().any(|y| matches!(y, CAtom::Local(t) if t == s)) {
+                    bits |= 1 << i;
+                }
+            }
+        }
+        Moves(bits)
+    }
 }
 
 /// The parts of a [`CExpr::BpCall`].
@@ -96,13 +129,17 @@ impl Retag {
 }
 
 /// The condition of an `if`.
+#[repr(u8)]
 pub enum Cond {
     Atom(CAtom),
     /// A comparison computed only for the `if` (its variable used nowhere else):
     /// tested at once, without storing the boolean in a slot.
     Cmp(Op2, CAtom, CAtom, PrimId, Span),
+    /// [`Cond::Cmp`] of a slot and an exact integer constant.
+    CmpInt(Op2, u32, i64, PrimId, Span),
 }
 
+#[repr(u8)]
 pub enum CBind {
     Let(u32, CExpr),
     Uncons(u32, u32, CAtom, Span),
@@ -165,6 +202,11 @@ impl Drop for CBlock {
             take_parts(&mut b, &mut pending);
         }
     }
+}
+
+/// The operands of a [`CExpr::Arith2Int`] or [`Cond::CmpInt`] as atoms.
+pub fn int_operands(x: u32, k: i64) -> (CAtom, CAtom) {
+    (CAtom::Local(x), CAtom::Const(Value::Int(k)))
 }
 
 /// The primitives with an inline fast path.
@@ -609,12 +651,15 @@ impl Resolver<'_> {
     fn expr(&mut self, e: &Expr) -> CExpr {
         match e {
             Expr::Atom(a) => CExpr::Atom(self.atom(a)),
-            Expr::App(f, args, s) => CExpr::App(self.atom(f), self.args(args), *s),
+            Expr::App(f, args, s) => CExpr::App(self.atom(f), self.args(args), *s, Moves::default()),
             Expr::Prim(p, Args::Tuple(xs), s)
                 if xs.len() == 2 && Op2::of(crate::prims::prim(*p).name).is_some() =>
             {
                 let op = Op2::of(crate::prims::prim(*p).name).unwrap();
-                CExpr::Arith2(op, self.atom(&xs[0]), self.atom(&xs[1]), *p, *s)
+                match (self.atom(&xs[0]), self.atom(&xs[1])) {
+                    (CAtom::Local(x), CAtom::Const(Value::Int(k))) => CExpr::Arith2Int(op, x, k, *p, *s),
+                    (a, b) => CExpr::Arith2(op, a, b, *p, *s),
+                }
             }
             Expr::Prim(p, Args::One(x), s) if Retag::of(crate::prims::prim(*p).name).is_some() => {
                 let op = Retag::of(crate::prims::prim(*p).name).unwrap();
@@ -758,7 +803,10 @@ impl Resolver<'_> {
                     (Op2::of(crate::prims::prim(*p).name), b.binds.get(i + 1))
                 {
                     if xs.len() == 2 && op.is_comparison() && c == x && self.uses.get(x).copied() == Some(1) {
-                        fused = Some(Cond::Cmp(op, self.atom(&xs[0]), self.atom(&xs[1]), *p, *s));
+                        fused = Some(match (self.atom(&xs[0]), self.atom(&xs[1])) {
+                            (CAtom::Local(x), CAtom::Const(Value::Int(k))) => Cond::CmpInt(op, x, k, *p, *s),
+                            (a, b) => Cond::Cmp(op, a, b, *p, *s),
+                        });
                         continue;
                     }
                 }
@@ -779,7 +827,13 @@ impl Resolver<'_> {
                 Bind::Let(x, e) => {
                     if i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x) {
                         frame = self.nslots;
-                        tail = Some(self.expr(e));
+                        tail = Some(match self.expr(e) {
+                            CExpr::App(f, args, s, _) => {
+                                let moves = Moves::of(&args);
+                                CExpr::App(f, args, s, moves)
+                            }
+                            e => e,
+                        });
                     } else {
                         let ce = self.expr(e);
                         self.release_all(std::mem::take(&mut dying[i]));

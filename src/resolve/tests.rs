@@ -56,7 +56,7 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
     };
     let expr = |e: &CExpr, out: &mut Vec<String>| match e {
         CExpr::Atom(x) => a(x, out),
-        CExpr::App(f, xs, _) => {
+        CExpr::App(f, xs, ..) => {
             a(f, out);
             args(xs, out)
         }
@@ -64,6 +64,11 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
         CExpr::Arith2(_, x, y, _, _) | CExpr::Plus(x, y, _, _) => {
             a(x, out);
             a(y, out)
+        }
+        CExpr::Arith2Int(_, x, k, _, _) => {
+            let (x, y) = super::int_operands(*x, *k);
+            a(&x, out);
+            a(&y, out)
         }
         CExpr::Retag(_, x, _, _) => a(x, out),
         CExpr::BpCall(c) => {
@@ -81,6 +86,11 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
                 Cond::Cmp(_, x, y, _, _) => {
                     a(x, out);
                     a(y, out)
+                }
+                Cond::CmpInt(_, x, k, _, _) => {
+                    let (x, y) = super::int_operands(*x, *k);
+                    a(&x, out);
+                    a(&y, out)
                 }
             }
             atoms(t, out);
