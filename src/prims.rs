@@ -85,6 +85,23 @@ pub const VALUE_AND_VJP_VIA: &str = "(lambda ((cons f (cons x ybar))) (let* (((c
 pub const JVP_VIA: &str = "(lambda ((cons f (cons x dx))) \
      (unperturb (tangent ((bundle f (perturb (zero f))) (bundle x (perturb dx))))))";
 
+/// `(map f l)`: f on every element, in order.
+pub const MAP_VIA: &str = "(lambda ((cons f l)) \
+  (let loop ((l l)) (if (null? l) '() (let (((cons a d) l)) (cons (f a) (loop d))))))";
+
+/// `(map2 f l1 l2)`: f on corresponding elements, as many as `l1` has.
+pub const MAP2_VIA: &str = "(lambda ((cons f (cons l1 l2))) \
+  (let loop ((l1 l1) (l2 l2)) \
+    (if (null? l1) '() (let (((cons a d1) l1) ((cons b d2) l2)) (cons (f a b) (loop d1 d2))))))";
+
+/// `(fold-left f acc l)`: `(f (f acc x1) x2)`... from the left.
+pub const FOLD_LEFT_VIA: &str = "(lambda ((cons f (cons acc l))) \
+  (let loop ((acc acc) (l l)) (if (null? l) acc (let (((cons a d) l)) (loop (f acc a) d)))))";
+
+/// `(reduce f i l)`: `(f x1 (f x2 ... (f xn i)))`, the last application first.
+pub const REDUCE_VIA: &str = "(lambda ((cons f (cons i l))) \
+  (let loop ((l l)) (if (null? l) i (let (((cons a d) l)) (f a (loop d))))))";
+
 /// `((gradient-F f) x)` by the transform: the prelude's walk, one `jvp` per real of
 /// `x` (in order), each along a one-hot tangent shaped like `x`.
 pub const GRADIENT_F_VIA: &str = "(lambda ((cons f x)) \
@@ -180,6 +197,10 @@ impl PrimDef {
                 | "%value-and-vjp"
                 | "%jvp"
                 | "%gradient-F"
+                | "%map"
+                | "%map2"
+                | "%fold-left"
+                | "%reduce"
                 | "zero"
                 | "%real-derivative"
         );
@@ -312,6 +333,14 @@ fn table() -> Vec<PrimDef> {
         p("%value-and-vjp", 3, |m, a| tape::run(m, Want::ValueAndVjp, a), Rule::Via { f: VALUE_AND_VJP_VIA }, Other),
         p("%jvp", 3, |m, a| tape::run(m, Want::Jvp, a), Rule::Via { f: JVP_VIA }, Other),
         p("%gradient-F", 2, tape::gradient_forward, Rule::Via { f: GRADIENT_F_VIA }, Other),
+        // The prelude's list walks (`map`, `map2`, `fold-left`, `reduce`): a loop
+        // here when called directly (no interpreted call per element, no recursion
+        // for a long list); by their definitions (`Rule::Via`, the prelude's code
+        // over primitives) when a transform differentiates them.
+        p("%map", 2, map_native, Rule::Via { f: MAP_VIA }, Other),
+        p("%map2", 3, map2_native, Rule::Via { f: MAP2_VIA }, Other),
+        p("%fold-left", 3, fold_left_native, Rule::Via { f: FOLD_LEFT_VIA }, Other),
+        p("%reduce", 3, reduce_native, Rule::Via { f: REDUCE_VIA }, Other),
         // The sensitivity `s` of a value `y`, checked to be shaped like it (by `vjp`, who = -1,
         // and by the backpropagators of the vector primitives, who = the primitive's id).
         p(
@@ -653,4 +682,103 @@ pub fn spread(
             Ok(())
         }
     }
+}
+
+/// How many elements a list walk takes between checks of the limits (its
+/// function may be a primitive, whose calls do not check them).
+const WALK_CHECK_EVERY: usize = 4096;
+
+/// Walks list `l` (for the walk `name`), giving `each` its elements in order
+/// as it goes (so a function with an effect has run on the elements before
+/// an improper tail, as the prelude's recursion did); an error naming the walk
+/// for anything but a proper list.
+fn walk(
+    m: &mut Machine,
+    name: &str,
+    l: &Value,
+    mut each: impl FnMut(&mut Machine, &Value) -> Result<()>,
+) -> Result<()> {
+    let mut l = l;
+    let mut n = 0usize;
+    loop {
+        match l {
+            Value::Pair(p) => {
+                each(m, &p.car)?;
+                l = &p.cdr;
+                n += 1;
+                if n % WALK_CHECK_EVERY == 0 {
+                    m.check_limits()?;
+                }
+            }
+            Value::Nil => return Ok(()),
+            other => {
+                return Err(err(format!(
+                    "{name}: expected a list, got {} ({})",
+                    describe(other),
+                    other.kind_name()
+                )))
+            }
+        }
+    }
+}
+
+/// A list of `items`, in order.
+fn list_of(items: Vec<Value>) -> Value {
+    items.into_iter().rev().fold(Value::Nil, |acc, v| Value::cons(v, acc))
+}
+
+/// `f` called with `args` (pushed as a call's arguments are).
+fn call_with(m: &mut Machine, f: &Value, args: &[Value]) -> Result<Value> {
+    m.stack.extend(args.iter().cloned());
+    m.call(f.clone(), args.len(), None)
+}
+
+/// `(map f l)` called directly: f on every element, first to last.
+fn map_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let mut out = Vec::new();
+    walk(m, "map", &a[1], |m, x| {
+        out.push(call_with(m, &a[0], std::slice::from_ref(x))?);
+        Ok(())
+    })?;
+    Ok(list_of(out))
+}
+
+/// `(map2 f l1 l2)` called directly: f on corresponding elements, as many as `l1` has.
+fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let mut out = Vec::new();
+    let mut l2 = &a[2];
+    walk(m, "map2", &a[1], |m, x| {
+        let Value::Pair(p) = l2 else {
+            return Err(err("map2: the second list is shorter than the first".into()));
+        };
+        out.push(call_with(m, &a[0], &[x.clone(), p.car.clone()])?);
+        l2 = &p.cdr;
+        Ok(())
+    })?;
+    Ok(list_of(out))
+}
+
+/// `(fold-left f acc l)` called directly.
+fn fold_left_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let mut acc = a[1].clone();
+    walk(m, "fold-left", &a[2], |m, x| {
+        acc = call_with(m, &a[0], &[std::mem::replace(&mut acc, Value::Nil), x.clone()])?;
+        Ok(())
+    })?;
+    Ok(acc)
+}
+
+/// `(reduce f i l)` called directly: the last element's application first
+/// (after the whole list is walked, as the prelude's recursion did).
+fn reduce_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let mut xs = Vec::new();
+    walk(m, "reduce", &a[2], |_, x| {
+        xs.push(x.clone());
+        Ok(())
+    })?;
+    let mut acc = a[1].clone();
+    for x in xs.into_iter().rev() {
+        acc = call_with(m, &a[0], &[x, acc])?;
+    }
+    Ok(acc)
 }
