@@ -706,7 +706,7 @@ fn walk(
                 each(m, &p.car)?;
                 l = &p.cdr;
                 n += 1;
-                if n % WALK_CHECK_EVERY == 0 {
+                if n.is_multiple_of(WALK_CHECK_EVERY) {
                     m.check_limits()?;
                 }
             }
