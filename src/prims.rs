@@ -197,10 +197,10 @@ impl PrimDef {
                 | "%value-and-vjp"
                 | "%jvp"
                 | "%gradient-F"
-                | "%map"
-                | "%map2"
-                | "%fold-left"
-                | "%reduce"
+                | "map"
+                | "map2"
+                | "fold-left"
+                | "reduce"
                 | "zero"
                 | "%real-derivative"
         );
@@ -333,14 +333,14 @@ fn table() -> Vec<PrimDef> {
         p("%value-and-vjp", 3, |m, a| tape::run(m, Want::ValueAndVjp, a), Rule::Via { f: VALUE_AND_VJP_VIA }, Other),
         p("%jvp", 3, |m, a| tape::run(m, Want::Jvp, a), Rule::Via { f: JVP_VIA }, Other),
         p("%gradient-F", 2, tape::gradient_forward, Rule::Via { f: GRADIENT_F_VIA }, Other),
-        // The prelude's list walks (`map`, `map2`, `fold-left`, `reduce`): a loop
-        // here when called directly (no interpreted call per element, no recursion
-        // for a long list); by their definitions (`Rule::Via`, the prelude's code
-        // over primitives) when a transform differentiates them.
-        p("%map", 2, map_native, Rule::Via { f: MAP_VIA }, Other),
-        p("%map2", 3, map2_native, Rule::Via { f: MAP2_VIA }, Other),
-        p("%fold-left", 3, fold_left_native, Rule::Via { f: FOLD_LEFT_VIA }, Other),
-        p("%reduce", 3, reduce_native, Rule::Via { f: REDUCE_VIA }, Other),
+        // The list walks `map`, `map2`, `fold-left` and `reduce`: a loop here when
+        // called directly (no interpreted call per element, no recursion for a
+        // long list); by their definitions (`Rule::Via`, written over primitives
+        // as the prelude defined them) when a transform differentiates them.
+        p("map", 2, map_native, Rule::Via { f: MAP_VIA }, Other),
+        p("map2", 3, map2_native, Rule::Via { f: MAP2_VIA }, Other),
+        p("fold-left", 3, fold_left_native, Rule::Via { f: FOLD_LEFT_VIA }, Other),
+        p("reduce", 3, reduce_native, Rule::Via { f: REDUCE_VIA }, Other),
         // The sensitivity `s` of a value `y`, checked to be shaped like it (by `vjp`, who = -1,
         // and by the backpropagators of the vector primitives, who = the primitive's id).
         p(
@@ -748,8 +748,16 @@ fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
     let mut out = Vec::new();
     let mut l2 = &a[2];
     walk(m, "map2", &a[1], |m, x| {
-        let Value::Pair(p) = l2 else {
-            return Err(err("map2: the second list is shorter than the first".into()));
+        let p = match l2 {
+            Value::Pair(p) => p,
+            Value::Nil => return Err(err("map2: the second list is shorter than the first".into())),
+            other => {
+                return Err(err(format!(
+                    "map2: expected a list, got {} ({})",
+                    describe(other),
+                    other.kind_name()
+                )))
+            }
         };
         out.push(call_with(m, &a[0], &[x.clone(), p.car.clone()])?);
         l2 = &p.cdr;
@@ -777,7 +785,10 @@ fn reduce_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
         Ok(())
     })?;
     let mut acc = a[1].clone();
-    for x in xs.into_iter().rev() {
+    for (n, x) in xs.into_iter().rev().enumerate() {
+        if n > 0 && n.is_multiple_of(WALK_CHECK_EVERY) {
+            m.check_limits()?;
+        }
         acc = call_with(m, &a[0], &[x, acc])?;
     }
     Ok(acc)
