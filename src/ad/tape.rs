@@ -133,7 +133,82 @@ struct Node {
 struct Tape {
     id: u64,
     forward: bool,
-    nodes: Vec<Node>,
+    nodes: Nodes,
+}
+
+/// How many nodes a chunk of a tape holds.
+const CHUNK: usize = 4096;
+
+/// A tape's nodes, in order: in chunks of `CHUNK` (the first grows as a vector
+/// does, and is all a short tape allocates), so that a long tape grows without
+/// copying itself and without a doubled vector's unused half.
+#[derive(Default)]
+struct Nodes {
+    first: Vec<Node>,
+    rest: Vec<Vec<Node>>,
+    len: usize,
+}
+
+impl Nodes {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    fn push(&mut self, n: Node) {
+        if self.len < CHUNK {
+            self.first.push(n);
+            self.len += 1;
+        } else {
+            self.push_past_first(n);
+        }
+    }
+
+    /// `push` past the first chunk.
+    #[inline(never)]
+    fn push_past_first(&mut self, n: Node) {
+        match self.rest.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(n),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(n);
+                self.rest.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    fn truncate(&mut self, len: usize) {
+        if len >= self.len {
+            return;
+        }
+        if len <= CHUNK {
+            self.rest.clear();
+            self.first.truncate(len);
+        } else {
+            let past = len - CHUNK;
+            self.rest.truncate(past.div_ceil(CHUNK));
+            if let Some(c) = self.rest.last_mut() {
+                c.truncate(past - (past.div_ceil(CHUNK) - 1) * CHUNK);
+            }
+        }
+        self.len = len;
+    }
+
+    /// Node `i`.
+    #[inline(always)]
+    fn get(&self, i: usize) -> &Node {
+        if i < CHUNK {
+            &self.first[i]
+        } else {
+            &self.rest[i / CHUNK - 1][i % CHUNK]
+        }
+    }
+
+    /// The nodes with their numbers, last first.
+    fn iter_rev(&self) -> impl Iterator<Item = (usize, &Node)> {
+        (0..self.len).rev().map(|i| (i, self.get(i)))
+    }
 }
 
 /// The levels of the calls running now (innermost last), and what the
@@ -511,7 +586,7 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
     let id = m.tape.next_id;
     m.tape.next_id += 1;
     let forward = want == Want::Jvp;
-    m.tape.stack.push(Tape { id, forward, nodes: Vec::new() });
+    m.tape.stack.push(Tape { id, forward, nodes: Nodes::default() });
     let mut inputs = Vec::new();
     let mut bools = false;
     let xa =
@@ -769,11 +844,10 @@ fn seed(y: &Value, s: &Value, id: u64, adj: &mut [Option<Value>], real: bool, bo
 /// backpropagator would, not by the watchdog ending the program (the REPL's
 /// session, `vlad test`'s run).
 fn sweep(m: &mut Machine, tape: &Tape, adj: &mut [Option<Value>], reached: &mut [bool]) -> Result<()> {
-    for i in (0..tape.nodes.len()).rev() {
+    for (i, node) in tape.nodes.iter_rev() {
         if i % SWEEP_CHECK_EVERY == 0 {
             m.check_limits()?;
         }
-        let node = &tape.nodes[i];
         let Some(f) = node.f else { continue };
         let Some(yb) = adj[i].take() else { continue };
         reached[i] = true;
@@ -877,8 +951,7 @@ fn cotangent(
 fn exactness_may_differ(tape: &Tape, reached: &[bool], inputs: &[u32], xb: &Value) -> bool {
     let mut tainted = vec![false; tape.nodes.len()];
     let mut any = false;
-    for i in (0..tape.nodes.len()).rev() {
-        let node = &tape.nodes[i];
+    for (i, node) in tape.nodes.iter_rev() {
         if node.f.is_some() && !reached[i] && node.inexact {
             tainted[i] = true;
         }
@@ -940,5 +1013,58 @@ fn deactivate(y: &Value, id: u64) -> Value {
             Err(never) => match never {},
         },
         _ => y.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(i: i64) -> Node {
+        Node {
+            f: None,
+            n: 0,
+            parents: [NONE; 2],
+            x: [Value::Nil, Value::Nil],
+            y: Value::Int(i),
+            inexact: false,
+        }
+    }
+
+    fn ys(nodes: &Nodes) -> Vec<i64> {
+        let mut out: Vec<i64> = nodes
+            .iter_rev()
+            .map(|(i, n)| match n.y {
+                Value::Int(y) => {
+                    assert_eq!(y as usize, i, "node {i} numbered as pushed");
+                    y
+                }
+                _ => panic!("not a test node"),
+            })
+            .collect();
+        out.reverse();
+        out
+    }
+
+    /// Nodes keep their numbers across chunks, and truncating at, before and
+    /// past a chunk boundary keeps exactly the first `len`.
+    #[test]
+    fn nodes_in_chunks() {
+        let total = 3 * CHUNK + 5;
+        for cut in [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, 2 * CHUNK + 3, total, total + 10] {
+            let mut nodes = Nodes::default();
+            for i in 0..total {
+                nodes.push(node(i as i64));
+            }
+            assert_eq!(nodes.len(), total);
+            assert!(matches!(nodes.get(CHUNK + 7).y, Value::Int(y) if y == (CHUNK + 7) as i64));
+            nodes.truncate(cut);
+            let kept = cut.min(total);
+            assert_eq!(nodes.len(), kept);
+            assert_eq!(ys(&nodes), (0..kept as i64).collect::<Vec<_>>(), "cut at {cut}");
+            // and it grows again from there
+            nodes.push(node(kept as i64));
+            assert_eq!(ys(&nodes), (0..=kept as i64).collect::<Vec<_>>(), "pushed after a cut at {cut}");
+        }
     }
 }
