@@ -1910,13 +1910,7 @@ impl Machine {
                 let i = base + *s as usize;
                 match e {
                     CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
-                        Some(n) => {
-                            if self.stack[i].needs_drop() {
-                                self.clear_slot(i);
-                            }
-                            // SAFETY: an element of the stack, holding nothing to drop.
-                            unsafe { write_num(&mut self.stack[i], n) }
-                        }
+                        Some(n) => self.set_num(i, n),
                         None => {
                             let v = self.arith_slow(base, inst, a, b, *p, *span)?;
                             self.set(i, v)

@@ -722,11 +722,6 @@ fn walk(
     }
 }
 
-/// A list of `items`, in order.
-fn list_of(items: Vec<Value>) -> Value {
-    items.into_iter().rev().fold(Value::Nil, |acc, v| Value::cons(v, acc))
-}
-
 /// `f` called with `args` (pushed as a call's arguments are).
 fn call_with(m: &mut Machine, f: &Value, args: &[Value]) -> Result<Value> {
     m.stack.extend(args.iter().cloned());
@@ -740,7 +735,7 @@ fn map_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
         out.push(call_with(m, &a[0], std::slice::from_ref(x))?);
         Ok(())
     })?;
-    Ok(list_of(out))
+    Ok(Value::list(out))
 }
 
 /// `(map2 f l1 l2)` called directly: f on corresponding elements, as many as `l1` has.
@@ -763,7 +758,7 @@ fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
         l2 = &p.cdr;
         Ok(())
     })?;
-    Ok(list_of(out))
+    Ok(Value::list(out))
 }
 
 /// `(fold-left f acc l)` called directly.

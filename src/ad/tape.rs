@@ -89,9 +89,14 @@ fn reals_in_order(x: &Value) -> Option<Vec<&Value>> {
     Some(reals)
 }
 
+/// The index in the stack of the running level `id`, if it runs.
+fn running(m: &Machine, id: u64) -> Option<usize> {
+    m.tape.stack.iter().rposition(|t| t.id == id)
+}
+
 /// The index in the stack of the running level `id`.
 fn level(m: &Machine, id: u64) -> Result<usize> {
-    m.tape.stack.iter().rposition(|t| t.id == id).ok_or_else(|| decline("a finished level's real"))
+    running(m, id).ok_or_else(|| decline("a finished level's real"))
 }
 
 /// The deepest nesting (of lists in the car of lists) of an argument or result
@@ -361,15 +366,15 @@ pub fn record(
     };
     if forward {
         let dy = native::tangent_rule(m, f, &x[..n], &y, &d[..n])?;
-        return Ok(Value::Active(Rc::new(Active { tape: level, node: NONE, value: y, tangent: dy })));
+        return Ok(forward_real(level, y, dy));
     }
     let node = push_op(m, k, f, n, parents, x, &y);
-    Ok(Value::Active(Rc::new(Active { tape: level, node, value: y, tangent: Value::Nil })))
+    Ok(reverse_real(level, node, y))
 }
 
 /// Records `y = f(x)` (the first `n` of `x`, whose tape nodes are `parents`,
 /// `NONE` for a constant) on the tape at index `k` of the running levels; its node.
-#[inline]
+#[inline(always)]
 pub(super) fn push_op(
     m: &mut Machine,
     k: usize,
@@ -397,7 +402,7 @@ pub(super) fn push_op(
 
 /// The index among the running levels of reverse level `id` (a tape), if it runs.
 pub(super) fn reverse_level(m: &Machine, id: u64) -> Option<usize> {
-    m.tape.stack.iter().rposition(|t| t.id == id && !t.forward)
+    running(m, id).filter(|&k| !m.tape.stack[k].forward)
 }
 
 /// How many nodes the tape at index `k` of the running levels has.
@@ -411,6 +416,7 @@ pub(super) fn truncate_level(m: &mut Machine, k: usize, len: usize) {
 }
 
 /// A real of reverse level `id`: tape node `node`, of value `value`.
+#[inline]
 pub(super) fn reverse_real(id: u64, node: u32, value: Value) -> Value {
     Value::Active(Rc::new(Active { tape: id, node, value, tangent: Value::Nil }))
 }
@@ -690,12 +696,7 @@ fn activate_forward_rec(x: &Value, dx: &Value, id: u64, depth: &mut usize) -> Op
             *depth -= 1;
             Some(items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)))
         }
-        _ if is_real(x) && is_real(dx) => Some(Value::Active(Rc::new(Active {
-            tape: id,
-            node: NONE,
-            value: x.clone(),
-            tangent: dx.clone(),
-        }))),
+        _ if is_real(x) && is_real(dx) => Some(forward_real(id, x.clone(), dx.clone())),
         _ => None,
     }
 }
@@ -770,7 +771,7 @@ fn activate_rec(
                 inexact: false,
             });
             inputs.push(node);
-            Some(Value::Active(Rc::new(Active { tape: id, node, value: x.clone(), tangent: Value::Nil })))
+            Some(reverse_real(id, node, x.clone()))
         }
         Value::Pair(p) => {
             // (lists are walked along their spine without recursion; cars nest)
@@ -904,10 +905,11 @@ fn add_to(m: &mut Machine, adj: &mut [Option<Value>], node: u32, c: Value) -> Re
 
 /// Is level `id` running, and a forward one (dual numbers)?
 pub(super) fn forward_level_running(m: &Machine, id: u64) -> bool {
-    m.tape.stack.iter().rev().any(|t| t.id == id && t.forward)
+    running(m, id).is_some_and(|k| m.tape.stack[k].forward)
 }
 
 /// A real of forward level `id` (its value and tangent).
+#[inline]
 pub(super) fn forward_real(id: u64, value: Value, tangent: Value) -> Value {
     Value::Active(Rc::new(Active { tape: id, node: NONE, value, tangent }))
 }
@@ -982,21 +984,12 @@ pub fn zero_active(m: &mut Machine, v: &Value) -> Result<Value> {
     let k = level(m, a.tape)?;
     if m.tape.stack[k].forward {
         let tangent = super::ops::zero(m, &a.tangent)?;
-        return Ok(Value::Active(Rc::new(Active { tape: a.tape, node: NONE, value, tangent })));
+        return Ok(forward_real(a.tape, value, tangent));
     }
-    let t = &mut m.tape.stack[k];
-    let node = t.nodes.len() as u32;
+    // (a zero is exact as its real is: the node is inexact as the real is)
     let x = [a.value.clone(), Value::Nil];
-    let inexact = is_inexact(&a.value);
-    t.nodes.push(Node {
-        f: Some(Formula::Struct(StructOp::Zero)),
-        n: 1,
-        parents: [a.node, NONE],
-        x,
-        y: value.clone(),
-        inexact,
-    });
-    Ok(Value::Active(Rc::new(Active { tape: a.tape, node, value, tangent: Value::Nil })))
+    let node = push_op(m, k, Formula::Struct(StructOp::Zero), 1, [a.node, NONE], x, &value);
+    Ok(reverse_real(a.tape, node, value))
 }
 
 /// The zero of a real (exact or not, as the real).
