@@ -39,6 +39,22 @@ fn alike(src: &str) -> (String, u64, u64) {
     (a, t.runs + t.exactness_declined, t.declined_runs - t.exactness_declined)
 }
 
+/// Runs each case both ways (`alike`): every one must run on levels, none
+/// giving way, and where a closed form is given print it (a single inexact
+/// number within `tol` of it, relative; anything else exactly as printed).
+fn on_levels_alike<'a>(cases: impl IntoIterator<Item = (&'a str, Option<&'a str>)>, tol: f64) {
+    for (src, want) in cases {
+        let (got, runs, declined) = alike(src);
+        if let Some(w) = want {
+            match (got.parse::<f64>(), w.parse::<f64>()) {
+                (Ok(g), Ok(v)) if w.contains('.') => assert_close(g, v, tol, src),
+                _ => assert_eq!(got, w, "{src}"),
+            }
+        }
+        assert!(runs > 0 && declined == 0, "{src}: {runs} runs on levels, {declined} gave way");
+    }
+}
+
 #[test]
 fn values_print_alike_and_match_closed_forms() {
     let cases: &[(&str, &str)] = &[
@@ -78,15 +94,7 @@ fn values_print_alike_and_match_closed_forms() {
         ("((jacobian-R (lambda (l) (list (* (car l) (cadr l)) (sin (car l))))) (list 1.0 2.0))", &format!("((2.0 1.0) ({} 0.0))", 1f64.cos())),
         ("((jacobian-F (lambda (l) (list (* (car l) (cadr l)) (sin (car l))))) (list 1.0 2.0))", &format!("((2.0 1.0) ({} 0.0))", 1f64.cos())),
     ];
-    for (src, want) in cases {
-        let (got, runs, declined) = alike(src);
-        // (a single inexact number within rounding of the closed form; the rest as printed)
-        match (got.parse::<f64>(), want.parse::<f64>()) {
-            (Ok(g), Ok(w)) if want.contains('.') => assert_close(g, w, 1e-13, src),
-            _ => assert_eq!(&got, want, "{src}"),
-        }
-        assert!(runs > 0 && declined == 0, "{src}: {runs} runs on the tape, {declined} gave way");
-    }
+    on_levels_alike(cases.iter().map(|&(src, want)| (src, Some(want))), 1e-13);
 }
 
 /// d/dx (x * d/dy (x + y)) = 1 (no perturbation confusion) and
@@ -364,16 +372,7 @@ fn nested_forward_arithmetic_prints_as_the_transform() {
             Some("(-7.0 3.0)"),
         ),
     ];
-    for (src, want) in cases {
-        let (got, runs, declined) = alike(src);
-        if let Some(w) = want {
-            match (got.parse::<f64>(), w.parse::<f64>()) {
-                (Ok(g), Ok(v)) if w.contains('.') => assert_close(g, v, 1e-15, src),
-                _ => assert_eq!(&got, w, "{src}"),
-            }
-        }
-        assert!(runs > 0 && declined == 0, "{src}: {runs} runs on levels, {declined} gave way");
-    }
+    on_levels_alike(cases.iter().copied(), 1e-15);
 }
 
 /// The same for reverse levels nested in a reverse level (`Rv` in `ad::native`:
@@ -413,14 +412,5 @@ fn nested_reverse_arithmetic_prints_as_the_transform() {
         ("((derivative-R (lambda (x) ((derivative-F (lambda (y) (* 2.5 (* x y)))) x))) 1)", Some("2.5")),
         ("(vjp (gradient-R (lambda (x) (* (* (car x) (car x)) (cadr x)))) '(1.5 -2.0) '(1 -1))", Some("(-7.0 3.0)")),
     ];
-    for (src, want) in cases {
-        let (got, runs, declined) = alike(src);
-        if let Some(w) = want {
-            match (got.parse::<f64>(), w.parse::<f64>()) {
-                (Ok(g), Ok(v)) if w.contains('.') => assert_close(g, v, 1e-15, src),
-                _ => assert_eq!(&got, w, "{src}"),
-            }
-        }
-        assert!(runs > 0 && declined == 0, "{src}: {runs} runs on levels, {declined} gave way");
-    }
+    on_levels_alike(cases.iter().copied(), 1e-15);
 }
