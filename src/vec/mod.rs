@@ -20,7 +20,7 @@ pub mod prims;
 
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Where vector primitives run (`--backend`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -103,27 +103,34 @@ pub struct Transfers {
     pub scalars: u64,
 }
 
-static TO_DEVICE: AtomicU64 = AtomicU64::new(0);
-static TO_HOST: AtomicU64 = AtomicU64::new(0);
-static SCALARS: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    static TRANSFERS: std::cell::Cell<Transfers> = const {
+        std::cell::Cell::new(Transfers { to_device: 0, to_host: 0, scalars: 0 })
+    };
+}
 
-/// The transfer counters so far (process-wide).
+/// The transfer counters of this thread so far (each thread has its own GPU context and
+/// stream, so a thread's counts are exactly its own copies).
 pub fn transfers() -> Transfers {
-    Transfers {
-        to_device: TO_DEVICE.load(Ordering::Relaxed),
-        to_host: TO_HOST.load(Ordering::Relaxed),
-        scalars: SCALARS.load(Ordering::Relaxed),
-    }
+    TRANSFERS.with(|t| t.get())
+}
+
+fn count(f: impl FnOnce(&mut Transfers)) {
+    TRANSFERS.with(|t| {
+        let mut x = t.get();
+        f(&mut x);
+        t.set(x)
+    })
 }
 
 pub(crate) fn count_to_device() {
-    TO_DEVICE.fetch_add(1, Ordering::Relaxed);
+    count(|t| t.to_device += 1);
 }
 pub(crate) fn count_to_host() {
-    TO_HOST.fetch_add(1, Ordering::Relaxed);
+    count(|t| t.to_host += 1);
 }
 pub(crate) fn count_scalar() {
-    SCALARS.fetch_add(1, Ordering::Relaxed);
+    count(|t| t.scalars += 1);
 }
 
 thread_local! {

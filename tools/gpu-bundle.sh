@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds what the GPU checks need into one folder, for a GPU machine that has the NVIDIA
+# driver but no Rust: stripped release binaries of vlad, of the vector tests
+# (tests/vectors.rs) and of the vector benchmarks (bench/vectors.rs), the acceptance
+# file, and DIR/run.sh, which runs them there.
+#
+#   tools/gpu-bundle.sh [DIR]      # here; DIR (default .gpu, git-ignored) must be a
+#                                  # folder directly inside the checkout
+#   bash DIR/run.sh [LOGDIR]       # there, in a copy of this checkout; logs to LOGDIR
+#
+# The test binary looks for the checkout and the vlad binary at the absolute paths it
+# was built at (cargo's CARGO_MANIFEST_DIR and CARGO_BIN_EXE_vlad); run.sh links that
+# path to the copy it runs in when the two differ, and puts vlad where the tests expect it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+dir=${1:-.gpu}
+mkdir -p "$dir"
+exe() { grep -o '(target/release/deps/[^)]*)' | tr -d '()' | tail -1; }
+cargo build --release
+t=$(cargo test --release --test vectors --no-run 2>&1 | grep Executable | exe)
+b=$(cargo bench --bench vectors --no-run 2>&1 | grep Executable | exe)
+strip -o "$dir/vlad" target/release/vlad
+strip -o "$dir/t-vectors" "$t"
+strip -o "$dir/b-vectors" "$b"
+acc=$root/../shared/acceptance/vectors.vlad
+[ -f "$acc" ] || acc=$root/tests/vlad/vectors.vlad
+cp "$acc" "$dir/acceptance-vectors.vlad"
+cat >"$dir/run.sh" <<EOF
+#!/usr/bin/env bash
+# Written by tools/gpu-bundle.sh: the GPU checks, from a copy of the checkout.
+set -u
+built=$root
+dir=\$(cd "\$(dirname "\$0")" && pwd)
+here=\$(cd "\$dir/.." && pwd)
+logs=\${1:-\$dir/logs}
+mkdir -p "\$logs"
+if [ "\$here" != "\$built" ]; then mkdir -p "\$(dirname "\$built")" && ln -sfn "\$here" "\$built"; fi
+[ -x "\$here/target/release/vlad" ] || { mkdir -p "\$here/target/release" && cp "\$dir/vlad" "\$here/target/release/vlad"; }
+cd "\$built"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+step() {
+  local name=\$1; shift; echo "=== \$name: \$*"
+  local s=\$EPOCHREALTIME; timeout 300 "\$@" >"\$logs/\$name.log" 2>&1; local rc=\$?
+  echo "rc=\$rc, \$(awk "BEGIN{printf \"%.2f\", \$EPOCHREALTIME-\$s}") s"; tail -n 4 "\$logs/\$name.log"
+}
+step tests "\$dir/t-vectors"
+step acceptance-cuda target/release/vlad test --backend cuda "\$dir/acceptance-vectors.vlad"
+for ex in mlp least_squares; do
+  for be in cuda cpu; do step "\$ex-\$be" target/release/vlad --backend \$be examples/\$ex.vlad; done
+done
+step bench "\$dir/b-vectors" --bench 'gradient n=10000000|gpu chain'
+grep -E '^(gradient|gpu chain)|time:|thrpt:' "\$logs/bench.log"
+EOF
+chmod +x "$dir/run.sh"
+du -sh "$dir"
