@@ -2,7 +2,8 @@
 # Builds what the GPU checks need into one folder, for a GPU machine that has the NVIDIA
 # driver but no Rust: stripped release binaries of vlad, of the vector tests
 # (tests/vectors.rs) and of the vector benchmarks (bench/vectors.rs), the acceptance
-# file, and DIR/run.sh, which runs them there.
+# file, and DIR/run.sh, which runs them there, then the examples on both backends and
+# bench/peers/gpu/run.sh (vector HVPs against JAX and torch.func, where installed).
 #
 #   tools/gpu-bundle.sh [DIR]      # here; DIR (default .gpu, git-ignored) must be a
 #                                  # folder directly inside the checkout
@@ -51,6 +52,8 @@ for ex in mlp least_squares; do
 done
 step bench "\$dir/b-vectors" --bench 'gradient n=10000000|gpu chain'
 grep -E '^(gradient|gpu chain)|time:|thrpt:' "\$logs/bench.log"
+step hvp-peers bash bench/peers/gpu/run.sh target/release/vlad
+cat "\$logs/hvp-peers.log"
 EOF
 chmod +x "$dir/run.sh"
 du -sh "$dir"
