@@ -189,6 +189,51 @@ fn int_arith(op: Op2, a: i64, b: i64) -> Option<Num> {
     })
 }
 
+/// [`int_arith`], handing the result to `put` in the arm that computed it
+/// (false where there is none): each arm then stores its own variant, where a
+/// [`Num`] merged from the arms would be told apart again to be stored.
+#[inline(always)]
+fn int_arith_put<M>(m: &mut M, op: Op2, a: i64, b: i64, put: impl FnOnce(&mut M, Num)) -> bool {
+    match op {
+        Op2::Add => match a.checked_add(b) {
+            Some(r) => put(m, Num::Int(r)),
+            None => return false,
+        },
+        Op2::Sub => match a.checked_sub(b) {
+            Some(r) => put(m, Num::Int(r)),
+            None => return false,
+        },
+        Op2::Mul => match a.checked_mul(b) {
+            Some(r) => put(m, Num::Int(r)),
+            None => return false,
+        },
+        Op2::Div => return false,
+        Op2::Lt => put(m, Num::Bool(a < b)),
+        Op2::Gt => put(m, Num::Bool(a > b)),
+        Op2::Le => put(m, Num::Bool(a <= b)),
+        Op2::Ge => put(m, Num::Bool(a >= b)),
+        Op2::Eq => put(m, Num::Bool(a == b)),
+    }
+    true
+}
+
+/// The double arithmetic of [`fast_arith`], handing the result to `put` in
+/// the arm that computed it (see [`int_arith_put`]).
+#[inline(always)]
+fn real_arith_put<M>(m: &mut M, op: Op2, a: f64, b: f64, put: impl FnOnce(&mut M, Num)) {
+    match op {
+        Op2::Add => put(m, Num::Real(a + b)),
+        Op2::Sub => put(m, Num::Real(a - b)),
+        Op2::Mul => put(m, Num::Real(a * b)),
+        Op2::Div => put(m, Num::Real(a / b)),
+        Op2::Lt => put(m, Num::Bool(a < b)),
+        Op2::Gt => put(m, Num::Bool(a > b)),
+        Op2::Le => put(m, Num::Bool(a <= b)),
+        Op2::Ge => put(m, Num::Bool(a >= b)),
+        Op2::Eq => put(m, Num::Bool(a == b)),
+    }
+}
+
 /// `+`, `-`, `*` or `/` of an exact integer and a real, as doubles.
 #[inline(always)]
 fn mixed_arith(op: Op2, a: f64, b: f64) -> Option<Num> {
@@ -827,19 +872,20 @@ impl Machine {
         let lam = &code.members[idx as usize];
         // The slots the body needs before its tail (a branch extends the frame).
         let nslots = lam.body.frame as usize;
-        let start = match &lam.param {
-            Param::Tuple { parts, skip, .. } if parts.len() == nargs => {
-                self.push_nils(base + nslots);
-                *skip
-            }
-            // The one argument is already in its slot.
-            Param::Slot(0) if nargs == 1 => {
-                self.push_nils(base + nslots);
-                0
-            }
-            Param::Slot(slot) | Param::Tuple { slot, .. } => {
-                self.enter_tuple(base, *slot, nargs, nslots);
-                0
+        let start = if nargs == lam.unary {
+            // (`Param::Slot(0)`) The one argument is already in its slot.
+            self.push_nils(base + nslots);
+            0
+        } else {
+            match &lam.param {
+                Param::Tuple { parts, skip, .. } if parts.len() == nargs => {
+                    self.push_nils(base + nslots);
+                    *skip
+                }
+                Param::Slot(slot) | Param::Tuple { slot, .. } => {
+                    self.enter_tuple(base, *slot, nargs, nslots);
+                    0
+                }
             }
         };
         self.run_block::<false>(base, inst, &lam.body, start)
@@ -930,15 +976,15 @@ impl Machine {
                 // `call_loop` alone (one native frame per interpreted call level).
                 match b {
                     CBind::Let(s, CExpr::Arith2(op, a, b2, ..)) => {
-                        match self.arith_fast(base, inst, *op, a, b2) {
-                            Some(n) => self.set_num(base + *s as usize, n),
-                            None => self.exec_other(base, inst, b)?,
+                        let i = base + *s as usize;
+                        if !self.arith_fast_put(base, inst, *op, a, b2, |m, n| m.set_num(i, n)) {
+                            self.exec_other(base, inst, b)?
                         }
                     }
                     CBind::Let(s, CExpr::Arith2Int(op, x, k, ..)) => {
-                        match self.arith_int(base, *op, *x, *k) {
-                            Some(n) => self.set_num(base + *s as usize, n),
-                            None => self.exec_other(base, inst, b)?,
+                        let i = base + *s as usize;
+                        if !self.arith_int_put(base, *op, *x, *k, |m, n| m.set_num(i, n)) {
+                            self.exec_other(base, inst, b)?
                         }
                     }
                     CBind::Let(s, CExpr::App(f, args, span, _)) => {
@@ -973,6 +1019,24 @@ impl Machine {
                 }
                 // Each case leaves its value separately: a value merged from
                 // several cases is copied through memory piecewise (slowly).
+                // A procedure's body stores a number result in the first slot
+                // of its frame (there is always one: the parameter's), from the
+                // arm that computed it (the operands are read by then), then
+                // drops the rest of the frame.
+                CExpr::Arith2(op, a, b, ..) if !INNER => {
+                    if self.arith_fast_put(base, inst, *op, a, b, |m, n| m.set_num(base, n)) {
+                        self.truncate_to(base + 1);
+                        return Ok(Next::Return);
+                    }
+                    return self.tail_slow::<INNER>(base, inst, &block.tail);
+                }
+                CExpr::Arith2Int(op, x, k, ..) if !INNER => {
+                    if self.arith_int_put(base, *op, *x, *k, |m, n| m.set_num(base, n)) {
+                        self.truncate_to(base + 1);
+                        return Ok(Next::Return);
+                    }
+                    return self.tail_slow::<INNER>(base, inst, &block.tail);
+                }
                 CExpr::Arith2(op, a, b, ..) => match self.arith_fast(base, inst, *op, a, b) {
                     Some(n) => return Ok(self.ret_num::<INNER>(base, n)),
                     None => return self.tail_slow::<INNER>(base, inst, &block.tail),
@@ -1262,6 +1326,73 @@ impl Machine {
         fast_arith(op, self.peek(base, inst, a)?, self.peek(base, inst, b)?)
     }
 
+    /// [`Machine::arith_fast`], handing the result to `put` in the arm that
+    /// computed it (see [`int_arith_put`]); false where the inline arithmetic
+    /// does not apply. The operands are read before `put` runs (it may store
+    /// into the slot of one of them).
+    #[inline(always)]
+    fn arith_fast_put(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        op: Op2,
+        a: &CAtom,
+        b: &CAtom,
+        put: impl FnOnce(&mut Self, Num),
+    ) -> bool {
+        if self.meter.is_some() {
+            return false;
+        }
+        let (Some(x), Some(y)) = (self.peek(base, inst, a), self.peek(base, inst, b)) else { return false };
+        match (x, y) {
+            (Value::Int(x), Value::Int(y)) => {
+                let (x, y) = (*x, *y);
+                int_arith_put(self, op, x, y, put)
+            }
+            (Value::Real(x), Value::Real(y)) => {
+                let (x, y) = (*x, *y);
+                real_arith_put(self, op, x, y, put);
+                true
+            }
+            (x, y) => match fast_arith(op, x, y) {
+                Some(n) => {
+                    put(self, n);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    /// [`Machine::arith_int`], handing the result to `put` (see
+    /// [`Machine::arith_fast_put`]).
+    #[inline(always)]
+    fn arith_int_put(
+        &mut self,
+        base: usize,
+        op: Op2,
+        x: u32,
+        k: i64,
+        put: impl FnOnce(&mut Self, Num),
+    ) -> bool {
+        if self.meter.is_some() {
+            return false;
+        }
+        match self.slot(base + x as usize) {
+            Value::Int(a) => {
+                let a = *a;
+                int_arith_put(self, op, a, k, put)
+            }
+            a => match fast_arith(op, a, &Value::Int(k)) {
+                Some(n) => {
+                    put(self, n);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
     /// [`Machine::arith_fast`] of slot `x` and the exact integer `k`
     /// ([`CExpr::Arith2Int`], [`Cond::CmpInt`]).
     #[inline(always)]
@@ -1491,11 +1622,15 @@ impl Machine {
             self.grow_stack();
         }
         let len = self.stack.len();
-        let src: *const Value = match a {
-            CAtom::Local(s) => self.slot(base + *s as usize),
-            CAtom::Env(i) => &inst.env[*i as usize],
-            CAtom::Const(v) => v,
-            _ => return self.push_atom_slow(base, inst, a),
+        // (A slot, the commonest operand, is told apart first.)
+        let src: *const Value = if let CAtom::Local(s) = a {
+            self.slot(base + *s as usize)
+        } else {
+            match a {
+                CAtom::Env(i) => &inst.env[*i as usize],
+                CAtom::Const(v) => v,
+                _ => return self.push_atom_slow(base, inst, a),
+            }
         };
         // SAFETY: `src` is a valid value (an element of the stack below `len`, of
         // the environment, or of the code), and there is room for one more element.
@@ -1517,9 +1652,40 @@ impl Machine {
     #[inline(always)]
     fn app_push(&mut self, base: usize, inst: &InstRc, f: &CAtom, args: &CArgs, span: &Span) -> Result<()> {
         if let Some(Value::Closure(ci, k)) = self.peek(base, inst, f) {
-            let (ci, k) = (ci.clone(), *k);
+            let k = *k;
+            // The closure is called through an uncounted copy of its reference
+            // (no count to raise before the call and lower after it).
+            // SAFETY: the copy is never dropped (`ManuallyDrop`), and the
+            // instance stays alive until the call returns, held by the place
+            // `peek` read it from, which nothing changes meanwhile:
+            // - a slot of this frame: the callee and everything it runs only
+            //   push, pop and drop values at or above its own base, which is
+            //   above this frame (the stack may be reallocated, which moves the
+            //   reference but not the instance); this frame's slots are written
+            //   by this procedure alone, after the call;
+            // - the environment of `inst`, or a constant of its code: `inst`
+            //   (borrowed for this whole call) keeps both alive, and an
+            //   instance's environment is never changed;
+            // - a global's value: a `GState::Value` is only replaced by the
+            //   top level between evaluations (`toplevel`), never while a call
+            //   runs (`Machine::global` changes only a `Thunk`'s state); the
+            //   vector of globals may grow, moving the reference, not the instance.
+            // Everything the callee keeps of it beyond the call (a closure it
+            // builds, a tail call's `inst`) clones this copy, raising the count.
+            let ci = std::mem::ManuallyDrop::new(unsafe { std::ptr::read(ci) });
+            // (One argument, the commonest case, is passed as a constant count.)
+            if let CArgs::One(x) = args {
+                self.push_atom(base, inst, x)?;
+                return self.call_closure_push(&ci, k, 1, Some(span));
+            }
             let n = self.push_args(base, inst, args)?;
             return self.call_closure_push(&ci, k, n, Some(span));
+        }
+        if let CAtom::Sibling(j) = f {
+            // A sibling of the running procedure (or itself): called on `inst`,
+            // with no closure built for it.
+            let n = self.push_args(base, inst, args)?;
+            return self.call_closure_push(inst, *j, n, Some(span));
         }
         self.app_push_slow(base, inst, f, args, span)
     }
