@@ -189,48 +189,49 @@ fn int_arith(op: Op2, a: i64, b: i64) -> Option<Num> {
     })
 }
 
-/// [`int_arith`], handing the result to `put` in the arm that computed it
-/// (false where there is none): each arm then stores its own variant, where a
-/// [`Num`] merged from the arms would be told apart again to be stored.
+/// [`int_arith`], storing the result in slot `i` (see [`Machine::set_num`])
+/// from the arm that computed it (false where there is none): each arm then
+/// stores its own variant, where a [`Num`] merged from the arms would be told
+/// apart again to be stored.
 #[inline(always)]
-fn int_arith_put<M>(m: &mut M, op: Op2, a: i64, b: i64, put: impl FnOnce(&mut M, Num)) -> bool {
+fn int_arith_put(m: &mut Machine, op: Op2, a: i64, b: i64, i: usize) -> bool {
     match op {
         Op2::Add => match a.checked_add(b) {
-            Some(r) => put(m, Num::Int(r)),
+            Some(r) => m.set_num(i, Num::Int(r)),
             None => return false,
         },
         Op2::Sub => match a.checked_sub(b) {
-            Some(r) => put(m, Num::Int(r)),
+            Some(r) => m.set_num(i, Num::Int(r)),
             None => return false,
         },
         Op2::Mul => match a.checked_mul(b) {
-            Some(r) => put(m, Num::Int(r)),
+            Some(r) => m.set_num(i, Num::Int(r)),
             None => return false,
         },
         Op2::Div => return false,
-        Op2::Lt => put(m, Num::Bool(a < b)),
-        Op2::Gt => put(m, Num::Bool(a > b)),
-        Op2::Le => put(m, Num::Bool(a <= b)),
-        Op2::Ge => put(m, Num::Bool(a >= b)),
-        Op2::Eq => put(m, Num::Bool(a == b)),
+        Op2::Lt => m.set_num(i, Num::Bool(a < b)),
+        Op2::Gt => m.set_num(i, Num::Bool(a > b)),
+        Op2::Le => m.set_num(i, Num::Bool(a <= b)),
+        Op2::Ge => m.set_num(i, Num::Bool(a >= b)),
+        Op2::Eq => m.set_num(i, Num::Bool(a == b)),
     }
     true
 }
 
-/// The double arithmetic of [`fast_arith`], handing the result to `put` in
-/// the arm that computed it (see [`int_arith_put`]).
+/// The double arithmetic of [`fast_arith`], storing the result in slot `i`
+/// from the arm that computed it (see [`int_arith_put`]).
 #[inline(always)]
-fn real_arith_put<M>(m: &mut M, op: Op2, a: f64, b: f64, put: impl FnOnce(&mut M, Num)) {
+fn real_arith_put(m: &mut Machine, op: Op2, a: f64, b: f64, i: usize) {
     match op {
-        Op2::Add => put(m, Num::Real(a + b)),
-        Op2::Sub => put(m, Num::Real(a - b)),
-        Op2::Mul => put(m, Num::Real(a * b)),
-        Op2::Div => put(m, Num::Real(a / b)),
-        Op2::Lt => put(m, Num::Bool(a < b)),
-        Op2::Gt => put(m, Num::Bool(a > b)),
-        Op2::Le => put(m, Num::Bool(a <= b)),
-        Op2::Ge => put(m, Num::Bool(a >= b)),
-        Op2::Eq => put(m, Num::Bool(a == b)),
+        Op2::Add => m.set_num(i, Num::Real(a + b)),
+        Op2::Sub => m.set_num(i, Num::Real(a - b)),
+        Op2::Mul => m.set_num(i, Num::Real(a * b)),
+        Op2::Div => m.set_num(i, Num::Real(a / b)),
+        Op2::Lt => m.set_num(i, Num::Bool(a < b)),
+        Op2::Gt => m.set_num(i, Num::Bool(a > b)),
+        Op2::Le => m.set_num(i, Num::Bool(a <= b)),
+        Op2::Ge => m.set_num(i, Num::Bool(a >= b)),
+        Op2::Eq => m.set_num(i, Num::Bool(a == b)),
     }
 }
 
@@ -977,13 +978,13 @@ impl Machine {
                 match b {
                     CBind::Let(s, CExpr::Arith2(op, a, b2, ..)) => {
                         let i = base + *s as usize;
-                        if !self.arith_fast_put(base, inst, *op, a, b2, |m, n| m.set_num(i, n)) {
+                        if !self.arith_fast_put(base, inst, *op, a, b2, i) {
                             self.exec_other(base, inst, b)?
                         }
                     }
                     CBind::Let(s, CExpr::Arith2Int(op, x, k, ..)) => {
                         let i = base + *s as usize;
-                        if !self.arith_int_put(base, *op, *x, *k, |m, n| m.set_num(i, n)) {
+                        if !self.arith_int_put(base, *op, *x, *k, i) {
                             self.exec_other(base, inst, b)?
                         }
                     }
@@ -1024,14 +1025,14 @@ impl Machine {
                 // arm that computed it (the operands are read by then), then
                 // drops the rest of the frame.
                 CExpr::Arith2(op, a, b, ..) if !INNER => {
-                    if self.arith_fast_put(base, inst, *op, a, b, |m, n| m.set_num(base, n)) {
+                    if self.arith_fast_put(base, inst, *op, a, b, base) {
                         self.truncate_to(base + 1);
                         return Ok(Next::Return);
                     }
                     return self.tail_slow::<INNER>(base, inst, &block.tail);
                 }
                 CExpr::Arith2Int(op, x, k, ..) if !INNER => {
-                    if self.arith_int_put(base, *op, *x, *k, |m, n| m.set_num(base, n)) {
+                    if self.arith_int_put(base, *op, *x, *k, base) {
                         self.truncate_to(base + 1);
                         return Ok(Next::Return);
                     }
@@ -1317,19 +1318,31 @@ impl Machine {
         }
     }
 
+    /// [`Machine::peek`] of an operand of arithmetic: a slot, the commonest,
+    /// is told apart first (the others are marked cold, or the compiler tests
+    /// for them first).
+    #[inline(always)]
+    fn peek_operand<'a>(&'a self, base: usize, inst: &'a InstRc, a: &'a CAtom) -> Option<&'a Value> {
+        if let CAtom::Local(s) = a {
+            return Some(self.slot(base + *s as usize));
+        }
+        std::hint::cold_path();
+        self.peek(base, inst, a)
+    }
+
     /// Inline machine-integer and double arithmetic on operands read in place.
     #[inline(always)]
     fn arith_fast(&self, base: usize, inst: &InstRc, op: Op2, a: &CAtom, b: &CAtom) -> Option<Num> {
         if self.meter.is_some() {
             return None;
         }
-        fast_arith(op, self.peek(base, inst, a)?, self.peek(base, inst, b)?)
+        fast_arith(op, self.peek_operand(base, inst, a)?, self.peek_operand(base, inst, b)?)
     }
 
-    /// [`Machine::arith_fast`], handing the result to `put` in the arm that
-    /// computed it (see [`int_arith_put`]); false where the inline arithmetic
-    /// does not apply. The operands are read before `put` runs (it may store
-    /// into the slot of one of them).
+    /// [`Machine::arith_fast`], storing the result in slot `i` from the arm
+    /// that computed it (see [`int_arith_put`]); false where the inline
+    /// arithmetic does not apply. The operands are read first (`i` may be the
+    /// slot of one of them).
     #[inline(always)]
     fn arith_fast_put(
         &mut self,
@@ -1338,25 +1351,27 @@ impl Machine {
         op: Op2,
         a: &CAtom,
         b: &CAtom,
-        put: impl FnOnce(&mut Self, Num),
+        i: usize,
     ) -> bool {
         if self.meter.is_some() {
             return false;
         }
-        let (Some(x), Some(y)) = (self.peek(base, inst, a), self.peek(base, inst, b)) else { return false };
+        let (Some(x), Some(y)) = (self.peek_operand(base, inst, a), self.peek_operand(base, inst, b)) else {
+            return false;
+        };
         match (x, y) {
             (Value::Int(x), Value::Int(y)) => {
                 let (x, y) = (*x, *y);
-                int_arith_put(self, op, x, y, put)
+                int_arith_put(self, op, x, y, i)
             }
             (Value::Real(x), Value::Real(y)) => {
                 let (x, y) = (*x, *y);
-                real_arith_put(self, op, x, y, put);
+                real_arith_put(self, op, x, y, i);
                 true
             }
             (x, y) => match fast_arith(op, x, y) {
                 Some(n) => {
-                    put(self, n);
+                    self.set_num(i, n);
                     true
                 }
                 None => false,
@@ -1364,28 +1379,21 @@ impl Machine {
         }
     }
 
-    /// [`Machine::arith_int`], handing the result to `put` (see
+    /// [`Machine::arith_int`], storing the result in slot `i` (see
     /// [`Machine::arith_fast_put`]).
     #[inline(always)]
-    fn arith_int_put(
-        &mut self,
-        base: usize,
-        op: Op2,
-        x: u32,
-        k: i64,
-        put: impl FnOnce(&mut Self, Num),
-    ) -> bool {
+    fn arith_int_put(&mut self, base: usize, op: Op2, x: u32, k: i64, i: usize) -> bool {
         if self.meter.is_some() {
             return false;
         }
         match self.slot(base + x as usize) {
             Value::Int(a) => {
                 let a = *a;
-                int_arith_put(self, op, a, k, put)
+                int_arith_put(self, op, a, k, i)
             }
             a => match fast_arith(op, a, &Value::Int(k)) {
                 Some(n) => {
-                    put(self, n);
+                    self.set_num(i, n);
                     true
                 }
                 None => false,
@@ -1622,10 +1630,12 @@ impl Machine {
             self.grow_stack();
         }
         let len = self.stack.len();
-        // (A slot, the commonest operand, is told apart first.)
+        // (A slot, the commonest operand, is told apart first: the others are
+        // marked cold, or the compiler tests for them first.)
         let src: *const Value = if let CAtom::Local(s) = a {
             self.slot(base + *s as usize)
         } else {
+            std::hint::cold_path();
             match a {
                 CAtom::Env(i) => &inst.env[*i as usize],
                 CAtom::Const(v) => v,
