@@ -103,7 +103,11 @@ unsafe fn move_value(src: *const Value, dst: *mut Value) {
     match &*src {
         Value::Int(x) => dst.write(Value::Int(*x)),
         Value::Real(x) => dst.write(Value::Real(*x)),
-        Value::Bool(x) => dst.write(Value::Bool(*x)),
+        Value::Bool(x) => {
+            // (rarer than numbers: tested after them)
+            std::hint::cold_path();
+            dst.write(Value::Bool(*x))
+        }
         _ => std::ptr::copy_nonoverlapping(src, dst, 1),
     }
 }
@@ -119,7 +123,11 @@ unsafe fn clone_value(src: *const Value, dst: *mut Value) {
     match &*src {
         Value::Int(x) => dst.write(Value::Int(*x)),
         Value::Real(x) => dst.write(Value::Real(*x)),
-        Value::Bool(x) => dst.write(Value::Bool(*x)),
+        Value::Bool(x) => {
+            // (rarer than numbers: tested after them)
+            std::hint::cold_path();
+            dst.write(Value::Bool(*x))
+        }
         v => dst.write(v.clone()),
     }
 }
