@@ -103,7 +103,11 @@ unsafe fn move_value(src: *const Value, dst: *mut Value) {
     match &*src {
         Value::Int(x) => dst.write(Value::Int(*x)),
         Value::Real(x) => dst.write(Value::Real(*x)),
-        Value::Bool(x) => dst.write(Value::Bool(*x)),
+        Value::Bool(x) => {
+            // (rarer than numbers: tested after them)
+            std::hint::cold_path();
+            dst.write(Value::Bool(*x))
+        }
         _ => std::ptr::copy_nonoverlapping(src, dst, 1),
     }
 }
@@ -119,7 +123,11 @@ unsafe fn clone_value(src: *const Value, dst: *mut Value) {
     match &*src {
         Value::Int(x) => dst.write(Value::Int(*x)),
         Value::Real(x) => dst.write(Value::Real(*x)),
-        Value::Bool(x) => dst.write(Value::Bool(*x)),
+        Value::Bool(x) => {
+            // (rarer than numbers: tested after them)
+            std::hint::cold_path();
+            dst.write(Value::Bool(*x))
+        }
         v => dst.write(v.clone()),
     }
 }
@@ -187,6 +195,52 @@ fn int_arith(op: Op2, a: i64, b: i64) -> Option<Num> {
         Op2::Ge => Num::Bool(a >= b),
         Op2::Eq => Num::Bool(a == b),
     })
+}
+
+/// [`int_arith`], storing the result in slot `i` (see [`Machine::set_num`])
+/// from the arm that computed it (false where there is none): each arm then
+/// stores its own variant, where a [`Num`] merged from the arms would be told
+/// apart again to be stored.
+#[inline(always)]
+fn int_arith_put(m: &mut Machine, op: Op2, a: i64, b: i64, i: usize) -> bool {
+    match op {
+        Op2::Add => match a.checked_add(b) {
+            Some(r) => m.set_num(i, Num::Int(r)),
+            None => return false,
+        },
+        Op2::Sub => match a.checked_sub(b) {
+            Some(r) => m.set_num(i, Num::Int(r)),
+            None => return false,
+        },
+        Op2::Mul => match a.checked_mul(b) {
+            Some(r) => m.set_num(i, Num::Int(r)),
+            None => return false,
+        },
+        Op2::Div => return false,
+        Op2::Lt => m.set_num(i, Num::Bool(a < b)),
+        Op2::Gt => m.set_num(i, Num::Bool(a > b)),
+        Op2::Le => m.set_num(i, Num::Bool(a <= b)),
+        Op2::Ge => m.set_num(i, Num::Bool(a >= b)),
+        Op2::Eq => m.set_num(i, Num::Bool(a == b)),
+    }
+    true
+}
+
+/// The double arithmetic of [`fast_arith`], storing the result in slot `i`
+/// from the arm that computed it (see [`int_arith_put`]).
+#[inline(always)]
+fn real_arith_put(m: &mut Machine, op: Op2, a: f64, b: f64, i: usize) {
+    match op {
+        Op2::Add => m.set_num(i, Num::Real(a + b)),
+        Op2::Sub => m.set_num(i, Num::Real(a - b)),
+        Op2::Mul => m.set_num(i, Num::Real(a * b)),
+        Op2::Div => m.set_num(i, Num::Real(a / b)),
+        Op2::Lt => m.set_num(i, Num::Bool(a < b)),
+        Op2::Gt => m.set_num(i, Num::Bool(a > b)),
+        Op2::Le => m.set_num(i, Num::Bool(a <= b)),
+        Op2::Ge => m.set_num(i, Num::Bool(a >= b)),
+        Op2::Eq => m.set_num(i, Num::Bool(a == b)),
+    }
 }
 
 /// `+`, `-`, `*` or `/` of an exact integer and a real, as doubles.
@@ -827,19 +881,20 @@ impl Machine {
         let lam = &code.members[idx as usize];
         // The slots the body needs before its tail (a branch extends the frame).
         let nslots = lam.body.frame as usize;
-        let start = match &lam.param {
-            Param::Tuple { parts, skip, .. } if parts.len() == nargs => {
-                self.push_nils(base + nslots);
-                *skip
-            }
-            // The one argument is already in its slot.
-            Param::Slot(0) if nargs == 1 => {
-                self.push_nils(base + nslots);
-                0
-            }
-            Param::Slot(slot) | Param::Tuple { slot, .. } => {
-                self.enter_tuple(base, *slot, nargs, nslots);
-                0
+        let start = if nargs == lam.unary {
+            // (`Param::Slot(0)`) The one argument is already in its slot.
+            self.push_nils(base + nslots);
+            0
+        } else {
+            match &lam.param {
+                Param::Tuple { parts, skip, .. } if parts.len() == nargs => {
+                    self.push_nils(base + nslots);
+                    *skip
+                }
+                Param::Slot(slot) | Param::Tuple { slot, .. } => {
+                    self.enter_tuple(base, *slot, nargs, nslots);
+                    0
+                }
             }
         };
         self.run_block::<false>(base, inst, &lam.body, start)
@@ -930,15 +985,15 @@ impl Machine {
                 // `call_loop` alone (one native frame per interpreted call level).
                 match b {
                     CBind::Let(s, CExpr::Arith2(op, a, b2, ..)) => {
-                        match self.arith_fast(base, inst, *op, a, b2) {
-                            Some(n) => self.set_num(base + *s as usize, n),
-                            None => self.exec_other(base, inst, b)?,
+                        let i = base + *s as usize;
+                        if !self.arith_fast_put(base, inst, *op, a, b2, i) {
+                            self.exec_other(base, inst, b)?
                         }
                     }
                     CBind::Let(s, CExpr::Arith2Int(op, x, k, ..)) => {
-                        match self.arith_int(base, *op, *x, *k) {
-                            Some(n) => self.set_num(base + *s as usize, n),
-                            None => self.exec_other(base, inst, b)?,
+                        let i = base + *s as usize;
+                        if !self.arith_int_put(base, *op, *x, *k, i) {
+                            self.exec_other(base, inst, b)?
                         }
                     }
                     CBind::Let(s, CExpr::App(f, args, span, _)) => {
@@ -973,6 +1028,24 @@ impl Machine {
                 }
                 // Each case leaves its value separately: a value merged from
                 // several cases is copied through memory piecewise (slowly).
+                // A procedure's body stores a number result in the first slot
+                // of its frame (there is always one: the parameter's), from the
+                // arm that computed it (the operands are read by then), then
+                // drops the rest of the frame.
+                CExpr::Arith2(op, a, b, ..) if !INNER => {
+                    if self.arith_fast_put(base, inst, *op, a, b, base) {
+                        self.truncate_to(base + 1);
+                        return Ok(Next::Return);
+                    }
+                    return self.tail_slow::<INNER>(base, inst, &block.tail);
+                }
+                CExpr::Arith2Int(op, x, k, ..) if !INNER => {
+                    if self.arith_int_put(base, *op, *x, *k, base) {
+                        self.truncate_to(base + 1);
+                        return Ok(Next::Return);
+                    }
+                    return self.tail_slow::<INNER>(base, inst, &block.tail);
+                }
                 CExpr::Arith2(op, a, b, ..) => match self.arith_fast(base, inst, *op, a, b) {
                     Some(n) => return Ok(self.ret_num::<INNER>(base, n)),
                     None => return self.tail_slow::<INNER>(base, inst, &block.tail),
@@ -1253,13 +1326,87 @@ impl Machine {
         }
     }
 
+    /// [`Machine::peek`] of an operand of arithmetic: a slot, the commonest,
+    /// is told apart first (the others are marked cold, or the compiler tests
+    /// for them first).
+    #[inline(always)]
+    fn peek_operand<'a>(&'a self, base: usize, inst: &'a InstRc, a: &'a CAtom) -> Option<&'a Value> {
+        if let CAtom::Local(s) = a {
+            return Some(self.slot(base + *s as usize));
+        }
+        std::hint::cold_path();
+        self.peek(base, inst, a)
+    }
+
     /// Inline machine-integer and double arithmetic on operands read in place.
     #[inline(always)]
     fn arith_fast(&self, base: usize, inst: &InstRc, op: Op2, a: &CAtom, b: &CAtom) -> Option<Num> {
         if self.meter.is_some() {
             return None;
         }
-        fast_arith(op, self.peek(base, inst, a)?, self.peek(base, inst, b)?)
+        fast_arith(op, self.peek_operand(base, inst, a)?, self.peek_operand(base, inst, b)?)
+    }
+
+    /// [`Machine::arith_fast`], storing the result in slot `i` from the arm
+    /// that computed it (see [`int_arith_put`]); false where the inline
+    /// arithmetic does not apply. The operands are read first (`i` may be the
+    /// slot of one of them).
+    #[inline(always)]
+    fn arith_fast_put(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        op: Op2,
+        a: &CAtom,
+        b: &CAtom,
+        i: usize,
+    ) -> bool {
+        if self.meter.is_some() {
+            return false;
+        }
+        let (Some(x), Some(y)) = (self.peek_operand(base, inst, a), self.peek_operand(base, inst, b)) else {
+            return false;
+        };
+        match (x, y) {
+            (Value::Int(x), Value::Int(y)) => {
+                let (x, y) = (*x, *y);
+                int_arith_put(self, op, x, y, i)
+            }
+            (Value::Real(x), Value::Real(y)) => {
+                let (x, y) = (*x, *y);
+                real_arith_put(self, op, x, y, i);
+                true
+            }
+            (x, y) => match fast_arith(op, x, y) {
+                Some(n) => {
+                    self.set_num(i, n);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    /// [`Machine::arith_int`], storing the result in slot `i` (see
+    /// [`Machine::arith_fast_put`]).
+    #[inline(always)]
+    fn arith_int_put(&mut self, base: usize, op: Op2, x: u32, k: i64, i: usize) -> bool {
+        if self.meter.is_some() {
+            return false;
+        }
+        match self.slot(base + x as usize) {
+            Value::Int(a) => {
+                let a = *a;
+                int_arith_put(self, op, a, k, i)
+            }
+            a => match fast_arith(op, a, &Value::Int(k)) {
+                Some(n) => {
+                    self.set_num(i, n);
+                    true
+                }
+                None => false,
+            },
+        }
     }
 
     /// [`Machine::arith_fast`] of slot `x` and the exact integer `k`
@@ -1491,11 +1638,17 @@ impl Machine {
             self.grow_stack();
         }
         let len = self.stack.len();
-        let src: *const Value = match a {
-            CAtom::Local(s) => self.slot(base + *s as usize),
-            CAtom::Env(i) => &inst.env[*i as usize],
-            CAtom::Const(v) => v,
-            _ => return self.push_atom_slow(base, inst, a),
+        // (A slot, the commonest operand, is told apart first: the others are
+        // marked cold, or the compiler tests for them first.)
+        let src: *const Value = if let CAtom::Local(s) = a {
+            self.slot(base + *s as usize)
+        } else {
+            std::hint::cold_path();
+            match a {
+                CAtom::Env(i) => &inst.env[*i as usize],
+                CAtom::Const(v) => v,
+                _ => return self.push_atom_slow(base, inst, a),
+            }
         };
         // SAFETY: `src` is a valid value (an element of the stack below `len`, of
         // the environment, or of the code), and there is room for one more element.
@@ -1517,9 +1670,40 @@ impl Machine {
     #[inline(always)]
     fn app_push(&mut self, base: usize, inst: &InstRc, f: &CAtom, args: &CArgs, span: &Span) -> Result<()> {
         if let Some(Value::Closure(ci, k)) = self.peek(base, inst, f) {
-            let (ci, k) = (ci.clone(), *k);
+            let k = *k;
+            // The closure is called through an uncounted copy of its reference
+            // (no count to raise before the call and lower after it).
+            // SAFETY: the copy is never dropped (`ManuallyDrop`), and the
+            // instance stays alive until the call returns, held by the place
+            // `peek` read it from, which nothing changes meanwhile:
+            // - a slot of this frame: the callee and everything it runs only
+            //   push, pop and drop values at or above its own base, which is
+            //   above this frame (the stack may be reallocated, which moves the
+            //   reference but not the instance); this frame's slots are written
+            //   by this procedure alone, after the call;
+            // - the environment of `inst`, or a constant of its code: `inst`
+            //   (borrowed for this whole call) keeps both alive, and an
+            //   instance's environment is never changed;
+            // - a global's value: a `GState::Value` is only replaced by the
+            //   top level between evaluations (`toplevel`), never while a call
+            //   runs (`Machine::global` changes only a `Thunk`'s state); the
+            //   vector of globals may grow, moving the reference, not the instance.
+            // Everything the callee keeps of it beyond the call (a closure it
+            // builds, a tail call's `inst`) clones this copy, raising the count.
+            let ci = std::mem::ManuallyDrop::new(unsafe { std::ptr::read(ci) });
+            // (One argument, the commonest case, is passed as a constant count.)
+            if let CArgs::One(x) = args {
+                self.push_atom(base, inst, x)?;
+                return self.call_closure_push(&ci, k, 1, Some(span));
+            }
             let n = self.push_args(base, inst, args)?;
             return self.call_closure_push(&ci, k, n, Some(span));
+        }
+        if let CAtom::Sibling(j) = f {
+            // A sibling of the running procedure (or itself): called on `inst`,
+            // with no closure built for it.
+            let n = self.push_args(base, inst, args)?;
+            return self.call_closure_push(inst, *j, n, Some(span));
         }
         self.app_push_slow(base, inst, f, args, span)
     }

@@ -262,6 +262,10 @@ pub struct LambdaCode {
     /// The most slots the frame ever needs (see [`CBlock::frame`]).
     pub nslots: u32,
     pub param: Param,
+    /// 1 where `param` is `Param::Slot(0)` (a call with one argument leaves it
+    /// in its slot: the common case, told by one comparison with the count of
+    /// arguments), `usize::MAX` otherwise.
+    pub unary: usize,
     pub body: CBlock,
     pub name: Rc<str>,
     pub span: Span,
@@ -288,8 +292,10 @@ pub struct Untagged {
 }
 
 pub struct GroupCode {
-    /// Inline for a group of one (no pointer to follow on a call).
-    pub members: smallvec::SmallVec<[LambdaCode; 1]>,
+    /// (A boxed slice: indexing it on a call is a length check and a load.
+    /// An inline `SmallVec` of one saved that load but tested whether it had
+    /// spilled twice per call, which cost more.)
+    pub members: Box<[LambdaCode]>,
     /// False when entering a member needs checks first: a shape (never run) or
     /// a forward/reverse transformed group (its argument's tags are checked).
     pub plain: bool,
@@ -319,6 +325,7 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
         let body = r.block(&l.body);
         LambdaCode {
             nslots: r.nslots,
+            unary: if matches!(param, Param::Slot(0)) { 1 } else { usize::MAX },
             param,
             body,
             name: g.display_name(i).into(),
@@ -326,7 +333,7 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
             untagged: None,
         }
     };
-    let mut code: smallvec::SmallVec<[LambdaCode; 1]> = smallvec::SmallVec::new();
+    let mut code: Vec<LambdaCode> = Vec::with_capacity(members.len());
     let mut entries = Vec::new();
     for (i, l) in members.iter().enumerate() {
         let mut uses = FxHashMap::default();
@@ -344,7 +351,7 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
         let c = lambda(i, &u, uses);
         code.push(c);
     }
-    let members = code;
+    let members = code.into_boxed_slice();
     let plain = !g.is_shape()
         && !matches!(g.origin, crate::anf::Origin::Transformed(crate::anf::Kind::F | crate::anf::Kind::R, _));
     GroupCode { members, plain }
