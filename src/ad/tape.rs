@@ -243,6 +243,7 @@ impl<T> Chunks<T> {
     }
 
     /// The items with their numbers, last first.
+    #[cfg(test)]
     fn iter_rev(&self) -> impl Iterator<Item = (usize, &T)> {
         (0..self.len()).rev().map(|i| (i, self.get(i)))
     }
@@ -753,21 +754,25 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
         // (the transform reports a result that does not fit the sensitivity)
         return Ok(gave_way(m, "a result not made of pairs, () and reals shaped like the sensitivity"));
     }
-    let mut reached = vec![false; tape.nodes.len()];
-    match sweep(m, &tape, &mut adj, &mut reached) {
-        Ok(()) => {}
+    let mut tape = tape;
+    let tainted = match sweep(m, &mut tape, &mut adj) {
+        Ok(t) => t,
         Err(e) if e.kind == ErrorKind::Limit => return Err(e),
         // (the transform's backpropagator meets the same error: reported as it
         // reports it)
         Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
-    }
+    };
+    // (the tape and the other nodes' sensitivities freed before the cotangent is built)
+    drop(tape);
+    let mut sens: Vec<Option<Value>> = inputs.iter().map(|&n| adj[n as usize].take()).collect();
+    drop(adj);
     let mut k = 0;
-    let xb = match cotangent(m, x, &inputs, &mut adj, &mut k) {
+    let xb = match cotangent(m, x, &mut sens, &mut k) {
         Ok(xb) => xb,
         Err(e) if e.kind == ErrorKind::Limit => return Err(e),
         Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
     };
-    if exactness_may_differ(&tape, &reached, &inputs, &xb) {
+    if tainted.as_ref().is_some_and(|t| exactness_may_differ(t, &inputs, &xb)) {
         m.tape.exactness_declined += 1;
         return Ok(gave_way(m, EXACTNESS));
     }
@@ -949,23 +954,44 @@ fn seed(y: &Value, s: &Value, id: u64, adj: &mut [Option<Value>], real: bool, bo
 }
 
 /// The backward sweep: each node's sensitivity, last node first, through its
-/// formula's cotangent rule to its parents.
-/// (`reached`: the nodes some sensitivity reached.)
+/// formula's cotangent rule to its parents. It frees what it has gone through
+/// of the tape as it goes. Its result: the nodes below a node that no
+/// sensitivity reached and whose operands or result are inexact (see
+/// `exactness_may_differ`), `None` if there are none.
 /// It makes no procedure calls, so it checks `--timeout` and Ctrl-C itself
 /// (every `SWEEP_CHECK_EVERY` nodes): a long sweep stops as the transform's
 /// backpropagator would, not by the watchdog ending the program (the REPL's
 /// session, `vlad test`'s run).
-fn sweep(m: &mut Machine, tape: &Tape, adj: &mut [Option<Value>], reached: &mut [bool]) -> Result<()> {
+fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<Option<Vec<bool>>> {
     // (an operand or result the rule does not read)
     let zero = Value::Real(0.0);
     // (where the values the nodes from `i` on keep start)
     let (mut reals_at, mut vals_at) = (tape.reals.len(), tape.vals.len());
+    let mut tainted = vec![false; tape.nodes.len()];
+    let mut any = false;
     for i in (0..tape.nodes.len()).rev() {
         if i % SWEEP_CHECK_EVERY == 0 {
             m.check_limits()?;
+            // (the nodes past `i` are done with)
+            tape.nodes.truncate(i + 1);
+            tape.reals.truncate(reals_at);
+            tape.vals.truncate(vals_at);
         }
         let node = *tape.nodes.get(i);
         let Some(f) = node.f else { continue };
+        // (a node that none reaches has no sensitivity by now: all its
+        // children are done)
+        if adj[i].is_none() && node.bits & INEXACT != 0 {
+            tainted[i] = true;
+        }
+        if tainted[i] {
+            for &p in &node.parents {
+                if p != NONE {
+                    tainted[p as usize] = true;
+                    any = true;
+                }
+            }
+        }
         let n = node.n as usize;
         let kept = kept_mask(f, n);
         let unboxed = node.bits & UNBOXED != 0;
@@ -977,7 +1003,6 @@ fn sweep(m: &mut Machine, tape: &Tape, adj: &mut [Option<Value>], reached: &mut 
             vals_at
         };
         let Some(yb) = adj[i].take() else { continue };
-        reached[i] = true;
         let duals = node.bits & DUALS;
         let parts = if unboxed {
             let mut vs = [(0.0, None); 3];
@@ -1027,7 +1052,7 @@ fn sweep(m: &mut Machine, tape: &Tape, adj: &mut [Option<Value>], reached: &mut 
         propagate(m, adj, &node, parts)?;
     }
     debug_assert!(reals_at == 0 && vals_at == 0, "each node's values found");
-    Ok(())
+    Ok(any.then_some(tainted))
 }
 
 /// How many of the three low bits of `b` are set.
@@ -1114,20 +1139,14 @@ pub(super) fn forward_real(id: u64, value: Value, tangent: Value) -> Value {
 
 /// `x`'s shape with the sensitivity of each of its reals (the inputs, in
 /// order): their zero where nothing reached them.
-fn cotangent(
-    m: &mut Machine,
-    x: &Value,
-    inputs: &[u32],
-    adj: &mut [Option<Value>],
-    k: &mut usize,
-) -> Result<Value> {
+fn cotangent(m: &mut Machine, x: &Value, sens: &mut [Option<Value>], k: &mut usize) -> Result<Value> {
     Ok(match x {
-        Value::Pair(p) => map_spine(p, &mut |v| cotangent(m, v, inputs, adj, k))?,
+        Value::Pair(p) => map_spine(p, &mut |v| cotangent(m, v, sens, k))?,
         Value::Nil | Value::Bool(_) => x.clone(),
         _ => {
-            let node = inputs[*k] as usize;
+            let i = *k;
             *k += 1;
-            match adj[node].take() {
+            match sens[i].take() {
                 Some(c) => c,
                 // (the transform's (zero x): on x's own levels, if any)
                 None => zero_active(m, x)?,
@@ -1148,25 +1167,9 @@ fn cotangent(
 /// value is only compared: the run then gives way needlessly, not wrongly.
 /// It does not see the zero a pair's sensitivity gives an input that is a
 /// part of the pair, as in `(let (((cons u w) (cons x 2))) (- x w))`.)
-fn exactness_may_differ(tape: &Tape, reached: &[bool], inputs: &[u32], xb: &Value) -> bool {
-    let mut tainted = vec![false; tape.nodes.len()];
-    let mut any = false;
-    for (i, node) in tape.nodes.iter_rev() {
-        if node.f.is_some() && !reached[i] && node.bits & INEXACT != 0 {
-            tainted[i] = true;
-        }
-        if tainted[i] {
-            for &p in &node.parents {
-                if p != NONE {
-                    tainted[p as usize] = true;
-                    any = true;
-                }
-            }
-        }
-    }
-    if !any {
-        return false;
-    }
+/// (`tainted`: the nodes below such a node, from the sweep, which finds them;
+/// `None` if none is.)
+fn exactness_may_differ(tainted: &[bool], inputs: &[u32], xb: &Value) -> bool {
     // the cotangents of the inputs, in order (walked as `cotangent` built them)
     let leaves = reals_in_order(xb).unwrap_or_default();
     inputs.iter().zip(leaves).any(|(&n, c)| tainted[n as usize] && !is_inexact(c))
