@@ -1120,7 +1120,7 @@ pub(super) fn cotangent_doubles(
 pub(super) fn cotangent_duals(
     m: &mut Machine,
     f: Formula,
-    level: u64,
+    level: u32,
     x: &[(f64, Option<f64>)],
     y: (f64, Option<f64>),
     yb: &Value,
@@ -1684,7 +1684,7 @@ impl Lift {
 /// is an exact integer or double, or a real of one running forward level whose
 /// value and tangent are, and nothing is metered (the primitives count what
 /// they compute).
-fn lift_all(m: &Machine, vs: &[&Value], out: &mut [Lift]) -> Option<Option<u64>> {
+fn lift_all(m: &Machine, vs: &[&Value], out: &mut [Lift]) -> Option<Option<u32>> {
     if m.meter.is_some() || vs.len() > out.len() {
         return None;
     }
@@ -1759,11 +1759,11 @@ impl Rv {
 /// The reverse level and [`Rv`] numbers of some values: `None` unless each is
 /// an exact integer or double, or a real of one running reverse level whose
 /// value is one, and nothing is metered.
-fn rev_all(m: &Machine, vs: &[&Value], out: &mut [Rv]) -> Option<Option<u64>> {
+fn rev_all(m: &Machine, vs: &[&Value], out: &mut [Rv]) -> Option<Option<u32>> {
     if m.meter.is_some() || vs.len() > out.len() {
         return None;
     }
-    let mut level: Option<(u64, u32)> = None;
+    let mut level: Option<(u32, u32)> = None;
     for (o, v) in out.iter_mut().zip(vs) {
         *o = match v {
             Value::Active(a) => {
@@ -1801,7 +1801,7 @@ fn rev_rule<T>(m: &mut Machine, args: &[Rv], rule: impl FnOnce(&mut Machine) -> 
 }
 
 /// An [`Rv`] number as a value (a real of reverse level `level` if it has a node).
-fn unrev(r: Rv, level: Option<u64>) -> Value {
+fn unrev(r: Rv, level: Option<u32>) -> Value {
     match level {
         Some(id) if r.node != NO_NODE => super::tape::reverse_real(id, r.node, r.v.value()),
         _ => r.v.value(),
@@ -1809,7 +1809,7 @@ fn unrev(r: Rv, level: Option<u64>) -> Value {
 }
 
 /// A [`Lift`] number as a value (a real of forward level `level` if it has a tangent).
-fn unlift(l: Lift, level: Option<u64>) -> Value {
+fn unlift(l: Lift, level: Option<u32>) -> Value {
     match (l.t, level) {
         (Some(t), Some(id)) => super::tape::forward_real(id, l.p.value(), t.value()),
         _ => l.p.value(),

@@ -90,12 +90,12 @@ fn reals_in_order(x: &Value) -> Option<Vec<&Value>> {
 }
 
 /// The index in the stack of the running level `id`, if it runs.
-fn running(m: &Machine, id: u64) -> Option<usize> {
+fn running(m: &Machine, id: u32) -> Option<usize> {
     m.tape.stack.iter().rposition(|t| t.id == id)
 }
 
 /// The index in the stack of the running level `id`.
-fn level(m: &Machine, id: u64) -> Result<usize> {
+fn level(m: &Machine, id: u32) -> Result<usize> {
     running(m, id).ok_or_else(|| decline("a finished level's real"))
 }
 
@@ -154,7 +154,7 @@ const _: () = assert!(std::mem::size_of::<Node>() <= 12);
 
 /// A level: the dual numbers of one `jvp` (no tape) or the tape of one `vjp`.
 struct Tape {
-    id: u64,
+    id: u32,
     forward: bool,
     /// The forward level whose reals the nodes keep unboxed (`NONE` until one does).
     lift: u32,
@@ -166,7 +166,7 @@ struct Tape {
 }
 
 impl Tape {
-    fn new(id: u64, forward: bool) -> Tape {
+    fn new(id: u32, forward: bool) -> Tape {
         Tape {
             id,
             forward,
@@ -261,7 +261,7 @@ pub(super) struct Mark {
 /// machine remembers between calls.
 pub struct Tapes {
     stack: Vec<Tape>,
-    next_id: u64,
+    next_id: u32,
     /// Closure groups (by address, and forward or reverse) whose run on a
     /// level was declined.
     declined: FxHashSet<usize>,
@@ -482,10 +482,10 @@ fn unboxable(v: &Value, lift: &mut u32) -> bool {
         Value::Active(a)
             if a.node == NONE
                 && matches!((&a.value, &a.tangent), (Value::Real(_), Value::Real(_)))
-                && a.tape < NONE as u64
-                && (*lift == NONE || *lift as u64 == a.tape) =>
+                && a.tape < NONE
+                && (*lift == NONE || *lift == a.tape) =>
         {
-            *lift = a.tape as u32;
+            *lift = a.tape;
             true
         }
         _ => false,
@@ -512,7 +512,7 @@ fn push_unboxed(reals: &mut Chunks<f64>, v: &Value) -> u8 {
 }
 
 /// The index among the running levels of reverse level `id` (a tape), if it runs.
-pub(super) fn reverse_level(m: &Machine, id: u64) -> Option<usize> {
+pub(super) fn reverse_level(m: &Machine, id: u32) -> Option<usize> {
     running(m, id).filter(|&k| !m.tape.stack[k].forward)
 }
 
@@ -532,7 +532,7 @@ pub(super) fn truncate_level(m: &mut Machine, k: usize, mark: Mark) {
 
 /// A real of reverse level `id`: tape node `node`, of value `value`.
 #[inline]
-pub(super) fn reverse_real(id: u64, node: u32, value: Value) -> Value {
+pub(super) fn reverse_real(id: u32, node: u32, value: Value) -> Value {
     Value::Active(Rc::new(Active { tape: id, node, value, tangent: Value::Nil }))
 }
 
@@ -707,6 +707,11 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
         // (no active real is left from an earlier run: identities start again)
         m.tape.next_id = 0;
     }
+    if m.tape.next_id == NONE {
+        // (a level's identity is a `u32` below `NONE`: past 2^32 - 1 levels in
+        // one top-level run, the transform)
+        return Ok(gave_way(m, "no level identity left"));
+    }
     let id = m.tape.next_id;
     m.tape.next_id += 1;
     let forward = want == Want::Jvp;
@@ -793,12 +798,12 @@ fn gave_way(m: &mut Machine, why: &str) -> Option<Value> {
 /// `x` with each real bundled with the real at the same place in `dx` on
 /// forward level `id`; `None` unless both are made of pairs, `()`, booleans
 /// and reals of the same shape.
-fn activate_forward(x: &Value, dx: &Value, id: u64) -> Option<Value> {
+fn activate_forward(x: &Value, dx: &Value, id: u32) -> Option<Value> {
     let mut depth = 0usize;
     activate_forward_rec(x, dx, id, &mut depth)
 }
 
-fn activate_forward_rec(x: &Value, dx: &Value, id: u64, depth: &mut usize) -> Option<Value> {
+fn activate_forward_rec(x: &Value, dx: &Value, id: u32, depth: &mut usize) -> Option<Value> {
     match (x, dx) {
         (Value::Nil, Value::Nil) => Some(Value::Nil),
         // (a boolean's tangent is its zero, itself)
@@ -835,7 +840,7 @@ fn is_real(v: &Value) -> bool {
 /// The tangent of a result on forward level `id`: of each of its reals, that
 /// level's tangent (a constant's zero; a boolean's, itself); `None` unless it is
 /// made of pairs, `()`, booleans and reals.
-fn tangent_of(m: &mut Machine, y: &Value, id: u64) -> Result<Option<Value>> {
+fn tangent_of(m: &mut Machine, y: &Value, id: u32) -> Result<Option<Value>> {
     Ok(match y {
         Value::Active(a) if a.tape == id => Some(a.tangent.clone()),
         // (a constant here, perhaps a real of an enclosing level: its zero there)
@@ -862,7 +867,7 @@ fn tangent_of(m: &mut Machine, y: &Value, id: u64) -> Result<Option<Value>> {
 /// `inputs`, in order); `None` if `x` holds anything but pairs, `()`,
 /// booleans and reals.
 /// (`bools`: set if it holds a boolean).
-fn activate(m: &mut Machine, x: &Value, id: u64, inputs: &mut Vec<u32>, bools: &mut bool) -> Option<Value> {
+fn activate(m: &mut Machine, x: &Value, id: u32, inputs: &mut Vec<u32>, bools: &mut bool) -> Option<Value> {
     let mut budget = 0usize;
     activate_rec(m, x, id, inputs, &mut budget, bools)
 }
@@ -870,7 +875,7 @@ fn activate(m: &mut Machine, x: &Value, id: u64, inputs: &mut Vec<u32>, bools: &
 fn activate_rec(
     m: &mut Machine,
     x: &Value,
-    id: u64,
+    id: u32,
     inputs: &mut Vec<u32>,
     depth: &mut usize,
     bools: &mut bool,
@@ -910,7 +915,7 @@ fn activate_rec(
 /// the transform gives a boolean of the argument the sensitivity that reaches
 /// it, and the tape does not follow booleans (one with its own value as its
 /// sensitivity gets itself either way, as does one that none reaches).
-fn seed(y: &Value, s: &Value, id: u64, adj: &mut [Option<Value>], real: bool, bools: bool) -> bool {
+fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Value>], real: bool, bools: bool) -> bool {
     let mut work: SmallVec<[(&Value, &Value); 16]> = smallvec::smallvec![(y, s)];
     while let Some((y, s)) = work.pop() {
         match (y, s) {
@@ -1024,7 +1029,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<
                 let xs = [vs[0].0, vs[1].0];
                 native::cotangent_doubles(m, f, &xs[..n], vs[2].0, *yb)?
             } else if let Some(o) = (duals != 0 && !structural)
-                .then(|| native::cotangent_duals(m, f, tape.lift as u64, &vs[..n], vs[2], &yb))
+                .then(|| native::cotangent_duals(m, f, tape.lift, &vs[..n], vs[2], &yb))
                 .flatten()
             {
                 o
@@ -1032,7 +1037,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<
                 // (rebuilt as they were)
                 let value = |(p, t): (f64, Option<f64>)| match t {
                     None => Value::Real(p),
-                    Some(t) => forward_real(tape.lift as u64, Value::Real(p), Value::Real(t)),
+                    Some(t) => forward_real(tape.lift, Value::Real(p), Value::Real(t)),
                 };
                 let (x, y) = ([value(vs[0]), value(vs[1])], value(vs[2]));
                 rule(m, f, [&x[0], &x[1]], n, &y, &yb)?
@@ -1127,13 +1132,13 @@ fn add_to(m: &mut Machine, adj: &mut [Option<Value>], node: u32, c: Value) -> Re
 }
 
 /// Is level `id` running, and a forward one (dual numbers)?
-pub(super) fn forward_level_running(m: &Machine, id: u64) -> bool {
+pub(super) fn forward_level_running(m: &Machine, id: u32) -> bool {
     running(m, id).is_some_and(|k| m.tape.stack[k].forward)
 }
 
 /// A real of forward level `id` (its value and tangent).
 #[inline]
-pub(super) fn forward_real(id: u64, value: Value, tangent: Value) -> Value {
+pub(super) fn forward_real(id: u32, value: Value, tangent: Value) -> Value {
     Value::Active(Rc::new(Active { tape: id, node: NONE, value, tangent }))
 }
 
@@ -1199,7 +1204,7 @@ pub fn zero_of(x: &Value) -> Value {
 }
 
 /// A result with tape `id`'s reals replaced by their values.
-fn deactivate(y: &Value, id: u64) -> Value {
+fn deactivate(y: &Value, id: u32) -> Value {
     match y {
         Value::Active(a) if a.tape == id => a.value.clone(),
         Value::Pair(p) => match map_spine(p, &mut |v| Ok::<_, std::convert::Infallible>(deactivate(v, id))) {
