@@ -929,7 +929,13 @@ pub(super) fn bp_cotangent(
 /// ([`X64`]), when those are what it sees, nothing is metered, and every
 /// operation stays in them (see `X64::op`); `None` otherwise (nothing done:
 /// the caller runs the rule on values).
-fn vjp_unboxed(m: &mut Machine, f: Formula, x: &[Value], y: Option<&Value>, yb: &Value) -> Option<Out<X64>> {
+fn vjp_unboxed<V: std::borrow::Borrow<Value>>(
+    m: &mut Machine,
+    f: Formula,
+    x: &[V],
+    y: Option<&Value>,
+    yb: &Value,
+) -> Option<Out<X64>> {
     if m.meter.is_some() || matches!(f, Formula::Zero | Formula::Struct(_)) {
         return None;
     }
@@ -938,7 +944,7 @@ fn vjp_unboxed(m: &mut Machine, f: Formula, x: &[Value], y: Option<&Value>, yb: 
     }
     let mut xs = [X64::I(0); 2];
     for (i, v) in x.iter().enumerate() {
-        xs[i] = X64::of(v)?;
+        xs[i] = X64::of(v.borrow())?;
     }
     let xs = &xs[..x.len()];
     let y = match y {
@@ -1033,16 +1039,17 @@ pub(super) fn leaves(m: &mut Machine, p: PrimId, base: usize, nargs: usize) -> R
 pub(super) fn cotangent(
     m: &mut Machine,
     f: Formula,
-    x: &[Value],
+    x: &[&Value],
     y: &Value,
     yb: &Value,
 ) -> Result<Option<Out<Value>>> {
-    if let (Some((xs, n)), Value::Real(y), Value::Real(yb), None) = (doubles(x), y, yb, &m.meter) {
-        return Ok(match vjp_num::<f64>(m, f, &xs[..n], Some(y), yb)? {
-            Some(Out::One(a)) => Some(Out::One(Value::Real(a))),
-            Some(Out::Two(a, b)) => Some(Out::Two(Value::Real(a), Value::Real(b))),
-            None => None,
-        });
+    let doubles = match x {
+        [Value::Real(a)] => Some(([*a, 0.0], 1)),
+        [Value::Real(a), Value::Real(b)] => Some(([*a, *b], 2)),
+        _ => None,
+    };
+    if let (Some((xs, n)), Value::Real(y), Value::Real(yb), None) = (doubles, y, yb, &m.meter) {
+        return cotangent_doubles(m, f, &xs[..n], *y, *yb);
     }
     // (exact integers among the reals: a gradient's exact seed 1, passed down
     // through sums)
@@ -1056,7 +1063,7 @@ pub(super) fn cotangent(
     let n = x.len();
     if n <= 2 {
         let mut vs = [y; 4];
-        for (v, a) in vs.iter_mut().zip(x.iter().chain([y, yb])) {
+        for (v, a) in vs.iter_mut().zip(x.iter().copied().chain([y, yb])) {
             *v = a;
         }
         let mut ls = [LIFT_ZERO; 4];
@@ -1081,7 +1088,86 @@ pub(super) fn cotangent(
             }
         }
     }
-    vjp_num::<Value>(m, f, x, Some(y), yb)
+    let x: Two<Value> = x.iter().map(|&v| v.clone()).collect();
+    vjp_num::<Value>(m, f, &x, Some(y), yb)
+}
+
+/// [`cotangent`] where every operand, the result and the sensitivity are
+/// doubles and nothing is metered (its first case; `ad::tape` calls it
+/// directly for the doubles a node keeps unboxed).
+#[inline]
+pub(super) fn cotangent_doubles(
+    m: &mut Machine,
+    f: Formula,
+    x: &[f64],
+    y: f64,
+    yb: f64,
+) -> Result<Option<Out<Value>>> {
+    Ok(match vjp_num::<f64>(m, f, x, Some(&y), &yb)? {
+        Some(Out::One(a)) => Some(Out::One(Value::Real(a))),
+        Some(Out::Two(a, b)) => Some(Out::Two(Value::Real(a), Value::Real(b))),
+        None => None,
+    })
+}
+
+/// [`cotangent`] of operands `x` and result `y` that `ad::tape` kept unboxed,
+/// each a double `(v, None)` or a real of forward level `level` whose value and
+/// tangent are doubles `(v, Some(t))`, at least one of them the latter: its
+/// forward-over-reverse case (the one `cotangent` takes for those values),
+/// computed on them as they are. `None` where `cotangent` would not take that
+/// case or it fails (nothing done: the caller rebuilds the values and calls
+/// `cotangent`, which then takes the path it always took).
+pub(super) fn cotangent_duals(
+    m: &mut Machine,
+    f: Formula,
+    level: u32,
+    x: &[(f64, Option<f64>)],
+    y: (f64, Option<f64>),
+    yb: &Value,
+) -> Option<Option<Out<Value>>> {
+    if m.meter.is_some() || x.len() > 2 || !super::tape::forward_level_running(m, level) {
+        return None;
+    }
+    let lift = |(p, t): (f64, Option<f64>)| Lift { p: X64::R(p), t: t.map(X64::R) };
+    let yb = match yb {
+        Value::Active(a) if a.tape == level => Lift { p: X64::of(&a.value)?, t: Some(X64::of(&a.tangent)?) },
+        Value::Active(_) => return None,
+        _ => Lift { p: X64::of(yb)?, t: None },
+    };
+    // (`+` and `*` on doubles, inline: `vjp_num`'s rules, with `Lift`'s
+    // arithmetic on doubles, a constant's tangent its zero)
+    if let (Formula::Add | Formula::Mul, [a, b], X64::R(ybp), None | Some(X64::R(_))) = (f, x, yb.p, yb.t) {
+        let ybt = match yb.t {
+            Some(X64::R(t)) => Some(t),
+            _ => None,
+        };
+        let real = |p: f64, t: Option<f64>| match t {
+            None => Value::Real(p),
+            Some(t) => super::tape::forward_real(level, Value::Real(p), Value::Real(t)),
+        };
+        let mul = |(ap, at): (f64, Option<f64>), (bp, bt): (f64, Option<f64>)| {
+            let dy = (at.is_some() || bt.is_some()).then(|| at.unwrap_or(0.0) * bp + ap * bt.unwrap_or(0.0));
+            real(ap * bp, dy)
+        };
+        return Some(Some(match f {
+            // (cons yb yb)
+            Formula::Add => Out::Two(real(ybp, ybt), real(ybp, ybt)),
+            // (cons (* yb x2) (* yb x1))
+            _ => {
+                let first = mul((ybp, ybt), *b);
+                Out::Two(first, mul((ybp, ybt), *a))
+            }
+        }));
+    }
+    let mut ls = [LIFT_ZERO; 2];
+    for (l, v) in ls.iter_mut().zip(x) {
+        *l = lift(*v);
+    }
+    let o = vjp_num::<Lift>(m, f, &ls[..x.len()], Some(&lift(y)), &yb).ok()?;
+    Some(o.map(|o| match o {
+        Out::One(a) => Out::One(unlift(a, Some(level))),
+        Out::Two(a, b) => Out::Two(unlift(a, Some(level)), unlift(b, Some(level))),
+    }))
 }
 
 /// The tangent rule of scalar formula `f` for argument `x`, result `y` and
@@ -1598,7 +1684,7 @@ impl Lift {
 /// is an exact integer or double, or a real of one running forward level whose
 /// value and tangent are, and nothing is metered (the primitives count what
 /// they compute).
-fn lift_all(m: &Machine, vs: &[&Value], out: &mut [Lift]) -> Option<Option<u64>> {
+fn lift_all(m: &Machine, vs: &[&Value], out: &mut [Lift]) -> Option<Option<u32>> {
     if m.meter.is_some() || vs.len() > out.len() {
         return None;
     }
@@ -1673,11 +1759,11 @@ impl Rv {
 /// The reverse level and [`Rv`] numbers of some values: `None` unless each is
 /// an exact integer or double, or a real of one running reverse level whose
 /// value is one, and nothing is metered.
-fn rev_all(m: &Machine, vs: &[&Value], out: &mut [Rv]) -> Option<Option<u64>> {
+fn rev_all(m: &Machine, vs: &[&Value], out: &mut [Rv]) -> Option<Option<u32>> {
     if m.meter.is_some() || vs.len() > out.len() {
         return None;
     }
-    let mut level: Option<(u64, u32)> = None;
+    let mut level: Option<(u32, u32)> = None;
     for (o, v) in out.iter_mut().zip(vs) {
         *o = match v {
             Value::Active(a) => {
@@ -1715,7 +1801,7 @@ fn rev_rule<T>(m: &mut Machine, args: &[Rv], rule: impl FnOnce(&mut Machine) -> 
 }
 
 /// An [`Rv`] number as a value (a real of reverse level `level` if it has a node).
-fn unrev(r: Rv, level: Option<u64>) -> Value {
+fn unrev(r: Rv, level: Option<u32>) -> Value {
     match level {
         Some(id) if r.node != NO_NODE => super::tape::reverse_real(id, r.node, r.v.value()),
         _ => r.v.value(),
@@ -1723,7 +1809,7 @@ fn unrev(r: Rv, level: Option<u64>) -> Value {
 }
 
 /// A [`Lift`] number as a value (a real of forward level `level` if it has a tangent).
-fn unlift(l: Lift, level: Option<u64>) -> Value {
+fn unlift(l: Lift, level: Option<u32>) -> Value {
     match (l.t, level) {
         (Some(t), Some(id)) => super::tape::forward_real(id, l.p.value(), t.value()),
         _ => l.p.value(),

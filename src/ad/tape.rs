@@ -90,12 +90,12 @@ fn reals_in_order(x: &Value) -> Option<Vec<&Value>> {
 }
 
 /// The index in the stack of the running level `id`, if it runs.
-fn running(m: &Machine, id: u64) -> Option<usize> {
+fn running(m: &Machine, id: u32) -> Option<usize> {
     m.tape.stack.iter().rposition(|t| t.id == id)
 }
 
 /// The index in the stack of the running level `id`.
-fn level(m: &Machine, id: u64) -> Result<usize> {
+fn level(m: &Machine, id: u32) -> Result<usize> {
     running(m, id).ok_or_else(|| decline("a finished level's real"))
 }
 
@@ -121,106 +121,147 @@ fn shallow(v: &Value) -> bool {
 
 /// One operation on a tape: `y = f(x)`, whose operands `x` (one or two) are
 /// the tape's nodes `parents` (or constants, `NONE`); an input has no formula.
-/// The operands and result the formula's cotangent rule does not read are
-/// kept as `0.0`.
+/// The node keeps only the operands and result its formula's cotangent rule
+/// reads (`kept_mask`), in order, after those of the nodes before it in one of
+/// its tape's stores: unboxed in `reals` when each is a double or a real of the
+/// tape's forward level `lift` whose value and tangent are doubles (then its
+/// value and tangent, two doubles), as values in `vals` otherwise. (The
+/// backward sweep finds them by counting back from the stores' ends.) The
+/// others are passed to the rule as `0.0`, as before they were stored that
+/// way. (Unboxed, a forward level's real no longer keeps its boxed dual alive:
+/// the program frees it when it drops it.)
+#[derive(Clone, Copy)]
 struct Node {
-    f: Option<Formula>,
-    /// How many operands it has (the first `n` of `x`).
-    n: u8,
     parents: [u32; 2],
-    x: [Value; 2],
-    y: Value,
-    /// Whether an operand or the result is inexact (see `exactness_may_differ`).
-    inexact: bool,
+    f: Option<Formula>,
+    /// How many operands it has.
+    n: u8,
+    /// `UNBOXED` if its kept values are in `reals`, then bit `j` (0, 1: an
+    /// operand, 2: the result) set if that one is a dual of level `lift`;
+    /// `INEXACT` if an operand or the result is inexact (see `exactness_may_differ`).
+    bits: u8,
 }
+
+/// `Node::bits`: the node's kept values are doubles in `reals`.
+const UNBOXED: u8 = 0x80;
+/// `Node::bits`: an operand or the result is inexact.
+const INEXACT: u8 = 0x40;
+/// `Node::bits`: which kept values are duals.
+const DUALS: u8 = 0x07;
+
+// (five nodes in the space one took when each kept its values in it)
+const _: () = assert!(std::mem::size_of::<Node>() <= 12);
 
 /// A level: the dual numbers of one `jvp` (no tape) or the tape of one `vjp`.
 struct Tape {
-    id: u64,
+    id: u32,
     forward: bool,
-    nodes: Nodes,
+    /// The forward level whose reals the nodes keep unboxed (`NONE` until one does).
+    lift: u32,
+    nodes: Chunks<Node>,
+    /// The values nodes keep (boxed).
+    vals: Chunks<Value>,
+    /// The values nodes keep unboxed (a double; a dual's value and tangent).
+    reals: Chunks<f64>,
 }
 
-/// How many nodes a chunk of a tape holds.
+impl Tape {
+    fn new(id: u32, forward: bool) -> Tape {
+        Tape {
+            id,
+            forward,
+            lift: NONE,
+            nodes: Chunks::default(),
+            vals: Chunks::default(),
+            reals: Chunks::default(),
+        }
+    }
+}
+
+/// How many items a chunk of a tape's store holds.
 const CHUNK: usize = 4096;
 
-/// A tape's nodes, in order: in chunks of `CHUNK` (the first grows as a vector
-/// does, and is all a short tape allocates), so that a long tape grows without
-/// copying itself and without a doubled vector's unused half.
-#[derive(Default)]
-struct Nodes {
-    first: Vec<Node>,
-    rest: Vec<Vec<Node>>,
-    len: usize,
+/// A tape's nodes (or the values they keep), in order: in chunks of `CHUNK`
+/// (the first grows as a vector does, and is all a short tape allocates), so
+/// that a long tape grows without copying itself and without a doubled
+/// vector's unused half. Items are pushed on `last` (never longer than
+/// `CHUNK`); `full` holds the chunks before it, each `CHUNK` long.
+struct Chunks<T> {
+    full: Vec<Vec<T>>,
+    last: Vec<T>,
 }
 
-impl Nodes {
+impl<T> Default for Chunks<T> {
+    fn default() -> Self {
+        Chunks { full: Vec::new(), last: Vec::new() }
+    }
+}
+
+impl<T> Chunks<T> {
+    #[inline(always)]
     fn len(&self) -> usize {
-        self.len
+        self.full.len() * CHUNK + self.last.len()
     }
 
     #[inline(always)]
-    fn push(&mut self, n: Node) {
-        if self.len < CHUNK {
-            self.first.push(n);
-            self.len += 1;
-        } else {
-            self.push_past_first(n);
+    fn push(&mut self, n: T) {
+        if self.last.len() == CHUNK {
+            self.start_chunk();
         }
+        self.last.push(n);
     }
 
-    /// `push` past the first chunk.
+    /// Sets the full chunk `last` aside and starts a new one.
     #[inline(never)]
-    fn push_past_first(&mut self, n: Node) {
-        match self.rest.last_mut() {
-            Some(c) if c.len() < CHUNK => c.push(n),
-            _ => {
-                let mut c = Vec::with_capacity(CHUNK);
-                c.push(n);
-                self.rest.push(c);
-            }
-        }
-        self.len += 1;
+    fn start_chunk(&mut self) {
+        let full = std::mem::replace(&mut self.last, Vec::with_capacity(CHUNK));
+        self.full.push(full);
     }
 
     fn truncate(&mut self, len: usize) {
-        if len >= self.len {
+        if len >= self.len() {
             return;
         }
-        if len <= CHUNK {
-            self.rest.clear();
-            self.first.truncate(len);
-        } else {
-            let past = len - CHUNK;
-            self.rest.truncate(past.div_ceil(CHUNK));
-            if let Some(c) = self.rest.last_mut() {
-                c.truncate(past - (past.div_ceil(CHUNK) - 1) * CHUNK);
-            }
+        let (chunks, rest) = (len / CHUNK, len % CHUNK);
+        if chunks < self.full.len() {
+            // (the chunk `len` ends in becomes the last)
+            self.full.truncate(chunks + 1);
+            self.last = self.full.pop().expect("the chunk len ends in");
         }
-        self.len = len;
+        self.last.truncate(rest);
     }
 
-    /// Node `i`.
+    /// Item `i`.
     #[inline(always)]
-    fn get(&self, i: usize) -> &Node {
-        if i < CHUNK {
-            &self.first[i]
+    fn get(&self, i: usize) -> &T {
+        let c = i / CHUNK;
+        if c < self.full.len() {
+            &self.full[c][i % CHUNK]
         } else {
-            &self.rest[i / CHUNK - 1][i % CHUNK]
+            &self.last[i % CHUNK]
         }
     }
 
-    /// The nodes with their numbers, last first.
-    fn iter_rev(&self) -> impl Iterator<Item = (usize, &Node)> {
-        (0..self.len).rev().map(|i| (i, self.get(i)))
+    /// The items with their numbers, last first.
+    #[cfg(test)]
+    fn iter_rev(&self) -> impl Iterator<Item = (usize, &T)> {
+        (0..self.len()).rev().map(|i| (i, self.get(i)))
     }
+}
+
+/// How far a tape's stores reach (see `level_len`, `truncate_level`).
+#[derive(Clone, Copy)]
+pub(super) struct Mark {
+    nodes: usize,
+    vals: usize,
+    reals: usize,
 }
 
 /// The levels of the calls running now (innermost last), and what the
 /// machine remembers between calls.
 pub struct Tapes {
     stack: Vec<Tape>,
-    next_id: u64,
+    next_id: u32,
     /// Closure groups (by address, and forward or reverse) whose run on a
     /// level was declined.
     declined: FxHashSet<usize>,
@@ -381,57 +422,134 @@ pub(super) fn push_op(
     f: Formula,
     n: usize,
     parents: [u32; 2],
-    mut x: [Value; 2],
+    x: [Value; 2],
     y: &Value,
 ) -> u32 {
     // (the node keeps only the operands and result its cotangent rule reads, so
     // that the others, on an enclosing level above all, can be freed)
     let inexact = is_inexact(y) || x[..n].iter().any(is_inexact);
-    let (used_x, used_y) = reads(f);
-    for (v, used) in x[..n].iter_mut().zip(used_x) {
-        if !used {
-            *v = Value::Real(0.0);
+    let kept = kept_mask(f, n);
+    // unboxed if each is a double or a real of the tape's forward level (the
+    // first it meets, if none yet) made of doubles
+    let t = &mut m.tape.stack[k];
+    let mut lift = t.lift;
+    let mut unboxed = true;
+    if kept & 1 != 0 {
+        unboxed &= unboxable(&x[0], &mut lift);
+    }
+    if kept & 2 != 0 {
+        unboxed &= unboxable(&x[1], &mut lift);
+    }
+    if kept & 4 != 0 {
+        unboxed &= unboxable(y, &mut lift);
+    }
+    let node = t.nodes.len() as u32;
+    let mut bits = if inexact { INEXACT } else { 0 };
+    if unboxed {
+        t.lift = lift;
+        bits |= UNBOXED;
+        if kept & 1 != 0 {
+            bits |= push_unboxed(&mut t.reals, &x[0]);
+        }
+        if kept & 2 != 0 {
+            bits |= push_unboxed(&mut t.reals, &x[1]) << 1;
+        }
+        if kept & 4 != 0 {
+            bits |= push_unboxed(&mut t.reals, y) << 2;
+        }
+    } else {
+        let [x0, x1] = x;
+        if kept & 1 != 0 {
+            t.vals.push(x0);
+        }
+        if kept & 2 != 0 {
+            t.vals.push(x1);
+        }
+        if kept & 4 != 0 {
+            t.vals.push(y.clone());
         }
     }
-    let y_kept = if used_y { y.clone() } else { Value::Real(0.0) };
-    let t = &mut m.tape.stack[k];
-    let node = t.nodes.len() as u32;
-    t.nodes.push(Node { f: Some(f), n: n as u8, parents, x, y: y_kept, inexact });
+    t.nodes.push(Node { parents, f: Some(f), n: n as u8, bits });
     node
 }
 
+/// Can a node keep `v` unboxed: a double, or a real of forward level `lift`
+/// (set by the first such real) whose value and tangent are doubles?
+#[inline(always)]
+fn unboxable(v: &Value, lift: &mut u32) -> bool {
+    match v {
+        Value::Real(_) => true,
+        Value::Active(a)
+            if a.node == NONE
+                && matches!((&a.value, &a.tangent), (Value::Real(_), Value::Real(_)))
+                && a.tape < NONE
+                && (*lift == NONE || *lift == a.tape) =>
+        {
+            *lift = a.tape;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Keeps unboxable `v` in `reals`: 1 if as a dual (its value and tangent).
+#[inline(always)]
+fn push_unboxed(reals: &mut Chunks<f64>, v: &Value) -> u8 {
+    match v {
+        Value::Active(a) => {
+            if let (Value::Real(p), Value::Real(d)) = (&a.value, &a.tangent) {
+                reals.push(*p);
+                reals.push(*d);
+            }
+            1
+        }
+        Value::Real(r) => {
+            reals.push(*r);
+            0
+        }
+        _ => 0,
+    }
+}
+
 /// The index among the running levels of reverse level `id` (a tape), if it runs.
-pub(super) fn reverse_level(m: &Machine, id: u64) -> Option<usize> {
+pub(super) fn reverse_level(m: &Machine, id: u32) -> Option<usize> {
     running(m, id).filter(|&k| !m.tape.stack[k].forward)
 }
 
-/// How many nodes the tape at index `k` of the running levels has.
-pub(super) fn level_len(m: &Machine, k: usize) -> usize {
-    m.tape.stack[k].nodes.len()
+/// How far the tape at index `k` of the running levels reaches.
+pub(super) fn level_len(m: &Machine, k: usize) -> Mark {
+    let t = &m.tape.stack[k];
+    Mark { nodes: t.nodes.len(), vals: t.vals.len(), reals: t.reals.len() }
 }
 
-/// Forgets the nodes of the tape at index `k` of the running levels past the first `len`.
-pub(super) fn truncate_level(m: &mut Machine, k: usize, len: usize) {
-    m.tape.stack[k].nodes.truncate(len);
+/// Forgets what the tape at index `k` of the running levels recorded past `mark`.
+pub(super) fn truncate_level(m: &mut Machine, k: usize, mark: Mark) {
+    let t = &mut m.tape.stack[k];
+    t.nodes.truncate(mark.nodes);
+    t.vals.truncate(mark.vals);
+    t.reals.truncate(mark.reals);
 }
 
 /// A real of reverse level `id`: tape node `node`, of value `value`.
 #[inline]
-pub(super) fn reverse_real(id: u64, node: u32, value: Value) -> Value {
+pub(super) fn reverse_real(id: u32, node: u32, value: Value) -> Value {
     Value::Active(Rc::new(Active { tape: id, node, value, tangent: Value::Nil }))
 }
 
-/// Which operands (first, second) and whether the result a formula's cotangent
-/// rule reads (`native::vjp_num`).
-fn reads(f: Formula) -> ([bool; 2], bool) {
-    match f {
-        Formula::Add | Formula::Sub => ([false, false], false),
-        Formula::Mul | Formula::Atan => ([true, true], false),
-        Formula::Div => ([false, true], true),
-        Formula::Sqrt | Formula::Exp => ([false, false], true),
-        Formula::Log | Formula::Sin | Formula::Cos => ([true, false], false),
-        Formula::Zero | Formula::Struct(_) => ([true, true], true),
-    }
+/// `Node::kept` of a node of formula `f` with `n` operands: which operands
+/// (bits 0, 1) and whether the result (bit 2) its cotangent rule reads
+/// (`native::vjp_num`).
+#[inline(always)]
+fn kept_mask(f: Formula, n: usize) -> u8 {
+    let all = match f {
+        Formula::Add | Formula::Sub => 0,
+        Formula::Mul | Formula::Atan => 3,
+        Formula::Div => 6,
+        Formula::Sqrt | Formula::Exp => 4,
+        Formula::Log | Formula::Sin | Formula::Cos => 1,
+        Formula::Zero | Formula::Struct(_) => 7,
+    };
+    all & [4, 5, 7][n.min(2)]
 }
 
 /// The formula of scalar primitive `p`, if it has a derivative rule that a
@@ -589,10 +707,15 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
         // (no active real is left from an earlier run: identities start again)
         m.tape.next_id = 0;
     }
+    if m.tape.next_id == NONE {
+        // (a level's identity is a `u32` below `NONE`: past 2^32 - 1 levels in
+        // one top-level run, the transform)
+        return Ok(gave_way(m, "no level identity left"));
+    }
     let id = m.tape.next_id;
     m.tape.next_id += 1;
     let forward = want == Want::Jvp;
-    m.tape.stack.push(Tape { id, forward, nodes: Nodes::default() });
+    m.tape.stack.push(Tape::new(id, forward));
     let mut inputs = Vec::new();
     let mut bools = false;
     let xa =
@@ -636,21 +759,25 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
         // (the transform reports a result that does not fit the sensitivity)
         return Ok(gave_way(m, "a result not made of pairs, () and reals shaped like the sensitivity"));
     }
-    let mut reached = vec![false; tape.nodes.len()];
-    match sweep(m, &tape, &mut adj, &mut reached) {
-        Ok(()) => {}
+    let mut tape = tape;
+    let tainted = match sweep(m, &mut tape, &mut adj) {
+        Ok(t) => t,
         Err(e) if e.kind == ErrorKind::Limit => return Err(e),
         // (the transform's backpropagator meets the same error: reported as it
         // reports it)
         Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
-    }
+    };
+    // (the tape and the other nodes' sensitivities freed before the cotangent is built)
+    drop(tape);
+    let mut sens: Vec<Option<Value>> = inputs.iter().map(|&n| adj[n as usize].take()).collect();
+    drop(adj);
     let mut k = 0;
-    let xb = match cotangent(m, x, &inputs, &mut adj, &mut k) {
+    let xb = match cotangent(m, x, &mut sens, &mut k) {
         Ok(xb) => xb,
         Err(e) if e.kind == ErrorKind::Limit => return Err(e),
         Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
     };
-    if exactness_may_differ(&tape, &reached, &inputs, &xb) {
+    if tainted.as_ref().is_some_and(|t| exactness_may_differ(t, &inputs, &xb)) {
         m.tape.exactness_declined += 1;
         return Ok(gave_way(m, EXACTNESS));
     }
@@ -671,12 +798,12 @@ fn gave_way(m: &mut Machine, why: &str) -> Option<Value> {
 /// `x` with each real bundled with the real at the same place in `dx` on
 /// forward level `id`; `None` unless both are made of pairs, `()`, booleans
 /// and reals of the same shape.
-fn activate_forward(x: &Value, dx: &Value, id: u64) -> Option<Value> {
+fn activate_forward(x: &Value, dx: &Value, id: u32) -> Option<Value> {
     let mut depth = 0usize;
     activate_forward_rec(x, dx, id, &mut depth)
 }
 
-fn activate_forward_rec(x: &Value, dx: &Value, id: u64, depth: &mut usize) -> Option<Value> {
+fn activate_forward_rec(x: &Value, dx: &Value, id: u32, depth: &mut usize) -> Option<Value> {
     match (x, dx) {
         (Value::Nil, Value::Nil) => Some(Value::Nil),
         // (a boolean's tangent is its zero, itself)
@@ -713,7 +840,7 @@ fn is_real(v: &Value) -> bool {
 /// The tangent of a result on forward level `id`: of each of its reals, that
 /// level's tangent (a constant's zero; a boolean's, itself); `None` unless it is
 /// made of pairs, `()`, booleans and reals.
-fn tangent_of(m: &mut Machine, y: &Value, id: u64) -> Result<Option<Value>> {
+fn tangent_of(m: &mut Machine, y: &Value, id: u32) -> Result<Option<Value>> {
     Ok(match y {
         Value::Active(a) if a.tape == id => Some(a.tangent.clone()),
         // (a constant here, perhaps a real of an enclosing level: its zero there)
@@ -740,7 +867,7 @@ fn tangent_of(m: &mut Machine, y: &Value, id: u64) -> Result<Option<Value>> {
 /// `inputs`, in order); `None` if `x` holds anything but pairs, `()`,
 /// booleans and reals.
 /// (`bools`: set if it holds a boolean).
-fn activate(m: &mut Machine, x: &Value, id: u64, inputs: &mut Vec<u32>, bools: &mut bool) -> Option<Value> {
+fn activate(m: &mut Machine, x: &Value, id: u32, inputs: &mut Vec<u32>, bools: &mut bool) -> Option<Value> {
     let mut budget = 0usize;
     activate_rec(m, x, id, inputs, &mut budget, bools)
 }
@@ -748,7 +875,7 @@ fn activate(m: &mut Machine, x: &Value, id: u64, inputs: &mut Vec<u32>, bools: &
 fn activate_rec(
     m: &mut Machine,
     x: &Value,
-    id: u64,
+    id: u32,
     inputs: &mut Vec<u32>,
     depth: &mut usize,
     bools: &mut bool,
@@ -762,14 +889,8 @@ fn activate_rec(
         Value::Int(_) | Value::Real(_) | Value::Big(_) | Value::Rat(_) | Value::Active(_) => {
             let t = m.tape.stack.last_mut()?;
             let node = t.nodes.len() as u32;
-            t.nodes.push(Node {
-                f: None,
-                n: 0,
-                parents: [NONE; 2],
-                x: [Value::Nil, Value::Nil],
-                y: x.clone(),
-                inexact: false,
-            });
+            // (an input keeps no value: no rule reads it)
+            t.nodes.push(Node { parents: [NONE; 2], f: None, n: 0, bits: 0 });
             inputs.push(node);
             Some(reverse_real(id, node, x.clone()))
         }
@@ -794,7 +915,7 @@ fn activate_rec(
 /// the transform gives a boolean of the argument the sensitivity that reaches
 /// it, and the tape does not follow booleans (one with its own value as its
 /// sensitivity gets itself either way, as does one that none reaches).
-fn seed(y: &Value, s: &Value, id: u64, adj: &mut [Option<Value>], real: bool, bools: bool) -> bool {
+fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Value>], real: bool, bools: bool) -> bool {
     let mut work: SmallVec<[(&Value, &Value); 16]> = smallvec::smallvec![(y, s)];
     while let Some((y, s)) = work.pop() {
         match (y, s) {
@@ -838,34 +959,141 @@ fn seed(y: &Value, s: &Value, id: u64, adj: &mut [Option<Value>], real: bool, bo
 }
 
 /// The backward sweep: each node's sensitivity, last node first, through its
-/// formula's cotangent rule to its parents.
-/// (`reached`: the nodes some sensitivity reached.)
+/// formula's cotangent rule to its parents. It frees what it has gone through
+/// of the tape as it goes. Its result: the nodes below a node that no
+/// sensitivity reached and whose operands or result are inexact (see
+/// `exactness_may_differ`), `None` if there are none.
 /// It makes no procedure calls, so it checks `--timeout` and Ctrl-C itself
 /// (every `SWEEP_CHECK_EVERY` nodes): a long sweep stops as the transform's
 /// backpropagator would, not by the watchdog ending the program (the REPL's
 /// session, `vlad test`'s run).
-fn sweep(m: &mut Machine, tape: &Tape, adj: &mut [Option<Value>], reached: &mut [bool]) -> Result<()> {
-    for (i, node) in tape.nodes.iter_rev() {
+fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<Option<Vec<bool>>> {
+    // (an operand or result the rule does not read)
+    let zero = Value::Real(0.0);
+    // (where the values the nodes from `i` on keep start)
+    let (mut reals_at, mut vals_at) = (tape.reals.len(), tape.vals.len());
+    let mut tainted = vec![false; tape.nodes.len()];
+    let mut any = false;
+    for i in (0..tape.nodes.len()).rev() {
         if i % SWEEP_CHECK_EVERY == 0 {
             m.check_limits()?;
+            // (the nodes past `i` are done with)
+            tape.nodes.truncate(i + 1);
+            tape.reals.truncate(reals_at);
+            tape.vals.truncate(vals_at);
         }
+        let node = *tape.nodes.get(i);
         let Some(f) = node.f else { continue };
-        let Some(yb) = adj[i].take() else { continue };
-        reached[i] = true;
-        let parts = match f {
-            // `zero`'s rule: (zero x)
-            Formula::Struct(StructOp::Zero) => Out::One(super::ops::zero(m, &node.x[0])?),
-            _ => native::cotangent(m, f, &node.x[..node.n as usize], &node.y, &yb)?
-                .ok_or_else(|| decline("a primitive without a cotangent rule"))?,
-        };
-        let (a, b) = match parts {
-            Out::One(a) => (a, None),
-            Out::Two(a, b) => (a, Some(b)),
-        };
-        add_to(m, adj, node.parents[0], a)?;
-        if let Some(b) = b {
-            add_to(m, adj, node.parents[1], b)?;
+        // (a node that none reaches has no sensitivity by now: all its
+        // children are done)
+        if adj[i].is_none() && node.bits & INEXACT != 0 {
+            tainted[i] = true;
         }
+        if tainted[i] {
+            for &p in &node.parents {
+                if p != NONE {
+                    tainted[p as usize] = true;
+                    any = true;
+                }
+            }
+        }
+        let n = node.n as usize;
+        let kept = kept_mask(f, n);
+        let unboxed = node.bits & UNBOXED != 0;
+        let mut at = if unboxed {
+            reals_at -= ones(kept) + ones(node.bits & DUALS);
+            reals_at
+        } else {
+            vals_at -= ones(kept);
+            vals_at
+        };
+        let Some(yb) = adj[i].take() else { continue };
+        let duals = node.bits & DUALS;
+        let parts = if unboxed {
+            let mut vs = [(0.0, None); 3];
+            for (j, v) in vs.iter_mut().enumerate() {
+                if kept & (1 << j) != 0 {
+                    let p = *tape.reals.get(at);
+                    at += 1;
+                    if duals & (1 << j) != 0 {
+                        *v = (p, Some(*tape.reals.get(at)));
+                        at += 1;
+                    } else {
+                        v.0 = p;
+                    }
+                }
+            }
+            let structural = matches!(f, Formula::Struct(_));
+            if let (0, Value::Real(yb), None, false) = (duals, &yb, &m.meter, structural) {
+                // (doubles only: `native::cotangent`'s first case)
+                let xs = [vs[0].0, vs[1].0];
+                native::cotangent_doubles(m, f, &xs[..n], vs[2].0, *yb)?
+            } else if let Some(o) = (duals != 0 && !structural)
+                .then(|| native::cotangent_duals(m, f, tape.lift, &vs[..n], vs[2], &yb))
+                .flatten()
+            {
+                o
+            } else {
+                // (rebuilt as they were)
+                let value = |(p, t): (f64, Option<f64>)| match t {
+                    None => Value::Real(p),
+                    Some(t) => forward_real(tape.lift, Value::Real(p), Value::Real(t)),
+                };
+                let (x, y) = ([value(vs[0]), value(vs[1])], value(vs[2]));
+                rule(m, f, [&x[0], &x[1]], n, &y, &yb)?
+            }
+        } else {
+            let mut x = [&zero, &zero];
+            for (j, v) in x.iter_mut().enumerate() {
+                if kept & (1 << j) != 0 {
+                    *v = tape.vals.get(at);
+                    at += 1;
+                }
+            }
+            let y = if kept & 4 != 0 { tape.vals.get(at) } else { &zero };
+            rule(m, f, x, n, y, &yb)?
+        };
+        let parts = parts.ok_or_else(|| decline("a primitive without a cotangent rule"))?;
+        propagate(m, adj, &node, parts)?;
+    }
+    debug_assert!(reals_at == 0 && vals_at == 0, "each node's values found");
+    Ok(any.then_some(tainted))
+}
+
+/// How many of the three low bits of `b` are set.
+#[inline(always)]
+fn ones(b: u8) -> usize {
+    // (the counts of 0 to 7, four bits each)
+    (0x3221_2110u32 >> ((b & 7) * 4)) as usize & 0xf
+}
+
+/// The cotangent rule of a node of formula `f`, operands `x` (the first `n`),
+/// result `y` and sensitivity `yb`.
+fn rule(
+    m: &mut Machine,
+    f: Formula,
+    x: [&Value; 2],
+    n: usize,
+    y: &Value,
+    yb: &Value,
+) -> Result<Option<Out<Value>>> {
+    match f {
+        // `zero`'s rule: (zero x)
+        Formula::Struct(StructOp::Zero) => Ok(Some(Out::One(super::ops::zero(m, x[0])?))),
+        _ => native::cotangent(m, f, &x[..n], y, yb),
+    }
+}
+
+/// Adds a node's cotangent (its one or two parts) to its parents' sensitivities.
+#[inline(always)]
+fn propagate(m: &mut Machine, adj: &mut [Option<Value>], node: &Node, parts: Out<Value>) -> Result<()> {
+    let (a, b) = match parts {
+        Out::One(a) => (a, None),
+        Out::Two(a, b) => (a, Some(b)),
+    };
+    add_to(m, adj, node.parents[0], a)?;
+    if let Some(b) = b {
+        add_to(m, adj, node.parents[1], b)?;
     }
     Ok(())
 }
@@ -904,32 +1132,26 @@ fn add_to(m: &mut Machine, adj: &mut [Option<Value>], node: u32, c: Value) -> Re
 }
 
 /// Is level `id` running, and a forward one (dual numbers)?
-pub(super) fn forward_level_running(m: &Machine, id: u64) -> bool {
+pub(super) fn forward_level_running(m: &Machine, id: u32) -> bool {
     running(m, id).is_some_and(|k| m.tape.stack[k].forward)
 }
 
 /// A real of forward level `id` (its value and tangent).
 #[inline]
-pub(super) fn forward_real(id: u64, value: Value, tangent: Value) -> Value {
+pub(super) fn forward_real(id: u32, value: Value, tangent: Value) -> Value {
     Value::Active(Rc::new(Active { tape: id, node: NONE, value, tangent }))
 }
 
 /// `x`'s shape with the sensitivity of each of its reals (the inputs, in
 /// order): their zero where nothing reached them.
-fn cotangent(
-    m: &mut Machine,
-    x: &Value,
-    inputs: &[u32],
-    adj: &mut [Option<Value>],
-    k: &mut usize,
-) -> Result<Value> {
+fn cotangent(m: &mut Machine, x: &Value, sens: &mut [Option<Value>], k: &mut usize) -> Result<Value> {
     Ok(match x {
-        Value::Pair(p) => map_spine(p, &mut |v| cotangent(m, v, inputs, adj, k))?,
+        Value::Pair(p) => map_spine(p, &mut |v| cotangent(m, v, sens, k))?,
         Value::Nil | Value::Bool(_) => x.clone(),
         _ => {
-            let node = inputs[*k] as usize;
+            let i = *k;
             *k += 1;
-            match adj[node].take() {
+            match sens[i].take() {
                 Some(c) => c,
                 // (the transform's (zero x): on x's own levels, if any)
                 None => zero_active(m, x)?,
@@ -950,25 +1172,9 @@ fn cotangent(
 /// value is only compared: the run then gives way needlessly, not wrongly.
 /// It does not see the zero a pair's sensitivity gives an input that is a
 /// part of the pair, as in `(let (((cons u w) (cons x 2))) (- x w))`.)
-fn exactness_may_differ(tape: &Tape, reached: &[bool], inputs: &[u32], xb: &Value) -> bool {
-    let mut tainted = vec![false; tape.nodes.len()];
-    let mut any = false;
-    for (i, node) in tape.nodes.iter_rev() {
-        if node.f.is_some() && !reached[i] && node.inexact {
-            tainted[i] = true;
-        }
-        if tainted[i] {
-            for &p in &node.parents {
-                if p != NONE {
-                    tainted[p as usize] = true;
-                    any = true;
-                }
-            }
-        }
-    }
-    if !any {
-        return false;
-    }
+/// (`tainted`: the nodes below such a node, from the sweep, which finds them;
+/// `None` if none is.)
+fn exactness_may_differ(tainted: &[bool], inputs: &[u32], xb: &Value) -> bool {
     // the cotangents of the inputs, in order (walked as `cotangent` built them)
     let leaves = reals_in_order(xb).unwrap_or_default();
     inputs.iter().zip(leaves).any(|(&n, c)| tainted[n as usize] && !is_inexact(c))
@@ -998,7 +1204,7 @@ pub fn zero_of(x: &Value) -> Value {
 }
 
 /// A result with tape `id`'s reals replaced by their values.
-fn deactivate(y: &Value, id: u64) -> Value {
+fn deactivate(y: &Value, id: u32) -> Value {
     match y {
         Value::Active(a) if a.tape == id => a.value.clone(),
         Value::Pair(p) => match map_spine(p, &mut |v| Ok::<_, std::convert::Infallible>(deactivate(v, id))) {
@@ -1013,50 +1219,36 @@ fn deactivate(y: &Value, id: u64) -> Value {
 mod tests {
     use super::*;
 
-    fn node(i: i64) -> Node {
-        Node {
-            f: None,
-            n: 0,
-            parents: [NONE; 2],
-            x: [Value::Nil, Value::Nil],
-            y: Value::Int(i),
-            inexact: false,
-        }
-    }
-
-    fn ys(nodes: &Nodes) -> Vec<i64> {
+    fn ys(nodes: &Chunks<i64>) -> Vec<i64> {
         let mut out: Vec<i64> = nodes
             .iter_rev()
-            .map(|(i, n)| match n.y {
-                Value::Int(y) => {
-                    assert_eq!(y as usize, i, "node {i} numbered as pushed");
-                    y
-                }
-                _ => panic!("not a test node"),
+            .map(|(i, &y)| {
+                assert_eq!(y as usize, i, "item {i} numbered as pushed");
+                y
             })
             .collect();
         out.reverse();
         out
     }
 
-    /// Nodes keep their numbers across chunks, and truncating at, before and
+    /// Items keep their numbers across chunks, and truncating at, before and
     /// past a chunk boundary keeps exactly the first `len`.
     #[test]
     fn nodes_in_chunks() {
         let total = 3 * CHUNK + 5;
         for cut in [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, 2 * CHUNK + 3, total, total + 10] {
-            let mut nodes = Nodes::default();
+            let mut nodes = Chunks::<i64>::default();
             for i in 0..total {
-                nodes.push(node(i as i64));
+                nodes.push(i as i64);
             }
             assert_eq!(nodes.len(), total);
-            assert!(matches!(nodes.get(CHUNK + 7).y, Value::Int(y) if y == (CHUNK + 7) as i64));
+            assert_eq!(*nodes.get(CHUNK + 7), (CHUNK + 7) as i64);
             nodes.truncate(cut);
             let kept = cut.min(total);
             assert_eq!(nodes.len(), kept);
             assert_eq!(ys(&nodes), (0..kept as i64).collect::<Vec<_>>(), "cut at {cut}");
             // and it grows again from there
-            nodes.push(node(kept as i64));
+            nodes.push(kept as i64);
             assert_eq!(ys(&nodes), (0..=kept as i64).collect::<Vec<_>>(), "pushed after a cut at {cut}");
         }
     }
