@@ -199,8 +199,8 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
     // `--metered`: the procedure calls of all the checks (`steps` restarts at each).
     let calls = std::cell::Cell::new(0u64);
     let fresh_limits = |sess: &mut Session| {
-        calls.set(calls.get() + sess.m.steps);
-        sess.m.steps = 0;
+        calls.set(calls.get() + sess.m.steps());
+        sess.m.set_steps(0);
         sess.m.deadline = budget.and_then(|b| std::time::Instant::now().checked_add(b));
     };
     let fail = |report: &mut Report, line: String| {
@@ -219,7 +219,7 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
     if let Some(m) = &mut sess.m.meter {
         m.iter_mut().for_each(|c| *c = 0);
     }
-    sess.m.steps = 0;
+    sess.m.set_steps(0);
     for step in unit.steps {
         match step {
             Step::Define(g, span) => {
@@ -257,7 +257,7 @@ pub fn check_file(new_session: &dyn Fn() -> Session, path: &Path, report: &mut R
         crate::watchdog::disarm();
     }
     if sess.m.meter.is_some() {
-        sess.m.steps += calls.get();
+        sess.m.set_steps(sess.m.steps() + calls.get());
         eprintln!("metered: {}", path.display());
         crate::cli::print_meter(&sess);
     }

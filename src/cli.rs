@@ -202,12 +202,12 @@ pub(crate) fn deadline(timeout: Option<f64>) -> Option<Instant> {
 }
 
 fn apply_limits(s: &mut Session, opts: &Opts) {
-    s.m.max_steps = opts.max_steps.unwrap_or(u64::MAX);
-    s.m.max_depth = opts.max_depth;
+    s.m.set_max_steps(opts.max_steps.unwrap_or(u64::MAX));
+    s.m.set_max_depth(opts.max_depth);
     s.m.tape.enabled = !opts.no_tape;
     s.m.deadline = deadline(opts.timeout);
     if opts.metered {
-        s.m.meter = Some(vec![0; crate::prims::prims().len()]);
+        s.m.meter = Some(vec![0; crate::prims::prims().len()].into());
     }
 }
 
@@ -265,7 +265,7 @@ pub fn print_meter(s: &Session) {
             }
         }
         eprintln!("metered: {} primitive operations ({})", total, parts.join(", "));
-        eprintln!("metered: {} procedure calls, {} AD value operations", s.m.steps, s.m.ad_work);
+        eprintln!("metered: {} procedure calls, {} AD value operations", s.m.steps(), s.m.ad_work);
         let t = &s.m.tape;
         if t.runs + t.declined_runs > 0 {
             let why = match &t.first_decline {

@@ -323,10 +323,17 @@ const CHECK_EVERY: u64 = 0x3fff;
 pub struct Machine {
     pub stack: Vec<Value>,
     pub globals: Vec<Global>,
-    pub depth: usize,
-    pub max_depth: usize,
-    pub steps: u64,
-    pub max_steps: u64,
+    /// `max_depth` minus the number of nested calls running (see
+    /// [`Machine::depth`]): a call takes one and fails if none is left.
+    depth_left: isize,
+    max_depth: usize,
+    /// Procedure calls counted so far (see [`Machine::steps`]) are
+    /// `step_end - fuel`: `fuel` counts down to the next check of the limits,
+    /// clock and Ctrl-C ([`Machine::tick`]), at most `CHECK_EVERY + 1` steps
+    /// away, or at the step that passes `max_steps`.
+    step_end: u64,
+    fuel: u64,
+    max_steps: u64,
     /// The native stack the evaluator runs on can be used while the stack pointer
     /// minus `stack_lo` is below `stack_span` (0: check with `stacker` on every call).
     stack_lo: usize,
@@ -346,8 +353,10 @@ pub struct Machine {
     pub untagged_entries: bool,
     pub deadline: Option<Instant>,
     pub interrupt: Arc<AtomicBool>,
-    /// Per-primitive call counts when metering.
-    pub meter: Option<Vec<u64>>,
+    /// Per-primitive call counts when metering. (A boxed slice: `None` is a
+    /// null pointer, which the evaluator's fast paths test with no constant
+    /// to load.)
+    pub meter: Option<Box<[u64]>>,
     /// When set (with `meter`), per-primitive counts of the calls made by
     /// AD-transformed code (derivative work; the REPL's `:meter`).
     pub meter_derivative: Option<Vec<u64>>,
@@ -375,9 +384,10 @@ impl Machine {
         Machine {
             stack: Vec::with_capacity(1024),
             globals: Vec::new(),
-            depth: 0,
+            depth_left: 10_000_000,
             max_depth: 10_000_000,
-            steps: 0,
+            step_end: CHECK_EVERY + 1,
+            fuel: CHECK_EVERY + 1,
             max_steps: u64::MAX,
             stack_lo: 0,
             stack_span: 0,
@@ -516,20 +526,92 @@ impl Machine {
         Ok(g.code.get().unwrap())
     }
 
+    /// The procedure calls (and other steps) counted so far: a deterministic
+    /// measure of work, bounded by `--max-steps`.
+    pub fn steps(&self) -> u64 {
+        self.step_end - self.fuel
+    }
+
+    /// Sets the count of steps (to 0 for a fresh evaluation).
+    pub fn set_steps(&mut self, steps: u64) {
+        self.arm(steps);
+    }
+
+    /// The most steps allowed (`--max-steps`; `u64::MAX`: no limit).
+    pub fn max_steps(&self) -> u64 {
+        self.max_steps
+    }
+
+    /// Sets the most steps allowed: a step counted past it fails.
+    pub fn set_max_steps(&mut self, max: u64) {
+        let steps = self.steps();
+        self.max_steps = max;
+        self.arm(steps);
+    }
+
+    /// Restarts the countdown of [`Machine::tick`] at `steps` steps: to the
+    /// next periodic check, or to the step that passes `max_steps` if that
+    /// comes first (the next step, if the count is past it already).
+    fn arm(&mut self, steps: u64) {
+        let room = self.max_steps.saturating_sub(steps).saturating_add(1);
+        self.fuel = room.min(CHECK_EVERY + 1);
+        self.step_end = steps + self.fuel;
+    }
+
+    /// The number of nested procedure calls running.
+    pub fn depth(&self) -> usize {
+        (self.max_depth as isize - self.depth_left) as usize
+    }
+
+    /// Forgets the calls running (before a fresh evaluation, or after one failed).
+    pub fn reset_depth(&mut self) {
+        self.depth_left = self.max_depth as isize;
+    }
+
+    /// The most nested calls allowed (`--max-depth`).
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
+    /// Sets the most nested calls allowed (a call nested deeper fails).
+    pub fn set_max_depth(&mut self, max: usize) {
+        let max = max.min(isize::MAX as usize / 2);
+        let depth = self.depth();
+        self.max_depth = max;
+        self.depth_left = max as isize - depth as isize;
+    }
+
     /// Counts a step; every so often checks the clock and Ctrl-C.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn tick(&mut self) -> Result<()> {
-        self.steps += 1;
-        if (self.steps & CHECK_EVERY == 0) | (self.steps > self.max_steps) {
+        if self.count_step() {
             return self.check_limits();
         }
         Ok(())
     }
 
+    /// Counts a step; true where the limits are to be checked now (every
+    /// `CHECK_EVERY + 1` steps, and on each step past `max_steps`).
+    #[inline(always)]
+    pub(crate) fn count_step(&mut self) -> bool {
+        self.fuel -= 1;
+        if self.fuel == 0 {
+            self.rearm();
+            return true;
+        }
+        false
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn rearm(&mut self) {
+        self.arm(self.step_end);
+    }
+
     #[cold]
     #[inline(never)]
     pub(crate) fn check_limits(&mut self) -> Result<()> {
-        if self.steps > self.max_steps {
+        if self.steps() > self.max_steps {
             return Err(Error::new(
                 ErrorKind::Limit,
                 None,
@@ -703,20 +785,28 @@ impl Machine {
         nargs: usize,
         span: Option<&Span>,
     ) -> Result<()> {
-        self.depth += 1;
-        if self.depth > self.max_depth {
-            self.depth -= 1;
-            let len = self.stack.len();
-            self.stack.truncate(len - nargs);
-            return Err(too_deep(self.max_depth, span.copied()));
+        self.depth_left -= 1;
+        if self.depth_left < 0 {
+            return Err(self.call_too_deep(nargs, span));
         }
         let r = if self.stack_ok() {
             self.call_loop(inst, idx, nargs, span)
         } else {
             self.call_loop_grow(inst, idx, nargs, span)
         };
-        self.depth -= 1;
+        self.depth_left += 1;
         r
+    }
+
+    /// A call nested deeper than `max_depth`: not made (its arguments are
+    /// dropped, the count of calls running is restored).
+    #[cold]
+    #[inline(never)]
+    fn call_too_deep(&mut self, nargs: usize, span: Option<&Span>) -> Error {
+        self.depth_left += 1;
+        let len = self.stack.len();
+        self.stack.truncate(len - nargs);
+        too_deep(self.max_depth, span.copied())
     }
 
     /// `call_loop` when the native stack may be running out (or its bounds are not
@@ -728,7 +818,7 @@ impl Machine {
         if !crate::stack::can_grow() {
             let len = self.stack.len();
             self.stack.truncate(len - nargs);
-            return Err(out_of_stack(self.depth, span.copied()));
+            return Err(out_of_stack(self.depth(), span.copied()));
         }
         self.with_stack(|m| m.call_loop(inst, idx, nargs, span))
     }
@@ -1669,7 +1759,20 @@ impl Machine {
     /// A call not in tail position, leaving the result on top of the value stack.
     #[inline(always)]
     fn app_push(&mut self, base: usize, inst: &InstRc, f: &CAtom, args: &CArgs, span: &Span) -> Result<()> {
-        if let Some(Value::Closure(ci, k)) = self.peek(base, inst, f) {
+        // (A global or a slot, the commonest procedures, are told apart first,
+        // with a test each rather than the jump of `peek`.)
+        let callee = match f {
+            CAtom::Global(g) => match &self.globals[*g as usize].state {
+                GState::Value(v) => Some(v),
+                _ => None,
+            },
+            CAtom::Local(s) => Some(self.slot(base + *s as usize)),
+            _ => {
+                std::hint::cold_path();
+                self.peek(base, inst, f)
+            }
+        };
+        if let Some(Value::Closure(ci, k)) = callee {
             let k = *k;
             // The closure is called through an uncounted copy of its reference
             // (no count to raise before the call and lower after it).
@@ -1788,7 +1891,7 @@ impl Machine {
                 if self.stack_ok() {
                     self.run_block::<true>(base, inst, b, 0)?;
                 } else if !crate::stack::can_grow() {
-                    return Err(out_of_stack(self.depth, None));
+                    return Err(out_of_stack(self.depth(), None));
                 } else {
                     self.with_stack(|m| m.run_block::<true>(base, inst, b, 0))?;
                 }
@@ -1895,7 +1998,7 @@ impl Machine {
                 Some(Value::Closure(ci, 0))
                     if self.native_rules
                         && matches!(ci.group.native.get(), Some(crate::ad::native::Native::R { .. }))
-                        && self.depth < self.max_depth =>
+                        && self.depth_left > 0 =>
                 {
                     let ci = ci.clone();
                     let want_cdr = !matches!(rest, Split::Unread);

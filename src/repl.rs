@@ -81,10 +81,10 @@ pub fn run(opts: &Opts) -> i32 {
     let color = interactive && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let mut s = Session::new();
     s.include_dirs = opts.include.clone();
-    s.m.max_depth = opts.max_depth;
+    s.m.set_max_depth(opts.max_depth);
     s.m.tape.enabled = !opts.no_tape;
     if opts.metered {
-        s.m.meter = Some(vec![0; crate::prims::prims().len()]);
+        s.m.meter = Some(vec![0; crate::prims::prims().len()].into());
     }
     let prelude = s.scope.clone();
     let repl = Repl {
@@ -514,11 +514,11 @@ impl Repl {
     /// (a bug) becomes an error instead of ending the session.
     fn guarded<T>(&mut self, f: impl FnOnce(&mut Session) -> Result<T>) -> Result<T> {
         let m = &mut self.s.m;
-        m.steps = 0;
-        m.max_steps = self.opts.max_steps.unwrap_or(u64::MAX);
+        m.set_steps(0);
+        m.set_max_steps(self.opts.max_steps.unwrap_or(u64::MAX));
         m.deadline = crate::cli::deadline(self.opts.timeout);
         m.stack.clear();
-        m.depth = 0;
+        m.reset_depth();
         m.interrupt.store(false, Ordering::SeqCst);
         // A primitive operation that runs on past the deadline (it cannot be
         // interrupted) ends the session: better than not answering at all.
@@ -541,7 +541,7 @@ impl Repl {
             Ok(r) => r,
             Err(p) => {
                 self.s.m.stack.clear();
-                self.s.m.depth = 0;
+                self.s.m.reset_depth();
                 Err(Error::runtime(None, format!("internal error (a bug in vlad): {}", panic_message(&*p))))
             }
         }
@@ -796,7 +796,7 @@ impl Repl {
     fn meter(&mut self, padded: &str, name: &str, first_line: usize) -> Result<()> {
         let g = self.compile_one(padded, name, first_line)?;
         let n = crate::prims::prims().len();
-        let saved = self.s.m.meter.replace(vec![0; n]);
+        let saved = self.s.m.meter.replace(vec![0; n].into());
         self.s.m.meter_derivative = Some(vec![0; n]);
         let r = self.guarded(|s| s.run_thunk(&g).and_then(|v| s.printable(v, crate::source::Span::UNKNOWN)));
         let all = self.s.m.meter.take().unwrap_or_default();

@@ -510,14 +510,14 @@ impl Session {
     /// Evaluates a constant definition (a `Step::Define`) from a clean stack.
     pub fn run_define(&mut self, g: u32) -> Result<Value> {
         self.m.stack.clear();
-        self.m.depth = 0;
+        self.m.reset_depth();
         self.m.global(g).map_err(|e| self.name_pattern(e))
     }
 
     /// Runs a thunk group (a top-level expression).
     pub fn run_thunk(&mut self, g: &Rc<Group>) -> Result<Value> {
         self.m.stack.clear();
-        self.m.depth = 0;
+        self.m.reset_depth();
         self.m.tape.clear_levels();
         self.m.stack.push(Value::Nil);
         let at = g.spans.first().copied();

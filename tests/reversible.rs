@@ -493,7 +493,7 @@ fn run_time_errors_fire_in_both_directions_with_their_location() {
     for (defs, fwd, bwd, rule, fline, bline) in cases {
         for (expr, dir, line) in [(fwd, "forward", fline), (bwd, "backward", bline)] {
             let mut s = session();
-            s.m.max_depth = 200;
+            s.m.set_max_depth(200);
             run(&mut s, defs).unwrap();
             let e = error_of(&mut s, expr);
             let want = if *rule == "division by zero" && e.message.starts_with("/:") {
@@ -516,11 +516,11 @@ fn step_limit_and_messages_name_the_values() {
     let mut s = session();
     run(&mut s, "(define-reversible (p i)\n  (from-loop (= i 0) (skip) (+= i 1) (= i -1)))").unwrap();
     for (e, dir) in [("(call p 0)", "forward"), ("(uncall p -1)", "backward")] {
-        s.m.max_steps = s.m.steps + 10_000;
+        s.m.set_max_steps(s.m.steps() + 10_000);
         let err = error_of(&mut s, e);
         assert_eq!(err.kind, ErrorKind::Limit, "{}", err.message);
         assert!(err.message.contains("step limit") && err.message.contains(dir), "{}", err.message);
-        s.m.max_steps = u64::MAX;
+        s.m.set_max_steps(u64::MAX);
     }
     let e = error_of(
         &mut s,

@@ -555,7 +555,7 @@ fn gradients_of_long_vectors_cost_a_constant_number_of_primitive_calls() {
             .stack_size(64 << 20)
             .spawn(move || {
                 let mut s = session(Backend::Cpu);
-                s.m.meter = Some(vec![0; vlad::prims::prims().len()]);
+                s.m.meter = Some(vec![0; vlad::prims::prims().len()].into());
                 eval(
                     &mut s,
                     &format!(

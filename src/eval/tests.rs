@@ -142,7 +142,7 @@ fn read_real_reads_numbers_from_input() {
 fn tail_loop_of_ten_million_iterations_runs_in_constant_space() {
     let mut s = Session::new();
     // A depth limit of 50 nested calls: any non-tail growth would fail.
-    s.m.max_depth = 50;
+    s.m.set_max_depth(50);
     let n: u64 = 10_000_000;
     let v = run_in(
         &mut s,
@@ -156,7 +156,7 @@ fn tail_loop_of_ten_million_iterations_runs_in_constant_space() {
 #[test]
 fn every_tail_position_is_a_tail_call() {
     let mut s = Session::new();
-    s.m.max_depth = 50;
+    s.m.set_max_depth(50);
     let n = 100_000;
     let progs = [
         // if, both branches
@@ -181,7 +181,7 @@ fn every_tail_position_is_a_tail_call() {
         let v = s.run_text("t.vlad", &src).map_err(|e| e.render(&s.sources));
         assert_eq!(v.map(|v| crate::print::to_string(&v[0])), Ok("0".to_string()), "{p}");
         s = Session::new();
-        s.m.max_depth = 50;
+        s.m.set_max_depth(50);
     }
 }
 
@@ -310,7 +310,7 @@ fn deep_recursion_of_a_million_frames() {
 #[test]
 fn max_depth_stops_deep_recursion_with_a_clear_error() {
     let mut s = Session::new();
-    s.m.max_depth = 1000;
+    s.m.set_max_depth(1000);
     let src = "(define (sum-to n) (if (= n 0) 0 (+ n (sum-to (- n 1))))) (sum-to 5000)";
     let (e, text) = fail_in(&mut s, src);
     assert_eq!(e.kind, ErrorKind::Runtime);
@@ -328,7 +328,7 @@ fn max_depth_stops_deep_recursion_with_a_clear_error() {
 #[test]
 fn max_steps_stops_an_infinite_loop() {
     let mut s = Session::new();
-    s.m.max_steps = 10_000;
+    s.m.set_max_steps(10_000);
     let (e, text) = fail_in(&mut s, "(define (spin n) (spin (+ n 1)))\n(spin 0)");
     assert_eq!(e.kind, ErrorKind::Limit);
     assert_eq!(e.message, "step limit of 10000 exceeded (--max-steps)");

@@ -362,7 +362,7 @@ pub fn zero_der(v: &Val) -> Val {
 
 impl<'m> Exec<'m> {
     pub fn new(m: &'m mut Machine, mode: Mode) -> Exec<'m> {
-        let max_depth = m.max_depth.min(MAX_REV_DEPTH);
+        let max_depth = m.max_depth().min(MAX_REV_DEPTH);
         Exec { m, vals: Vec::new(), ders: Vec::new(), mode, dir: Dir::Fwd, depth: 0, max_depth }
     }
 
@@ -391,22 +391,23 @@ impl<'m> Exec<'m> {
 
     fn tick(&mut self, f: Frame, dir: Dir, span: Span) -> Result<()> {
         let m = &mut *self.m;
-        m.steps += 1;
-        if m.steps & 0x3fff == 0 {
-            if m.interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-                m.interrupt.store(false, std::sync::atomic::Ordering::Relaxed);
-                return Err(Error::new(ErrorKind::Limit, Some(span), "interrupted"));
-            }
-            if let Some(d) = m.deadline {
-                if std::time::Instant::now() > d {
-                    return Err(Error::new(ErrorKind::Limit, Some(span), "time limit exceeded (--timeout)"));
-                }
+        // (`count_step` is true every so often, and on each step past the limit)
+        if !m.count_step() {
+            return Ok(());
+        }
+        if m.interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+            m.interrupt.store(false, std::sync::atomic::Ordering::Relaxed);
+            return Err(Error::new(ErrorKind::Limit, Some(span), "interrupted"));
+        }
+        if let Some(d) = m.deadline {
+            if std::time::Instant::now() > d {
+                return Err(Error::new(ErrorKind::Limit, Some(span), "time limit exceeded (--timeout)"));
             }
         }
-        if m.steps > m.max_steps {
+        if m.steps() > m.max_steps() {
             let msg = format!(
                 "step limit of {} exceeded (--max-steps) ({}, in {})",
-                m.max_steps,
+                m.max_steps(),
                 dir.name(),
                 f.code.name
             );

@@ -14,7 +14,7 @@ use vlad::toplevel::Session;
 
 /// (arithmetic operations, comparisons) while evaluating `expr` after `defs`.
 fn metered(s: &mut Session, expr: &str) -> (u64, u64) {
-    s.m.meter = Some(vec![0; prims().len()]);
+    s.m.meter = Some(vec![0; prims().len()].into());
     run_in(s, "metered", expr);
     let counts = s.m.meter.take().unwrap();
     let mut arith = 0;
@@ -184,9 +184,9 @@ fn forward_time_is_linear() {
 fn work(defs: &str, expr: &str, n: usize) -> u64 {
     let mut s = session();
     run_in(&mut s, "defs", &format!("(define n {n})\n{defs}\n(define x0 (mk n))\nx0"));
-    let (s0, w0) = (s.m.steps, s.m.ad_work);
+    let (s0, w0) = (s.m.steps(), s.m.ad_work);
     run_in(&mut s, "measured", expr);
-    (s.m.steps - s0) + (s.m.ad_work - w0)
+    (s.m.steps() - s0) + (s.m.ad_work - w0)
 }
 
 /// Asserts that 4 times the input takes at most about 4 times the work.

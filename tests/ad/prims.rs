@@ -367,11 +367,11 @@ fn native_rules_agree_with_the_interpreted_rules() {
         s.m.native_rules = native;
         s.m.native_rr = rr;
         if metered {
-            s.m.meter = Some(vec![0; vlad::prims::prims().len()]);
+            s.m.meter = Some(vec![0; vlad::prims::prims().len()].into());
         }
         let v = run_in(&mut s, "native", program);
         let out: Vec<String> = v.iter().map(vlad::print::to_string).collect();
-        (out, (s.m.meter.take().unwrap_or_default(), s.m.steps, s.m.ad_work))
+        (out, (s.m.meter.take().unwrap_or_default(), s.m.steps(), s.m.ad_work))
     };
     let run_with = |native: bool, metered: bool| {
         let (out, (ops, _, _)) = run_rr(native, true, metered);
@@ -668,10 +668,10 @@ fn untagged_backpropagator_entries_agree_with_the_steps_they_skip() {
     let run = |on: bool| {
         let mut s = session();
         s.m.untagged_entries = on;
-        s.m.meter = Some(vec![0; vlad::prims::prims().len()]);
+        s.m.meter = Some(vec![0; vlad::prims::prims().len()].into());
         let v = run_in(&mut s, "entries", program);
         let out: Vec<String> = v.iter().map(vlad::print::to_string).collect();
-        (out, s.m.meter.take().unwrap_or_default(), s.m.steps, s.m.ad_work)
+        (out, s.m.meter.take().unwrap_or_default(), s.m.steps(), s.m.ad_work)
     };
     let (on, off) = (run(true), run(false));
     assert_eq!(on.0, off.0, "values");

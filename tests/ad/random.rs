@@ -822,7 +822,7 @@ fn generate(case: u64, inner: bool) -> (E, f64) {
 /// by the transform only): the session and the values, or the rendered error.
 fn run_program(prog: &str, tape: bool) -> (vlad::toplevel::Session, Result<Vec<vlad::value::Value>, String>) {
     let mut s = session();
-    s.m.max_steps = 50_000_000;
+    s.m.set_max_steps(50_000_000);
     s.m.tape.enabled = tape;
     let r = s.run_text("random", prog).map_err(|e| e.render(&s.sources));
     (s, r)

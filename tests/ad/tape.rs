@@ -131,7 +131,7 @@ fn effects_run_once_and_a_declined_function_is_not_tried_again() {
         run_in(&mut s, "defs", "(define (f x) (let* ((a (* x x)) (u (write a))) a))");
         let mut muls = Vec::new();
         for _ in 0..2 {
-            s.m.meter = Some(vec![0; vlad::prims::prims().len()]);
+            s.m.meter = Some(vec![0; vlad::prims::prims().len()].into());
             run_in(&mut s, "call", &format!("(({d} f) 3.0)"));
             let mul = vlad::prims::lookup("*").unwrap() as usize;
             muls.push(s.m.meter.take().unwrap()[mul]);
@@ -184,7 +184,7 @@ fn errors_are_the_transforms() {
 #[test]
 fn limits_stop_a_run_on_a_tape() {
     let (mut s, _) = session_with(true);
-    s.m.max_steps = 20_000;
+    s.m.set_max_steps(20_000);
     let r = s.run_text(
         "t",
         "((derivative-R (lambda (x) (let loop ((i 0) (a x)) (if (= i 1000000) a (loop (+ i 1) (* a 1.0)))))) 1.0)",
@@ -247,7 +247,7 @@ fn primitive_operations_are_the_transforms() {
         let counts = |tape: bool| {
             let (mut s, _) = session_with(tape);
             run_in(&mut s, "defs", defs);
-            s.m.meter = Some(vec![0; vlad::prims::prims().len()]);
+            s.m.meter = Some(vec![0; vlad::prims::prims().len()].into());
             run_in(&mut s, "expr", expr);
             if tape {
                 assert_eq!(s.m.tape.declined_runs, 0, "{expr}");
