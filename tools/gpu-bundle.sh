@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds what the GPU checks need into one folder, for a GPU machine that has the NVIDIA
-# driver but no Rust: stripped release binaries of vlad, of the vector tests
-# (tests/vectors.rs) and of the vector benchmarks (bench/vectors.rs), the acceptance
-# file, and DIR/run.sh, which runs them there, then the examples on both backends and
+# driver but no Rust: stripped release binaries of vlad, of every test binary (the
+# vector tests first, the rest with the GPU present) and of the vector benchmarks
+# (bench/vectors.rs), the acceptance
+# files, and DIR/run.sh, which runs them there, then the examples on both backends and
 # bench/peers/gpu/run.sh (vector HVPs against JAX and torch.func, where installed).
 #
 #   tools/gpu-bundle.sh [DIR]      # here; DIR (default .gpu, git-ignored) must be a
 #                                  # folder directly inside the checkout
 #   bash DIR/run.sh [LOGDIR]       # there, in a copy of this checkout; logs to LOGDIR
+#                                  # (QUICK=1: no benchmarks)
 #
 # The test binary looks for the checkout and the vlad binary at the absolute paths it
 # was built at (cargo's CARGO_MANIFEST_DIR and CARGO_BIN_EXE_vlad); run.sh links that
@@ -19,14 +21,23 @@ dir=${1:-.gpu}
 mkdir -p "$dir"
 exe() { grep -o '(target/release/deps/[^)]*)' | tr -d '()' | tail -1; }
 cargo build --release
-t=$(cargo test --release --test vectors --no-run 2>&1 | grep Executable | exe)
 b=$(cargo bench --bench vectors --no-run 2>&1 | grep Executable | exe)
 strip -o "$dir/vlad" target/release/vlad
-strip -o "$dir/t-vectors" "$t"
 strip -o "$dir/b-vectors" "$b"
-acc=$root/../shared/acceptance/vectors.vlad
-[ -f "$acc" ] || acc=$root/tests/vlad/vectors.vlad
-cp "$acc" "$dir/acceptance-vectors.vlad"
+# every test binary: t-vectors (tests/vectors.rs), t-cli, ..., t-unit (the library's unit tests)
+cargo test --release --no-run 2>&1 | awk '$1 == "Executable" { gsub(/[()]/, "", $NF); print $(NF-1), $NF }' |
+  while read -r what path; do
+  case $what in
+    tests/*) name=$(basename "$what" .rs); [ "$name" = main ] && name=$(basename "$(dirname "$what")") ;;
+    src/lib.rs) name=unit ;;
+    *) continue ;;
+  esac
+  strip -o "$dir/t-$name" "$path"
+done
+# the acceptance files beside the checkout (or the project's copy of the vectors one)
+mkdir -p "$dir/acceptance"
+if [ -d "$root/../shared/acceptance" ]; then cp "$root"/../shared/acceptance/*.vlad "$dir/acceptance/"
+else cp "$root/tests/vlad/vectors.vlad" "$dir/acceptance/"; fi
 cat >"$dir/run.sh" <<EOF
 #!/usr/bin/env bash
 # Written by tools/gpu-bundle.sh: the GPU checks, from a copy of the checkout.
@@ -46,10 +57,15 @@ step() {
   echo "rc=\$rc, \$(awk "BEGIN{printf \"%.2f\", \$EPOCHREALTIME-\$s}") s"; tail -n 4 "\$logs/\$name.log"
 }
 step tests "\$dir/t-vectors"
-step acceptance-cuda target/release/vlad test --backend cuda "\$dir/acceptance-vectors.vlad"
+for t in "\$dir"/t-*; do
+  [ "\$t" = "\$dir/t-vectors" ] || step "\$(basename "\$t")" "\$t"
+done
+step vlad-test target/release/vlad test "\$dir"/acceptance/*.vlad examples/ examples/reversible
+step acceptance-cuda target/release/vlad test --backend cuda "\$dir/acceptance/vectors.vlad"
 for ex in mlp least_squares; do
   for be in cuda cpu; do step "\$ex-\$be" target/release/vlad --backend \$be examples/\$ex.vlad; done
 done
+[ -n "\${QUICK:-}" ] && exit 0   # (QUICK=1: the tests and examples only)
 step bench "\$dir/b-vectors" --bench 'gradient n=10000000|gpu chain'
 grep -E '^(gradient|gpu chain)|time:|thrpt:' "\$logs/bench.log"
 step hvp-peers bash bench/peers/gpu/run.sh target/release/vlad
