@@ -1080,6 +1080,14 @@ impl Machine {
                             self.exec_other(base, inst, b)?
                         }
                     }
+                    // (The commonest operator, `(- n k)`, is told apart in
+                    // this match: its arithmetic then needs no jump on it.)
+                    CBind::Let(s, CExpr::Arith2Int(Op2::Sub, x, k, ..)) => {
+                        let i = base + *s as usize;
+                        if !self.arith_int_put(base, Op2::Sub, *x, *k, i) {
+                            self.exec_other(base, inst, b)?
+                        }
+                    }
                     CBind::Let(s, CExpr::Arith2Int(op, x, k, ..)) => {
                         let i = base + *s as usize;
                         if !self.arith_int_put(base, *op, *x, *k, i) {
@@ -1122,6 +1130,15 @@ impl Machine {
                 // of its frame (there is always one: the parameter's), from the
                 // arm that computed it (the operands are read by then), then
                 // drops the rest of the frame.
+                // (`(+ a b)`, the commonest, is told apart in this match: its
+                // arithmetic then needs no jump on the operator.)
+                CExpr::Arith2(Op2::Add, a, b, ..) if !INNER => {
+                    if self.arith_fast_put(base, inst, Op2::Add, a, b, base) {
+                        self.truncate_to(base + 1);
+                        return Ok(Next::Return);
+                    }
+                    return self.tail_slow::<INNER>(base, inst, &block.tail);
+                }
                 CExpr::Arith2(op, a, b, ..) if !INNER => {
                     if self.arith_fast_put(base, inst, *op, a, b, base) {
                         self.truncate_to(base + 1);
@@ -1366,6 +1383,13 @@ impl Machine {
         match c {
             Cond::Cmp(op, a, b, ..) => {
                 if let Some(Num::Bool(t)) = self.arith_fast(base, inst, *op, a, b) {
+                    return Ok(t);
+                }
+            }
+            // (The commonest comparison, `(< n k)`, is told apart in this
+            // match: its arithmetic then needs no jump on the operator.)
+            Cond::CmpInt(Op2::Lt, x, k, ..) => {
+                if let Some(Num::Bool(t)) = self.arith_int(base, Op2::Lt, *x, *k) {
                     return Ok(t);
                 }
             }
