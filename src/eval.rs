@@ -618,6 +618,13 @@ impl Machine {
                 format!("step limit of {} exceeded (--max-steps)", self.max_steps),
             ));
         }
+        self.check_interrupt_and_clock()
+    }
+
+    /// Ctrl-C and `--timeout`: an error if either has come.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn check_interrupt_and_clock(&mut self) -> Result<()> {
         if self.interrupt.load(Ordering::Relaxed) {
             self.interrupt.store(false, Ordering::Relaxed);
             return Err(Error::new(ErrorKind::Limit, None, "interrupted"));
@@ -1133,25 +1140,16 @@ impl Machine {
                 // (`(+ a b)`, the commonest, is told apart in this match: its
                 // arithmetic then needs no jump on the operator.)
                 CExpr::Arith2(Op2::Add, a, b, ..) if !INNER => {
-                    if self.arith_fast_put(base, inst, Op2::Add, a, b, base) {
-                        self.truncate_to(base + 1);
-                        return Ok(Next::Return);
-                    }
-                    return self.tail_slow::<INNER>(base, inst, &block.tail);
+                    let stored = self.arith_fast_put(base, inst, Op2::Add, a, b, base);
+                    return self.ret_stored(stored, base, inst, &block.tail);
                 }
                 CExpr::Arith2(op, a, b, ..) if !INNER => {
-                    if self.arith_fast_put(base, inst, *op, a, b, base) {
-                        self.truncate_to(base + 1);
-                        return Ok(Next::Return);
-                    }
-                    return self.tail_slow::<INNER>(base, inst, &block.tail);
+                    let stored = self.arith_fast_put(base, inst, *op, a, b, base);
+                    return self.ret_stored(stored, base, inst, &block.tail);
                 }
                 CExpr::Arith2Int(op, x, k, ..) if !INNER => {
-                    if self.arith_int_put(base, *op, *x, *k, base) {
-                        self.truncate_to(base + 1);
-                        return Ok(Next::Return);
-                    }
-                    return self.tail_slow::<INNER>(base, inst, &block.tail);
+                    let stored = self.arith_int_put(base, *op, *x, *k, base);
+                    return self.ret_stored(stored, base, inst, &block.tail);
                 }
                 CExpr::Arith2(op, a, b, ..) => match self.arith_fast(base, inst, *op, a, b) {
                     Some(n) => return Ok(self.ret_num::<INNER>(base, n)),
@@ -1178,6 +1176,18 @@ impl Machine {
         }
         // SAFETY: a slot of the frame, holding nothing to drop.
         unsafe { write_num(self.slot_mut(i), n) }
+    }
+
+    /// Ends a procedure's body whose number result was `stored` in the first
+    /// slot of its frame (see `run_block`): drops the rest of the frame; where
+    /// the inline arithmetic did not apply, runs the tail `e` out of line.
+    #[inline(always)]
+    fn ret_stored(&mut self, stored: bool, base: usize, inst: &InstRc, e: &CExpr) -> Result<Next> {
+        if stored {
+            self.truncate_to(base + 1);
+            return Ok(Next::Return);
+        }
+        self.tail_slow::<false>(base, inst, e)
     }
 
     /// Leaves a block's result, a number, as [`Machine::ret`] does.

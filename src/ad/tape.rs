@@ -433,29 +433,18 @@ pub(super) fn push_op(
     // first it meets, if none yet) made of doubles
     let t = &mut m.tape.stack[k];
     let mut lift = t.lift;
-    let mut unboxed = true;
-    if kept & 1 != 0 {
-        unboxed &= unboxable(&x[0], &mut lift);
-    }
-    if kept & 2 != 0 {
-        unboxed &= unboxable(&x[1], &mut lift);
-    }
-    if kept & 4 != 0 {
-        unboxed &= unboxable(y, &mut lift);
-    }
+    // (the values a rule may read: the operands, then the result; bit j of `kept`)
+    let vs: [&Value; 3] = [&x[0], &x[1], y];
+    let unboxed = (0..3).all(|j| kept & (1 << j) == 0 || unboxable(vs[j], &mut lift));
     let node = t.nodes.len() as u32;
     let mut bits = if inexact { INEXACT } else { 0 };
     if unboxed {
         t.lift = lift;
         bits |= UNBOXED;
-        if kept & 1 != 0 {
-            bits |= push_unboxed(&mut t.reals, &x[0]);
-        }
-        if kept & 2 != 0 {
-            bits |= push_unboxed(&mut t.reals, &x[1]) << 1;
-        }
-        if kept & 4 != 0 {
-            bits |= push_unboxed(&mut t.reals, y) << 2;
+        for (j, v) in vs.into_iter().enumerate() {
+            if kept & (1 << j) != 0 {
+                bits |= push_unboxed(&mut t.reals, v) << j;
+            }
         }
     } else {
         let [x0, x1] = x;
@@ -1001,10 +990,10 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<
         let kept = kept_mask(f, n);
         let unboxed = node.bits & UNBOXED != 0;
         let mut at = if unboxed {
-            reals_at -= ones(kept) + ones(node.bits & DUALS);
+            reals_at -= (kept.count_ones() + (node.bits & DUALS).count_ones()) as usize;
             reals_at
         } else {
-            vals_at -= ones(kept);
+            vals_at -= kept.count_ones() as usize;
             vals_at
         };
         let Some(yb) = adj[i].take() else { continue };
@@ -1058,13 +1047,6 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<
     }
     debug_assert!(reals_at == 0 && vals_at == 0, "each node's values found");
     Ok(any.then_some(tainted))
-}
-
-/// How many of the three low bits of `b` are set.
-#[inline(always)]
-fn ones(b: u8) -> usize {
-    // (the counts of 0 to 7, four bits each)
-    (0x3221_2110u32 >> ((b & 7) * 4)) as usize & 0xf
 }
 
 /// The cotangent rule of a node of formula `f`, operands `x` (the first `n`),

@@ -395,14 +395,9 @@ impl<'m> Exec<'m> {
         if !m.count_step() {
             return Ok(());
         }
-        if m.interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-            m.interrupt.store(false, std::sync::atomic::Ordering::Relaxed);
-            return Err(Error::new(ErrorKind::Limit, Some(span), "interrupted"));
-        }
-        if let Some(d) = m.deadline {
-            if std::time::Instant::now() > d {
-                return Err(Error::new(ErrorKind::Limit, Some(span), "time limit exceeded (--timeout)"));
-            }
+        if let Err(mut e) = m.check_interrupt_and_clock() {
+            e.span = Some(span);
+            return Err(e);
         }
         if m.steps() > m.max_steps() {
             let msg = format!(
