@@ -1136,6 +1136,12 @@ pub(super) fn cotangent_duals(
     };
     // (`+` and `*` on doubles, inline: `vjp_num`'s rules, with `Lift`'s
     // arithmetic on doubles, a constant's tangent its zero)
+    // (and `*` of an exact, plain sensitivity, such as a gradient's seed 1,
+    // which meets the doubles as `as f64` converts it)
+    let yb = match (f, yb) {
+        (Formula::Mul, Lift { p: X64::I(k), t: None }) => Lift { p: X64::R(k as f64), t: None },
+        _ => yb,
+    };
     if let (Formula::Add | Formula::Mul, [a, b], X64::R(ybp), None | Some(X64::R(_))) = (f, x, yb.p, yb.t) {
         let ybt = match yb.t {
             Some(X64::R(t)) => Some(t),
@@ -1209,6 +1215,12 @@ pub(super) fn tangent_rule(
     jvp_num::<Value>(m, f, x, y, d)
 }
 
+/// [`tangent_rule`] on doubles (nothing metered): `None` if it fails.
+#[inline]
+pub(super) fn tangent_doubles(m: &mut Machine, f: Formula, x: &[f64], y: f64, d: &[f64]) -> Option<f64> {
+    jvp_num::<f64>(m, f, x, &y, d).ok()
+}
+
 /// One or two reals, unboxed (and how many).
 #[inline]
 fn doubles(vs: &[Value]) -> Option<([f64; 2], usize)> {
@@ -1221,7 +1233,7 @@ fn doubles(vs: &[Value]) -> Option<([f64; 2], usize)> {
 
 /// `+`, for `ad::tape`'s sums of sensitivities on an enclosing tape.
 pub(super) fn add_id() -> PrimId {
-    ids().add
+    prim_of(Formula::Add).expect("the primitive +")
 }
 
 /// A primitive applied without counting it (a sum that `plus` would do).
@@ -1245,21 +1257,34 @@ pub(super) fn apply(m: &mut Machine, p: PrimId, args: &[Value]) -> Result<Value>
     (prims::prim(p).imp)(m, args)
 }
 
-struct Ids {
-    add: PrimId,
-    sub: PrimId,
-    mul: PrimId,
-    div: PrimId,
-    sin: PrimId,
-    cos: PrimId,
+/// The operations the rules compute with.
+struct Ops {
+    add: Formula,
+    sub: Formula,
+    mul: Formula,
+    div: Formula,
+    sin: Formula,
+    cos: Formula,
 }
 
-fn ids() -> &'static Ids {
-    static IDS: std::sync::OnceLock<Ids> = std::sync::OnceLock::new();
-    IDS.get_or_init(|| {
-        let l = |n| prims::lookup(n).expect("arithmetic primitive");
-        Ids { add: l("+"), sub: l("-"), mul: l("*"), div: l("/"), sin: l("sin"), cos: l("cos") }
-    })
+const RULE_OPS: Ops = Ops {
+    add: Formula::Add,
+    sub: Formula::Sub,
+    mul: Formula::Mul,
+    div: Formula::Div,
+    sin: Formula::Sin,
+    cos: Formula::Cos,
+};
+
+/// The primitive of scalar formula `f` (not `Zero`, which many share, nor a
+/// structural one).
+fn prim_of(f: Formula) -> Option<PrimId> {
+    static TABLE: std::sync::OnceLock<Vec<(Formula, PrimId)>> = std::sync::OnceLock::new();
+    let t = TABLE.get_or_init(|| {
+        let scalar = |p| formula_of(p).filter(|f| !matches!(f, Formula::Zero | Formula::Struct(_)));
+        (0..prims::prims().len() as PrimId).filter_map(|p| Some((scalar(p)?, p))).collect()
+    });
+    t.iter().find(|(g, _)| *g == f).map(|&(_, p)| p)
 }
 
 /// The tangent rule, as in the primitive table (same operations, same order).
@@ -1274,8 +1299,8 @@ fn jvp(m: &mut Machine, f: Formula, x: &[Value], y: &Value, d: &[Value]) -> Resu
 
 /// The tangent rule of a scalar primitive, on numbers or dual numbers.
 fn jvp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: &N, d: &[N]) -> Result<N> {
-    let i = ids();
-    let op = |m: &mut Machine, p: PrimId, a: &N, b: &N| N::op(m, p, &[a.clone(), b.clone()]);
+    let i = &RULE_OPS;
+    let op = |m: &mut Machine, f: Formula, a: &N, b: &N| N::op(m, f, &[a.clone(), b.clone()]);
     let two = N::int(2);
     let zero = N::int(0);
     match f {
@@ -1334,14 +1359,15 @@ fn jvp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: &N, d: &[N]) -> Resu
 /// of them (for the forward transform of a backpropagator), whose operations are
 /// the primitives' forward versions.
 trait Num: Sized + Clone {
-    fn op(m: &mut Machine, p: PrimId, args: &[Self]) -> Result<Self>;
+    /// The primitive of scalar formula `f` on `args`.
+    fn op(m: &mut Machine, f: Formula, args: &[Self]) -> Result<Self>;
     /// An exact integer constant of the rule's source.
     fn int(i: i64) -> Self;
 }
 
 impl Num for Value {
-    fn op(m: &mut Machine, p: PrimId, args: &[Value]) -> Result<Value> {
-        apply(m, p, args)
+    fn op(m: &mut Machine, f: Formula, args: &[Value]) -> Result<Value> {
+        apply(m, prim_of(f).ok_or_else(not_scalar)?, args)
     }
     fn int(i: i64) -> Value {
         Value::Int(i)
@@ -1357,9 +1383,8 @@ pub(super) struct Dual {
 
 impl Num for Dual {
     /// The primitive's forward version (as `Native::F` runs it).
-    fn op(m: &mut Machine, p: PrimId, args: &[Dual]) -> Result<Dual> {
-        let f = formula_of(p)
-            .ok_or_else(|| crate::error::Error::runtime(None, "internal error: no native forward rule"))?;
+    fn op(m: &mut Machine, f: Formula, args: &[Dual]) -> Result<Dual> {
+        let p = prim_of(f).ok_or_else(not_scalar)?;
         let xs: Two<Value> = args.iter().map(|a| a.p.clone()).collect();
         let ds: Two<Value> = args.iter().map(|a| a.t.clone()).collect();
         let y = apply(m, p, &xs)?;
@@ -1472,8 +1497,9 @@ fn not_scalar() -> crate::error::Error {
 /// convert it to a double exactly as `as f64` does, so the results are the
 /// same bits.
 impl Num for f64 {
-    fn op(_: &mut Machine, p: PrimId, args: &[f64]) -> Result<f64> {
-        prim_f64(p, args).ok_or_else(not_scalar)
+    #[inline(always)]
+    fn op(_: &mut Machine, f: Formula, args: &[f64]) -> Result<f64> {
+        formula_f64(f, args).ok_or_else(not_scalar)
     }
     fn int(i: i64) -> f64 {
         i as f64
@@ -1492,8 +1518,7 @@ struct Fwd<N> {
 type D64 = Fwd<f64>;
 
 impl<N: Num + Copy> Num for Fwd<N> {
-    fn op(m: &mut Machine, p: PrimId, args: &[Fwd<N>]) -> Result<Fwd<N>> {
-        let f = formula_of(p).ok_or_else(not_scalar)?;
+    fn op(m: &mut Machine, f: Formula, args: &[Fwd<N>]) -> Result<Fwd<N>> {
         let n = args.len();
         if n > 2 {
             return Err(not_scalar());
@@ -1502,7 +1527,7 @@ impl<N: Num + Copy> Num for Fwd<N> {
         for (i, a) in args.iter().enumerate() {
             (xs[i], ds[i]) = (a.p, a.t);
         }
-        let y = N::op(m, p, &xs[..n])?;
+        let y = N::op(m, f, &xs[..n])?;
         let dy = jvp_num(m, f, &xs[..n], &y, &ds[..n])?;
         Ok(Fwd { p: y, t: dy })
     }
@@ -1593,8 +1618,8 @@ impl X64 {
 impl Num for X64 {
     /// [`X64::try_op`], failing where it gives `None` (the caller then takes
     /// the general path).
-    fn op(_: &mut Machine, p: PrimId, args: &[X64]) -> Result<X64> {
-        X64::try_op(p, args).ok_or_else(not_scalar)
+    fn op(_: &mut Machine, f: Formula, args: &[X64]) -> Result<X64> {
+        X64::try_formula(f, args).ok_or_else(not_scalar)
     }
     fn int(i: i64) -> X64 {
         X64::I(i)
@@ -1623,8 +1648,8 @@ struct Lift {
 const LIFT_ZERO: Lift = Lift { p: X64::I(0), t: None };
 
 impl Num for Lift {
-    fn op(m: &mut Machine, p: PrimId, args: &[Lift]) -> Result<Lift> {
-        Lift::formula_op(m, formula_of(p).ok_or_else(not_scalar)?, args)
+    fn op(m: &mut Machine, f: Formula, args: &[Lift]) -> Result<Lift> {
+        Lift::formula_op(m, f, args)
     }
     fn int(i: i64) -> Lift {
         Lift { p: X64::I(i), t: None }
@@ -1726,8 +1751,8 @@ const NO_NODE: u32 = super::tape::NONE;
 const RV_ZERO: Rv = Rv { v: X64::I(0), node: NO_NODE, k: 0 };
 
 impl Num for Rv {
-    fn op(m: &mut Machine, p: PrimId, args: &[Rv]) -> Result<Rv> {
-        Rv::formula_op(m, formula_of(p).ok_or_else(not_scalar)?, args)
+    fn op(m: &mut Machine, f: Formula, args: &[Rv]) -> Result<Rv> {
+        Rv::formula_op(m, f, args)
     }
     fn int(i: i64) -> Rv {
         Rv { v: X64::I(i), node: NO_NODE, k: 0 }
@@ -1904,8 +1929,8 @@ pub(super) enum Out<N> {
 /// operations, same order); `None` if it needs a value the backpropagator did
 /// not capture.
 fn vjp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: Option<&N>, yb: &N) -> Result<Option<Out<N>>> {
-    let i = ids();
-    let op = |m: &mut Machine, p: PrimId, a: &N, b: &N| N::op(m, p, &[a.clone(), b.clone()]);
+    let i = &RULE_OPS;
+    let op = |m: &mut Machine, f: Formula, a: &N, b: &N| N::op(m, f, &[a.clone(), b.clone()]);
     let two = N::int(2);
     let zero = N::int(0);
     let need_x = |n: usize| x.len() == n;
@@ -2013,8 +2038,8 @@ fn rf_num<N: Num>(
     yb: &N,
     db: &N,
 ) -> Result<(Out<N>, Out<N>)> {
-    let i = ids();
-    let op = |m: &mut Machine, p: PrimId, a: &N, b: &N| N::op(m, p, &[a.clone(), b.clone()]);
+    let i = &RULE_OPS;
+    let op = |m: &mut Machine, f: Formula, a: &N, b: &N| N::op(m, f, &[a.clone(), b.clone()]);
     let two = N::int(2);
     let zero = N::int(0);
     let need = |n: usize| {

@@ -125,7 +125,8 @@ fn shallow(v: &Value) -> bool {
 /// reads (`kept_mask`), in order, after those of the nodes before it in one of
 /// its tape's stores: unboxed in `reals` when each is a double or a real of the
 /// tape's forward level `lift` whose value and tangent are doubles (then its
-/// value and tangent, two doubles), as values in `vals` otherwise. (The
+/// value and tangent, two doubles) or a small exact integer (as a double:
+/// `record_doubles`), as values in `vals` otherwise. (The
 /// backward sweep finds them by counting back from the stores' ends.) The
 /// others are passed to the rule as `0.0`, as before they were stored that
 /// way. (Unboxed, a forward level's real no longer keeps its boxed dual alive:
@@ -137,8 +138,8 @@ struct Node {
     /// How many operands it has.
     n: u8,
     /// `UNBOXED` if its kept values are in `reals`, then bit `j` (0, 1: an
-    /// operand, 2: the result) set if that one is a dual of level `lift`;
-    /// `INEXACT` if an operand or the result is inexact (see `exactness_may_differ`).
+    /// operand, 2: the result) set if that one is a dual of level `lift`, and
+    /// bit `j + EXACT_SHIFT` if it is an exact integer (an operand); `INEXACT` if an operand or the result is inexact (see `exactness_may_differ`).
     bits: u8,
 }
 
@@ -148,6 +149,10 @@ const UNBOXED: u8 = 0x80;
 const INEXACT: u8 = 0x40;
 /// `Node::bits`: which kept values are duals.
 const DUALS: u8 = 0x07;
+/// `Node::bits`: which kept values are exact integers (kept as doubles), from
+/// bit `EXACT_SHIFT` on.
+const EXACTS: u8 = 0x38;
+const EXACT_SHIFT: u8 = 3;
 
 // (five nodes in the space one took when each kept its values in it)
 const _: () = assert!(std::mem::size_of::<Node>() <= 12);
@@ -343,6 +348,9 @@ pub fn record(
     args: &[Value],
     imp: &dyn Fn(&mut Machine, &[Value]) -> Result<Value>,
 ) -> Result<Value> {
+    if let Some(y) = record_doubles(m, f, args) {
+        return Ok(y);
+    }
     let n = args.len();
     if n > 2 {
         return Err(decline("a primitive of more than two numbers"));
@@ -411,6 +419,129 @@ pub fn record(
     }
     let node = push_op(m, k, f, n, parents, x, &y);
     Ok(reverse_real(level, node, y))
+}
+
+/// Exact integers that [`record_doubles`] keeps as doubles: small enough that
+/// a product of two, and the sum of two such products (`atan`'s rules), is
+/// exact both as an integer and as a double.
+const EXACT_AS_DOUBLE: i64 = 1 << 26;
+
+/// [`record`]'s common cases, on doubles: each operand a real of the innermost
+/// level or a constant. On a forward level, the reals' values and tangents are
+/// doubles and the constants doubles or small exact integers. On a tape, the
+/// reals' values and the constants are those, or reals of one enclosing forward
+/// level (forward over reverse) whose values and tangents are doubles, which
+/// the node keeps unboxed (see [`Node`]). The same values as the general path
+/// (`native::lifted_op`, `native::tangent_rule`): an exact integer meets a
+/// double in every operation of the primitive and of its rules (an active
+/// operand's value is one), where it is converted as `as f64` converts it
+/// (`num::arith`), and a constant's tangent is its zero. `None` where that does
+/// not apply (nothing done).
+#[inline(always)]
+fn record_doubles(m: &mut Machine, f: Formula, args: &[Value]) -> Option<Value> {
+    let n = args.len();
+    let t = m.tape.stack.last()?;
+    if n == 0 || n > 2 {
+        return None;
+    }
+    let (id, forward) = (t.id, t.forward);
+    // (each operand's value, tangent on the forward level `lift` if it has one,
+    // and tape node)
+    let (mut xs, mut ds, mut parents, mut exact, mut duals) = ([0.0; 2], [0.0; 2], [NONE; 2], 0u8, 0u8);
+    let mut lift = NONE;
+    let mut active = false;
+    for (i, a) in args.iter().enumerate() {
+        let (mut v, mut real) = (a, false);
+        if let Value::Active(r) = a {
+            if r.tape == id {
+                real = true;
+                parents[i] = r.node;
+                active = true;
+                if forward {
+                    let (Value::Real(x), Value::Real(d)) = (&r.value, &r.tangent) else { return None };
+                    (xs[i], ds[i]) = (*x, *d);
+                    continue;
+                }
+                v = &r.value;
+            }
+        }
+        match v {
+            Value::Real(x) => xs[i] = *x,
+            // (a constant: a tape's real that is an exact integer computes
+            // exactly with another)
+            Value::Int(k) if !real && k.unsigned_abs() <= EXACT_AS_DOUBLE as u64 => {
+                xs[i] = *k as f64;
+                exact |= 1 << i;
+            }
+            // (a real of an enclosing forward level, on a tape)
+            Value::Active(w)
+                if !forward && w.node == NONE && w.tape < id && (lift == NONE || lift == w.tape) =>
+            {
+                let (Value::Real(x), Value::Real(d)) = (&w.value, &w.tangent) else { return None };
+                (xs[i], ds[i]) = (*x, *d);
+                duals |= 1 << i;
+                lift = w.tape;
+            }
+            _ => return None,
+        }
+    }
+    if !active || ((forward || duals != 0) && m.meter.is_some()) {
+        return None;
+    }
+    let y = native::formula_f64(f, &xs[..n])?;
+    if forward {
+        let dy = native::tangent_doubles(m, f, &xs[..n], y, &ds[..n])?;
+        return Some(forward_real(id, Value::Real(y), Value::Real(dy)));
+    }
+    let kept = kept_mask(f, n);
+    let (y, dy) = if duals != 0 {
+        if m.tape.stack[..m.tape.stack.len() - 1]
+            .iter()
+            .rev()
+            .find(|t| t.id == lift)
+            .is_none_or(|t| !t.forward)
+        {
+            return None;
+        }
+        let t = m.tape.stack.last()?;
+        if t.lift != NONE && t.lift != lift {
+            return None;
+        }
+        (y, Some(native::tangent_doubles(m, f, &xs[..n], y, &ds[..n])?))
+    } else {
+        (y, None)
+    };
+    let t = m.tape.stack.last_mut()?;
+    let node = t.nodes.len() as u32;
+    for j in 0..n {
+        if kept & (1 << j) != 0 {
+            t.reals.push(xs[j]);
+            if duals & (1 << j) != 0 {
+                t.reals.push(ds[j]);
+            }
+        }
+    }
+    let value = match dy {
+        Some(dy) => {
+            t.lift = lift;
+            if kept & 4 != 0 {
+                t.reals.push(y);
+                t.reals.push(dy);
+                duals |= 4;
+            }
+            forward_real(lift, Value::Real(y), Value::Real(dy))
+        }
+        None => {
+            if kept & 4 != 0 {
+                t.reals.push(y);
+            }
+            Value::Real(y)
+        }
+    };
+    // (the result is a double, or has one: inexact)
+    let bits = UNBOXED | INEXACT | (duals & kept) | ((exact & kept) << EXACT_SHIFT);
+    t.nodes.push(Node { parents, f: Some(f), n: n as u8, bits });
+    Some(reverse_real(id, node, value))
 }
 
 /// Records `y = f(x)` (the first `n` of `x`, whose tape nodes are `parents`,
@@ -998,6 +1129,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<
         };
         let Some(yb) = adj[i].take() else { continue };
         let duals = node.bits & DUALS;
+        let exacts = (node.bits & EXACTS) >> EXACT_SHIFT;
         let parts = if unboxed {
             let mut vs = [(0.0, None); 3];
             for (j, v) in vs.iter_mut().enumerate() {
@@ -1017,18 +1149,19 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<
                 // (doubles only: `native::cotangent`'s first case)
                 let xs = [vs[0].0, vs[1].0];
                 native::cotangent_doubles(m, f, &xs[..n], vs[2].0, *yb)?
-            } else if let Some(o) = (duals != 0 && !structural)
+            } else if let Some(o) = (duals != 0 && exacts == 0 && !structural)
                 .then(|| native::cotangent_duals(m, f, tape.lift, &vs[..n], vs[2], &yb))
                 .flatten()
             {
                 o
             } else {
                 // (rebuilt as they were)
-                let value = |(p, t): (f64, Option<f64>)| match t {
-                    None => Value::Real(p),
-                    Some(t) => forward_real(tape.lift, Value::Real(p), Value::Real(t)),
+                let value = |j: usize| match vs[j] {
+                    (p, None) if exacts & (1 << j) != 0 => Value::Int(p as i64),
+                    (p, None) => Value::Real(p),
+                    (p, Some(t)) => forward_real(tape.lift, Value::Real(p), Value::Real(t)),
                 };
-                let (x, y) = ([value(vs[0]), value(vs[1])], value(vs[2]));
+                let (x, y) = ([value(0), value(1)], value(2));
                 rule(m, f, [&x[0], &x[1]], n, &y, &yb)?
             }
         } else {
@@ -1092,25 +1225,46 @@ fn add_to(m: &mut Machine, adj: &mut [Option<Value>], node: u32, c: Value) -> Re
             m.ad_work += 1;
             match (&old, &c) {
                 (Value::Real(a), Value::Real(b)) => Value::Real(a + b),
+                // (reals of one forward level, made of doubles: summed there,
+                // as `native::lifted_op` sums them)
+                (Value::Active(a), Value::Active(b))
+                    if a.node == NONE
+                        && b.node == NONE
+                        && a.tape == b.tape
+                        && forward_level_running(m, a.tape) =>
+                {
+                    match (&a.value, &a.tangent, &b.value, &b.tangent) {
+                        (Value::Real(ap), Value::Real(at), Value::Real(bp), Value::Real(bt))
+                            if m.meter.is_none() =>
+                        {
+                            forward_real(a.tape, Value::Real(ap + bp), Value::Real(at + bt))
+                        }
+                        _ => add_slow(m, old, c)?,
+                    }
+                }
                 _ if old.is_number() && c.is_number() => num::arith('+', &old, &c)
                     .unwrap_or_else(|| Err("not numbers".into()))
                     .map_err(|e| Error::runtime(None, format!("+: {e}")))?,
-                // a sensitivity on an enclosing level: summed there, by `plus`'s
-                // rules (not counted as arithmetic at any level); unboxed where
-                // it is a forward level's real
-                _ => match native::lifted_op(m, Formula::Add, &[&old, &c]) {
-                    Some(v) => v,
-                    None => {
-                        let (meter, derivative) = (m.meter.take(), m.meter_derivative.take());
-                        let r = native::apply_unmetered(m, native::add_id(), &[old, c]);
-                        (m.meter, m.meter_derivative) = (meter, derivative);
-                        r?
-                    }
-                },
+                _ => add_slow(m, old, c)?,
             }
         }
     });
     Ok(())
+}
+
+/// [`add_to`]'s sum of a sensitivity on an enclosing level: summed there, by
+/// `plus`'s rules (not counted as arithmetic at any level); unboxed where it is
+/// a forward level's real.
+fn add_slow(m: &mut Machine, old: Value, c: Value) -> Result<Value> {
+    match native::lifted_op(m, Formula::Add, &[&old, &c]) {
+        Some(v) => Ok(v),
+        None => {
+            let (meter, derivative) = (m.meter.take(), m.meter_derivative.take());
+            let r = native::apply_unmetered(m, native::add_id(), &[old, c]);
+            (m.meter, m.meter_derivative) = (meter, derivative);
+            r
+        }
+    }
 }
 
 /// Is level `id` running, and a forward one (dual numbers)?

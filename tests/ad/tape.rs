@@ -414,3 +414,37 @@ fn nested_reverse_arithmetic_prints_as_the_transform() {
     ];
     on_levels_alike(cases.iter().copied(), 1e-15);
 }
+
+/// A level's arithmetic on doubles (`record_doubles` in `ad::tape`): exact
+/// integer constants meet the reals as the primitives convert them (a product
+/// with 3 is a double, the cotangent through it exact where the sensitivity
+/// is), reals whose values are exact integers stay exact, and a tape over a
+/// forward level keeps its dual numbers unboxed; each checked both ways and
+/// against its closed form.
+#[test]
+fn exact_constants_on_doubles_print_as_the_transform() {
+    let s = 1.0 / (1.0 + (-0.5f64).exp());
+    let sig = format!("{}", s * (1.0 - s));
+    let cases: &[(&str, Option<&str>)] = &[
+        // d/dx -3x = -3: the seed 1 times the exact 3, exactly
+        ("((derivative-R (lambda (x) (* (- 0 x) 3))) 1.5)", Some("-3")),
+        ("((gradient-R (lambda (l) (* (- 0 (car l)) 3))) (list 1.5))", Some("(-3)")),
+        // d/dx x/4 and 1/x at 2.0: 0.25, -0.25
+        ("((gradient-R (lambda (l) (+ (/ (car l) 4) (/ 1 (cadr l))))) (list 1.5 2.0))", Some("(0.25 -0.25)")),
+        // the exact arguments stay exact: d/d(x, y) 3xy + 2 = (3y, 3x)
+        ("((gradient-R (lambda (l) (+ (* 3 (* (car l) (cadr l))) 2))) (list 2 5))", Some("(15 6)")),
+        // sigmoid'(w x) at w = 0.5, x = 1 (an exact datum): s(1 - s)
+        ("((gradient-R (lambda (w) (/ 1 (+ 1 (exp (- 0 (* (car w) 1))))))) (list 0.5))", Some(&format!("({sig})"))),
+        // forward: the constant's tangent its zero
+        ("((gradient-F (lambda (l) (* (- 0 (car l)) 3))) (list 1.5))", Some("(-3.0)")),
+        ("(jvp (lambda (x) (* 3 (* x x))) 1.5 2.0)", Some("18.0")),
+        // forward over reverse with exact constants: H of 3x^2 + 2xy at (1.5, 2.0) times (1, 1) = (8, 2)
+        ("(hvp (lambda (l) (+ (* 3 (* (car l) (car l))) (* 2 (* (car l) (cadr l))))) (list 1.5 2.0) (list 1.0 1.0))", Some("(8.0 2.0)")),
+        // and a sensitivity summed from three uses: d2/dx2 x^3 = 6x at 0.5, times 2
+        ("(hvp (lambda (l) (* (* (car l) (car l)) (car l))) (list 0.5) (list 2.0))", Some("(6.0)")),
+        // atan's rules square an exact constant: d/dx atan(x, 3) = 3/(x^2 + 9) at 0.0
+        ("((gradient-R (lambda (l) (atan (car l) 3))) (list 0.0))", Some(&format!("({})", 1.0 / 3.0))),
+        ("(hvp (lambda (l) (atan (car l) 3)) (list 1.0) (list 1.0))", Some(&format!("({})", -6.0 / 100.0))),
+    ];
+    on_levels_alike(cases.iter().map(|(s, w)| (*s, w.as_deref())), 1e-15);
+}
