@@ -1094,16 +1094,21 @@ pub(super) fn cotangent(
 
 /// [`cotangent`] where every operand, the result and the sensitivity are
 /// doubles and nothing is metered (its first case; `ad::tape` calls it
-/// directly for the doubles a node keeps unboxed).
+/// directly for the doubles a node keeps unboxed), unboxed.
 #[inline]
-pub(super) fn cotangent_doubles(
+pub(super) fn cotangent_f64(
     m: &mut Machine,
     f: Formula,
     x: &[f64],
     y: f64,
     yb: f64,
-) -> Result<Option<Out<Value>>> {
-    Ok(match vjp_num::<f64>(m, f, x, Some(&y), &yb)? {
+) -> Result<Option<Out<f64>>> {
+    vjp_num::<f64>(m, f, x, Some(&y), &yb)
+}
+
+/// [`cotangent_f64`], boxed.
+fn cotangent_doubles(m: &mut Machine, f: Formula, x: &[f64], y: f64, yb: f64) -> Result<Option<Out<Value>>> {
+    Ok(match cotangent_f64(m, f, x, y, yb)? {
         Some(Out::One(a)) => Some(Out::One(Value::Real(a))),
         Some(Out::Two(a, b)) => Some(Out::Two(Value::Real(a), Value::Real(b))),
         None => None,
@@ -1839,6 +1844,54 @@ fn unlift(l: Lift, level: Option<u32>) -> Value {
         (Some(t), Some(id)) => super::tape::forward_real(id, l.p.value(), t.value()),
         _ => l.p.value(),
     }
+}
+
+/// `ad::tape::record` of scalar formula `f` on forward level `id` (the
+/// innermost) where its reals' values and tangents, and the constants, are
+/// numbers or reals of one enclosing forward level (forward over forward): the
+/// value as [`lifted_op`] computes it and the tangent as [`tangent_rule`]
+/// does (a constant's tangent its zero), without their checks per value.
+/// `None` where that does not apply (nothing done).
+pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
+    let n = args.len();
+    if n == 0 || n > 2 || m.meter.is_some() || matches!(f, Formula::Zero | Formula::Struct(_)) {
+        return None;
+    }
+    // (an operation on this level: a real of it among the operands)
+    if !args.iter().any(|a| matches!(a, Value::Active(r) if r.tape == id)) {
+        return None;
+    }
+    let mut level = None;
+    let mut lift = |v: &Value| -> Option<Lift> {
+        Some(match v {
+            Value::Active(a) if a.node == super::tape::NONE && a.tape < id => {
+                match level {
+                    None if super::tape::forward_level_running(m, a.tape) => level = Some(a.tape),
+                    Some(l) if l == a.tape => {}
+                    _ => return None,
+                }
+                Lift { p: X64::of(&a.value)?, t: Some(X64::of(&a.tangent)?) }
+            }
+            _ => Lift { p: X64::of(v)?, t: None },
+        })
+    };
+    let (mut xs, mut ds) = ([LIFT_ZERO; 2], [LIFT_ZERO; 2]);
+    for (i, a) in args.iter().enumerate() {
+        match a {
+            Value::Active(r) if r.tape == id => (xs[i], ds[i]) = (lift(&r.value)?, lift(&r.tangent)?),
+            _ => {
+                xs[i] = lift(a)?;
+                // (`tape::zero_of`)
+                ds[i] = match xs[i].p {
+                    X64::I(_) => Lift { p: X64::I(0), t: None },
+                    X64::R(_) => Lift { p: X64::R(0.0), t: None },
+                };
+            }
+        }
+    }
+    let y = Lift::formula_op(m, f, &xs[..n]).ok()?;
+    let dy = jvp_num::<Lift>(m, f, &xs[..n], &y, &ds[..n]).ok()?;
+    Some(super::tape::forward_real(id, unlift(y, level), unlift(dy, level)))
 }
 
 /// Scalar formula `f` on values that are numbers or reals of one forward level

@@ -351,6 +351,11 @@ pub fn record(
     if let Some(y) = record_doubles(m, f, args) {
         return Ok(y);
     }
+    if let Some(t) = m.tape.stack.last().filter(|t| t.forward) {
+        if let Some(y) = native::record_forward_lifted(m, t.id, f, args) {
+            return Ok(y);
+        }
+    }
     let n = args.len();
     if n > 2 {
         return Err(decline("a primitive of more than two numbers"));
@@ -1146,9 +1151,17 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<
             }
             let structural = matches!(f, Formula::Struct(_));
             if let (0, Value::Real(yb), None, false) = (duals, &yb, &m.meter, structural) {
-                // (doubles only: `native::cotangent`'s first case)
+                // (doubles only: `native::cotangent`'s first case, summed unboxed)
                 let xs = [vs[0].0, vs[1].0];
-                native::cotangent_doubles(m, f, &xs[..n], vs[2].0, *yb)?
+                match native::cotangent_f64(m, f, &xs[..n], vs[2].0, *yb)? {
+                    Some(Out::One(a)) => add_real(m, adj, node.parents[0], a)?,
+                    Some(Out::Two(a, b)) => {
+                        add_real(m, adj, node.parents[0], a)?;
+                        add_real(m, adj, node.parents[1], b)?;
+                    }
+                    None => return Err(decline("a primitive without a cotangent rule")),
+                }
+                continue;
             } else if let Some(o) = (duals != 0 && exacts == 0 && !structural)
                 .then(|| native::cotangent_duals(m, f, tape.lift, &vs[..n], vs[2], &yb))
                 .flatten()
@@ -1209,6 +1222,23 @@ fn propagate(m: &mut Machine, adj: &mut [Option<Value>], node: &Node, parts: Out
     add_to(m, adj, node.parents[0], a)?;
     if let Some(b) = b {
         add_to(m, adj, node.parents[1], b)?;
+    }
+    Ok(())
+}
+
+/// [`add_to`] of a double.
+#[inline(always)]
+fn add_real(m: &mut Machine, adj: &mut [Option<Value>], node: u32, c: f64) -> Result<()> {
+    if node == NONE {
+        return Ok(());
+    }
+    match &mut adj[node as usize] {
+        slot @ None => *slot = Some(Value::Real(c)),
+        Some(Value::Real(old)) => {
+            m.ad_work += 1;
+            *old += c;
+        }
+        _ => return add_to(m, adj, node, Value::Real(c)),
     }
     Ok(())
 }

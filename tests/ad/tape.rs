@@ -445,6 +445,11 @@ fn exact_constants_on_doubles_print_as_the_transform() {
         // atan's rules square an exact constant: d/dx atan(x, 3) = 3/(x^2 + 9) at 0.0
         ("((gradient-R (lambda (l) (atan (car l) 3))) (list 0.0))", Some(&format!("({})", 1.0 / 3.0))),
         ("(hvp (lambda (l) (atan (car l) 3)) (list 1.0) (list 1.0))", Some(&format!("({})", -6.0 / 100.0))),
+        // a constant past the unboxed numbers, where an operation of the enclosing
+        // level only runs within the inner one's (found by a differential fuzz:
+        // this recursed without end once)
+        ("(hvp (lambda (l) (/ (atan (cadr l) 12345678901234567890) (car l))) (list 2 3) (list 1 0))", None),
+        ("((jacobian-F (gradient-F (lambda (l) (* (car l) (atan (cadr l) 12345678901234567890))))) (list 2 3))", None),
     ];
     on_levels_alike(cases.iter().map(|(s, w)| (*s, w.as_deref())), 1e-15);
 }
