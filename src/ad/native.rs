@@ -1894,6 +1894,72 @@ pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: 
     Some(super::tape::forward_real(id, unlift(y, level), unlift(dy, level)))
 }
 
+/// [`record_forward_lifted`] where the operands are numbers or reals of one
+/// enclosing reverse level (reverse over forward): the value recorded on its
+/// tape as [`lifted_op`] records it and the tangent rule as [`tangent_rule`]
+/// records it. `None` where that does not apply (nothing done: the tape is as
+/// it was).
+pub(super) fn record_forward_rev(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
+    let n = args.len();
+    if n == 0 || n > 2 || m.meter.is_some() || matches!(f, Formula::Zero | Formula::Struct(_)) {
+        return None;
+    }
+    if !args.iter().any(|a| matches!(a, Value::Active(r) if r.tape == id)) {
+        return None;
+    }
+    let mut level: Option<(u32, u32)> = None;
+    let mut rev = |v: &Value| -> Option<Rv> {
+        Some(match v {
+            Value::Active(a) if a.node != super::tape::NONE && a.tape < id => {
+                let k = match level {
+                    None => {
+                        let k = super::tape::reverse_level(m, a.tape)? as u32;
+                        level = Some((a.tape, k));
+                        k
+                    }
+                    Some((l, k)) if l == a.tape => k,
+                    _ => return None,
+                };
+                Rv { v: X64::of(&a.value)?, node: a.node, k }
+            }
+            _ => Rv { v: X64::of(v)?, node: NO_NODE, k: 0 },
+        })
+    };
+    let (mut xs, mut ds) = ([RV_ZERO; 2], [RV_ZERO; 2]);
+    for (i, a) in args.iter().enumerate() {
+        match a {
+            Value::Active(r) if r.tape == id => (xs[i], ds[i]) = (rev(&r.value)?, rev(&r.tangent)?),
+            _ => {
+                xs[i] = rev(a)?;
+                // (`tape::zero_of`)
+                ds[i] = match xs[i].v {
+                    X64::I(_) => Rv { v: X64::I(0), node: NO_NODE, k: 0 },
+                    X64::R(_) => Rv { v: X64::R(0.0), node: NO_NODE, k: 0 },
+                };
+            }
+        }
+    }
+    let (id_r, k) = match level {
+        Some(l) => (Some(l.0), Some(l.1 as usize)),
+        None => (None, None),
+    };
+    let mark = k.map(|k| super::tape::level_len(m, k));
+    let undo = |m: &mut Machine| {
+        if let (Some(k), Some(mark)) = (k, mark) {
+            super::tape::truncate_level(m, k, mark);
+        }
+    };
+    let Ok(y) = Rv::formula_op(m, f, &xs[..n]) else {
+        undo(m);
+        return None;
+    };
+    let Ok(dy) = jvp_num::<Rv>(m, f, &xs[..n], &y, &ds[..n]) else {
+        undo(m);
+        return None;
+    };
+    Some(super::tape::forward_real(id, unrev(y, id_r), unrev(dy, id_r)))
+}
+
 /// Scalar formula `f` on values that are numbers or reals of one forward level
 /// (see [`Lift`]) or of one reverse level (see [`Rv`]: recorded on its tape),
 /// as the primitive computes it; `None` where that does not apply (nothing

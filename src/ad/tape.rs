@@ -352,7 +352,11 @@ pub fn record(
         return Ok(y);
     }
     if let Some(t) = m.tape.stack.last().filter(|t| t.forward) {
-        if let Some(y) = native::record_forward_lifted(m, t.id, f, args) {
+        let id = t.id;
+        if let Some(y) = native::record_forward_lifted(m, id, f, args) {
+            return Ok(y);
+        }
+        if let Some(y) = native::record_forward_rev(m, id, f, args) {
             return Ok(y);
         }
     }

@@ -450,6 +450,9 @@ fn exact_constants_on_doubles_print_as_the_transform() {
         // this recursed without end once)
         ("(hvp (lambda (l) (/ (atan (cadr l) 12345678901234567890) (car l))) (list 2 3) (list 1 0))", None),
         ("((jacobian-F (gradient-F (lambda (l) (* (car l) (atan (cadr l) 12345678901234567890))))) (list 2 3))", None),
+        // reverse over forward with exact constants: d2/dx2 3 atan(x, 2) = -12x/(x^2 + 4)^2 at 1.5
+        ("((derivative-R (derivative-F (lambda (x) (* 3 (atan x 2))))) 1.5)", Some(&format!("{}", -18.0 / 39.0625))),
+        ("((jacobian-R (gradient-F (lambda (l) (* (- (car l) 1) (/ (cadr l) 4))))) (list 1.5 2.0))", Some("((0.0 0.25) (0.25 0.0))")),
     ];
     on_levels_alike(cases.iter().map(|(s, w)| (*s, w.as_deref())), 1e-15);
 }
