@@ -192,9 +192,9 @@ pub fn to_host(d: &DevBuf, n: usize) -> HostBuf {
     let mut h = HostBuf::for_overwrite(n);
     if n > 0 {
         let s = d.0.stream().clone();
-        s.memcpy_dtoh(&d.0, h.as_mut_slice())
-            .and_then(|_| s.synchronize())
-            .unwrap_or_else(|e| panic!("CUDA error copying a vector back: {:?}", e));
+        if let Err(e) = s.memcpy_dtoh(&d.0, h.as_mut_slice()).and_then(|_| s.synchronize()) {
+            device_lost("copying a vector back", e);
+        }
     }
     h
 }
@@ -203,10 +203,20 @@ pub fn to_host(d: &DevBuf, n: usize) -> HostBuf {
 pub fn read_one(d: &DevBuf, i: usize) -> f64 {
     let s = d.0.stream().clone();
     let mut x = [0.0f64];
-    s.memcpy_dtoh(&d.0.slice(i..i + 1), &mut x[..])
-        .and_then(|_| s.synchronize())
-        .unwrap_or_else(|e| panic!("CUDA error reading a number back: {:?}", e));
+    if let Err(e) = s.memcpy_dtoh(&d.0.slice(i..i + 1), &mut x[..]).and_then(|_| s.synchronize()) {
+        device_lost("reading a number back", e);
+    }
     x[0]
+}
+
+/// Ends the process after a failed copy from the device: an error there is a
+/// fault of the device's context (sticky: every later call fails too), whose
+/// vectors are lost, so the run cannot go on. A message and exit status 70
+/// (EX_SOFTWARE), not a panic.
+#[cold]
+fn device_lost(what: &'static str, e: DriverError) -> ! {
+    eprintln!("vlad: error: {} (--backend cpu computes on the host)", derr(what)(e));
+    std::process::exit(70)
 }
 
 impl Gpu {
