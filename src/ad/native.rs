@@ -1889,9 +1889,88 @@ pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: 
             }
         }
     }
+    // (all doubles: as `Lift` computes them, without its dispatch per operation)
+    let (mut x1, mut d1) = ([L1::int(0); 2], [L1::int(0); 2]);
+    let doubles = (0..n).all(|i| match (xs[i].l1(), ds[i].l1()) {
+        (Some(x), Some(d)) => {
+            (x1[i], d1[i]) = (x, d);
+            true
+        }
+        _ => false,
+    });
+    if doubles {
+        let y = L1::op(m, f, &x1[..n]).ok()?;
+        let dy = jvp_num::<L1>(m, f, &x1[..n], &y, &d1[..n]).ok()?;
+        return Some(super::tape::forward_real(id, y.value(level), dy.value(level)));
+    }
     let y = Lift::formula_op(m, f, &xs[..n]).ok()?;
     let dy = jvp_num::<Lift>(m, f, &xs[..n], &y, &ds[..n]).ok()?;
     Some(super::tape::forward_real(id, unlift(y, level), unlift(dy, level)))
+}
+
+/// A [`Lift`] made of doubles: its arithmetic on doubles, the same operations
+/// in the same order (`Lift::formula_op`'s first case), without its dispatch.
+/// (The rules' exact constants are doubles here; in `Lift` they are exact
+/// integers, which meet only doubles there and are converted as `as f64`
+/// converts them, so the results are the same bits.)
+#[derive(Clone, Copy)]
+struct L1 {
+    p: f64,
+    t: Option<f64>,
+}
+
+impl L1 {
+    /// As a value (a real of forward level `level` if it has a tangent).
+    fn value(self, level: Option<u32>) -> Value {
+        match (self.t, level) {
+            (Some(t), Some(id)) => super::tape::forward_real(id, Value::Real(self.p), Value::Real(t)),
+            _ => Value::Real(self.p),
+        }
+    }
+}
+
+impl Lift {
+    /// The same number as an [`L1`], if it is made of doubles.
+    fn l1(self) -> Option<L1> {
+        match (self.p, self.t) {
+            (X64::R(p), None) => Some(L1 { p, t: None }),
+            (X64::R(p), Some(X64::R(t))) => Some(L1 { p, t: Some(t) }),
+            _ => None,
+        }
+    }
+}
+
+impl Num for L1 {
+    #[inline(always)]
+    fn op(m: &mut Machine, f: Formula, args: &[L1]) -> Result<L1> {
+        let n = args.len();
+        if n > 2 {
+            return Err(not_scalar());
+        }
+        let (mut x, mut d, mut plain) = ([0.0; 2], [0.0; 2], true);
+        for (i, a) in args.iter().enumerate() {
+            x[i] = a.p;
+            if let Some(t) = a.t {
+                d[i] = t;
+                plain = false;
+            }
+        }
+        let y = formula_f64(f, &x[..n]).ok_or_else(not_scalar)?;
+        if plain {
+            return Ok(L1 { p: y, t: None });
+        }
+        let dy = match (f, n) {
+            (Formula::Add, 2) => d[0] + d[1],
+            (Formula::Sub, 2) => d[0] - d[1],
+            (Formula::Mul, 2) => d[0] * x[1] + x[0] * d[1],
+            (Formula::Div, 2) => (d[0] - y * d[1]) / x[1],
+            _ => jvp_num::<f64>(m, f, &x[..n], &y, &d[..n])?,
+        };
+        Ok(L1 { p: y, t: Some(dy) })
+    }
+    fn int(i: i64) -> L1 {
+        L1 { p: i as f64, t: None }
+    }
 }
 
 /// [`record_forward_lifted`] where the operands are numbers or reals of one
