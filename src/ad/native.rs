@@ -1170,6 +1170,19 @@ pub(super) fn cotangent_duals(
             }
         }));
     }
+    if let Some(yb) = yb.l1() {
+        // (the others on doubles: `L1`)
+        let l1 = |(p, t): (f64, Option<f64>)| L1 { p, t };
+        let mut ls = [L1::int(0); 2];
+        for (l, v) in ls.iter_mut().zip(x) {
+            *l = l1(*v);
+        }
+        let o = vjp_num::<L1>(m, f, &ls[..x.len()], Some(&l1(y)), &yb).ok()?;
+        return Some(o.map(|o| match o {
+            Out::One(a) => Out::One(a.value(Some(level))),
+            Out::Two(a, b) => Out::Two(a.value(Some(level)), b.value(Some(level))),
+        }));
+    }
     let mut ls = [LIFT_ZERO; 2];
     for (l, v) in ls.iter_mut().zip(x) {
         *l = lift(*v);
