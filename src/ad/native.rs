@@ -1859,6 +1859,16 @@ fn unlift(l: Lift, level: Option<u32>) -> Value {
     }
 }
 
+/// Is scalar formula `f` of one or two `args` an operation on forward level `id`
+/// (a real of it among them), and nothing metered? ([`record_forward_lifted`],
+/// [`record_forward_rev`].)
+fn forward_op(m: &Machine, id: u32, f: Formula, args: &[Value]) -> bool {
+    (1..=2).contains(&args.len())
+        && m.meter.is_none()
+        && !matches!(f, Formula::Zero | Formula::Struct(_))
+        && args.iter().any(|a| matches!(a, Value::Active(r) if r.tape == id))
+}
+
 /// `ad::tape::record` of scalar formula `f` on forward level `id` (the
 /// innermost) where its reals' values and tangents, and the constants, are
 /// numbers or reals of one enclosing forward level (forward over forward): the
@@ -1866,14 +1876,10 @@ fn unlift(l: Lift, level: Option<u32>) -> Value {
 /// does (a constant's tangent its zero), without their checks per value.
 /// `None` where that does not apply (nothing done).
 pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
+    if !forward_op(m, id, f, args) {
+        return None;
+    }
     let n = args.len();
-    if n == 0 || n > 2 || m.meter.is_some() || matches!(f, Formula::Zero | Formula::Struct(_)) {
-        return None;
-    }
-    // (an operation on this level: a real of it among the operands)
-    if !args.iter().any(|a| matches!(a, Value::Active(r) if r.tape == id)) {
-        return None;
-    }
     let mut level = None;
     let mut lift = |v: &Value| -> Option<Lift> {
         Some(match v {
@@ -1992,13 +1998,10 @@ impl Num for L1 {
 /// records it. `None` where that does not apply (nothing done: the tape is as
 /// it was).
 pub(super) fn record_forward_rev(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
+    if !forward_op(m, id, f, args) {
+        return None;
+    }
     let n = args.len();
-    if n == 0 || n > 2 || m.meter.is_some() || matches!(f, Formula::Zero | Formula::Struct(_)) {
-        return None;
-    }
-    if !args.iter().any(|a| matches!(a, Value::Active(r) if r.tape == id)) {
-        return None;
-    }
     let mut level: Option<(u32, u32)> = None;
     let mut rev = |v: &Value| -> Option<Rv> {
         Some(match v {

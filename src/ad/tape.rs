@@ -139,7 +139,8 @@ struct Node {
     n: u8,
     /// `UNBOXED` if its kept values are in `reals`, then bit `j` (0, 1: an
     /// operand, 2: the result) set if that one is a dual of level `lift`, and
-    /// bit `j + EXACT_SHIFT` if it is an exact integer (an operand); `INEXACT` if an operand or the result is inexact (see `exactness_may_differ`).
+    /// bit `j + EXACT_SHIFT` if it is an exact integer (an operand); `INEXACT`
+    /// if an operand or the result is inexact (see `exactness_may_differ`).
     bits: u8,
 }
 
@@ -503,22 +504,14 @@ fn record_doubles(m: &mut Machine, f: Formula, args: &[Value]) -> Option<Value> 
         return Some(forward_real(id, Value::Real(y), Value::Real(dy)));
     }
     let kept = kept_mask(f, n);
-    let (y, dy) = if duals != 0 {
-        if m.tape.stack[..m.tape.stack.len() - 1]
-            .iter()
-            .rev()
-            .find(|t| t.id == lift)
-            .is_none_or(|t| !t.forward)
-        {
+    let dy = if duals != 0 {
+        let kept_lift = m.tape.stack.last()?.lift;
+        if !forward_level_running(m, lift) || (kept_lift != NONE && kept_lift != lift) {
             return None;
         }
-        let t = m.tape.stack.last()?;
-        if t.lift != NONE && t.lift != lift {
-            return None;
-        }
-        (y, Some(native::tangent_doubles(m, f, &xs[..n], y, &ds[..n])?))
+        Some(native::tangent_doubles(m, f, &xs[..n], y, &ds[..n])?)
     } else {
-        (y, None)
+        None
     };
     let t = m.tape.stack.last_mut()?;
     let node = t.nodes.len() as u32;
