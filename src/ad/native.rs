@@ -1194,6 +1194,32 @@ pub(super) fn cotangent_duals(
     }))
 }
 
+/// [`cotangent_duals`] of a sensitivity `yb` that is a double `(v, None)` or a
+/// real of forward level `level` made of doubles `(v, Some(t))`, its parts as
+/// such: the same numbers (`L1` computes as `Lift` does), unboxed. `None` where
+/// that does not apply.
+pub(super) fn cotangent_duals_unboxed(
+    m: &mut Machine,
+    f: Formula,
+    level: u32,
+    x: &[(f64, Option<f64>)],
+    y: (f64, Option<f64>),
+    yb: (f64, Option<f64>),
+) -> Option<Out<(f64, Option<f64>)>> {
+    if m.meter.is_some() || x.len() > 2 || !super::tape::forward_level_running(m, level) {
+        return None;
+    }
+    let l1 = |(p, t): (f64, Option<f64>)| L1 { p, t };
+    let mut ls = [L1::int(0); 2];
+    for (l, v) in ls.iter_mut().zip(x) {
+        *l = l1(*v);
+    }
+    Some(match vjp_num::<L1>(m, f, &ls[..x.len()], Some(&l1(y)), &l1(yb)).ok()?? {
+        Out::One(a) => Out::One((a.p, a.t)),
+        Out::Two(a, b) => Out::Two((a.p, a.t), (b.p, b.t)),
+    })
+}
+
 /// The tangent rule of scalar formula `f` for argument `x`, result `y` and
 /// argument tangent `d` (for `ad::tape`'s forward levels): as the forward
 /// version computes it, on doubles when every number is one and nothing is metered.

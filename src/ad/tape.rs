@@ -871,7 +871,7 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
         return Ok(dy.or_else(|| gave_way(m, "a result not made of pairs, () and reals")));
     }
     // The sensitivity of each node the result is made of.
-    let mut adj: Vec<Option<Value>> = Vec::new();
+    let mut adj: Vec<Option<Sens>> = Vec::new();
     adj.resize_with(tape.nodes.len(), || None);
     let ok = match want {
         Want::RealVjp => seed(&y, &Value::Int(1), id, &mut adj, true, false),
@@ -890,8 +890,10 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
         Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
     };
     // (the tape and the other nodes' sensitivities freed before the cotangent is built)
+    let lift = tape.lift;
     drop(tape);
-    let mut sens: Vec<Option<Value>> = inputs.iter().map(|&n| adj[n as usize].take()).collect();
+    let mut sens: Vec<Option<Value>> =
+        inputs.iter().map(|&n| adj[n as usize].take().map(|s| s.into_value(lift))).collect();
     drop(adj);
     let mut k = 0;
     let xb = match cotangent(m, x, &mut sens, &mut k) {
@@ -1037,7 +1039,7 @@ fn activate_rec(
 /// the transform gives a boolean of the argument the sensitivity that reaches
 /// it, and the tape does not follow booleans (one with its own value as its
 /// sensitivity gets itself either way, as does one that none reaches).
-fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Value>], real: bool, bools: bool) -> bool {
+fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Sens>], real: bool, bools: bool) -> bool {
     let mut work: SmallVec<[(&Value, &Value); 16]> = smallvec::smallvec![(y, s)];
     while let Some((y, s)) = work.pop() {
         match (y, s) {
@@ -1046,14 +1048,14 @@ fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Value>], real: bool, bo
                     return false;
                 }
                 let i = a.node as usize;
-                adj[i] = Some(match adj[i].take() {
+                adj[i] = Some(Sens::of(match adj[i].take() {
                     None => s.clone(),
-                    // (a result holding one real twice)
-                    Some(old) => match num::arith('+', &old, s) {
+                    // (a result holding one real twice; nothing on a forward level yet)
+                    Some(old) => match num::arith('+', &old.into_value(NONE), s) {
                         Some(Ok(v)) => v,
                         _ => return false,
                     },
-                });
+                }));
             }
             // a constant (or a real of an enclosing tape): no sensitivity here
             (Value::Active(_), _) | (Value::Int(_) | Value::Real(_) | Value::Big(_) | Value::Rat(_), _) => {
@@ -1089,7 +1091,7 @@ fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Value>], real: bool, bo
 /// (every `SWEEP_CHECK_EVERY` nodes): a long sweep stops as the transform's
 /// backpropagator would, not by the watchdog ending the program (the REPL's
 /// session, `vlad test`'s run).
-fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<Option<Vec<bool>>> {
+fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<Option<Vec<bool>>> {
     // (an operand or result the rule does not read)
     let zero = Value::Real(0.0);
     // (where the values the nodes from `i` on keep start)
@@ -1130,6 +1132,13 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<
             vals_at
         };
         let Some(yb) = adj[i].take() else { continue };
+        if let (Formula::Add, 2) = (f, n) {
+            // (`+`'s rule, (cons yb yb), on any sensitivity: no arithmetic)
+            let lift = tape.lift;
+            add_sens(m, adj, node.parents[0], yb.clone(), lift)?;
+            add_sens(m, adj, node.parents[1], yb, lift)?;
+            continue;
+        }
         let duals = node.bits & DUALS;
         let exacts = (node.bits & EXACTS) >> EXACT_SHIFT;
         let parts = if unboxed {
@@ -1147,21 +1156,42 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<
                 }
             }
             let structural = matches!(f, Formula::Struct(_));
-            if let (0, Value::Real(yb), None, false) = (duals, &yb, &m.meter, structural) {
+            if let (0, Sens::Real(yb), None, false) = (duals, &yb, &m.meter, structural) {
                 // (doubles only: `native::cotangent`'s first case, summed unboxed)
                 let xs = [vs[0].0, vs[1].0];
                 match native::cotangent_f64(m, f, &xs[..n], vs[2].0, *yb)? {
-                    Some(Out::One(a)) => add_real(m, adj, node.parents[0], a)?,
+                    Some(Out::One(a)) => add_unboxed(m, adj, node.parents[0], (a, None), tape.lift)?,
                     Some(Out::Two(a, b)) => {
-                        add_real(m, adj, node.parents[0], a)?;
-                        add_real(m, adj, node.parents[1], b)?;
+                        add_unboxed(m, adj, node.parents[0], (a, None), tape.lift)?;
+                        add_unboxed(m, adj, node.parents[1], (b, None), tape.lift)?;
                     }
                     None => return Err(decline("a primitive without a cotangent rule")),
                 }
                 continue;
-            } else if let Some(o) = (duals != 0 && exacts == 0 && !structural)
-                .then(|| native::cotangent_duals(m, f, tape.lift, &vs[..n], vs[2], &yb))
+            }
+            let ready = duals != 0 && exacts == 0 && !structural;
+            let unboxed_yb = match yb {
+                Sens::Real(p) => Some((p, None)),
+                Sens::Dual(p, t) => Some((p, Some(t))),
+                Sens::Boxed(_) => None,
+            };
+            if let Some(o) = (ready && unboxed_yb.is_some())
+                .then(|| native::cotangent_duals_unboxed(m, f, tape.lift, &vs[..n], vs[2], unboxed_yb?))
                 .flatten()
+            {
+                // (forward over reverse on doubles: summed unboxed)
+                match o {
+                    Out::One(a) => add_unboxed(m, adj, node.parents[0], a, tape.lift)?,
+                    Out::Two(a, b) => {
+                        add_unboxed(m, adj, node.parents[0], a, tape.lift)?;
+                        add_unboxed(m, adj, node.parents[1], b, tape.lift)?;
+                    }
+                }
+                continue;
+            }
+            let yb = yb.into_value(tape.lift);
+            if let Some(o) =
+                ready.then(|| native::cotangent_duals(m, f, tape.lift, &vs[..n], vs[2], &yb)).flatten()
             {
                 o
             } else {
@@ -1175,6 +1205,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<
                 rule(m, f, [&x[0], &x[1]], n, &y, &yb)?
             }
         } else {
+            let yb = yb.into_value(tape.lift);
             let mut x = [&zero, &zero];
             for (j, v) in x.iter_mut().enumerate() {
                 if kept & (1 << j) != 0 {
@@ -1186,7 +1217,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Value>]) -> Result<
             rule(m, f, x, n, y, &yb)?
         };
         let parts = parts.ok_or_else(|| decline("a primitive without a cotangent rule"))?;
-        propagate(m, adj, &node, parts)?;
+        propagate(m, adj, &node, parts, tape.lift)?;
     }
     debug_assert!(reals_at == 0 && vals_at == 0, "each node's values found");
     Ok(any.then_some(tainted))
@@ -1211,71 +1242,151 @@ fn rule(
 
 /// Adds a node's cotangent (its one or two parts) to its parents' sensitivities.
 #[inline(always)]
-fn propagate(m: &mut Machine, adj: &mut [Option<Value>], node: &Node, parts: Out<Value>) -> Result<()> {
+fn propagate(
+    m: &mut Machine,
+    adj: &mut [Option<Sens>],
+    node: &Node,
+    parts: Out<Value>,
+    lift: u32,
+) -> Result<()> {
     let (a, b) = match parts {
         Out::One(a) => (a, None),
         Out::Two(a, b) => (a, Some(b)),
     };
-    add_to(m, adj, node.parents[0], a)?;
+    add_to(m, adj, node.parents[0], a, lift)?;
     if let Some(b) = b {
-        add_to(m, adj, node.parents[1], b)?;
+        add_to(m, adj, node.parents[1], b, lift)?;
     }
     Ok(())
 }
 
-/// [`add_to`] of a double.
-#[inline(always)]
-fn add_real(m: &mut Machine, adj: &mut [Option<Value>], node: u32, c: f64) -> Result<()> {
-    if node == NONE {
-        return Ok(());
-    }
-    match &mut adj[node as usize] {
-        slot @ None => *slot = Some(Value::Real(c)),
-        Some(Value::Real(old)) => {
-            m.ad_work += 1;
-            *old += c;
+/// A node's sensitivity in the sweep: a double, or a real of the tape's
+/// forward level `lift` made of doubles (its value and tangent), unboxed;
+/// anything else as a value.
+#[derive(Clone)]
+enum Sens {
+    Real(f64),
+    Dual(f64, f64),
+    Boxed(Value),
+}
+
+impl Sens {
+    /// `v` as a sensitivity, unboxed where it is a double or a real of forward
+    /// level `lift` made of doubles.
+    fn of_level(v: Value, lift: u32) -> Sens {
+        match &v {
+            Value::Real(r) => Sens::Real(*r),
+            Value::Active(a) if a.node == NONE && a.tape == lift && lift != NONE => {
+                match (&a.value, &a.tangent) {
+                    (Value::Real(p), Value::Real(t)) => Sens::Dual(*p, *t),
+                    _ => Sens::Boxed(v),
+                }
+            }
+            _ => Sens::Boxed(v),
         }
-        _ => return add_to(m, adj, node, Value::Real(c)),
     }
-    Ok(())
+
+    /// `v` as a sensitivity (unboxed if a double).
+    fn of(v: Value) -> Sens {
+        Sens::of_level(v, NONE)
+    }
+
+    /// As a value (a dual: a real of forward level `lift`).
+    fn into_value(self, lift: u32) -> Value {
+        match self {
+            Sens::Real(r) => Value::Real(r),
+            Sens::Dual(p, t) => forward_real(lift, Value::Real(p), Value::Real(t)),
+            Sens::Boxed(v) => v,
+        }
+    }
 }
 
-/// Adds a cotangent to a node's sensitivity (as `plus` does: not metered).
-fn add_to(m: &mut Machine, adj: &mut [Option<Value>], node: u32, c: Value) -> Result<()> {
+/// [`add_to`] of a sensitivity.
+fn add_sens(m: &mut Machine, adj: &mut [Option<Sens>], node: u32, c: Sens, lift: u32) -> Result<()> {
+    match c {
+        Sens::Real(p) => add_unboxed(m, adj, node, (p, None), lift),
+        Sens::Dual(p, t) => add_unboxed(m, adj, node, (p, Some(t)), lift),
+        Sens::Boxed(v) => add_to(m, adj, node, v, lift),
+    }
+}
+
+/// [`add_to`] of a double `(c, None)` or a real of the tape's forward level
+/// `lift` made of doubles `(c, Some(t))`, unboxed where the sensitivity is: as
+/// `native::lifted_op` sums them (a plain double's tangent is its zero).
+#[inline(always)]
+fn add_unboxed(
+    m: &mut Machine,
+    adj: &mut [Option<Sens>],
+    node: u32,
+    c: (f64, Option<f64>),
+    lift: u32,
+) -> Result<()> {
     if node == NONE {
         return Ok(());
     }
     let slot = &mut adj[node as usize];
-    *slot = Some(match slot.take() {
-        None => c,
-        Some(old) => {
-            m.ad_work += 1;
-            match (&old, &c) {
-                (Value::Real(a), Value::Real(b)) => Value::Real(a + b),
-                // (reals of one forward level, made of doubles: summed there,
-                // as `native::lifted_op` sums them)
-                (Value::Active(a), Value::Active(b))
-                    if a.node == NONE
-                        && b.node == NONE
-                        && a.tape == b.tape
-                        && forward_level_running(m, a.tape) =>
-                {
-                    match (&a.value, &a.tangent, &b.value, &b.tangent) {
-                        (Value::Real(ap), Value::Real(at), Value::Real(bp), Value::Real(bt))
-                            if m.meter.is_none() =>
-                        {
-                            forward_real(a.tape, Value::Real(ap + bp), Value::Real(at + bt))
-                        }
-                        _ => add_slow(m, old, c)?,
-                    }
-                }
-                _ if old.is_number() && c.is_number() => num::arith('+', &old, &c)
-                    .unwrap_or_else(|| Err("not numbers".into()))
-                    .map_err(|e| Error::runtime(None, format!("+: {e}")))?,
-                _ => add_slow(m, old, c)?,
-            }
+    let sum = match (&*slot, c) {
+        (None, (p, None)) => Sens::Real(p),
+        (None, (p, Some(t))) => Sens::Dual(p, t),
+        (Some(Sens::Real(old)), (p, None)) => Sens::Real(old + p),
+        (Some(Sens::Real(old)), (p, Some(t))) if m.meter.is_none() => Sens::Dual(old + p, 0.0 + t),
+        (Some(Sens::Dual(op, ot)), (p, None)) if m.meter.is_none() => Sens::Dual(op + p, ot + 0.0),
+        (Some(Sens::Dual(op, ot)), (p, Some(t))) if m.meter.is_none() => Sens::Dual(op + p, ot + t),
+        _ => {
+            let c = match c {
+                (p, None) => Value::Real(p),
+                (p, Some(t)) => forward_real(lift, Value::Real(p), Value::Real(t)),
+            };
+            return add_to(m, adj, node, c, lift);
         }
-    });
+    };
+    if slot.is_some() {
+        m.ad_work += 1;
+    }
+    *slot = Some(sum);
+    Ok(())
+}
+
+/// Adds a cotangent to a node's sensitivity (as `plus` does: not metered).
+fn add_to(m: &mut Machine, adj: &mut [Option<Sens>], node: u32, c: Value, lift: u32) -> Result<()> {
+    if node == NONE {
+        return Ok(());
+    }
+    let slot = &mut adj[node as usize];
+    *slot = Some(Sens::of_level(
+        match slot.take() {
+            None => c,
+            Some(old) => {
+                let old = old.into_value(lift);
+                m.ad_work += 1;
+                match (&old, &c) {
+                    (Value::Real(a), Value::Real(b)) => Value::Real(a + b),
+                    // (reals of one forward level, made of doubles: summed there,
+                    // as `native::lifted_op` sums them)
+                    (Value::Active(a), Value::Active(b))
+                        if a.node == NONE
+                            && b.node == NONE
+                            && a.tape == b.tape
+                            && forward_level_running(m, a.tape) =>
+                    {
+                        match (&a.value, &a.tangent, &b.value, &b.tangent) {
+                            (Value::Real(ap), Value::Real(at), Value::Real(bp), Value::Real(bt))
+                                if m.meter.is_none() =>
+                            {
+                                forward_real(a.tape, Value::Real(ap + bp), Value::Real(at + bt))
+                            }
+                            _ => add_slow(m, old, c)?,
+                        }
+                    }
+                    _ if old.is_number() && c.is_number() => num::arith('+', &old, &c)
+                        .unwrap_or_else(|| Err("not numbers".into()))
+                        .map_err(|e| Error::runtime(None, format!("+: {e}")))?,
+                    _ => add_slow(m, old, c)?,
+                }
+            }
+        },
+        lift,
+    ));
     Ok(())
 }
 
