@@ -1173,6 +1173,10 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
             let unboxed_yb = match yb {
                 Sens::Real(p) => Some((p, None)),
                 Sens::Dual(p, t) => Some((p, Some(t))),
+                // (an exact sensitivity, such as a gradient's seed 1, times
+                // doubles: converted as `as f64` converts it, as
+                // `native::cotangent_duals` does)
+                Sens::Boxed(Value::Int(k)) if f == Formula::Mul && exacts == 0 => Some((k as f64, None)),
                 Sens::Boxed(_) => None,
             };
             if let Some(o) = (ready && unboxed_yb.is_some())
