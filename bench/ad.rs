@@ -16,6 +16,10 @@
 //! or a tape, `vlad::ad::tape`), and by the closure transforms only
 //! (`.../transform`, as `--no-tape`).
 //!
+//! `ad-nested`: Hessians of a 10-variable function in the four nestings and
+//! a gradient through exact constants (the shapes of bench/peers' saddle,
+//! particle and XOR workloads).
+//!
 //! `cargo bench --bench ad -- --test` runs each once.
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -135,5 +139,49 @@ fn bench_ad(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_ad);
+/// Nested levels and exact constants, the shapes of the saddle, particle and
+/// XOR workloads in bench/peers: the Hessian of a 10-variable function in the
+/// four nestings (forward/reverse Jacobian of a forward/reverse gradient), and
+/// the gradient of a sum of sigmoids written with exact constants
+/// (`(/ 1 (+ 1 (exp (- 0 (* 2 x))))`), each on levels and by the transform.
+fn bench_nested(c: &mut Criterion) {
+    let mut p = Prog::new();
+    let defs = "(define xs10 (mk 10 0.05))\n\
+                (define (g l) (let loop ((l l) (acc 0.0) (prev 1.0))\n\
+                  (if (null? l) acc (loop (cdr l) (+ acc (* (car l) (* prev (car l)))) (car l)))))\n\
+                (define (sig-sum l) (reduce + 0 (map (lambda (x) (/ 1 (+ 1 (exp (- 0 (* 2 x)))))) l)))";
+    if let Err(e) = p.s.run_text("bench-nested", defs) {
+        panic!("{}", e.render(&p.s.sources));
+    }
+    let mut group = c.benchmark_group("ad-nested");
+    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    let cases = [
+        ("hessian-FF-10", "((jacobian-F (gradient-F g)) xs10)"),
+        ("hessian-FR-10", "((jacobian-F (gradient-R g)) xs10)"),
+        ("hessian-RF-10", "((jacobian-R (gradient-F g)) xs10)"),
+        ("hessian-RR-10", "((jacobian-R (gradient-R g)) xs10)"),
+        ("gradient-R-exact-constants-100", "((gradient-R sig-sum) xs100)"),
+    ];
+    for (name, expr) in cases {
+        let g = p.compile(expr);
+        // (check once that both ways give the same value)
+        let printed: Vec<String> = [true, false]
+            .iter()
+            .map(|&tape| {
+                p.s.m.tape.enabled = tape;
+                vlad::print::to_string(&p.run(&g))
+            })
+            .collect();
+        assert_eq!(printed[0], printed[1], "{expr}: on levels and by the transform");
+        for tape in [true, false] {
+            p.s.m.tape.enabled = tape;
+            let label = if tape { name.to_string() } else { format!("{name}/transform") };
+            group.bench_function(label, |b| b.iter(|| black_box(p.run(&g))));
+        }
+    }
+    p.s.m.tape.enabled = true;
+    group.finish();
+}
+
+criterion_group!(benches, bench_ad, bench_nested);
 criterion_main!(benches);
