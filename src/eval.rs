@@ -1081,10 +1081,12 @@ impl Machine {
                 // The common bindings are run here; a call recurses through
                 // `call_loop` alone (one native frame per interpreted call level).
                 match b {
-                    CBind::Let(s, CExpr::Arith2(op, a, b2, ..)) => {
+                    CBind::Let(s, CExpr::Arith2(op, a, b2, p, span)) => {
                         let i = base + *s as usize;
                         if !self.arith_fast_put(base, inst, *op, a, b2, i) {
-                            self.exec_other(base, inst, b)?
+                            // (the inline arithmetic does not apply: straight to
+                            // the primitive, not through `exec_other`'s second try)
+                            self.arith_slow_put(base, inst, a, b2, *p, *span, i)?
                         }
                     }
                     // (The commonest operator, `(- n k)`, is told apart in
@@ -1681,6 +1683,24 @@ impl Machine {
         self.stack.push(x);
         self.stack.push(y);
         self.call_prim(p, 2).map_err(|e| e.at(span))
+    }
+
+    /// [`Machine::arith_slow`], storing the result in slot `i`.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn arith_slow_put(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        a: &CAtom,
+        b: &CAtom,
+        p: PrimId,
+        span: Span,
+        i: usize,
+    ) -> Result<()> {
+        let v = self.arith_slow(base, inst, a, b, p, span)?;
+        self.set(i, v);
+        Ok(())
     }
 
     #[cold]
