@@ -1139,48 +1139,13 @@ pub(super) fn cotangent_duals(
         Value::Active(_) => return None,
         _ => Lift { p: X64::of(yb)?, t: None },
     };
-    // (`+` and `*` on doubles, inline: `vjp_num`'s rules, with `Lift`'s
-    // arithmetic on doubles, a constant's tangent its zero)
-    // (and `*` of an exact, plain sensitivity, such as a gradient's seed 1,
-    // which meets the doubles as `as f64` converts it)
-    let yb = match (f, yb) {
-        (Formula::Mul, Lift { p: X64::I(k), t: None }) => Lift { p: X64::R(k as f64), t: None },
-        _ => yb,
-    };
-    if let (Formula::Add | Formula::Mul, [a, b], X64::R(ybp), None | Some(X64::R(_))) = (f, x, yb.p, yb.t) {
-        let ybt = match yb.t {
-            Some(X64::R(t)) => Some(t),
-            _ => None,
-        };
-        let real = |p: f64, t: Option<f64>| match t {
-            None => Value::Real(p),
-            Some(t) => super::tape::forward_real(level, Value::Real(p), Value::Real(t)),
-        };
-        let mul = |(ap, at): (f64, Option<f64>), (bp, bt): (f64, Option<f64>)| {
-            let dy = (at.is_some() || bt.is_some()).then(|| at.unwrap_or(0.0) * bp + ap * bt.unwrap_or(0.0));
-            real(ap * bp, dy)
-        };
-        return Some(Some(match f {
-            // (cons yb yb)
-            Formula::Add => Out::Two(real(ybp, ybt), real(ybp, ybt)),
-            // (cons (* yb x2) (* yb x1))
-            _ => {
-                let first = mul((ybp, ybt), *b);
-                Out::Two(first, mul((ybp, ybt), *a))
-            }
-        }));
-    }
     if let Some(yb) = yb.l1() {
-        // (the others on doubles: `L1`)
-        let l1 = |(p, t): (f64, Option<f64>)| L1 { p, t };
-        let mut ls = [L1::int(0); 2];
-        for (l, v) in ls.iter_mut().zip(x) {
-            *l = l1(*v);
-        }
-        let o = vjp_num::<L1>(m, f, &ls[..x.len()], Some(&l1(y)), &yb).ok()?;
-        return Some(o.map(|o| match o {
-            Out::One(a) => Out::One(a.value(Some(level))),
-            Out::Two(a, b) => Out::Two(a.value(Some(level)), b.value(Some(level))),
+        // (a sensitivity of doubles: `cotangent_duals_unboxed`, boxed)
+        let o = cotangent_duals_unboxed(m, f, level, x, y, (yb.p, yb.t))?;
+        let value = |(p, t)| L1 { p, t }.value(Some(level));
+        return Some(Some(match o {
+            Out::One(a) => Out::One(value(a)),
+            Out::Two(a, b) => Out::Two(value(a), value(b)),
         }));
     }
     let mut ls = [LIFT_ZERO; 2];
@@ -1895,6 +1860,24 @@ fn forward_op(m: &Machine, id: u32, f: Formula, args: &[Value]) -> bool {
         && args.iter().any(|a| matches!(a, Value::Active(r) if r.tape == id))
 }
 
+/// The parts of the operands of an operation on forward level `id`, in order
+/// value, tangent, value, tangent: a real of the level's value and tangent; a
+/// constant itself twice (its tangent is its zero: bit `i` of the second
+/// result marks operand `i` a constant).
+fn operand_parts(id: u32, args: &[Value]) -> ([&Value; 4], u8) {
+    let (mut parts, mut constants) = ([&Value::Nil; 4], 0u8);
+    for (i, a) in args.iter().enumerate().take(2) {
+        (parts[2 * i], parts[2 * i + 1]) = match a {
+            Value::Active(r) if r.tape == id => (&r.value, &r.tangent),
+            _ => {
+                constants |= 1 << i;
+                (a, a)
+            }
+        };
+    }
+    (parts, constants)
+}
+
 /// `ad::tape::record` of scalar formula `f` on forward level `id` (the
 /// innermost) where its reals' values and tangents, and the constants, are
 /// numbers or reals of one enclosing forward level (forward over forward): the
@@ -1906,33 +1889,18 @@ pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: 
         return None;
     }
     let n = args.len();
-    let mut level = None;
-    let mut lift = |v: &Value| -> Option<Lift> {
-        Some(match v {
-            Value::Active(a) if a.node == super::tape::NONE && a.tape < id => {
-                match level {
-                    None if super::tape::forward_level_running(m, a.tape) => level = Some(a.tape),
-                    Some(l) if l == a.tape => {}
-                    _ => return None,
-                }
-                Lift { p: X64::of(&a.value)?, t: Some(X64::of(&a.tangent)?) }
-            }
-            _ => Lift { p: X64::of(v)?, t: None },
-        })
-    };
+    let (parts, constants) = operand_parts(id, args);
+    let mut ls = [LIFT_ZERO; 4];
+    let level = lift_all(m, &parts[..2 * n], &mut ls)?;
     let (mut xs, mut ds) = ([LIFT_ZERO; 2], [LIFT_ZERO; 2]);
-    for (i, a) in args.iter().enumerate() {
-        match a {
-            Value::Active(r) if r.tape == id => (xs[i], ds[i]) = (lift(&r.value)?, lift(&r.tangent)?),
-            _ => {
-                xs[i] = lift(a)?;
-                // (`tape::zero_of`)
-                ds[i] = match xs[i].p {
-                    X64::I(_) => Lift { p: X64::I(0), t: None },
-                    X64::R(_) => Lift { p: X64::R(0.0), t: None },
-                };
-            }
-        }
+    for i in 0..n {
+        xs[i] = ls[2 * i];
+        ds[i] = match (constants & (1 << i) != 0, xs[i].p) {
+            (false, _) => ls[2 * i + 1],
+            // (a constant's tangent: its zero, as `tape::zero_of` gives it)
+            (true, X64::I(_)) => Lift { p: X64::I(0), t: None },
+            (true, X64::R(_)) => Lift { p: X64::R(0.0), t: None },
+        };
     }
     // (all doubles: as `Lift` computes them, without its dispatch per operation)
     let (mut x1, mut d1) = ([L1::int(0); 2], [L1::int(0); 2]);
@@ -2028,56 +1996,25 @@ pub(super) fn record_forward_rev(m: &mut Machine, id: u32, f: Formula, args: &[V
         return None;
     }
     let n = args.len();
-    let mut level: Option<(u32, u32)> = None;
-    let mut rev = |v: &Value| -> Option<Rv> {
-        Some(match v {
-            Value::Active(a) if a.node != super::tape::NONE && a.tape < id => {
-                let k = match level {
-                    None => {
-                        let k = super::tape::reverse_level(m, a.tape)? as u32;
-                        level = Some((a.tape, k));
-                        k
-                    }
-                    Some((l, k)) if l == a.tape => k,
-                    _ => return None,
-                };
-                Rv { v: X64::of(&a.value)?, node: a.node, k }
-            }
-            _ => Rv { v: X64::of(v)?, node: NO_NODE, k: 0 },
-        })
-    };
+    let (parts, constants) = operand_parts(id, args);
+    let mut rs = [RV_ZERO; 4];
+    let id_r = rev_all(m, &parts[..2 * n], &mut rs)?;
     let (mut xs, mut ds) = ([RV_ZERO; 2], [RV_ZERO; 2]);
-    for (i, a) in args.iter().enumerate() {
-        match a {
-            Value::Active(r) if r.tape == id => (xs[i], ds[i]) = (rev(&r.value)?, rev(&r.tangent)?),
-            _ => {
-                xs[i] = rev(a)?;
-                // (`tape::zero_of`)
-                ds[i] = match xs[i].v {
-                    X64::I(_) => Rv { v: X64::I(0), node: NO_NODE, k: 0 },
-                    X64::R(_) => Rv { v: X64::R(0.0), node: NO_NODE, k: 0 },
-                };
-            }
-        }
+    for i in 0..n {
+        xs[i] = rs[2 * i];
+        ds[i] = match (constants & (1 << i) != 0, xs[i].v) {
+            (false, _) => rs[2 * i + 1],
+            // (a constant's tangent: its zero, as `tape::zero_of` gives it)
+            (true, X64::I(_)) => Rv { v: X64::I(0), node: NO_NODE, k: 0 },
+            (true, X64::R(_)) => Rv { v: X64::R(0.0), node: NO_NODE, k: 0 },
+        };
     }
-    let (id_r, k) = match level {
-        Some(l) => (Some(l.0), Some(l.1 as usize)),
-        None => (None, None),
-    };
-    let mark = k.map(|k| super::tape::level_len(m, k));
-    let undo = |m: &mut Machine| {
-        if let (Some(k), Some(mark)) = (k, mark) {
-            super::tape::truncate_level(m, k, mark);
-        }
-    };
-    let Ok(y) = Rv::formula_op(m, f, &xs[..n]) else {
-        undo(m);
-        return None;
-    };
-    let Ok(dy) = jvp_num::<Rv>(m, f, &xs[..n], &y, &ds[..n]) else {
-        undo(m);
-        return None;
-    };
+    // (recorded on the enclosing tape; nothing left there if either fails)
+    let (y, dy) = rev_rule(m, &rs[..2 * n], |m| {
+        let y = Rv::formula_op(m, f, &xs[..n])?;
+        let dy = jvp_num::<Rv>(m, f, &xs[..n], &y, &ds[..n])?;
+        Ok((y, dy))
+    })?;
     Some(super::tape::forward_real(id, unrev(y, id_r), unrev(dy, id_r)))
 }
 
