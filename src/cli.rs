@@ -134,6 +134,7 @@ pub fn run_on_big_stack<F: FnOnce() -> i32 + Send + 'static>(f: F) -> i32 {
         let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(g)));
         let s2 = slot.clone();
         match std::thread::Builder::new().name("vlad".into()).stack_size(size).spawn(move || {
+            crate::stack::prefer_huge_pages();
             let g = s2.lock().unwrap().take().unwrap();
             // A panic is a bug in vlad, never the user's fault: report it plainly.
             let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(g)) {

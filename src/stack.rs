@@ -78,3 +78,95 @@ fn segment_mappable(size: usize) -> bool {
 fn segment_mappable(_: usize) -> bool {
     true
 }
+
+/// Asks the kernel for transparent huge pages (2 MiB) for the rest of this
+/// thread's stack, below the part in use now: a recursion 10⁵ deep touches tens
+/// of megabytes of stack, and page faults on 4 KiB pages took about a third of
+/// such a run (the recursive product in reverse mode at 10⁵: 5,700 faults). The
+/// part in use stays on small pages, so a program that does not recurse deeply
+/// touches no more memory than before. Advice only: where the kernel ignores it
+/// (huge pages off), nothing changes.
+#[cfg(target_os = "linux")]
+pub fn prefer_huge_pages() {
+    const HUGE: usize = 2 << 20;
+    let Some(rem) = stacker::remaining_stack() else { return };
+    let x = 0u8;
+    let sp = std::ptr::addr_of!(x) as usize;
+    // The stack grows down from `sp` to `sp - rem`; whole huge pages only,
+    // leaving the one `sp` is in alone.
+    let lo = sp.saturating_sub(rem).next_multiple_of(HUGE);
+    let hi = (sp & !(HUGE - 1)).saturating_sub(HUGE);
+    if hi > lo {
+        // SAFETY: advice on a range of this thread's own stack mapping, which
+        // changes no contents and no permissions.
+        unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) };
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn prefer_huge_pages() {}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    /// The `VmFlags` line of the mapping of `/proc/self/smaps` that holds `addr`.
+    fn vm_flags(addr: usize) -> Option<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ') {
+                if let Some((a, b)) = range.split_once('-') {
+                    if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
+                        inside = a <= addr && addr < b;
+                        continue;
+                    }
+                }
+            }
+            if inside {
+                if let Some(flags) = line.strip_prefix("VmFlags:") {
+                    return Some(flags.trim().to_string());
+                }
+            }
+        }
+        None
+    }
+
+    /// On a 64 MiB thread stack: the stack 8 MiB below the part in use is marked
+    /// for huge pages (`hg`), the part in use is not, and a recursion through
+    /// the marked part runs.
+    #[test]
+    fn deep_stack_is_advised_huge_pages() {
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            eprintln!("deep_stack_is_advised_huge_pages: skipped: this kernel has no transparent huge pages");
+            return;
+        }
+        let r = std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(|| {
+                let x = 0u8;
+                let sp = std::ptr::addr_of!(x) as usize;
+                let before = vm_flags(sp - (8 << 20));
+                super::prefer_huge_pages();
+                let deep = vm_flags(sp - (8 << 20));
+                let here = vm_flags(sp);
+                // (a recursion ~10 MiB deep, through the advised part)
+                fn down(n: u32) -> u32 {
+                    let pad = std::hint::black_box([1u8; 512]);
+                    if n == 0 {
+                        0
+                    } else {
+                        down(n - 1) + pad[0] as u32
+                    }
+                }
+                (before, deep, here, down(20_000))
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let (before, deep, here, sum) = r;
+        assert_eq!(sum, 20_000);
+        let has = |f: &Option<String>| f.as_deref().is_some_and(|f| f.split(' ').any(|x| x == "hg"));
+        assert!(before.is_some() && !has(&before), "flags before the advice: {before:?}");
+        assert!(has(&deep), "flags 8 MiB down after the advice: {deep:?}");
+        assert!(!has(&here), "flags where the stack is in use: {here:?}");
+    }
+}
