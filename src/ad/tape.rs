@@ -1156,10 +1156,21 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
                 }
             }
             let structural = matches!(f, Formula::Struct(_));
-            if let (0, Sens::Real(yb), None, false) = (duals, &yb, &m.meter, structural) {
+            // (an exact sensitivity, such as a gradient's seed 1 passed down
+            // through sums, at a rule that scales it by the node's doubles:
+            // each such rule (`native::vjp_num`) meets it with a double first,
+            // where `num::arith` converts it as `as f64` does, so it is
+            // converted so here, as `native::cotangent_duals` converts it)
+            let scaled = exacts == 0 && scales_sensitivity(f);
+            let real_yb = match yb {
+                Sens::Real(p) => Some(p),
+                Sens::Boxed(Value::Int(k)) if scaled => Some(k as f64),
+                _ => None,
+            };
+            if let (0, Some(yb), None, false) = (duals, real_yb, &m.meter, structural) {
                 // (doubles only: `native::cotangent`'s first case, summed unboxed)
                 let xs = [vs[0].0, vs[1].0];
-                match native::cotangent_f64(m, f, &xs[..n], vs[2].0, *yb)? {
+                match native::cotangent_f64(m, f, &xs[..n], vs[2].0, yb)? {
                     Some(Out::One(a)) => add_unboxed(m, adj, node.parents[0], (a, None), tape.lift)?,
                     Some(Out::Two(a, b)) => {
                         add_unboxed(m, adj, node.parents[0], (a, None), tape.lift)?;
@@ -1169,15 +1180,14 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
                 }
                 continue;
             }
-            let ready = duals != 0 && exacts == 0 && !structural;
+            // (duals among the values, or a dual sensitivity reaching doubles
+            // while its level runs: forward over reverse)
+            let ready = exacts == 0
+                && !structural
+                && (duals != 0 || matches!(yb, Sens::Dual(..)) && forward_level_running(m, tape.lift));
             let unboxed_yb = match yb {
-                Sens::Real(p) => Some((p, None)),
                 Sens::Dual(p, t) => Some((p, Some(t))),
-                // (an exact sensitivity, such as a gradient's seed 1, times
-                // doubles: converted as `as f64` converts it, as
-                // `native::cotangent_duals` does)
-                Sens::Boxed(Value::Int(k)) if f == Formula::Mul && exacts == 0 => Some((k as f64, None)),
-                Sens::Boxed(_) => None,
+                _ => real_yb.map(|p| (p, None)),
             };
             if let Some(o) = (ready && unboxed_yb.is_some())
                 .then(|| native::cotangent_duals_unboxed(m, f, tape.lift, &vs[..n], vs[2], unboxed_yb?))
@@ -1225,6 +1235,14 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
     }
     debug_assert!(reals_at == 0 && vals_at == 0, "each node's values found");
     Ok(any.then_some(tainted))
+}
+
+/// Whether the cotangent rule of formula `f` multiplies or divides the
+/// sensitivity by the operands or the result (all but `+` and `-`, which pass
+/// it on or negate it, exact where it is exact).
+fn scales_sensitivity(f: Formula) -> bool {
+    use Formula::*;
+    matches!(f, Mul | Div | Sqrt | Exp | Log | Sin | Cos | Atan)
 }
 
 /// The cotangent rule of a node of formula `f`, operands `x` (the first `n`),
