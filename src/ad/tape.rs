@@ -459,7 +459,7 @@ fn record_doubles(m: &mut Machine, f: Formula, args: &[Value]) -> Option<Value> 
     // and tape node)
     let (mut xs, mut ds, mut parents, mut exact, mut duals) = ([0.0; 2], [0.0; 2], [NONE; 2], 0u8, 0u8);
     let mut lift = NONE;
-    let mut active = false;
+    let (mut active, mut exact_tangents) = (false, false);
     for (i, a) in args.iter().enumerate() {
         let (mut v, mut real) = (a, false);
         if let Value::Active(r) = a {
@@ -468,8 +468,17 @@ fn record_doubles(m: &mut Machine, f: Formula, args: &[Value]) -> Option<Value> 
                 parents[i] = r.node;
                 active = true;
                 if forward {
-                    let (Value::Real(x), Value::Real(d)) = (&r.value, &r.tangent) else { return None };
-                    (xs[i], ds[i]) = (*x, *d);
+                    let Value::Real(x) = r.value else { return None };
+                    ds[i] = match r.tangent {
+                        Value::Real(d) => d,
+                        // (an exact tangent, such as `gradient-F`'s seed 1: see below)
+                        Value::Int(k) if k.unsigned_abs() <= EXACT_AS_DOUBLE as u64 => {
+                            exact_tangents = true;
+                            k as f64
+                        }
+                        _ => return None,
+                    };
+                    xs[i] = x;
                     continue;
                 }
                 v = &r.value;
@@ -496,6 +505,13 @@ fn record_doubles(m: &mut Machine, f: Formula, args: &[Value]) -> Option<Value> 
         }
     }
     if !active || ((forward || duals != 0) && m.meter.is_some()) {
+        return None;
+    }
+    // (exact tangents where the tangent rule scales each by a double, the
+    // operands being doubles: it meets one first, where `num::arith` converts
+    // it as `as f64` does, so the rule on doubles gives the same numbers; a
+    // sum's or difference's would stay exact)
+    if exact_tangents && (exact != 0 || !scales(f)) {
         return None;
     }
     let y = native::formula_f64(f, &xs[..n])?;
@@ -1161,7 +1177,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
             // each such rule (`native::vjp_num`) meets it with a double first,
             // where `num::arith` converts it as `as f64` does, so it is
             // converted so here, as `native::cotangent_duals` converts it)
-            let scaled = exacts == 0 && scales_sensitivity(f);
+            let scaled = exacts == 0 && scales(f);
             let real_yb = match yb {
                 Sens::Real(p) => Some(p),
                 Sens::Boxed(Value::Int(k)) if scaled => Some(k as f64),
@@ -1237,10 +1253,10 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
     Ok(any.then_some(tainted))
 }
 
-/// Whether the cotangent rule of formula `f` multiplies or divides the
-/// sensitivity by the operands or the result (all but `+` and `-`, which pass
-/// it on or negate it, exact where it is exact).
-fn scales_sensitivity(f: Formula) -> bool {
+/// Whether the tangent and cotangent rules of formula `f` multiply or divide
+/// each tangent and the sensitivity by the operands or the result (all but `+`
+/// and `-`, which sum or negate them, exact where they are exact).
+fn scales(f: Formula) -> bool {
     use Formula::*;
     matches!(f, Mul | Div | Sqrt | Exp | Log | Sin | Cos | Atan)
 }

@@ -457,8 +457,9 @@ fn exact_constants_on_doubles_print_as_the_transform() {
     on_levels_alike(cases.iter().map(|(s, w)| (*s, w.as_deref())), 1e-15);
 }
 
-/// A gradient's exact seed 1, passed down through sums, reaching a rule that
-/// scales it by doubles (`/`, `sqrt`, `exp`, `sin`, `atan`...), and on a tape
+/// A gradient's exact seed 1 (a sensitivity passed down through sums, or
+/// `gradient-F`'s tangents) reaching a rule that scales it by doubles (`*`,
+/// `/`, `sqrt`, `exp`, `sin`, `atan`...), and on a tape
 /// over a forward level a dual sensitivity reaching a node of plain doubles:
 /// the sweep computes both unboxed, as the transform computes them; checked
 /// both ways, and against closed forms where given (with gradients in a
@@ -478,6 +479,14 @@ fn exact_and_dual_sensitivities_at_doubles_print_as_the_transform() {
             "((gradient-R (lambda (l) (+ (atan (car l) 2.0) (log (car l))))) (list 1.5))",
             format!("({})", f(2.0 / 6.25 + 1.0 / 1.5)),
         ),
+        // gradient-F's exact seeds through rules that scale them, and through a
+        // sum and a difference, whose tangents stay exact: (e^y/(2 sqrt x),
+        // sqrt(x) e^y) at (4, 0.5), and 1
+        (
+            "((gradient-F (lambda (l) (* (sqrt (car l)) (exp (cadr l))))) (list 4.0 0.5))",
+            format!("({} {})", f(0.5f64.exp() / 4.0), f(2.0 * 0.5f64.exp())),
+        ),
+        ("((derivative-F (lambda (x) (- (+ x x) x))) 1.5)", "1".into()),
         // d/dc of d/dx x^2 c at x = 1.5 (not perturbed): 2x = 3
         ("((derivative-F (lambda (c) (car ((gradient-R (lambda (l) (* (* (car l) (car l)) c))) (list 1.5))))) 2.0)", "3.0".into()),
         // d/dc of d/dx (x/4.0 + sin x) c at x = 0.5: 1/4 + cos(0.5)
