@@ -373,6 +373,14 @@ pub fn record(
     }
     let k = self::level(m, level)?;
     let forward = m.tape.stack[k].forward;
+    if forward && k + 1 < m.tape.stack.len() {
+        // (an operation of an enclosing forward level, none of whose operands
+        // is the inner levels' (forward mode within a tape, say): on doubles
+        // as `record_doubles` computes it on the innermost level)
+        if let Some(y) = record_doubles_on(m, f, args, level, true) {
+            return Ok(y);
+        }
+    }
     // the values at this level (and on a forward level the tangents: a constant's
     // is its zero)
     let mut parents = [NONE; 2];
@@ -449,12 +457,18 @@ const EXACT_AS_DOUBLE: i64 = 1 << 26;
 /// not apply (nothing done).
 #[inline(always)]
 fn record_doubles(m: &mut Machine, f: Formula, args: &[Value]) -> Option<Value> {
-    let n = args.len();
     let t = m.tape.stack.last()?;
+    record_doubles_on(m, f, args, t.id, t.forward)
+}
+
+/// [`record_doubles`] on level `id` (`forward`: a forward level), the innermost
+/// or an enclosing forward level.
+#[inline(always)]
+fn record_doubles_on(m: &mut Machine, f: Formula, args: &[Value], id: u32, forward: bool) -> Option<Value> {
+    let n = args.len();
     if n == 0 || n > 2 {
         return None;
     }
-    let (id, forward) = (t.id, t.forward);
     // (each operand's value, tangent on the forward level `lift` if it has one,
     // and tape node)
     let (mut xs, mut ds, mut parents, mut exact, mut duals) = ([0.0; 2], [0.0; 2], [NONE; 2], 0u8, 0u8);
@@ -519,6 +533,8 @@ fn record_doubles(m: &mut Machine, f: Formula, args: &[Value]) -> Option<Value> 
         let dy = native::tangent_doubles(m, f, &xs[..n], y, &ds[..n])?;
         return Some(forward_real(id, Value::Real(y), Value::Real(dy)));
     }
+    // (a tape: the innermost level's)
+    debug_assert!(m.tape.stack.last().is_some_and(|t| t.id == id));
     let kept = kept_mask(f, n);
     let dy = if duals != 0 {
         let kept_lift = m.tape.stack.last()?.lift;

@@ -494,6 +494,9 @@ fn exact_and_dual_sensitivities_at_doubles_print_as_the_transform() {
             "((derivative-F (lambda (c) (car ((gradient-R (lambda (l) (* (+ (/ (car l) 4.0) (sin (car l))) c))) (list 0.5))))) 2.0)",
             f(0.25 + 0.5f64.cos()),
         ),
+        // d/dc of d/dx x c^2 at c = 3.0: 2c (c^2, the enclosing forward level's
+        // product, computed within the tape)
+        ("((derivative-F (lambda (c) (car ((gradient-R (lambda (l) (* (car l) (* c c)))) (list 1.5))))) 3.0)", "6.0".into()),
         // d/dc of d/dx atan(x, 2.0) c^2 at x = 1.5, c = 3.0: 2c 2/(x^2 + 4)
         (
             "((derivative-F (lambda (c) (car ((gradient-R (lambda (l) (* (atan (car l) 2.0) (* c c)))) (list 1.5))))) 3.0)",
