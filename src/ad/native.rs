@@ -1888,6 +1888,9 @@ pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: 
     if !forward_op(m, id, f, args) {
         return None;
     }
+    if let Some(y) = forward_lifted_doubles(m, id, f, args) {
+        return Some(y);
+    }
     let n = args.len();
     let (parts, constants) = operand_parts(id, args);
     let mut ls = [LIFT_ZERO; 4];
@@ -1902,23 +1905,51 @@ pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: 
             (true, X64::R(_)) => Lift { p: X64::R(0.0), t: None },
         };
     }
-    // (all doubles: as `Lift` computes them, without its dispatch per operation)
-    let (mut x1, mut d1) = ([L1::int(0); 2], [L1::int(0); 2]);
-    let doubles = (0..n).all(|i| match (xs[i].l1(), ds[i].l1()) {
-        (Some(x), Some(d)) => {
-            (x1[i], d1[i]) = (x, d);
-            true
-        }
-        _ => false,
-    });
-    if doubles {
-        let y = L1::op(m, f, &x1[..n]).ok()?;
-        let dy = jvp_num::<L1>(m, f, &x1[..n], &y, &d1[..n]).ok()?;
-        return Some(super::tape::forward_real(id, y.value(level), dy.value(level)));
-    }
     let y = Lift::formula_op(m, f, &xs[..n]).ok()?;
     let dy = jvp_num::<Lift>(m, f, &xs[..n], &y, &ds[..n]).ok()?;
     Some(super::tape::forward_real(id, unlift(y, level), unlift(dy, level)))
+}
+
+/// [`record_forward_lifted`] where every number is a double: each operand a
+/// real of level `id` whose value and tangent are doubles or reals of one
+/// enclosing forward level made of doubles, or a constant that is one of those
+/// (its tangent 0.0): computed as `L1`s, as `Lift` computes them (see `L1`).
+/// `None` where that does not apply.
+fn forward_lifted_doubles(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
+    /// A value or tangent as an `L1`, `level` the enclosing level it is a real of.
+    fn part(m: &Machine, v: &Value, level: &mut Option<u32>) -> Option<L1> {
+        match v {
+            Value::Real(p) => Some(L1 { p: *p, t: None }),
+            // (a tape's real is not: reverse over forward)
+            Value::Active(w) if w.node == super::tape::NONE => {
+                match *level {
+                    None if super::tape::forward_level_running(m, w.tape) => *level = Some(w.tape),
+                    Some(l) if l == w.tape => {}
+                    _ => return None,
+                }
+                match (&w.value, &w.tangent) {
+                    (Value::Real(p), Value::Real(t)) => Some(L1 { p: *p, t: Some(*t) }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+    let n = args.len();
+    let (mut x1, mut d1) = ([L1::int(0); 2], [L1::int(0); 2]);
+    let mut level = None;
+    for (i, a) in args.iter().enumerate().take(2) {
+        (x1[i], d1[i]) = match a {
+            Value::Active(r) if r.tape == id => {
+                (part(m, &r.value, &mut level)?, part(m, &r.tangent, &mut level)?)
+            }
+            // (a constant: its tangent is its zero)
+            c => (part(m, c, &mut level)?, L1 { p: 0.0, t: None }),
+        };
+    }
+    let y = L1::op(m, f, &x1[..n]).ok()?;
+    let dy = jvp_num::<L1>(m, f, &x1[..n], &y, &d1[..n]).ok()?;
+    Some(super::tape::forward_real(id, y.value(level), dy.value(level)))
 }
 
 /// A [`Lift`] made of doubles: its arithmetic on doubles, the same operations
