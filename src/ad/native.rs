@@ -1891,6 +1891,12 @@ pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: 
     if let Some(y) = forward_lifted_doubles(m, id, f, args) {
         return Some(y);
     }
+    // (a real of the level whose value is a tape's real: reverse over forward,
+    // which `lift_all` declines; `record_forward_rev` takes it)
+    let on_tape = |a: &Value| matches!(a, Value::Active(r) if r.tape == id && matches!(&r.value, Value::Active(w) if w.node != super::tape::NONE));
+    if args.iter().any(on_tape) {
+        return None;
+    }
     let n = args.len();
     let (parts, constants) = operand_parts(id, args);
     let mut ls = [LIFT_ZERO; 4];
