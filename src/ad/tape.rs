@@ -521,11 +521,14 @@ fn record_doubles_on(m: &mut Machine, f: Formula, args: &[Value], id: u32, forwa
     if !active || ((forward || duals != 0) && m.meter.is_some()) {
         return None;
     }
-    // (exact tangents where the tangent rule scales each by a double, the
-    // operands being doubles: it meets one first, where `num::arith` converts
-    // it as `as f64` does, so the rule on doubles gives the same numbers; a
-    // sum's or difference's would stay exact)
-    if exact_tangents && (exact != 0 || !scales(f)) {
+    // (exact tangents where the tangent rule scales each by an operand or the
+    // result: each term meets a double (an active operand's value, the result,
+    // or a constant's tangent 0.0 where the rule has the constant's exact zero:
+    // the same IEEE product) before any sum, where `num::arith` converts it as
+    // `as f64` does, and an exact constant's product with an exact tangent is
+    // exact both ways (both at most 2^26), so the rule on doubles gives the
+    // same numbers; a sum's or difference's tangent would stay exact)
+    if exact_tangents && !scales(f) {
         return None;
     }
     let y = native::formula_f64(f, &xs[..n])?;

@@ -487,6 +487,9 @@ fn exact_and_dual_sensitivities_at_doubles_print_as_the_transform() {
             format!("({} {})", f(0.5f64.exp() / 4.0), f(2.0 * 0.5f64.exp())),
         ),
         ("((derivative-F (lambda (x) (- (+ x x) x))) 1.5)", "1".into()),
+        // and with exact constants: d/dx (x/4)(3x) = 1.5x, d/dx 0x + atan(x, 2) = 2/(x^2 + 4)
+        ("((derivative-F (lambda (x) (* (/ x 4) (* 3 x)))) 1.5)", "2.25".into()),
+        ("((derivative-F (lambda (x) (+ (* x 0) (atan x 2)))) -1.5)", f(2.0 / 6.25)),
         // d/dc of d/dx x^2 c at x = 1.5 (not perturbed): 2x = 3
         ("((derivative-F (lambda (c) (car ((gradient-R (lambda (l) (* (* (car l) (car l)) c))) (list 1.5))))) 2.0)", "3.0".into()),
         // d/dc of d/dx (x/4.0 + sin x) c at x = 0.5: 1/4 + cos(0.5)
