@@ -79,13 +79,16 @@ fn segment_mappable(_: usize) -> bool {
     true
 }
 
-/// Asks the kernel for transparent huge pages (2 MiB) for the rest of this
-/// thread's stack, below the part in use now: a recursion 10⁵ deep touches tens
-/// of megabytes of stack, and page faults on 4 KiB pages took about a third of
-/// such a run (the recursive product in reverse mode at 10⁵: 5,700 faults). The
-/// part in use stays on small pages, so a program that does not recurse deeply
-/// touches no more memory than before. Advice only: where the kernel ignores it
-/// (huge pages off), nothing changes.
+/// Asks the kernel for transparent huge pages (2 MiB) for the next
+/// [`HUGE_STACK`] bytes of this thread's stack, below the part in use now: a
+/// recursion 10⁵ deep touches tens of megabytes of stack, and page faults on
+/// 4 KiB pages took about a third of such a run (the recursive product in
+/// reverse mode at 10⁵: 5,700 faults). The part in use stays on small pages, so
+/// a program that does not recurse deeply touches no more memory than before;
+/// and only so much is advised because a huge page the kernel does not have
+/// free is made by compacting memory on the fault (`defrag` is `madvise`):
+/// advising the whole 1 GiB made a recursion 5·10⁶ deep up to 2.5× slower,
+/// now and then. Advice only: where the kernel ignores it, nothing changes.
 #[cfg(target_os = "linux")]
 pub fn prefer_huge_pages() {
     const HUGE: usize = 2 << 20;
@@ -94,7 +97,7 @@ pub fn prefer_huge_pages() {
     let sp = std::ptr::addr_of!(x) as usize;
     // The stack grows down from `sp` to `sp - rem`; whole huge pages only,
     // leaving the one `sp` is in alone.
-    let lo = sp.saturating_sub(rem).next_multiple_of(HUGE);
+    let lo = sp.saturating_sub(rem.min(HUGE_STACK)).next_multiple_of(HUGE);
     let hi = (sp & !(HUGE - 1)).saturating_sub(HUGE);
     if hi > lo {
         // SAFETY: advice on a range of this thread's own stack mapping, which
@@ -105,6 +108,10 @@ pub fn prefer_huge_pages() {
 
 #[cfg(not(target_os = "linux"))]
 pub fn prefer_huge_pages() {}
+
+/// How much of the stack [`prefer_huge_pages`] advises: enough for a recursion
+/// of some 800,000 interpreted calls.
+pub const HUGE_STACK: usize = 256 << 20;
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
