@@ -1589,6 +1589,15 @@ impl X64 {
         }
     }
 
+    /// Its zero, as `tape::zero_of` gives it (a constant's tangent): exact for
+    /// an exact integer.
+    fn zero(self) -> X64 {
+        match self {
+            X64::I(_) => X64::I(0),
+            X64::R(_) => X64::R(0.0),
+        }
+    }
+
     fn f64(self) -> f64 {
         match self {
             X64::I(i) => i as f64,
@@ -1675,11 +1684,8 @@ impl Lift {
         let (mut xs, mut ds) = ([X64::I(0); 2], [X64::I(0); 2]);
         for (i, a) in args.iter().enumerate() {
             xs[i] = a.p;
-            // (a constant's tangent: its zero, as `tape::zero_of` gives it)
-            ds[i] = a.t.unwrap_or(match a.p {
-                X64::I(_) => X64::I(0),
-                X64::R(_) => X64::R(0.0),
-            });
+            // (a constant's tangent: its zero)
+            ds[i] = a.t.unwrap_or(a.p.zero());
         }
         // (all doubles: as `X64` computes them, without its dispatch per operation)
         let (mut x, mut d) = ([0.0; 2], [0.0; 2]);
@@ -1878,6 +1884,23 @@ fn operand_parts(id: u32, args: &[Value]) -> ([&Value; 4], u8) {
     (parts, constants)
 }
 
+/// The operands' values and tangents from [`operand_parts`]' layout (`parts`:
+/// value, tangent, value, tangent, as numbers of some kind), a constant's
+/// tangent (bit `i` of `constants`) being `zero` of its value.
+fn values_and_tangents<T: Copy>(
+    n: usize,
+    parts: &[T; 4],
+    constants: u8,
+    zero: impl Fn(T) -> T,
+) -> ([T; 2], [T; 2]) {
+    let (mut xs, mut ds) = ([parts[0]; 2], [parts[1]; 2]);
+    for i in 0..n {
+        xs[i] = parts[2 * i];
+        ds[i] = if constants & (1 << i) != 0 { zero(xs[i]) } else { parts[2 * i + 1] };
+    }
+    (xs, ds)
+}
+
 /// `ad::tape::record` of scalar formula `f` on forward level `id` (the
 /// innermost) where its reals' values and tangents, and the constants, are
 /// numbers or reals of one enclosing forward level (forward over forward): the
@@ -1901,16 +1924,7 @@ pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: 
     let (parts, constants) = operand_parts(id, args);
     let mut ls = [LIFT_ZERO; 4];
     let level = lift_all(m, &parts[..2 * n], &mut ls)?;
-    let (mut xs, mut ds) = ([LIFT_ZERO; 2], [LIFT_ZERO; 2]);
-    for i in 0..n {
-        xs[i] = ls[2 * i];
-        ds[i] = match (constants & (1 << i) != 0, xs[i].p) {
-            (false, _) => ls[2 * i + 1],
-            // (a constant's tangent: its zero, as `tape::zero_of` gives it)
-            (true, X64::I(_)) => Lift { p: X64::I(0), t: None },
-            (true, X64::R(_)) => Lift { p: X64::R(0.0), t: None },
-        };
-    }
+    let (xs, ds) = values_and_tangents(n, &ls, constants, |x| Lift { p: x.p.zero(), t: None });
     let y = Lift::formula_op(m, f, &xs[..n]).ok()?;
     let dy = jvp_num::<Lift>(m, f, &xs[..n], &y, &ds[..n]).ok()?;
     Some(super::tape::forward_real(id, unlift(y, level), unlift(dy, level)))
@@ -2036,16 +2050,7 @@ pub(super) fn record_forward_rev(m: &mut Machine, id: u32, f: Formula, args: &[V
     let (parts, constants) = operand_parts(id, args);
     let mut rs = [RV_ZERO; 4];
     let id_r = rev_all(m, &parts[..2 * n], &mut rs)?;
-    let (mut xs, mut ds) = ([RV_ZERO; 2], [RV_ZERO; 2]);
-    for i in 0..n {
-        xs[i] = rs[2 * i];
-        ds[i] = match (constants & (1 << i) != 0, xs[i].v) {
-            (false, _) => rs[2 * i + 1],
-            // (a constant's tangent: its zero, as `tape::zero_of` gives it)
-            (true, X64::I(_)) => Rv { v: X64::I(0), node: NO_NODE, k: 0 },
-            (true, X64::R(_)) => Rv { v: X64::R(0.0), node: NO_NODE, k: 0 },
-        };
-    }
+    let (xs, ds) = values_and_tangents(n, &rs, constants, |x| Rv { v: x.v.zero(), node: NO_NODE, k: 0 });
     // (recorded on the enclosing tape; nothing left there if either fails)
     let (y, dy) = rev_rule(m, &rs[..2 * n], |m| {
         let y = Rv::formula_op(m, f, &xs[..n])?;
