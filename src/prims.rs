@@ -8,7 +8,7 @@ use crate::ad::tape::{self, Want};
 use crate::error::{Error, Result};
 use crate::eval::Machine;
 use crate::num;
-use crate::value::{Tag, Value};
+use crate::value::{ListBuilder, Tag, Value};
 use std::cmp::Ordering;
 use std::sync::OnceLock;
 
@@ -730,17 +730,17 @@ fn call_with(m: &mut Machine, f: &Value, args: &[Value]) -> Result<Value> {
 
 /// `(map f l)` called directly: f on every element, first to last.
 fn map_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
-    let mut out = Vec::new();
+    let mut out = ListBuilder::new();
     walk(m, "map", &a[1], |m, x| {
         out.push(call_with(m, &a[0], std::slice::from_ref(x))?);
         Ok(())
     })?;
-    Ok(Value::list(out))
+    Ok(out.finish(Value::Nil))
 }
 
 /// `(map2 f l1 l2)` called directly: f on corresponding elements, as many as `l1` has.
 fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
-    let mut out = Vec::new();
+    let mut out = ListBuilder::new();
     let mut l2 = &a[2];
     walk(m, "map2", &a[1], |m, x| {
         let p = match l2 {
@@ -758,7 +758,7 @@ fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
         l2 = &p.cdr;
         Ok(())
     })?;
-    Ok(Value::list(out))
+    Ok(out.finish(Value::Nil))
 }
 
 /// `(fold-left f acc l)` called directly.

@@ -227,6 +227,59 @@ impl Drop for Pair {
     }
 }
 
+/// A list built first element first, one pair per element and nothing else:
+/// the elements need not be gathered (in a vector that a long list grows by
+/// copying, on memory the system must zero) to be consed from the last.
+pub struct ListBuilder {
+    head: Value,
+    /// The cdr of the last pair (owned through `head`; `()` until `finish`),
+    /// or null while the list is empty.
+    tail: *mut Value,
+}
+
+impl Default for ListBuilder {
+    fn default() -> Self {
+        ListBuilder::new()
+    }
+}
+
+impl ListBuilder {
+    pub fn new() -> ListBuilder {
+        ListBuilder { head: Value::Nil, tail: std::ptr::null_mut() }
+    }
+
+    /// Appends an element.
+    #[inline]
+    pub fn push(&mut self, v: Value) {
+        let mut cell = Rc::new(Pair { car: v, cdr: Value::Nil });
+        let cdr: *mut Value = &mut Rc::get_mut(&mut cell).expect("a new pair").cdr;
+        self.link(Value::Pair(cell));
+        self.tail = cdr;
+    }
+
+    /// The list, ending with `last` (`()` for a proper list).
+    #[inline]
+    pub fn finish(mut self, last: Value) -> Value {
+        self.link(last);
+        std::mem::replace(&mut self.head, Value::Nil)
+    }
+
+    /// Puts `v` where the list ends now.
+    #[inline]
+    fn link(&mut self, v: Value) {
+        if self.tail.is_null() {
+            self.head = v;
+        } else {
+            // SAFETY: `tail` is the cdr of the last pair, a pair made by `push`
+            // and reachable only through `head` (which this builder owns and
+            // has lent to no one): nothing else reads or writes it, and its
+            // heap cell stays where it is while `head` owns it. It holds `()`,
+            // so overwriting it leaks nothing.
+            unsafe { std::ptr::write(self.tail, v) }
+        }
+    }
+}
+
 /// How deeply drops of aggregates may nest directly before the rest is queued:
 /// a few hundred native frames (well inside the evaluator's red zone).
 const DROP_DEPTH: u32 = 256;
@@ -432,5 +485,61 @@ impl Value {
             Value::Active(v) => Some(Rc::as_ptr(v) as usize),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ListBuilder, Value};
+
+    /// The elements of a proper list, or `None`.
+    fn items(mut v: &Value) -> Option<Vec<i64>> {
+        let mut out = Vec::new();
+        loop {
+            match v {
+                Value::Nil => return Some(out),
+                Value::Pair(p) => {
+                    let Value::Int(k) = p.car else { return None };
+                    out.push(k);
+                    v = &p.cdr;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    #[test]
+    fn list_builder_conses_in_order() {
+        assert!(matches!(ListBuilder::new().finish(Value::Nil), Value::Nil));
+        assert!(matches!(ListBuilder::new().finish(Value::Int(7)), Value::Int(7)));
+        let mut b = ListBuilder::new();
+        for k in 1..=3 {
+            b.push(Value::Int(k));
+        }
+        assert_eq!(items(&b.finish(Value::Nil)), Some(vec![1, 2, 3]));
+        // an improper list: (1 2 . 9)
+        let mut b = ListBuilder::new();
+        b.push(Value::Int(1));
+        b.push(Value::Int(2));
+        let Value::Pair(p) = b.finish(Value::Int(9)) else { panic!("a pair") };
+        let Value::Pair(q) = &p.cdr else { panic!("a pair") };
+        assert!(matches!((&p.car, &q.car, &q.cdr), (Value::Int(1), Value::Int(2), Value::Int(9))));
+    }
+
+    #[test]
+    fn list_builder_dropped_unfinished_frees_a_long_list() {
+        // (a builder given up half way, as an error in `map`'s function leaves
+        // it, owns what it built: dropped without recursing per pair)
+        let mut b = ListBuilder::new();
+        for k in 0..1_000_000 {
+            b.push(Value::Int(k));
+        }
+        drop(b);
+        let mut b = ListBuilder::new();
+        for k in 0..1_000_000 {
+            b.push(Value::Int(k));
+        }
+        let l = b.finish(Value::Nil);
+        assert_eq!(items(&l).map(|v| (v.len(), v[999_999])), Some((1_000_000, 999_999)));
     }
 }

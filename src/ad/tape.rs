@@ -39,7 +39,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::eval::Machine;
 use crate::num;
 use crate::prims::{self, PrimId};
-use crate::value::{Active, Value};
+use crate::value::{Active, ListBuilder, Value};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 use std::rc::Rc;
@@ -50,9 +50,6 @@ pub(super) const NONE: u32 = u32::MAX;
 /// How many nodes the backward sweep goes through between checks of the limits.
 const SWEEP_CHECK_EVERY: usize = 1024;
 
-/// The elements of a list being rebuilt (most are short).
-type Items = SmallVec<[Value; 8]>;
-
 /// The list (or improper list) `p` heads, rebuilt with `g` of each element and
 /// of its final cdr: walked along the spine, so a long list takes no recursion
 /// (`g` recurses into the lists nested in it). The first error stops it.
@@ -60,14 +57,15 @@ fn map_spine<E>(
     p: &crate::value::Pair,
     g: &mut dyn FnMut(&Value) -> std::result::Result<Value, E>,
 ) -> std::result::Result<Value, E> {
-    let mut items: Items = smallvec::smallvec![g(&p.car)?];
+    let mut items = ListBuilder::new();
+    items.push(g(&p.car)?);
     let mut rest = &p.cdr;
     while let Value::Pair(q) = rest {
         items.push(g(&q.car)?);
         rest = &q.cdr;
     }
     let tail = g(rest)?;
-    Ok(items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)))
+    Ok(items.finish(tail))
 }
 
 /// The reals of `x` in order (depth first, cars before cdrs); `None` unless
@@ -972,7 +970,8 @@ fn activate_forward_rec(x: &Value, dx: &Value, id: u32, depth: &mut usize) -> Op
             if *depth > MAX_NESTING {
                 return None;
             }
-            let mut items: Items = smallvec::smallvec![activate_forward_rec(&p.car, &q.car, id, depth)?];
+            let mut items = ListBuilder::new();
+            items.push(activate_forward_rec(&p.car, &q.car, id, depth)?);
             let (mut rest, mut drest) = (&p.cdr, &q.cdr);
             while let (Value::Pair(a), Value::Pair(b)) = (rest, drest) {
                 items.push(activate_forward_rec(&a.car, &b.car, id, depth)?);
@@ -980,7 +979,7 @@ fn activate_forward_rec(x: &Value, dx: &Value, id: u32, depth: &mut usize) -> Op
             }
             let tail = activate_forward_rec(rest, drest, id, depth)?;
             *depth -= 1;
-            Some(items.into_iter().rev().fold(tail, |acc, v| Value::cons(v, acc)))
+            Some(items.finish(tail))
         }
         _ if is_real(x) && is_real(dx) => Some(forward_real(id, x.clone(), dx.clone())),
         _ => None,
