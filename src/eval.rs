@@ -379,6 +379,9 @@ impl Default for Machine {
     }
 }
 
+/// The value stack's capacity after its first growth (see `grow_stack_to`): 16 MiB.
+const STACK_GROWN: usize = 1 << 20;
+
 impl Machine {
     pub fn new() -> Machine {
         Machine {
@@ -1023,7 +1026,9 @@ impl Machine {
     fn push_nils(&mut self, len: usize) {
         let cur = self.stack.len();
         if len > cur {
-            self.stack.reserve(len - cur);
+            if len > self.stack.capacity() {
+                self.grow_stack_to(len);
+            }
             // SAFETY: the capacity was just reserved, and every element up to the
             // new length is initialised before the length is set.
             unsafe {
@@ -1295,7 +1300,22 @@ impl Machine {
     #[cold]
     #[inline(never)]
     fn grow_stack(&mut self) {
-        self.stack.reserve(1);
+        self.grow_stack_to(self.stack.len() + 1);
+    }
+
+    /// Makes room for `len` values. The first growth goes straight to
+    /// `STACK_GROWN` values (virtual memory: the system gives it pages as the
+    /// stack reaches them), then doubling: a deep recursion no longer moves
+    /// its stack to fresh memory at each doubling (which the system zeroes,
+    /// and which was a third of a recursion 10^5 deep).
+    #[cold]
+    #[inline(never)]
+    fn grow_stack_to(&mut self, len: usize) {
+        let cap = self.stack.capacity();
+        if len > cap {
+            let want = len.max(cap * 2).max(STACK_GROWN);
+            self.stack.reserve_exact(want - self.stack.len());
+        }
     }
 
     /// Truncates the value stack, dropping only values that need it.
