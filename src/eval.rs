@@ -1128,15 +1128,20 @@ impl Machine {
                     continue;
                 }
                 CExpr::App(f, args, span, moves) if !INNER => {
-                    // (a sibling is not pushed: no closure is built for it)
-                    if !matches!(f, CAtom::Sibling(_)) {
-                        self.push_atom(base, inst, f)?;
-                    }
+                    // (a sibling is not pushed: no closure is built for it;
+                    // nor is a global naming a member of the running instance,
+                    // as a procedure defined at the top level calling itself)
+                    let j = match f {
+                        CAtom::Sibling(j) => *j,
+                        CAtom::Global(g) if let Some(j) = self.global_member_of(*g, inst) => j,
+                        _ => {
+                            self.push_atom(base, inst, f)?;
+                            let n = self.push_tail_args(base, inst, args, *moves)?;
+                            return Ok(Next::TailCall(n, *span));
+                        }
+                    };
                     let n = self.push_tail_args(base, inst, args, *moves)?;
-                    return Ok(match f {
-                        CAtom::Sibling(j) => Next::TailSibling(*j, n as u32, *span),
-                        _ => Next::TailCall(n, *span),
-                    });
+                    return Ok(Next::TailSibling(j, n as u32, *span));
                 }
                 // Each case leaves its value separately: a value merged from
                 // several cases is copied through memory piecewise (slowly).
@@ -1172,6 +1177,17 @@ impl Machine {
                 }
                 other => return self.tail_slow::<INNER>(base, inst, other),
             }
+        }
+    }
+
+    /// The member that global `g` holds if it is a closure of instance `inst`
+    /// (a tail call of it is then a sibling's: the same closure, no count to
+    /// raise and lower).
+    #[inline(never)]
+    fn global_member_of(&self, g: u32, inst: &InstRc) -> Option<u32> {
+        match &self.globals[g as usize].state {
+            GState::Value(Value::Closure(ci, k)) if InstRc::ptr_eq(ci, inst) => Some(*k),
+            _ => None,
         }
     }
 
