@@ -1091,7 +1091,7 @@ impl Machine {
                         if !self.arith_fast_put(base, inst, *op, a, b2, i) {
                             // (the inline arithmetic does not apply: straight to
                             // the primitive, not through `exec_other`'s second try)
-                            self.arith_slow_put(base, inst, a, b2, *p, *span, i)?
+                            self.arith_slow_put(base, inst, *op, a, b2, *p, *span, i)?
                         }
                     }
                     // (The commonest operator, `(- n k)`, is told apart in
@@ -1249,7 +1249,7 @@ impl Machine {
             CExpr::Arith2(op, a, b, p, span) => {
                 let v = match self.arith_fast(base, inst, *op, a, b) {
                     Some(n) => n.value(),
-                    None => self.arith_slow(base, inst, a, b, *p, *span)?,
+                    None => self.arith_slow(base, inst, *op, a, b, *p, *span)?,
                 };
                 self.ret::<INNER>(base, v)
             }
@@ -1464,7 +1464,7 @@ impl Machine {
             },
             Cond::Cmp(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
                 Some(Num::Bool(t)) => t,
-                _ => self.arith_slow(base, inst, a, b, *p, *span)?.is_true_stripped(),
+                _ => self.arith_slow(base, inst, *op, a, b, *p, *span)?.is_true_stripped(),
             },
             Cond::CmpInt(op, x, k, p, span) => {
                 self.arith_int_value(base, inst, *op, *x, *k, *p, *span)?.is_true_stripped()
@@ -1603,7 +1603,7 @@ impl Machine {
             Some(n) => Ok(n.value()),
             None => {
                 let (a, b) = crate::resolve::int_operands(x, k);
-                self.arith_slow(base, inst, &a, &b, p, span)
+                self.arith_slow(base, inst, op, &a, &b, p, span)
             }
         }
     }
@@ -1692,15 +1692,27 @@ impl Machine {
     /// Binary arithmetic through the primitive table (other numbers, AD values,
     /// metering).
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn arith_slow(
         &mut self,
         base: usize,
         inst: &InstRc,
+        op: Op2,
         a: &CAtom,
         b: &CAtom,
         p: PrimId,
         span: Span,
     ) -> Result<Value> {
+        // (forward mode's commonest operation, on operands read in place)
+        if let Some(id) = self.tape.forward_level() {
+            if self.meter.is_none() && self.meter_derivative.is_none() {
+                if let (Some(x), Some(y)) = (self.peek(base, inst, a), self.peek(base, inst, b)) {
+                    if let Some(v) = crate::ad::tape::forward_arith2(id, op, x, y) {
+                        return Ok(v);
+                    }
+                }
+            }
+        }
         let x = atom!(self, base, inst, a);
         let y = atom!(self, base, inst, b);
         if self.meter_derivative.is_some() {
@@ -1728,13 +1740,14 @@ impl Machine {
         &mut self,
         base: usize,
         inst: &InstRc,
+        op: Op2,
         a: &CAtom,
         b: &CAtom,
         p: PrimId,
         span: Span,
         i: usize,
     ) -> Result<()> {
-        let v = self.arith_slow(base, inst, a, b, p, span)?;
+        let v = self.arith_slow(base, inst, op, a, b, p, span)?;
         self.set(i, v);
         Ok(())
     }
@@ -1933,7 +1946,7 @@ impl Machine {
             }
             CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
                 Some(n) => Ok(n.value()),
-                None => self.arith_slow(base, inst, a, b, *p, *span),
+                None => self.arith_slow(base, inst, *op, a, b, *p, *span),
             },
             CExpr::Arith2Int(op, x, k, p, span) => self.arith_int_value(base, inst, *op, *x, *k, *p, *span),
             CExpr::Prim(p, args, span) => {
@@ -2289,7 +2302,7 @@ impl Machine {
                     CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
                         Some(n) => self.set_num(i, n),
                         None => {
-                            let v = self.arith_slow(base, inst, a, b, *p, *span)?;
+                            let v = self.arith_slow(base, inst, *op, a, b, *p, *span)?;
                             self.set(i, v)
                         }
                     },

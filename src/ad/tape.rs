@@ -309,6 +309,12 @@ impl Tapes {
         !self.stack.is_empty()
     }
 
+    /// The innermost level, if it is a forward one.
+    #[inline(always)]
+    pub fn forward_level(&self) -> Option<u32> {
+        self.stack.last().filter(|t| t.forward).map(|t| t.id)
+    }
+
     /// Forgets levels left by an evaluation that did not return (a panic caught
     /// by the REPL): a new top-level evaluation runs on none.
     pub fn clear_levels(&mut self) {
@@ -435,6 +441,58 @@ pub fn record(
     }
     let node = push_op(m, k, f, n, parents, x, &y);
     Ok(reverse_real(level, node, y))
+}
+
+/// The commonest operation of forward mode, read in place (no operand
+/// cloned; the caller checks that nothing is metered): `op` (`+ - * /`) on
+/// two operands, each a real of level `id`, the innermost, a forward one
+/// ([`Tapes::forward_level`]), whose value is a double and tangent a double
+/// (or, for `*` and `/`, a small exact integer, as `record_doubles` takes it:
+/// `gradient-F`'s seed 1), or a double constant (its tangent 0.0), at least
+/// one of them a real. The same operations in the same order as
+/// `record_doubles` (`formula_f64`, then `jvp_num` on `f64`), so the same
+/// bits. `None` where that does not apply (nothing done).
+#[inline]
+pub fn forward_arith2(id: u32, op: crate::resolve::Op2, x: &Value, y: &Value) -> Option<Value> {
+    use crate::resolve::Op2;
+    let f = match op {
+        Op2::Add => Formula::Add,
+        Op2::Sub => Formula::Sub,
+        Op2::Mul => Formula::Mul,
+        Op2::Div => Formula::Div,
+        _ => return None,
+    };
+    // (a value, its tangent, and whether it is a real of the level)
+    let exact_ok = scales(f);
+    let dual = |v: &Value| match v {
+        Value::Active(r) if r.tape == id => match (&r.value, &r.tangent) {
+            (Value::Real(p), Value::Real(d)) => Some((*p, *d, true)),
+            (Value::Real(p), Value::Int(k)) if exact_ok && k.unsigned_abs() <= EXACT_AS_DOUBLE as u64 => {
+                Some((*p, *k as f64, true))
+            }
+            _ => None,
+        },
+        Value::Real(p) => Some((*p, 0.0, false)),
+        _ => None,
+    };
+    let ((a, da, ra), (b, db, rb)) = (dual(x)?, dual(y)?);
+    if !(ra || rb) {
+        return None;
+    }
+    let (v, d) = match f {
+        // (+ d1 d2), (- d1 d2)
+        Formula::Add => (a + b, da + db),
+        Formula::Sub => (a - b, da - db),
+        // (+ (* d1 x2) (* x1 d2))
+        Formula::Mul => (a * b, da * b + a * db),
+        // (/ (- d1 (* y d2)) x2)
+        Formula::Div => {
+            let v = a / b;
+            (v, (da - v * db) / b)
+        }
+        _ => return None,
+    };
+    Some(forward_real(id, Value::Real(v), Value::Real(d)))
 }
 
 /// Exact integers that [`record_doubles`] keeps as doubles: small enough that

@@ -518,3 +518,49 @@ fn exact_and_dual_sensitivities_at_doubles_print_as_the_transform() {
         0.0,
     );
 }
+
+/// Forward mode's `+ - * /` on a level's reals of doubles read in place
+/// (`tape::forward_arith2`): with double constants on either side, `gradient-F`'s
+/// exact seeds through `*` and `/` (the seed taken as a double there, as the
+/// transform converts it) and through `+` and `-` (where the tangent stays
+/// exact, so the general path), signed zeros, infinities and NaN; each printed
+/// as the transform prints it, and equal to its closed form where given.
+#[test]
+fn forward_arithmetic_in_place_prints_as_the_transform() {
+    let f = |x: f64| format!("{x}");
+    let cases: Vec<(&str, String)> = vec![
+        // d/dx (x/3 - 2.5)(x + 0.5) / (1.5 x) at 2: (x/3 - 2.5) ... by hand:
+        // g = (x/3 - 2.5)(x + 0.5) / (1.5x); g' = [(2x/3 + 1/6 - 2.5)(1.5x) - 1.5 (x/3 - 2.5)(x + 0.5)] / (1.5x)^2
+        (
+            "((derivative-F (lambda (x) (/ (* (- (/ x 3.0) 2.5) (+ x 0.5)) (* 1.5 x)))) 2.0)",
+            f(((4.0 / 3.0 + 1.0 / 6.0 - 2.5) * 3.0 - 1.5 * (2.0 / 3.0 - 2.5) * 2.5) / 9.0),
+        ),
+        // d/dx x^5 by repeated products in a loop at 1.25: 5x^4
+        (
+            "(define (pow x n acc) (if (= n 0) acc (pow x (- n 1) (* acc x)))) ((derivative-F (lambda (x) (pow x 5 1.0))) 1.25)",
+            f(5.0 * 1.25f64.powi(4)),
+        ),
+        // constants first, and the seed through a quotient: d/dx (2.0 - 3.0/x) = 3/x^2
+        ("((derivative-F (lambda (x) (- 2.0 (/ 3.0 x)))) 1.5)", f(3.0 / 2.25)),
+        // the seed through sums stays exact, until it meets a double constant's zero tangent 0.0
+        ("((derivative-F (lambda (x) (- (+ x x) x))) 1.5)", "1".into()),
+        ("((derivative-F (lambda (x) (- (+ x x) (+ x 0.5)))) 1.5)", "1.0".into()),
+        // a negative zero tangent through a difference: 1(-0.0) + (-2)(0.0), less 0.0
+        ("((derivative-F (lambda (x) (- (* x -0.0) 1.0))) -2.0)", "-0.0".into()),
+        ("((gradient-F (lambda (l) (+ (* (car l) (cadr l)) (car l)))) (list 2.0 -3.0))", "(-2.0 2.0)".into()),
+    ];
+    on_levels_alike(cases.iter().map(|(s, w)| (*s, Some(w.as_str()))), 1e-15);
+    on_levels_alike(
+        [
+            // signed zeros, infinities, NaN
+            "((derivative-F (lambda (x) (* x -0.0))) 2.0)",
+            "((derivative-F (lambda (x) (/ x 0.0))) 2.0)",
+            "((derivative-F (lambda (x) (/ 1.0 x))) 0.0)",
+            "((derivative-F (lambda (x) (- (* x 1e308) (* x 1e308)))) 10.0)",
+            "((derivative-F (lambda (x) (* (/ x 0.0) 0.0))) -1.0)",
+            "((derivative-F (lambda (x) (+ (* -0.0 x) -0.0))) 0.0)",
+        ]
+        .map(|s| (s, None)),
+        0.0,
+    );
+}
