@@ -62,6 +62,28 @@ macro_rules! atom {
     };
 }
 
+/// [`Machine::peek`] on the value stack and the globals alone (so that the
+/// machine's other parts may be borrowed meanwhile).
+#[inline(always)]
+fn peek_in<'a>(
+    stack: &'a [Value],
+    globals: &'a [Global],
+    base: usize,
+    inst: &'a InstRc,
+    a: &'a CAtom,
+) -> Option<&'a Value> {
+    match a {
+        CAtom::Local(s) => stack.get(base + *s as usize),
+        CAtom::Env(i) => Some(&inst.env[*i as usize]),
+        CAtom::Const(v) => Some(v),
+        CAtom::Global(g) => match &globals[*g as usize].state {
+            GState::Value(v) => Some(v),
+            _ => None,
+        },
+        CAtom::Sibling(_) => None,
+    }
+}
+
 /// The address of a local: the native stack pointer, near enough.
 #[inline(always)]
 fn stack_pointer() -> usize {
@@ -1703,13 +1725,14 @@ impl Machine {
         p: PrimId,
         span: Span,
     ) -> Result<Value> {
-        // (forward mode's commonest operation, on operands read in place)
-        if let Some(id) = self.tape.forward_level() {
-            if self.meter.is_none() && self.meter_derivative.is_none() {
-                if let (Some(x), Some(y)) = (self.peek(base, inst, a), self.peek(base, inst, b)) {
-                    if let Some(v) = crate::ad::tape::forward_arith2(id, op, x, y) {
-                        return Ok(v);
-                    }
+        // (a level's commonest operation, on operands read in place)
+        if self.tape.active() && self.meter.is_none() && self.meter_derivative.is_none() {
+            let (stack, globals) = (&self.stack, &self.globals);
+            if let (Some(x), Some(y)) =
+                (peek_in(stack, globals, base, inst, a), peek_in(stack, globals, base, inst, b))
+            {
+                if let Some(v) = crate::ad::tape::level_arith2(&mut self.tape, op, x, y) {
+                    return Ok(v);
                 }
             }
         }

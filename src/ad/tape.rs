@@ -309,12 +309,6 @@ impl Tapes {
         !self.stack.is_empty()
     }
 
-    /// The innermost level, if it is a forward one.
-    #[inline(always)]
-    pub fn forward_level(&self) -> Option<u32> {
-        self.stack.last().filter(|t| t.forward).map(|t| t.id)
-    }
-
     /// Forgets levels left by an evaluation that did not return (a panic caught
     /// by the REPL): a new top-level evaluation runs on none.
     pub fn clear_levels(&mut self) {
@@ -443,17 +437,18 @@ pub fn record(
     Ok(reverse_real(level, node, y))
 }
 
-/// The commonest operation of forward mode, read in place (no operand
-/// cloned; the caller checks that nothing is metered): `op` (`+ - * /`) on
-/// two operands, each a real of level `id`, the innermost, a forward one
-/// ([`Tapes::forward_level`]), whose value is a double and tangent a double
-/// (or, for `*` and `/`, a small exact integer, as `record_doubles` takes it:
-/// `gradient-F`'s seed 1), or a double constant (its tangent 0.0), at least
-/// one of them a real. The same operations in the same order as
-/// `record_doubles` (`formula_f64`, then `jvp_num` on `f64`), so the same
-/// bits. `None` where that does not apply (nothing done).
+/// The commonest operation of a level, read in place (no operand cloned; the
+/// caller checks that nothing is metered): `op` (`+ - * /`) on two operands,
+/// each a real of the innermost level whose value is a double, or a double
+/// constant, at least one of them a real. On a forward level each real's
+/// tangent is a double (or, for `*` and `/`, a small exact integer, as
+/// `record_doubles` takes it: `gradient-F`'s seed 1) and a constant's is 0.0;
+/// on a tape the node keeps its doubles unboxed. The same operations in the
+/// same order, and the same node, as `record_doubles` (`formula_f64`, then
+/// `jvp_num` on `f64`; `kept_mask`), so the same bits. `None` where that
+/// does not apply (nothing done).
 #[inline]
-pub fn forward_arith2(id: u32, op: crate::resolve::Op2, x: &Value, y: &Value) -> Option<Value> {
+pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &Value) -> Option<Value> {
     use crate::resolve::Op2;
     let f = match op {
         Op2::Add => Formula::Add,
@@ -462,6 +457,81 @@ pub fn forward_arith2(id: u32, op: crate::resolve::Op2, x: &Value, y: &Value) ->
         Op2::Div => Formula::Div,
         _ => return None,
     };
+    let t = tapes.stack.last_mut()?;
+    let id = t.id;
+    if !t.forward {
+        // (a value, its tangent and whether it is a real of the enclosing
+        // forward level `lift` (a dual, forward over reverse), and its tape node)
+        let mut lift = NONE;
+        let mut real = |v: &Value| {
+            let (v, node) = match v {
+                Value::Active(r) if r.tape == id => (&r.value, r.node),
+                _ => (v, NONE),
+            };
+            match v {
+                Value::Real(p) => Some((*p, 0.0, false, node)),
+                Value::Active(w) if w.node == NONE && w.tape < id && (lift == NONE || lift == w.tape) => {
+                    let (Value::Real(p), Value::Real(d)) = (&w.value, &w.tangent) else { return None };
+                    lift = w.tape;
+                    Some((*p, *d, true, node))
+                }
+                _ => None,
+            }
+        };
+        let ((a, da, dual_a, na), (b, db, dual_b, nb)) = (real(x)?, real(y)?);
+        if na == NONE && nb == NONE {
+            return None;
+        }
+        let v = native::formula_f64(f, &[a, b])?;
+        let mut duals = dual_a as u8 | (dual_b as u8) << 1;
+        let dv = if duals != 0 {
+            let running = tapes.stack.iter().rev().find(|l| l.id == lift).is_some_and(|l| l.forward);
+            let t = tapes.stack.last()?;
+            if !running || (t.lift != NONE && t.lift != lift) {
+                return None;
+            }
+            Some(match f {
+                // (the tangent rules of `jvp_num` on `f64`, as below)
+                Formula::Add => da + db,
+                Formula::Sub => da - db,
+                Formula::Mul => da * b + a * db,
+                _ => (da - v * db) / b,
+            })
+        } else {
+            None
+        };
+        let t = tapes.stack.last_mut()?;
+        let node = t.nodes.len() as u32;
+        let kept = kept_mask(f, 2);
+        for (j, (p, d)) in [(a, da), (b, db)].into_iter().enumerate() {
+            if kept & (1 << j) != 0 {
+                t.reals.push(p);
+                if duals & (1 << j) != 0 {
+                    t.reals.push(d);
+                }
+            }
+        }
+        let value = match dv {
+            Some(dv) => {
+                t.lift = lift;
+                if kept & 4 != 0 {
+                    t.reals.push(v);
+                    t.reals.push(dv);
+                    duals |= 4;
+                }
+                forward_real(lift, Value::Real(v), Value::Real(dv))
+            }
+            None => {
+                if kept & 4 != 0 {
+                    t.reals.push(v);
+                }
+                Value::Real(v)
+            }
+        };
+        let bits = UNBOXED | INEXACT | (duals & kept);
+        t.nodes.push(Node { parents: [na, nb], f: Some(f), n: 2, bits });
+        return Some(reverse_real(id, node, value));
+    }
     // (a value, its tangent, and whether it is a real of the level)
     let exact_ok = scales(f);
     let dual = |v: &Value| match v {
