@@ -9,6 +9,15 @@ use vlad::check::{check_file, Report};
 use vlad::toplevel::{Session, Step};
 use vlad::value::Value;
 
+/// A session whose evaluations stop after ten minutes: a wrong derivative
+/// can keep an example's descent from converging, and the test then fails
+/// (with "time limit exceeded") rather than hanging.
+fn session() -> Session {
+    let mut s = Session::new();
+    s.m.deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(600));
+    s
+}
+
 fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
 }
@@ -26,7 +35,7 @@ fn every_example_passes_vlad_test() {
     let mut report = Report::default();
     for f in &files {
         let before = report.passed;
-        check_file(&Session::new, f, &mut report);
+        check_file(&session, f, &mut report);
         assert!(report.passed > before, "{} checked nothing", f.display());
     }
     assert!(report.failed == 0, "failures:\n{}", report.failures.join("\n"));
@@ -36,7 +45,7 @@ fn every_example_passes_vlad_test() {
 /// in which its definitions can then be used.
 fn run_example(name: &str) -> Session {
     let path = examples_dir().join(name);
-    let mut s = Session::new();
+    let mut s = session();
     let items = s.read_file(&path).unwrap_or_else(|e| panic!("{}: {}", name, e.render(&s.sources)));
     let unit = s.compile(items).unwrap_or_else(|e| panic!("{}: {}", name, e.render(&s.sources)));
     for step in unit.steps {
@@ -357,7 +366,7 @@ fn optimize_library_documents_every_definition() {
         }
     }
     // and it is found by `include` from anywhere (it is embedded in the binary)
-    let mut s = Session::new();
+    let mut s = session();
     let v = s.run_text("<test>", "(include \"optimize\") (dot (list 1 2) (list 3 4))").unwrap();
     assert_eq!(numbers(&v[0]), vec![11.0]);
 }
