@@ -490,13 +490,7 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
             if !running || (t.lift != NONE && t.lift != lift) {
                 return None;
             }
-            Some(match f {
-                // (the tangent rules of `jvp_num` on `f64`, as below)
-                Formula::Add => da + db,
-                Formula::Sub => da - db,
-                Formula::Mul => da * b + a * db,
-                _ => (da - v * db) / b,
-            })
+            Some(tangent2(f, a, b, v, da, db))
         } else {
             None
         };
@@ -549,20 +543,23 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
     if !(ra || rb) {
         return None;
     }
-    let (v, d) = match f {
+    let v = native::formula_f64(f, &[a, b])?;
+    Some(forward_real(id, Value::Real(v), Value::Real(tangent2(f, a, b, v, da, db))))
+}
+
+/// The tangent rule of `f` (`+ - * /`) on doubles: operands `a`, `b`, result
+/// `v`, tangents `da`, `db`; the operations of `jvp_num` on `f64`, in its order.
+#[inline(always)]
+fn tangent2(f: Formula, a: f64, b: f64, v: f64, da: f64, db: f64) -> f64 {
+    match f {
         // (+ d1 d2), (- d1 d2)
-        Formula::Add => (a + b, da + db),
-        Formula::Sub => (a - b, da - db),
+        Formula::Add => da + db,
+        Formula::Sub => da - db,
         // (+ (* d1 x2) (* x1 d2))
-        Formula::Mul => (a * b, da * b + a * db),
+        Formula::Mul => da * b + a * db,
         // (/ (- d1 (* y d2)) x2)
-        Formula::Div => {
-            let v = a / b;
-            (v, (da - v * db) / b)
-        }
-        _ => return None,
-    };
-    Some(forward_real(id, Value::Real(v), Value::Real(d)))
+        _ => (da - v * db) / b,
+    }
 }
 
 /// Exact integers that [`record_doubles`] keeps as doubles: small enough that
