@@ -1725,13 +1725,23 @@ impl Machine {
         p: PrimId,
         span: Span,
     ) -> Result<Value> {
-        // (a level's commonest operation, on operands read in place)
+        // (a level's commonest operations, on operands read in place)
         if self.tape.active() && self.meter.is_none() && self.meter_derivative.is_none() {
             let (stack, globals) = (&self.stack, &self.globals);
             if let (Some(x), Some(y)) =
                 (peek_in(stack, globals, base, inst, a), peek_in(stack, globals, base, inst, b))
             {
-                if let Some(v) = crate::ad::tape::level_arith2(&mut self.tape, op, x, y) {
+                if op.is_comparison() {
+                    // (reals on levels compare by their values, as the
+                    // primitive compares them: for two doubles, as the inline
+                    // arithmetic does)
+                    let (x, y) = (crate::ad::tape::strip(x), crate::ad::tape::strip(y));
+                    if let (Value::Real(_), Value::Real(_)) = (x, y) {
+                        if let Some(n) = fast_arith(op, x, y) {
+                            return Ok(n.value());
+                        }
+                    }
+                } else if let Some(v) = crate::ad::tape::level_arith2(&mut self.tape, op, x, y) {
                     return Ok(v);
                 }
             }

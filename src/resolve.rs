@@ -225,7 +225,7 @@ pub enum Op2 {
 }
 
 impl Op2 {
-    fn is_comparison(self) -> bool {
+    pub fn is_comparison(self) -> bool {
         !matches!(self, Op2::Add | Op2::Sub | Op2::Mul | Op2::Div)
     }
 

@@ -564,3 +564,31 @@ fn forward_arithmetic_in_place_prints_as_the_transform() {
         0.0,
     );
 }
+
+/// Comparisons of reals on levels (read in place, by their values, as the
+/// primitive compares them): each branch taken as the transform takes it,
+/// across levels, with equal values and NaN.
+#[test]
+fn comparisons_of_reals_on_levels_take_the_transforms_branches() {
+    let cases: Vec<(&str, Option<&str>)> = vec![
+        // d/dx (if x < 2 then x^2 else 3x): 2x = 3 at 1.5, 3 at 2.5
+        ("((derivative-F (lambda (x) (if (< x 2.0) (* x x) (* 3.0 x)))) 1.5)", Some("3.0")),
+        ("((derivative-R (lambda (x) (if (< 2.0 x) (* 3.0 x) (* x x)))) 2.5)", Some("3.0")),
+        // NaN is not equal to itself (either branch's derivative is NaN here:
+        // the two ways must agree)
+        ("((derivative-F (lambda (x) (if (= x x) (* 2.0 x) (* 3.0 x)))) (/ 0.0 0.0))", None),
+        // equal values: <= and >= hold, < and > do not
+        ("((gradient-R (lambda (l) (if (<= (car l) (cadr l)) (* 2.0 (car l)) (* 5.0 (cadr l))))) (list 1.0 1.0))", None),
+        ("((gradient-F (lambda (l) (if (> (car l) (cadr l)) (* 2.0 (car l)) (* 5.0 (cadr l))))) (list 1.0 1.0))", None),
+        // an inner level's real against an enclosing level's: d/dy of y (x > y at x = 2, y = 1)
+        ("((derivative-F (lambda (y) ((derivative-R (lambda (x) (if (> x y) (* x y) (- x y)))) 2.0))) 1.0)", None),
+        ("((derivative-F (lambda (y) ((derivative-R (lambda (x) (if (>= y x) (* x y) (- x y)))) 2.0))) 1.0)", None),
+    ];
+    on_levels_alike(cases, 1e-15);
+    // and the closed forms of the equal-values cases: (2 0) and (0 5)
+    assert_eq!(alike("((gradient-R (lambda (l) (if (<= (car l) (cadr l)) (* 2.0 (car l)) (* 5.0 (cadr l))))) (list 1.0 1.0))").0.replace(".0", ""), "(2 0)");
+    assert_eq!(alike("((gradient-F (lambda (l) (if (> (car l) (cadr l)) (* 2.0 (car l)) (* 5.0 (cadr l))))) (list 1.0 1.0))").0.replace(".0", ""), "(0 5)");
+    // d/dy [d/dx x y] = 1 where x > y; d/dy [d/dx (x - y)] = 0 where y < x
+    assert_eq!(alike("((derivative-F (lambda (y) ((derivative-R (lambda (x) (if (> x y) (* x y) (- x y)))) 2.0))) 1.0)").0.replace(".0", ""), "1");
+    assert_eq!(alike("((derivative-F (lambda (y) ((derivative-R (lambda (x) (if (>= y x) (* x y) (- x y)))) 2.0))) 1.0)").0.replace(".0", ""), "0");
+}
