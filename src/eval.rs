@@ -203,6 +203,12 @@ fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Num> {
     }
 }
 
+/// [`fast_arith`] as a value: the inline arithmetic of numbers (`None` where
+/// the primitive must run), for the native list walks.
+pub(crate) fn inline_arith(op: Op2, x: &Value, y: &Value) -> Option<Value> {
+    fast_arith(op, x, y).map(Num::value)
+}
+
 /// Machine-integer arithmetic (`None` on overflow, and for `/`).
 #[inline(always)]
 fn int_arith(op: Op2, a: i64, b: i64) -> Option<Num> {

@@ -8,6 +8,7 @@ use crate::ad::tape::{self, Want};
 use crate::error::{Error, Result};
 use crate::eval::Machine;
 use crate::num;
+use crate::resolve::Op2;
 use crate::value::{ListBuilder, Tag, Value};
 use std::cmp::Ordering;
 use std::sync::OnceLock;
@@ -738,8 +739,42 @@ fn map_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
     Ok(out.finish(Value::Nil))
 }
 
+/// `f` (the procedure `fv`) on `x` and `y`, where `op` is `f`'s operation if
+/// it is an arithmetic primitive: then computed as a call of it in a
+/// procedure's body would be, by the inline arithmetic of numbers or of a
+/// level's reals (`tape::level_arith2`) where either applies (nothing metered),
+/// by the primitive otherwise.
+fn call_with2(m: &mut Machine, fv: &Value, op: Option<Op2>, x: &Value, y: &Value) -> Result<Value> {
+    if let Some(op) = op {
+        if m.meter.is_none() && m.meter_derivative.is_none() {
+            if let Some(v) = crate::eval::inline_arith(op, x, y) {
+                return Ok(v);
+            }
+            if m.tape.active() {
+                if let Some(v) = tape::level_arith2(&mut m.tape, op, x, y) {
+                    return Ok(v);
+                }
+            }
+        }
+    }
+    call_with(m, fv, &[x.clone(), y.clone()])
+}
+
+/// The operation of `f` if it is an arithmetic primitive, `+ - * /` (see `call_with2`).
+fn arith_op(f: &Value) -> Option<Op2> {
+    let Value::Prim(p) = f else { return None };
+    Some(match tape::scalar_formula(*p)? {
+        Formula::Add => Op2::Add,
+        Formula::Sub => Op2::Sub,
+        Formula::Mul => Op2::Mul,
+        Formula::Div => Op2::Div,
+        _ => return None,
+    })
+}
+
 /// `(map2 f l1 l2)` called directly: f on corresponding elements, as many as `l1` has.
 fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let op = arith_op(&a[0]);
     let mut out = ListBuilder::new();
     let mut l2 = &a[2];
     walk(m, "map2", &a[1], |m, x| {
@@ -754,7 +789,7 @@ fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
                 )))
             }
         };
-        out.push(call_with(m, &a[0], &[x.clone(), p.car.clone()])?);
+        out.push(call_with2(m, &a[0], op, x, &p.car)?);
         l2 = &p.cdr;
         Ok(())
     })?;
@@ -763,9 +798,13 @@ fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
 
 /// `(fold-left f acc l)` called directly.
 fn fold_left_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let op = arith_op(&a[0]);
     let mut acc = a[1].clone();
     walk(m, "fold-left", &a[2], |m, x| {
-        acc = call_with(m, &a[0], &[std::mem::replace(&mut acc, Value::Nil), x.clone()])?;
+        acc = match op {
+            Some(_) => call_with2(m, &a[0], op, &acc, x)?,
+            None => call_with(m, &a[0], &[std::mem::replace(&mut acc, Value::Nil), x.clone()])?,
+        };
         Ok(())
     })?;
     Ok(acc)
