@@ -169,7 +169,63 @@ struct Tape {
     reals: Chunks<f64>,
 }
 
+/// An operation on doubles that a tape records with its kept values unboxed
+/// (see [`Node`]): `f` on the first `n` operands, whose nodes are `parents`,
+/// values `xs` and (bit `j` of `duals` set) enclosing forward level `lift`'s
+/// tangents `ds`; bit `j` of `exact` set for an exact constant; the result
+/// `y`, with tangent `dy` on level `lift` where an operand is a dual.
+struct DoubleOp {
+    f: Formula,
+    n: usize,
+    parents: [u32; 2],
+    xs: [f64; 2],
+    ds: [f64; 2],
+    duals: u8,
+    exact: u8,
+    lift: u32,
+    y: f64,
+    dy: Option<f64>,
+}
+
 impl Tape {
+    /// Records `op` on this tape (level `self.id`): its kept values, then its
+    /// node; the result, a real of this level (over a dual of `op.lift`).
+    #[inline(always)]
+    fn push_doubles(&mut self, op: DoubleOp) -> Value {
+        let DoubleOp { f, n, parents, xs, ds, mut duals, exact, lift, y, dy } = op;
+        let node = self.nodes.len() as u32;
+        let kept = kept_mask(f, n);
+        for j in 0..n {
+            if kept & (1 << j) != 0 {
+                self.reals.push(xs[j]);
+                if duals & (1 << j) != 0 {
+                    self.reals.push(ds[j]);
+                }
+            }
+        }
+        let value = match dy {
+            Some(dy) => {
+                self.lift = lift;
+                if kept & 4 != 0 {
+                    self.reals.push(y);
+                    self.reals.push(dy);
+                    duals |= 4;
+                }
+                forward_real(lift, Value::Real(y), Value::Real(dy))
+            }
+            None => {
+                if kept & 4 != 0 {
+                    self.reals.push(y);
+                }
+                Value::Real(y)
+            }
+        };
+        // (the result is a double, or has one: inexact)
+        let bits = UNBOXED | INEXACT | (duals & kept) | ((exact & kept) << EXACT_SHIFT);
+        self.nodes.push(Node { parents, f: Some(f), n: n as u8, bits });
+        reverse_real(self.id, node, value)
+    }
+
     fn new(id: u32, forward: bool) -> Tape {
         Tape {
             id,
@@ -303,6 +359,14 @@ impl Default for Tapes {
 }
 
 impl Tapes {
+    /// Whether the innermost level, a tape, may keep duals of level `lift`:
+    /// `lift` runs, a forward level, and is the one the tape keeps (if any).
+    #[inline(always)]
+    fn may_lift(&self, lift: u32) -> bool {
+        let running = self.stack.iter().rev().find(|l| l.id == lift).is_some_and(|l| l.forward);
+        running && self.stack.last().is_some_and(|t| t.lift == NONE || t.lift == lift)
+    }
+
     /// Is a function running on a level now?
     #[inline(always)]
     pub fn active(&self) -> bool {
@@ -483,48 +547,28 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
             return None;
         }
         let v = native::formula_f64(f, &[a, b])?;
-        let mut duals = dual_a as u8 | (dual_b as u8) << 1;
+        let duals = dual_a as u8 | (dual_b as u8) << 1;
         let dv = if duals != 0 {
-            let running = tapes.stack.iter().rev().find(|l| l.id == lift).is_some_and(|l| l.forward);
-            let t = tapes.stack.last()?;
-            if !running || (t.lift != NONE && t.lift != lift) {
+            if !tapes.may_lift(lift) {
                 return None;
             }
             Some(tangent2(f, a, b, v, da, db))
         } else {
             None
         };
-        let t = tapes.stack.last_mut()?;
-        let node = t.nodes.len() as u32;
-        let kept = kept_mask(f, 2);
-        for (j, (p, d)) in [(a, da), (b, db)].into_iter().enumerate() {
-            if kept & (1 << j) != 0 {
-                t.reals.push(p);
-                if duals & (1 << j) != 0 {
-                    t.reals.push(d);
-                }
-            }
-        }
-        let value = match dv {
-            Some(dv) => {
-                t.lift = lift;
-                if kept & 4 != 0 {
-                    t.reals.push(v);
-                    t.reals.push(dv);
-                    duals |= 4;
-                }
-                forward_real(lift, Value::Real(v), Value::Real(dv))
-            }
-            None => {
-                if kept & 4 != 0 {
-                    t.reals.push(v);
-                }
-                Value::Real(v)
-            }
+        let op = DoubleOp {
+            f,
+            n: 2,
+            parents: [na, nb],
+            xs: [a, b],
+            ds: [da, db],
+            duals,
+            exact: 0,
+            lift,
+            y: v,
+            dy: dv,
         };
-        let bits = UNBOXED | INEXACT | (duals & kept);
-        t.nodes.push(Node { parents: [na, nb], f: Some(f), n: 2, bits });
-        return Some(reverse_real(id, node, value));
+        return Some(tapes.stack.last_mut()?.push_doubles(op));
     }
     // (a value, its tangent, and whether it is a real of the level)
     let exact_ok = scales(f);
@@ -661,47 +705,16 @@ fn record_doubles_on(m: &mut Machine, f: Formula, args: &[Value], id: u32, forwa
     }
     // (a tape: the innermost level's)
     debug_assert!(m.tape.stack.last().is_some_and(|t| t.id == id));
-    let kept = kept_mask(f, n);
     let dy = if duals != 0 {
-        let kept_lift = m.tape.stack.last()?.lift;
-        if !forward_level_running(m, lift) || (kept_lift != NONE && kept_lift != lift) {
+        if !m.tape.may_lift(lift) {
             return None;
         }
         Some(native::tangent_doubles(m, f, &xs[..n], y, &ds[..n])?)
     } else {
         None
     };
-    let t = m.tape.stack.last_mut()?;
-    let node = t.nodes.len() as u32;
-    for j in 0..n {
-        if kept & (1 << j) != 0 {
-            t.reals.push(xs[j]);
-            if duals & (1 << j) != 0 {
-                t.reals.push(ds[j]);
-            }
-        }
-    }
-    let value = match dy {
-        Some(dy) => {
-            t.lift = lift;
-            if kept & 4 != 0 {
-                t.reals.push(y);
-                t.reals.push(dy);
-                duals |= 4;
-            }
-            forward_real(lift, Value::Real(y), Value::Real(dy))
-        }
-        None => {
-            if kept & 4 != 0 {
-                t.reals.push(y);
-            }
-            Value::Real(y)
-        }
-    };
-    // (the result is a double, or has one: inexact)
-    let bits = UNBOXED | INEXACT | (duals & kept) | ((exact & kept) << EXACT_SHIFT);
-    t.nodes.push(Node { parents, f: Some(f), n: n as u8, bits });
-    Some(reverse_real(id, node, value))
+    let op = DoubleOp { f, n, parents, xs, ds, duals, exact, lift, y, dy };
+    Some(m.tape.stack.last_mut()?.push_doubles(op))
 }
 
 /// Records `y = f(x)` (the first `n` of `x`, whose tape nodes are `parents`,
