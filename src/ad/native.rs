@@ -1307,6 +1307,7 @@ fn jvp(m: &mut Machine, f: Formula, x: &[Value], y: &Value, d: &[Value]) -> Resu
 }
 
 /// The tangent rule of a scalar primitive, on numbers or dual numbers.
+#[inline(always)]
 fn jvp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: &N, d: &[N]) -> Result<N> {
     let i = &RULE_OPS;
     let op = |m: &mut Machine, f: Formula, a: &N, b: &N| N::op(m, f, &[a.clone(), b.clone()]);
@@ -1911,8 +1912,15 @@ pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: 
     if !forward_op(m, id, f, args) {
         return None;
     }
-    if let Some(y) = forward_lifted_doubles(m, id, f, args) {
+    // (doubles first: that instance is the smaller and faster; exact integers
+    // occur at a gradient's seeds and constants)
+    if let Some(y) = forward_lifted_doubles::<false>(m, id, f, args) {
         return Some(y);
+    }
+    if args.iter().any(has_exact_part) {
+        if let Some(y) = forward_lifted_exact(m, id, f, args) {
+            return Some(y);
+        }
     }
     // (a real of the level whose value is a tape's real: reverse over forward,
     // which `lift_all` declines; `record_forward_rev` takes it)
@@ -1930,16 +1938,36 @@ pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: 
     Some(super::tape::forward_real(id, unlift(y, level), unlift(dy, level)))
 }
 
-/// [`record_forward_lifted`] where every number is a double: each operand a
-/// real of level `id` whose value and tangent are doubles or reals of one
-/// enclosing forward level made of doubles, or a constant that is one of those
-/// (its tangent 0.0): computed as `L1`s, as `Lift` computes them (see `L1`).
-/// `None` where that does not apply.
-fn forward_lifted_doubles(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
-    /// A value or tangent as an `L1`, `level` the enclosing level it is a real of.
-    fn part(m: &Machine, v: &Value, level: &mut Option<u32>) -> Option<L1> {
+/// [`record_forward_lifted`] where every number is a double, or an exact
+/// integer that meets only doubles: each operand a real of level `id` whose
+/// value and tangent are such numbers or reals of one enclosing forward level
+/// made of them, or a constant that is one of those (its tangent its zero):
+/// computed as `L1`s, as `Lift` computes them (see `L1`, and
+/// [`exact_meets_doubles`] for the integers: a gradient's exact seed 1, a
+/// constant 0; only if `EXACT`). `None` where that does not apply.
+#[inline(always)]
+fn forward_lifted_doubles<const EXACT: bool>(
+    m: &mut Machine,
+    id: u32,
+    f: Formula,
+    args: &[Value],
+) -> Option<Value> {
+    /// A double, or an exact integer as the double `as f64` converts it to
+    /// (and whether exact).
+    #[inline(always)]
+    fn number<const EXACT: bool>(v: &Value) -> Option<(f64, bool)> {
         match v {
-            Value::Real(p) => Some(L1 { p: *p, t: None }),
+            Value::Real(x) => Some((*x, false)),
+            Value::Int(i) if EXACT => Some((*i as f64, true)),
+            _ => None,
+        }
+    }
+    /// A value or tangent as an `L1`, `level` the enclosing level it is a
+    /// real of, and bit 0 set if its value is an exact integer, bit 1 if its tangent is.
+    #[inline(always)]
+    fn part<const EXACT: bool>(m: &Machine, v: &Value, level: &mut Option<u32>) -> Option<(L1, u8)> {
+        match v {
+            Value::Real(p) => Some((L1 { p: *p, t: None }, 0)),
             // (a tape's real is not: reverse over forward)
             Value::Active(w) if w.node == super::tape::NONE => {
                 match *level {
@@ -1948,28 +1976,92 @@ fn forward_lifted_doubles(m: &mut Machine, id: u32, f: Formula, args: &[Value]) 
                     _ => return None,
                 }
                 match (&w.value, &w.tangent) {
-                    (Value::Real(p), Value::Real(t)) => Some(L1 { p: *p, t: Some(*t) }),
+                    (Value::Real(p), Value::Real(t)) => Some((L1 { p: *p, t: Some(*t) }, 0)),
+                    (p, t) if EXACT => {
+                        let ((p, ep), (t, et)) = (number::<EXACT>(p)?, number::<EXACT>(t)?);
+                        Some((L1 { p, t: Some(t) }, ep as u8 | (et as u8) << 1))
+                    }
                     _ => None,
                 }
             }
+            Value::Int(i) if EXACT => Some((L1 { p: *i as f64, t: None }, 1)),
             _ => None,
         }
     }
     let n = args.len();
     let (mut x1, mut d1) = ([L1::int(0); 2], [L1::int(0); 2]);
+    let (mut ex, mut ed) = ([0u8; 2], [0u8; 2]);
     let mut level = None;
     for (i, a) in args.iter().enumerate().take(2) {
-        (x1[i], d1[i]) = match a {
+        ((x1[i], ex[i]), (d1[i], ed[i])) = match a {
             Value::Active(r) if r.tape == id => {
-                (part(m, &r.value, &mut level)?, part(m, &r.tangent, &mut level)?)
+                (part::<EXACT>(m, &r.value, &mut level)?, part::<EXACT>(m, &r.tangent, &mut level)?)
             }
-            // (a constant: its tangent is its zero)
-            c => (part(m, c, &mut level)?, L1 { p: 0.0, t: None }),
+            // (a constant: its tangent is its zero, exact if its value is)
+            c => {
+                let (x, e) = part::<EXACT>(m, c, &mut level)?;
+                ((x, e), (L1 { p: 0.0, t: None }, e & 1))
+            }
         };
+    }
+    if EXACT && !exact_meets_doubles(f, n, ex, ed) {
+        return None;
     }
     let y = L1::op(m, f, &x1[..n]).ok()?;
     let dy = jvp_num::<L1>(m, f, &x1[..n], &y, &d1[..n]).ok()?;
     Some(super::tape::forward_real(id, y.value(level), dy.value(level)))
+}
+
+/// [`forward_lifted_doubles`] where some numbers are exact integers.
+#[inline(never)]
+fn forward_lifted_exact(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
+    forward_lifted_doubles::<true>(m, id, f, args)
+}
+
+/// Is `v` an exact integer, or a real of a forward level with one among its
+/// value and tangent or theirs (one level down)?
+fn has_exact_part(v: &Value) -> bool {
+    let int = |v: &Value| match v {
+        Value::Int(_) => true,
+        Value::Active(w) => matches!(w.value, Value::Int(_)) || matches!(w.tangent, Value::Int(_)),
+        _ => false,
+    };
+    match v {
+        Value::Active(r) => int(&r.value) || int(&r.tangent),
+        v => int(v),
+    }
+}
+
+/// Does every exact integer among the operands of [`forward_lifted_doubles`]
+/// meet only doubles in `Lift`'s computation of scalar formula `f` (its value
+/// and `jvp_num`'s tangent rule, each operation on reals of the enclosing
+/// level)? Then `Lift` converts each `as f64` where it meets a double and
+/// computes on doubles, so `L1` on the converted numbers gives the same bits;
+/// where two exact integers would meet (an exact result) or a function takes
+/// one (`X64` declines it), it does not. `ex[i]`, `ed[i]`: operand `i`'s value
+/// and tangent, bit 0 set if the value of that real of the enclosing level is
+/// exact, bit 1 if its tangent is (a constant's zero tangent is exact if its
+/// value is). An operation of that level on two numbers meets exact integers
+/// with each other only where both have one: `+ - * /`'s rules combine parts
+/// of different operands; a function's rule (of one operand) combines its
+/// tangent with doubles computed from its value, which must be a double.
+fn exact_meets_doubles(f: Formula, n: usize, ex: [u8; 2], ed: [u8; 2]) -> bool {
+    let (x0, x1, d0, d1) = (ex[0] != 0, ex[1] != 0, ed[0] != 0, ed[1] != 0);
+    // (two parts that meet in an operation, not both with an exact integer)
+    let apart = |a: bool, b: bool| !(a && b);
+    match (f, n) {
+        // (y = x0 + x1, then d0 + d1)
+        (Formula::Add | Formula::Sub, 2) => apart(x0, x1) && apart(d0, d1),
+        // (y = x0 * x1, then d0 * x1, x0 * d1, and their sum: doubles)
+        (Formula::Mul, 2) => apart(x0, x1) && apart(d0, x1) && apart(x0, d1),
+        // (y = x0 / x1, then y * d1, d0 - that, that / x1: each with a double)
+        (Formula::Div, 2) => apart(x0, x1),
+        // (y = f(x0), then d0 with y, 2 * y or f'(x0): doubles)
+        (Formula::Sqrt | Formula::Exp | Formula::Sin | Formula::Cos, 1) => ex[0] & 1 == 0,
+        // (then d0 / x0)
+        (Formula::Log, 1) => ex[0] & 1 == 0 && apart(d0, x0),
+        _ => false,
+    }
 }
 
 /// A [`Lift`] made of doubles: its arithmetic on doubles, the same operations

@@ -565,6 +565,49 @@ fn forward_arithmetic_in_place_prints_as_the_transform() {
     );
 }
 
+/// Forward over forward with exact numbers: a gradient's exact seed 1 and
+/// exact constants meeting the enclosing level's doubles (converted where they
+/// meet one, as the transform converts them), and meeting each other (exact
+/// results, as the transform keeps them); each printed as the transform prints
+/// it, and equal to its closed form where given.
+#[test]
+fn nested_forward_exact_seeds_print_as_the_transform() {
+    let f = |x: f64| format!("{x:?}");
+    // d/dw of d/dx sqrt((x - 2w)(x - 10)) at x = 12, w = 0.5: with u the
+    // product and h = (2x - 10 - 2w) / (2 sqrt u), dh/dw = (-4 sqrt u - (2x -
+    // 10 - 2w) u_w / sqrt u) / (4u), u_w = -2(x - 10)
+    let (x, w) = (12.0f64, 0.5f64);
+    let u = (x - 2.0 * w) * (x - 10.0);
+    let dhdw = (-4.0 * u.sqrt() - (2.0 * x - 10.0 - 2.0 * w) * (-2.0 * (x - 10.0)) / u.sqrt()) / (4.0 * u);
+    let cases: Vec<(&str, Option<String>)> = vec![
+        // (x - 10)(0 + x) = x^2 - 10x: second derivative 2
+        ("((derivative-F (derivative-F (lambda (x) (* (- x 10.0) (+ 0 x))))) 2.0)", Some(f(2.0))),
+        ("((derivative-F (derivative-F (lambda (x) (+ 0 (* x x))))) 1.5)", Some(f(2.0))),
+        (
+            "((derivative-F (lambda (w) ((derivative-F (lambda (x) (sqrt (+ 0 (* (- x (* 2.0 w)) (- x 10.0)))))) 12.0))) 0.5)",
+            Some(f(dhdw)),
+        ),
+        // exp(x - 1)'' = exp(x - 1) at 1; log'' = -1/x^2 at 2 (a function of an exact integer)
+        ("((derivative-F (derivative-F (lambda (x) (exp (- x 1.0))))) 1)", Some(f(1.0))),
+        ("((derivative-F (derivative-F (lambda (x) (log x)))) 2)", Some(f(-0.25))),
+        ("((derivative-F (derivative-F (lambda (x) (log (* 1.0 x))))) 2)", Some(f(-0.25))),
+        // exact numbers meeting each other stay exact: (x^2)'' = 2, (x + 1)'' = 0, (3 - x / 2)'' = 0
+        ("((derivative-F (derivative-F (lambda (x) (* x x)))) 3)", Some("2".into())),
+        ("((derivative-F (derivative-F (lambda (x) (+ x 1)))) 2)", Some("0".into())),
+        ("((derivative-F (derivative-F (lambda (x) (- 3 (/ x 2))))) 4)", None),
+        // mixed: (1.5 x^2)'' = 3 at an exact point, (x^3)'' = 6x at 2
+        ("((derivative-F (derivative-F (lambda (x) (* 1.5 (* x x))))) 2)", Some(f(3.0))),
+        ("((derivative-F (derivative-F (lambda (x) (* x (* x x))))) 2)", Some("12".into())),
+        ("((derivative-F (derivative-F (lambda (x) (* x (* x (+ x 0.0)))))) 2)", Some(f(12.0))),
+        // Hessians by forward over forward, at exact and inexact points
+        ("((jacobian-F (gradient-F (lambda (l) (* (car l) (- (cadr l) 0.5))))) (list 2 3))", None),
+        ("((jacobian-F (gradient-F (lambda (l) (+ 0 (* (car l) (* (cadr l) (cadr l))))))) (list 2 3))", None),
+        ("((jacobian-F (gradient-F (lambda (l) (sin (* (car l) (cadr l)))))) (list 0.5 3))", None),
+        ("((jacobian-F (gradient-F (lambda (l) (atan (car l) (+ 1 (cadr l)))))) (list 2 3))", None),
+    ];
+    on_levels_alike(cases.iter().map(|(s, w)| (*s, w.as_deref())), 1e-14);
+}
+
 /// Comparisons of reals on levels (read in place, by their values, as the
 /// primitive compares them): each branch taken as the transform takes it,
 /// across levels, with equal values and NaN.
