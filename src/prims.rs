@@ -739,37 +739,50 @@ fn map_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
     Ok(out.finish(Value::Nil))
 }
 
-/// `f` (the procedure `fv`) on `x` and `y`, where `op` is `f`'s operation if
-/// it is an arithmetic primitive: then computed as a call of it in a
-/// procedure's body would be, by the inline arithmetic of numbers or of a
-/// level's reals (`tape::level_arith2`) where either applies (nothing metered),
-/// by the primitive otherwise.
-fn call_with2(m: &mut Machine, fv: &Value, op: Option<Op2>, x: &Value, y: &Value) -> Result<Value> {
-    if let Some(op) = op {
-        if m.meter.is_none() && m.meter_derivative.is_none() {
-            if let Some(v) = crate::eval::inline_arith(op, x, y) {
-                return Ok(v);
-            }
-            if m.tape.active() {
-                if let Some(v) = tape::level_arith2(&mut m.tape, op, x, y) {
-                    return Ok(v);
-                }
-            }
-        }
+/// Arithmetic primitive `op` (`+ - * /` passed as a procedure: see
+/// `arith_op`) on `x` and `y` as a call of it in a procedure's body computes
+/// it (where nothing is metered): by the inline arithmetic of numbers or of a
+/// level's reals (`tape::level_arith2`) where either applies, a real on a level
+/// straight to the tape's `record` (as the primitive does); `None` otherwise
+/// (the caller calls the primitive).
+fn arith2(m: &mut Machine, op: Option<(Op2, PrimId)>, x: &Value, y: &Value) -> Option<Result<Value>> {
+    let (op, p) = op?;
+    if m.meter.is_some() || m.meter_derivative.is_some() {
+        return None;
     }
-    call_with(m, fv, &[x.clone(), y.clone()])
+    if let Some(v) = crate::eval::inline_arith(op, x, y) {
+        return Some(Ok(v));
+    }
+    if !(matches!(x, Value::Active(_)) || matches!(y, Value::Active(_))) {
+        return None;
+    }
+    if let Some(v) = tape::level_arith2(&mut m.tape, op, x, y) {
+        return Some(Ok(v));
+    }
+    let f = tape::scalar_formula(p)?;
+    Some(tape::record(m, f, &[x.clone(), y.clone()], &prim(p).imp))
 }
 
-/// The operation of `f` if it is an arithmetic primitive, `+ - * /` (see `call_with2`).
-fn arith_op(f: &Value) -> Option<Op2> {
+/// `f` (the procedure `fv`) on `x` and `y`, where `op` is `f`'s operation if
+/// it is an arithmetic primitive (see `arith2`).
+fn call_with2(m: &mut Machine, fv: &Value, op: Option<(Op2, PrimId)>, x: &Value, y: &Value) -> Result<Value> {
+    match arith2(m, op, x, y) {
+        Some(v) => v,
+        None => call_with(m, fv, &[x.clone(), y.clone()]),
+    }
+}
+
+/// The operation of `f` if it is an arithmetic primitive, `+ - * /` (see `arith2`).
+fn arith_op(f: &Value) -> Option<(Op2, PrimId)> {
     let Value::Prim(p) = f else { return None };
-    Some(match tape::scalar_formula(*p)? {
+    let op = match tape::scalar_formula(*p)? {
         Formula::Add => Op2::Add,
         Formula::Sub => Op2::Sub,
         Formula::Mul => Op2::Mul,
         Formula::Div => Op2::Div,
         _ => return None,
-    })
+    };
+    Some((op, *p))
 }
 
 /// `(map2 f l1 l2)` called directly: f on corresponding elements, as many as `l1` has.
@@ -801,8 +814,8 @@ fn fold_left_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
     let op = arith_op(&a[0]);
     let mut acc = a[1].clone();
     walk(m, "fold-left", &a[2], |m, x| {
-        acc = match op {
-            Some(_) => call_with2(m, &a[0], op, &acc, x)?,
+        acc = match arith2(m, op, &acc, x) {
+            Some(v) => v?,
             None => call_with(m, &a[0], &[std::mem::replace(&mut acc, Value::Nil), x.clone()])?,
         };
         Ok(())
@@ -818,12 +831,16 @@ fn reduce_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
         xs.push(x.clone());
         Ok(())
     })?;
+    let op = arith_op(&a[0]);
     let mut acc = a[1].clone();
     for (n, x) in xs.into_iter().rev().enumerate() {
         if n > 0 && n.is_multiple_of(WALK_CHECK_EVERY) {
             m.check_limits()?;
         }
-        acc = call_with(m, &a[0], &[x, acc])?;
+        acc = match arith2(m, op, &x, &acc) {
+            Some(v) => v?,
+            None => call_with(m, &a[0], &[x, acc])?,
+        };
     }
     Ok(acc)
 }
