@@ -2138,6 +2138,9 @@ pub(super) fn record_forward_rev(m: &mut Machine, id: u32, f: Formula, args: &[V
     if !forward_op(m, id, f, args) {
         return None;
     }
+    if let Some(y) = forward_rev_doubles(m, id, f, args) {
+        return Some(y);
+    }
     let n = args.len();
     let (parts, constants) = operand_parts(id, args);
     let mut rs = [RV_ZERO; 4];
@@ -2150,6 +2153,117 @@ pub(super) fn record_forward_rev(m: &mut Machine, id: u32, f: Formula, args: &[V
         Ok((y, dy))
     })?;
     Some(super::tape::forward_real(id, unrev(y, id_r), unrev(dy, id_r)))
+}
+
+/// [`record_forward_rev`] where every number is a double, a real of the
+/// enclosing tape whose value is a double, or an exact integer constant of at
+/// most 2^26 in magnitude that meets only doubles (a gradient's seed 1, a
+/// rule's 2): computed as `R1`s, which record on the tape the nodes `Rv`
+/// records, as `record_doubles` records them. `None` where that does not apply
+/// (nothing done: the tape is as it was).
+fn forward_rev_doubles(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
+    let n = args.len();
+    let (parts, constants) = operand_parts(id, args);
+    // (the tape's level and index among the running levels, once one is met)
+    let mut level: Option<(u32, u32)> = None;
+    let mut rs = [R1::int(0); 4];
+    for (r, v) in rs.iter_mut().zip(&parts[..2 * n]) {
+        *r = match v {
+            Value::Real(x) => R1 { v: *x, exact: false, node: NO_NODE, k: 0 },
+            Value::Int(i) if i.unsigned_abs() <= super::tape::EXACT_AS_DOUBLE as u64 => R1::int(*i),
+            Value::Active(a) => {
+                let Value::Real(x) = a.value else { return None };
+                let k = match level {
+                    None => {
+                        let k = super::tape::reverse_level(m, a.tape)? as u32;
+                        level = Some((a.tape, k));
+                        k
+                    }
+                    Some((l, k)) if l == a.tape => k,
+                    _ => return None,
+                };
+                R1 { v: x, exact: false, node: a.node, k }
+            }
+            _ => return None,
+        };
+    }
+    let (xs, ds) =
+        values_and_tangents(n, &rs, constants, |x| R1 { v: 0.0, exact: x.exact, node: NO_NODE, k: 0 });
+    // (recorded on the tape; nothing left there if either fails)
+    let mark = level.map(|(_, k)| (k as usize, super::tape::level_len(m, k as usize)));
+    let rule = |m: &mut Machine| -> Result<(R1, R1)> {
+        let y = R1::op(m, f, &xs[..n])?;
+        let dy = jvp_num::<R1>(m, f, &xs[..n], &y, &ds[..n])?;
+        Ok((y, dy))
+    };
+    let (y, dy) = match rule(m) {
+        Ok(r) => r,
+        Err(_) => {
+            if let Some((k, len)) = mark {
+                super::tape::truncate_level(m, k, len);
+            }
+            return None;
+        }
+    };
+    let id_r = level.map(|(l, _)| l);
+    Some(super::tape::forward_real(id, y.value(id_r), dy.value(id_r)))
+}
+
+/// A number of [`forward_rev_doubles`]' arithmetic: a double, or an exact
+/// integer of at most 2^26 in magnitude held as its double (a constant),
+/// plain (`node` none) or a real of the tape at index `k` of the running
+/// levels (its node `node`). An operation records on that tape, if an operand
+/// is its real, the node `Rv` records (`push_op`'s, as `record_doubles`
+/// records it: `tape::push_doubles_at`), and computes the value as `X64` does
+/// where an exact integer meets a double (converted `as f64`); where exact
+/// integers meet each other, or a function or `atan` takes one, it fails (the
+/// caller takes `Rv`'s path, which keeps them exact).
+#[derive(Clone, Copy)]
+struct R1 {
+    v: f64,
+    exact: bool,
+    node: u32,
+    k: u32,
+}
+
+impl R1 {
+    /// As a value (a real of reverse level `level` if it has a node).
+    fn value(self, level: Option<u32>) -> Value {
+        match level {
+            Some(id) if self.node != NO_NODE => super::tape::reverse_real(id, self.node, Value::Real(self.v)),
+            _ if self.exact => Value::Int(self.v as i64),
+            _ => Value::Real(self.v),
+        }
+    }
+}
+
+impl Num for R1 {
+    #[inline(always)]
+    fn op(m: &mut Machine, f: Formula, args: &[R1]) -> Result<R1> {
+        let n = args.len();
+        let arith = matches!(f, Formula::Add | Formula::Sub | Formula::Mul | Formula::Div);
+        if n > 2 || matches!(f, Formula::Zero | Formula::Struct(_)) {
+            return Err(not_scalar());
+        }
+        let exact = args.iter().enumerate().fold(0u8, |e, (i, a)| e | (a.exact as u8) << i);
+        if exact != 0 && (!arith || n != 2 || exact == 3) {
+            return Err(not_scalar());
+        }
+        let mut xs = [0.0; 2];
+        for (x, a) in xs.iter_mut().zip(args) {
+            *x = a.v;
+        }
+        let y = formula_f64(f, &xs[..n]).ok_or_else(not_scalar)?;
+        let Some(k) = args.iter().find(|a| a.node != NO_NODE).map(|a| a.k) else {
+            return Ok(R1 { v: y, exact: false, node: NO_NODE, k: 0 });
+        };
+        let parents = [args[0].node, if n == 2 { args[1].node } else { NO_NODE }];
+        let node = super::tape::push_doubles_at(m, k as usize, f, n, parents, xs, exact, y);
+        Ok(R1 { v: y, exact: false, node, k })
+    }
+    fn int(i: i64) -> R1 {
+        R1 { v: i as f64, exact: true, node: NO_NODE, k: 0 }
+    }
 }
 
 /// Scalar formula `f` on values that are numbers or reals of one forward level

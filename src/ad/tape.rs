@@ -192,6 +192,13 @@ impl Tape {
     /// node; the result, a real of this level (over a dual of `op.lift`).
     #[inline(always)]
     fn push_doubles(&mut self, op: DoubleOp) -> Value {
+        let (node, value) = self.push_doubles_node(op);
+        reverse_real(self.id, node, value)
+    }
+
+    /// [`Tape::push_doubles`]' node, and the result's value.
+    #[inline(always)]
+    fn push_doubles_node(&mut self, op: DoubleOp) -> (u32, Value) {
         let DoubleOp { f, n, parents, xs, ds, mut duals, exact, lift, y, dy } = op;
         let node = self.nodes.len() as u32;
         let kept = kept_mask(f, n);
@@ -223,7 +230,7 @@ impl Tape {
         // (the result is a double, or has one: inexact)
         let bits = UNBOXED | INEXACT | (duals & kept) | ((exact & kept) << EXACT_SHIFT);
         self.nodes.push(Node { parents, f: Some(f), n: n as u8, bits });
-        reverse_real(self.id, node, value)
+        (node, value)
     }
 
     fn new(id: u32, forward: bool) -> Tape {
@@ -609,7 +616,7 @@ fn tangent2(f: Formula, a: f64, b: f64, v: f64, da: f64, db: f64) -> f64 {
 /// Exact integers that [`record_doubles`] keeps as doubles: small enough that
 /// a product of two, and the sum of two such products (`atan`'s rules), is
 /// exact both as an integer and as a double.
-const EXACT_AS_DOUBLE: i64 = 1 << 26;
+pub(super) const EXACT_AS_DOUBLE: i64 = 1 << 26;
 
 /// [`record`]'s common cases, on doubles: each operand a real of the innermost
 /// level or a constant. On a forward level, the reals' values and tangents are
@@ -715,6 +722,27 @@ fn record_doubles_on(m: &mut Machine, f: Formula, args: &[Value], id: u32, forwa
     };
     let op = DoubleOp { f, n, parents, xs, ds, duals, exact, lift, y, dy };
     Some(m.tape.stack.last_mut()?.push_doubles(op))
+}
+
+/// Records on the tape at index `k` of the running levels `y = f(x)` on doubles
+/// (the first `n` of `xs`, whose tape nodes are `parents`, `NONE` for a
+/// constant; bit `i` of `exact` set for an exact integer constant of at most
+/// 2^26 in magnitude, held as its double) as `record_doubles` records such an
+/// operation: unboxed, standing for `push_op`'s node of those values (see
+/// [`record_doubles`], [`Node`]); its node.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn push_doubles_at(
+    m: &mut Machine,
+    k: usize,
+    f: Formula,
+    n: usize,
+    parents: [u32; 2],
+    xs: [f64; 2],
+    exact: u8,
+    y: f64,
+) -> u32 {
+    let op = DoubleOp { f, n, parents, xs, ds: [0.0; 2], duals: 0, exact, lift: NONE, y, dy: None };
+    m.tape.stack[k].push_doubles_node(op).0
 }
 
 /// Records `y = f(x)` (the first `n` of `x`, whose tape nodes are `parents`,

@@ -608,6 +608,57 @@ fn nested_forward_exact_seeds_print_as_the_transform() {
     on_levels_alike(cases.iter().map(|(s, w)| (*s, w.as_deref())), 1e-14);
 }
 
+/// Reverse over forward: a forward level's duals whose values and tangents are
+/// a tape's reals of doubles, with exact seeds and constants that meet doubles
+/// (recorded unboxed) and exact numbers that meet each other (kept exact):
+/// each printed as the transform prints it, and equal to its closed form
+/// where given.
+#[test]
+fn reverse_over_forward_prints_as_the_transform() {
+    let f = |x: f64| format!("{x:?}");
+    let cases: Vec<(&str, Option<String>)> = vec![
+        // d/dw of d/dx (x - w)(0 + x) = d/dw (2x - w) = -1
+        (
+            "((derivative-R (lambda (w) ((derivative-F (lambda (x) (* (- x w) (+ 0 x)))) 2.0))) 0.5)",
+            Some(f(-1.0)),
+        ),
+        ("((derivative-R (derivative-F (lambda (x) (* x x)))) 3)", Some("2".into())),
+        ("((derivative-R (derivative-F (lambda (x) (* 1.5 (* x x))))) 2.0)", Some(f(3.0))),
+        // (1 + x^2)^(1/2)'' = (1 + x^2)^(-3/2); (1/x)'' = 2/x^3; log(2x)'' = -1/x^2;
+        // exp(2x)'' = 4 exp(2x); sin(2x)'' = -4 sin(2x)
+        ("((derivative-R (derivative-F (lambda (x) (sqrt (+ 1.0 (* x x)))))) 2.0)", Some(f(5f64.powf(-1.5)))),
+        ("((derivative-R (derivative-F (lambda (x) (/ 1.0 x)))) 2.0)", Some(f(0.25))),
+        ("((derivative-R (derivative-F (lambda (x) (log (* 2 x))))) 2.0)", Some(f(-0.25))),
+        ("((derivative-R (derivative-F (lambda (x) (exp (* 2 x))))) 0.5)", Some(f(4.0 * 1f64.exp()))),
+        ("((derivative-R (derivative-F (lambda (x) (sin (* 2 x))))) 0.5)", Some(f(-4.0 * 1f64.sin()))),
+        // d/dy d/dx 2xy = 2; d/dy d/dx 2x(y - 1) = 2
+        ("((derivative-R (lambda (y) ((derivative-F (lambda (x) (* 2 (* x y)))) 1.0))) 3)", Some(f(2.0))),
+        (
+            "((derivative-R (lambda (y) ((derivative-F (lambda (x) (* (* 2 x) (- y 1)))) 1.0))) 3.0)",
+            Some(f(2.0)),
+        ),
+        // the inner derivative (d/dx (x + 1) = 1, exact: the seed meets an exact
+        // constant's zero tangent; d/dx 3xw = 3w) and its derivative by w (0; 3)
+        (
+            "(value-and-vjp (lambda (w) ((derivative-F (lambda (x) (+ x 1))) w)) 2.0 1.0)",
+            Some("(1 . 0.0)".into()),
+        ),
+        (
+            "(value-and-vjp (lambda (w) ((derivative-F (lambda (x) (* (* x w) 3))) 2.0)) 2.0 1)",
+            Some("(6.0 . 3.0)".into()),
+        ),
+        // Hessians by reverse over forward
+        ("((jacobian-R (gradient-F (lambda (l) (* (car l) (- (cadr l) 0.5))))) (list 2.0 3.0))", None),
+        ("((jacobian-R (gradient-F (lambda (l) (+ 0 (* (car l) (* (cadr l) (cadr l))))))) (list 2 3))", None),
+        (
+            "((jacobian-R (gradient-F (lambda (l) (+ 0 (* (car l) (* (cadr l) (cadr l))))))) (list 2.0 3.0))",
+            None,
+        ),
+        ("((jacobian-R (gradient-F (lambda (l) (/ (car l) (- 1 (cadr l)))))) (list 2.0 3.0))", None),
+    ];
+    on_levels_alike(cases.iter().map(|(s, w)| (*s, w.as_deref())), 1e-14);
+}
+
 /// Comparisons of reals on levels (read in place, by their values, as the
 /// primitive compares them): each branch taken as the transform takes it,
 /// across levels, with equal values and NaN.
