@@ -745,8 +745,14 @@ fn map_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
 /// level's reals (`tape::level_arith2`) where either applies, a real on a level
 /// straight to the tape's `record` (as the primitive does); `None` otherwise
 /// (the caller calls the primitive).
+#[inline(always)]
 fn arith2(m: &mut Machine, op: Option<(Op2, PrimId)>, x: &Value, y: &Value) -> Option<Result<Value>> {
     let (op, p) = op?;
+    arith2_of(m, op, p, x, y)
+}
+
+/// [`arith2`] of primitive `p`, of operation `op`.
+fn arith2_of(m: &mut Machine, op: Op2, p: PrimId, x: &Value, y: &Value) -> Option<Result<Value>> {
     if m.meter.is_some() || m.meter_derivative.is_some() {
         return None;
     }
@@ -811,10 +817,16 @@ fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
 
 /// `(fold-left f acc l)` called directly.
 fn fold_left_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
-    let op = arith_op(&a[0]);
     let mut acc = a[1].clone();
+    let Some((op, p)) = arith_op(&a[0]) else {
+        walk(m, "fold-left", &a[2], |m, x| {
+            acc = call_with(m, &a[0], &[std::mem::replace(&mut acc, Value::Nil), x.clone()])?;
+            Ok(())
+        })?;
+        return Ok(acc);
+    };
     walk(m, "fold-left", &a[2], |m, x| {
-        acc = match arith2(m, op, &acc, x) {
+        acc = match arith2_of(m, op, p, &acc, x) {
             Some(v) => v?,
             None => call_with(m, &a[0], &[std::mem::replace(&mut acc, Value::Nil), x.clone()])?,
         };
