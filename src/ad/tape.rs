@@ -513,7 +513,8 @@ pub fn record(
 /// each a real of the innermost level whose value is a double, or a double
 /// constant, at least one of them a real. On a forward level each real's
 /// tangent is a double (or, for `*` and `/`, a small exact integer, as
-/// `record_doubles` takes it: `gradient-F`'s seed 1) and a constant's is 0.0;
+/// `record_doubles` takes it: `gradient-F`'s seed 1; `+` and `-` of one are
+/// left to `record_doubles`) and a constant's is 0.0;
 /// on a tape the node keeps its doubles unboxed. The same operations in the
 /// same order, and the same node, as `record_doubles` (`formula_f64`, then
 /// `jvp_num` on `f64`; `kept_mask`), so the same bits. `None` where that
@@ -647,7 +648,7 @@ fn record_doubles_on(m: &mut Machine, f: Formula, args: &[Value], id: u32, forwa
     // and tape node)
     let (mut xs, mut ds, mut parents, mut exact, mut duals) = ([0.0; 2], [0.0; 2], [NONE; 2], 0u8, 0u8);
     let mut lift = NONE;
-    let (mut active, mut exact_tangents) = (false, false);
+    let (mut active, mut exact_tangents) = (false, 0u8);
     for (i, a) in args.iter().enumerate() {
         let (mut v, mut real) = (a, false);
         if let Value::Active(r) = a {
@@ -661,7 +662,7 @@ fn record_doubles_on(m: &mut Machine, f: Formula, args: &[Value], id: u32, forwa
                         Value::Real(d) => d,
                         // (an exact tangent, such as `gradient-F`'s seed 1: see below)
                         Value::Int(k) if k.unsigned_abs() <= EXACT_AS_DOUBLE as u64 => {
-                            exact_tangents = true;
+                            exact_tangents |= 1 << i;
                             k as f64
                         }
                         _ => return None,
@@ -701,8 +702,13 @@ fn record_doubles_on(m: &mut Machine, f: Formula, args: &[Value], id: u32, forwa
     // the same IEEE product) before any sum, where `num::arith` converts it as
     // `as f64` does, and an exact constant's product with an exact tangent is
     // exact both ways (both at most 2^26), so the rule on doubles gives the
-    // same numbers; a sum's or difference's tangent would stay exact)
-    if exact_tangents && !scales(f) {
+    // same numbers. A sum's or difference's tangent is converted so where
+    // one of its two tangents is a double; where both are exact (an exact
+    // constant's tangent is its exact zero) it stays exact: the general path.)
+    if exact_tangents != 0
+        && !scales(f)
+        && (!matches!(f, Formula::Add | Formula::Sub) || n != 2 || exact_tangents | exact == 3)
+    {
         return None;
     }
     let y = native::formula_f64(f, &xs[..n])?;

@@ -545,6 +545,12 @@ fn forward_arithmetic_in_place_prints_as_the_transform() {
         // the seed through sums stays exact, until it meets a double constant's zero tangent 0.0
         ("((derivative-F (lambda (x) (- (+ x x) x))) 1.5)", "1".into()),
         ("((derivative-F (lambda (x) (- (+ x x) (+ x 0.5)))) 1.5)", "1.0".into()),
+        // (one exact tangent and a double one, or a double constant's: 1 + 0.0; an
+        // exact constant's zero tangent is exact: 0 - 1 stays exact)
+        ("((derivative-F (lambda (x) (+ x 10.0))) 2)", "1.0".into()),
+        ("((derivative-F (lambda (x) (- 10 x))) 2.0)", "-1".into()),
+        ("((derivative-F (lambda (x) (- (* 3.0 x) (- x 0.5)))) 2.0)", "2.0".into()),
+        ("((gradient-F (lambda (l) (- (car l) (+ (cadr l) 1.0)))) (list 1.0 2.0))", "(1.0 -1.0)".into()),
         // a negative zero tangent through a difference: 1(-0.0) + (-2)(0.0), less 0.0
         ("((derivative-F (lambda (x) (- (* x -0.0) 1.0))) -2.0)", "-0.0".into()),
         ("((gradient-F (lambda (l) (+ (* (car l) (cadr l)) (car l)))) (list 2.0 -3.0))", "(-2.0 2.0)".into()),
