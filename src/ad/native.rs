@@ -1808,16 +1808,7 @@ fn rev_all(m: &Machine, vs: &[&Value], out: &mut [Rv]) -> Option<Option<u32>> {
     for (o, v) in out.iter_mut().zip(vs) {
         *o = match v {
             Value::Active(a) => {
-                let k = match level {
-                    None => {
-                        let k = super::tape::reverse_level(m, a.tape)? as u32;
-                        level = Some((a.tape, k));
-                        k
-                    }
-                    Some((id, k)) if id == a.tape => k,
-                    _ => return None,
-                };
-                Rv { v: X64::of(&a.value)?, node: a.node, k }
+                Rv { v: X64::of(&a.value)?, node: a.node, k: one_reverse_level(m, &mut level, a.tape)? }
             }
             _ => Rv { v: X64::of(v)?, node: NO_NODE, k: 0 },
         };
@@ -1825,10 +1816,34 @@ fn rev_all(m: &Machine, vs: &[&Value], out: &mut [Rv]) -> Option<Option<u32>> {
     Some(level.map(|(id, _)| id))
 }
 
+/// The index among the running levels of reverse level `tape`, if it runs
+/// and is `level`'s (the level met first, with its index; set by the first).
+fn one_reverse_level(m: &Machine, level: &mut Option<(u32, u32)>, tape: u32) -> Option<u32> {
+    match *level {
+        None => {
+            let k = super::tape::reverse_level(m, tape)? as u32;
+            *level = Some((tape, k));
+            Some(k)
+        }
+        Some((id, k)) if id == tape => Some(k),
+        _ => None,
+    }
+}
+
 /// A rule run on [`Rv`] numbers (`args`), or `None` if it fails (an
 /// operation those numbers do not do): then the tape holds none of its operations.
 fn rev_rule<T>(m: &mut Machine, args: &[Rv], rule: impl FnOnce(&mut Machine) -> Result<T>) -> Option<T> {
     let k = args.iter().find(|a| a.node != NO_NODE).map(|a| a.k as usize);
+    undone_on_failure(m, k, rule)
+}
+
+/// `rule`, or `None` if it fails: then the tape at index `k` of the running
+/// levels (if any) holds none of what it recorded.
+fn undone_on_failure<T>(
+    m: &mut Machine,
+    k: Option<usize>,
+    rule: impl FnOnce(&mut Machine) -> Result<T>,
+) -> Option<T> {
     let len = k.map(|k| super::tape::level_len(m, k));
     match rule(m) {
         Ok(r) => Some(r),
@@ -2173,16 +2188,7 @@ fn forward_rev_doubles(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> 
             Value::Int(i) if i.unsigned_abs() <= super::tape::EXACT_AS_DOUBLE as u64 => R1::int(*i),
             Value::Active(a) => {
                 let Value::Real(x) = a.value else { return None };
-                let k = match level {
-                    None => {
-                        let k = super::tape::reverse_level(m, a.tape)? as u32;
-                        level = Some((a.tape, k));
-                        k
-                    }
-                    Some((l, k)) if l == a.tape => k,
-                    _ => return None,
-                };
-                R1 { v: x, exact: false, node: a.node, k }
+                R1 { v: x, exact: false, node: a.node, k: one_reverse_level(m, &mut level, a.tape)? }
             }
             _ => return None,
         };
@@ -2190,21 +2196,11 @@ fn forward_rev_doubles(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> 
     let (xs, ds) =
         values_and_tangents(n, &rs, constants, |x| R1 { v: 0.0, exact: x.exact, node: NO_NODE, k: 0 });
     // (recorded on the tape; nothing left there if either fails)
-    let mark = level.map(|(_, k)| (k as usize, super::tape::level_len(m, k as usize)));
-    let rule = |m: &mut Machine| -> Result<(R1, R1)> {
+    let (y, dy) = undone_on_failure(m, level.map(|(_, k)| k as usize), |m| {
         let y = R1::op(m, f, &xs[..n])?;
         let dy = jvp_num::<R1>(m, f, &xs[..n], &y, &ds[..n])?;
         Ok((y, dy))
-    };
-    let (y, dy) = match rule(m) {
-        Ok(r) => r,
-        Err(_) => {
-            if let Some((k, len)) = mark {
-                super::tape::truncate_level(m, k, len);
-            }
-            return None;
-        }
-    };
+    })?;
     let id_r = level.map(|(l, _)| l);
     Some(super::tape::forward_real(id, y.value(id_r), dy.value(id_r)))
 }
