@@ -733,6 +733,25 @@ impl Machine {
     }
 
     /// Calls a primitive on the `nargs` values on top of the stack.
+    /// [`Machine::call_prim`] of a primitive of one argument, `v` (not on the value stack).
+    #[inline(always)]
+    fn call_prim1(&mut self, p: PrimId, v: Value) -> Result<Value> {
+        let def = prims::prim(p);
+        if let Some(m) = &mut self.meter {
+            if def.class != Class::Other {
+                m[p as usize] += 1;
+            }
+        }
+        if self.tape.active() && !def.tape_ok {
+            return Err(crate::ad::tape::decline(def.name));
+        }
+        let v = match v {
+            Value::Lazy(_) if !def.lazy => self.force_arg(def, &v)?,
+            v => v,
+        };
+        (def.imp)(self, std::slice::from_ref(&v))
+    }
+
     pub fn call_prim(&mut self, p: PrimId, nargs: usize) -> Result<Value> {
         let def = prims::prim(p);
         if let Some(m) = &mut self.meter {
@@ -1479,6 +1498,11 @@ impl Machine {
                 Some(Value::Tagged(..) | Value::Bundle(_)) | None => {}
                 Some(_) => return Ok(true),
             },
+            Cond::Is(shape, a) => {
+                if let Some(v) = self.peek_operand(base, inst, a) {
+                    return Ok(shape.test(v));
+                }
+            }
         }
         self.truth_slow(base, inst, c)
     }
@@ -1497,6 +1521,7 @@ impl Machine {
             Cond::CmpInt(op, x, k, p, span) => {
                 self.arith_int_value(base, inst, *op, *x, *k, *p, *span)?.is_true_stripped()
             }
+            Cond::Is(shape, a) => shape.test(&atom!(self, base, inst, a)),
         })
     }
 
@@ -1988,6 +2013,13 @@ impl Machine {
                 None => self.arith_slow(base, inst, *op, a, b, *p, *span),
             },
             CExpr::Arith2Int(op, x, k, p, span) => self.arith_int_value(base, inst, *op, *x, *k, *p, *span),
+            CExpr::Prim(p, CArgs::One(a), span) if prims::prim(*p).arity == 1 => {
+                let v = atom!(self, base, inst, a);
+                if self.meter_derivative.is_some() {
+                    self.meter_site(*p, inst);
+                }
+                self.call_prim1(*p, v).map_err(|e| e.at(*span))
+            }
             CExpr::Prim(p, args, span) => {
                 let n = self.push_args(base, inst, args)?;
                 if self.meter_derivative.is_some() {

@@ -137,6 +137,37 @@ pub enum Cond {
     Cmp(Op2, CAtom, CAtom, PrimId, Span),
     /// [`Cond::Cmp`] of a slot and an exact integer constant.
     CmpInt(Op2, u32, i64, PrimId, Span),
+    /// `(null? x)` (`Shape::Null`) or `(pair? x)` read only by the `if`: the
+    /// primitive's test made in place (it takes any value, lazy ones as they
+    /// are, and is neither metered nor declined by a tape).
+    Is(Shape, CAtom),
+}
+
+/// The shape [`Cond::Is`] tests for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Shape {
+    Null,
+    Pair,
+}
+
+impl Shape {
+    /// The primitive `name` tests for this shape.
+    fn of(name: &str) -> Option<Shape> {
+        match name {
+            "null?" => Some(Shape::Null),
+            "pair?" => Some(Shape::Pair),
+            _ => None,
+        }
+    }
+
+    /// Whether `v` has this shape: the primitive's result.
+    #[inline(always)]
+    pub fn test(self, v: &Value) -> bool {
+        match self {
+            Shape::Null => matches!(v, Value::Nil),
+            Shape::Pair => v.is_pair(),
+        }
+    }
 }
 
 #[repr(u8)]
@@ -814,6 +845,17 @@ impl Resolver<'_> {
                             (CAtom::Local(x), CAtom::Const(Value::Int(k))) => Cond::CmpInt(op, x, k, *p, *s),
                             (a, b) => Cond::Cmp(op, a, b, *p, *s),
                         });
+                        continue;
+                    }
+                }
+            }
+            // So is a test of shape (`null?`, `pair?`).
+            if let Bind::Let(x, Expr::Prim(p, Args::One(a), _)) = bind {
+                if let (Some(shape), Some(Bind::Let(_, Expr::If(Atom::Var(c), ..)))) =
+                    (Shape::of(crate::prims::prim(*p).name), b.binds.get(i + 1))
+                {
+                    if c == x && self.uses.get(x).copied() == Some(1) {
+                        fused = Some(Cond::Is(shape, self.atom(a)));
                         continue;
                     }
                 }

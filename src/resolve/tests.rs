@@ -82,7 +82,7 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
         CExpr::Closure(_, caps) => caps.iter().for_each(|c| a(c, out)),
         CExpr::If(c, t, f) => {
             match c {
-                Cond::Atom(c) => a(c, out),
+                Cond::Atom(c) | Cond::Is(_, c) => a(c, out),
                 Cond::Cmp(_, x, y, _, _) => {
                     a(x, out);
                     a(y, out)
@@ -284,4 +284,26 @@ fn backpropagators_get_an_untagged_entry() {
     // not ending in a sensitize of the result: none
     assert_eq!(untagged_shape("(lambda (s) (unsensitize s))"), None);
     assert_eq!(untagged_shape("(lambda (s) (let ((x (unsensitize s))) (cons x (sensitize x))))"), None);
+}
+
+/// The shape test an `if` makes: `Cond::Is` where the `null?`/`pair?` result
+/// is read by the `if` alone, a slot otherwise.
+fn if_condition(src: &str) -> String {
+    let g = group(src);
+    let c = code(&g);
+    match &c.members[0].body.tail {
+        CExpr::If(Cond::Is(shape, _), ..) => format!("{shape:?}"),
+        CExpr::If(Cond::Atom(_), ..) => "atom".to_string(),
+        CExpr::If(..) => "comparison".to_string(),
+        _ => "no if".to_string(),
+    }
+}
+
+#[test]
+fn shape_tests_read_only_by_an_if_are_fused_into_it() {
+    assert_eq!(if_condition("(lambda (l) (if (null? l) 0 1))"), "Null");
+    assert_eq!(if_condition("(lambda (l) (if (pair? l) 0 1))"), "Pair");
+    assert_eq!(if_condition("(lambda (l) (let ((t (null? l))) (if t t 1)))"), "atom");
+    assert_eq!(if_condition("(lambda (l) (if (real? l) 0 1))"), "atom");
+    assert_eq!(if_condition("(lambda (l) (if (< l 1) 0 1))"), "comparison");
 }
