@@ -2348,6 +2348,17 @@ impl Machine {
         match b {
             CBind::Split(..) => self.exec_split(base, inst, b),
             CBind::Let(s, CExpr::Cons(a, d)) => self.exec_cons(base, inst, *s, a, d),
+            CBind::Uncons(x, y, a, _) => {
+                // A pair where it lies: its parts are copied out, the pair's
+                // count left alone.
+                if let Some(Value::Pair(p)) = self.peek_operand(base, inst, a) {
+                    let (car, cdr) = (p.car.clone(), p.cdr.clone());
+                    self.stack[base + *x as usize] = car;
+                    self.stack[base + *y as usize] = cdr;
+                    return Ok(());
+                }
+                self.exec_other(base, inst, b)
+            }
             _ => self.exec_other(base, inst, b),
         }
     }
