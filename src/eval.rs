@@ -681,6 +681,22 @@ impl Machine {
         Ok(self.pop())
     }
 
+    /// Calls procedure `f` on `args` (a primitive calling a procedure it was
+    /// passed, as `map` does): as [`Machine::call`], a closure through the
+    /// reference (no count raised and lowered around the call).
+    pub fn call_on(&mut self, f: &Value, args: &[Value]) -> Result<Value> {
+        for a in args {
+            self.push(a.clone());
+        }
+        match f {
+            Value::Closure(inst, idx) => {
+                self.call_closure_push(inst, *idx, args.len(), None)?;
+                Ok(self.pop())
+            }
+            f => self.call(f.clone(), args.len(), None),
+        }
+    }
+
     /// Pops the top of the value stack (a result left there by a call).
     #[inline(always)]
     fn pop(&mut self) -> Value {
@@ -2348,6 +2364,12 @@ impl Machine {
         match b {
             CBind::Split(..) => self.exec_split(base, inst, b),
             CBind::Let(s, CExpr::Cons(a, d)) => self.exec_cons(base, inst, *s, a, d),
+            CBind::Let(s, CExpr::Closure(g, caps)) => {
+                // (a lambda: in this small frame too)
+                let v = self.capture(base, inst, g.clone(), caps, 0)?;
+                self.set(base + *s as usize, v);
+                Ok(())
+            }
             CBind::Uncons(x, y, a, _) => {
                 // A pair where it lies: its parts are copied out, the pair's
                 // count left alone.

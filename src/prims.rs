@@ -725,8 +725,7 @@ fn walk(
 
 /// `f` called with `args` (pushed as a call's arguments are).
 fn call_with(m: &mut Machine, f: &Value, args: &[Value]) -> Result<Value> {
-    m.stack.extend(args.iter().cloned());
-    m.call(f.clone(), args.len(), None)
+    m.call_on(f, args)
 }
 
 /// `(map f l)` called directly: f on every element, first to last.
