@@ -248,6 +248,9 @@ impl Tape {
 /// How many items a chunk of a tape's store holds.
 const CHUNK: usize = 4096;
 
+/// How many emptied tapes `Tapes` keeps for reuse (nested levels each take one).
+const SPARE_TAPES: usize = 4;
+
 /// A tape's nodes (or the values they keep), in order: in chunks of `CHUNK`
 /// (the first grows as a vector does, and is all a short tape allocates), so
 /// that a long tape grows without copying itself and without a doubled
@@ -283,6 +286,12 @@ impl<T> Chunks<T> {
     fn start_chunk(&mut self) {
         let full = std::mem::replace(&mut self.last, Vec::with_capacity(CHUNK));
         self.full.push(full);
+    }
+
+    /// Empty, keeping the last chunk's room.
+    fn clear(&mut self) {
+        self.full.clear();
+        self.last.clear();
     }
 
     fn truncate(&mut self, len: usize) {
@@ -341,6 +350,9 @@ pub struct Tapes {
     pub declined_runs: u64,
     /// Why the first run that gave way did (for `--metered`).
     pub first_decline: Option<String>,
+    /// Emptied tapes whose stores keep their room for the next runs (a run
+    /// on a short tape then allocates nothing for it; see `Tapes::recycle`).
+    spare: Vec<Tape>,
     /// Runs that gave way because the transform's cotangent could be inexact
     /// where the tape's is exact (see `exactness_may_differ`).
     pub exactness_declined: u64,
@@ -361,6 +373,7 @@ impl Default for Tapes {
             declined_runs: 0,
             first_decline: None,
             exactness_declined: 0,
+            spare: Vec::new(),
         }
     }
 }
@@ -378,6 +391,29 @@ impl Tapes {
     #[inline(always)]
     pub fn active(&self) -> bool {
         !self.stack.is_empty()
+    }
+
+    /// A new level: an emptied spare tape if there is one (see `recycle`).
+    fn fresh(&mut self, id: u32, forward: bool) -> Tape {
+        match self.spare.pop() {
+            Some(mut t) => {
+                (t.id, t.forward, t.lift) = (id, forward, NONE);
+                t
+            }
+            None => Tape::new(id, forward),
+        }
+    }
+
+    /// Keeps a finished level's stores, emptied, for the next levels (at most
+    /// `SPARE_TAPES` of them; a chunk at most each: a long tape's other
+    /// chunks are freed).
+    fn recycle(&mut self, mut t: Tape) {
+        if self.spare.len() < SPARE_TAPES {
+            t.nodes.clear();
+            t.vals.clear();
+            t.reals.clear();
+            self.spare.push(t);
+        }
     }
 
     /// Forgets levels left by an evaluation that did not return (a panic caught
@@ -1042,7 +1078,8 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
     let id = m.tape.next_id;
     m.tape.next_id += 1;
     let forward = want == Want::Jvp;
-    m.tape.stack.push(Tape::new(id, forward));
+    let level = m.tape.fresh(id, forward);
+    m.tape.stack.push(level);
     let mut inputs = Vec::new();
     let mut bools = false;
     let xa =
@@ -1068,6 +1105,7 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
         return Ok(gave_way(m, "a result nested too deeply"));
     }
     if forward {
+        m.tape.recycle(tape);
         let dy = match tangent_of(m, &y, id) {
             Ok(dy) => dy,
             Err(e) if e.kind == ErrorKind::Limit => return Err(e),
@@ -1096,7 +1134,7 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
     };
     // (the tape and the other nodes' sensitivities freed before the cotangent is built)
     let lift = tape.lift;
-    drop(tape);
+    m.tape.recycle(tape);
     let mut sens: Vec<Option<Value>> =
         inputs.iter().map(|&n| adj[n as usize].take().map(|s| s.into_value(lift))).collect();
     drop(adj);
