@@ -245,6 +245,9 @@ impl Tape {
     }
 }
 
+/// The tape nodes of a run's inputs: inline while they are few.
+type Inputs = SmallVec<[u32; 8]>;
+
 /// How many items a chunk of a tape's store holds.
 const CHUNK: usize = 4096;
 
@@ -1080,7 +1083,7 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
     let forward = want == Want::Jvp;
     let level = m.tape.fresh(id, forward);
     m.tape.stack.push(level);
-    let mut inputs = Vec::new();
+    let mut inputs = Inputs::new();
     let mut bools = false;
     let xa =
         if forward { activate_forward(x, &args[2], id) } else { activate(m, x, id, &mut inputs, &mut bools) };
@@ -1135,7 +1138,7 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
     // (the tape and the other nodes' sensitivities freed before the cotangent is built)
     let lift = tape.lift;
     m.tape.recycle(tape);
-    let mut sens: Vec<Option<Value>> =
+    let mut sens: SmallVec<[Option<Value>; 8]> =
         inputs.iter().map(|&n| adj[n as usize].take().map(|s| s.into_value(lift))).collect();
     drop(adj);
     let mut k = 0;
@@ -1235,7 +1238,7 @@ fn tangent_of(m: &mut Machine, y: &Value, id: u32) -> Result<Option<Value>> {
 /// `inputs`, in order); `None` if `x` holds anything but pairs, `()`,
 /// booleans and reals.
 /// (`bools`: set if it holds a boolean).
-fn activate(m: &mut Machine, x: &Value, id: u32, inputs: &mut Vec<u32>, bools: &mut bool) -> Option<Value> {
+fn activate(m: &mut Machine, x: &Value, id: u32, inputs: &mut Inputs, bools: &mut bool) -> Option<Value> {
     let mut budget = 0usize;
     activate_rec(m, x, id, inputs, &mut budget, bools)
 }
@@ -1244,7 +1247,7 @@ fn activate_rec(
     m: &mut Machine,
     x: &Value,
     id: u32,
-    inputs: &mut Vec<u32>,
+    inputs: &mut Inputs,
     depth: &mut usize,
     bools: &mut bool,
 ) -> Option<Value> {
