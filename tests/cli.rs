@@ -840,6 +840,32 @@ fn metered_counts_primitive_arithmetic() {
     assert_eq!(calls(&o3.stderr) - calls(&o.stderr), 3 + 1);
 }
 
+#[test]
+fn time_reports_each_top_level_expression() {
+    let d = Dir::new();
+    // Definitions are not reported; each expression is, after its value, with its
+    // location (the numbers themselves are not checked: no timing in tests).
+    d.file(
+        "t.vlad",
+        "(define (loop i acc) (if (= i 0) acc (loop (- i 1) (+ acc 1))))\n(loop 10 0)\n(define k 2)\n  (loop 3000 k)\n",
+    );
+    let o = vlad(&d, &["--time", "t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "10\n3002\n"), "{}", o.stderr);
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", o.stderr);
+    let ms = |l: &str, at: &str| -> f64 {
+        let rest = l.strip_prefix("time: ").unwrap_or_else(|| panic!("{l}"));
+        let (n, loc) = rest.split_once(" ms ").unwrap_or_else(|| panic!("{l}"));
+        assert_eq!(loc, format!("({at})"), "{l}");
+        n.parse().unwrap_or_else(|_| panic!("{l}"))
+    };
+    assert!(ms(lines[0], "t.vlad:2:1") >= 0.0 && ms(lines[1], "t.vlad:4:3") >= 0.0, "{}", o.stderr);
+    // `vlad run` takes it too; without it nothing is reported.
+    let r = vlad(&d, &["run", "--time", "t.vlad"]);
+    assert_eq!(r.stderr.lines().count(), 2, "{}", r.stderr);
+    assert_eq!(vlad(&d, &["t.vlad"]).stderr, "");
+}
+
 // ---- vlad test ----
 
 #[test]

@@ -9,11 +9,14 @@ Called by bench/run.sh (which builds vlad first); standard library only.
 Times are CPU seconds (user + system of the process, all its threads), the
 median over repetitions: the machines this runs on may be shared, and CPU time
 is far less disturbed by other load than wall time.  Peers time themselves
-(around the workload only: no start-up, no imports, no JIT compilation);
-vlad is timed from outside, the whole process, less the CPU time of an empty
-program (start-up and prelude), or for the rows whose input is built first (the
-lists of hvp-sum), less that of a program that only builds it (the peers time
-their workloads around such input, built before the clock starts).  The vlad binary is target/release/vlad, or
+(around the workload only: no start-up, no imports, no JIT compilation), and
+so does vlad (`vlad --time`: each top-level expression's CPU time; not
+start-up, reading, compiling, nor the definitions that build a workload's
+input, such as the lists of hvp-sum, which the peers also build untimed).
+`--vlad-clock process` times vlad as sessions before 22 did: from outside, the
+whole process, less the CPU time of an empty program (start-up and prelude), or
+for the rows whose input is built first, less that of a program that only
+builds it.  The vlad binary is target/release/vlad, or
 $VLAD if set (to measure another build).  Every peer's result is checked against
 vlad's (or, where vlad has none, Chez's) to a relative 1e-6.
 """
@@ -222,6 +225,10 @@ def child_cpu():
 NUM = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
+SELF_TIMED = True  # vlad's own --time report (see --vlad-clock)
+TIME_LINE = re.compile(r"^time: ([0-9.]+) ms ", re.M)
+
+
 def run_vlad(name, reps, timeout, log, metered=True):
     path = os.path.join(VLAD_DIR, name + ".vlad")
     times, values, ops, err = [], None, None, None
@@ -233,7 +240,7 @@ def run_vlad(name, reps, timeout, log, metered=True):
     for with_meter in metered:
         c0 = child_cpu()
         try:
-            argv = [VLAD, "--metered", path] if with_meter else [VLAD, path]
+            argv = [VLAD, "--metered", path] if with_meter else [VLAD] + (["--time"] if SELF_TIMED else []) + [path]
             p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=VLAD_DIR)
         except subprocess.TimeoutExpired:
             return None, None, None, f"timeout > {timeout} s"
@@ -246,7 +253,13 @@ def run_vlad(name, reps, timeout, log, metered=True):
             m = re.search(r"metered: (\d+) primitive operations", p.stderr)
             ops = int(m.group(1)) if m else None
         else:
-            times.append(c1 - c0)
+            if SELF_TIMED:
+                ts = TIME_LINE.findall(p.stderr)
+                if not ts:
+                    return None, None, None, "no `time:` line from vlad --time"
+                times.append(sum(float(t) for t in ts) / 1e3)
+            else:
+                times.append(c1 - c0)
             values = [float(x) for x in NUM.findall(p.stdout)]
     return statistics.median(times), values, ops, None
 
@@ -311,10 +324,17 @@ def main():
                          "over the rounds (each round's own figure is a median over its repetitions): ratios "
                          "then hold across the slow and fast phases of a shared machine (default 1)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds allowed to one process (default 300)")
+    ap.add_argument("--vlad-clock", choices=("self", "process"), default="self",
+                    help="vlad's time: its own report of its top-level expressions' CPU time (`vlad --time`, "
+                         "the default: as the peers time themselves), or the whole process's less an empty "
+                         "program's (and, for hvp-sum, less a program that only builds the input), as before "
+                         "session 22")
     ap.add_argument("--json", default=None, help="also write all results as JSON here")
     ap.add_argument("--md", default=None, help="also write the table (markdown) here")
     ap.add_argument("--log", default=os.path.join(ROOT, "target", "bench-peers.log"), help="raw output log")
     a = ap.parse_args()
+    global SELF_TIMED
+    SELF_TIMED = a.vlad_clock == "self"
     profile = "quick" if a.quick else "full" if a.full else "standard"
     only = re.compile(a.only) if a.only else None
     peers = a.peers.split(",") if a.peers else PEERS
@@ -344,7 +364,10 @@ def main():
         subprocess.run([VLAD, empty], capture_output=True)
         base.append(child_cpu() - c0)
     baseline = min(base)  # the least disturbed run
-    print(f"vlad start-up (empty program, subtracted): {fmt_t(baseline)}", file=sys.stderr)
+    if SELF_TIMED:
+        print(f"vlad start-up (empty program, not counted: vlad times itself): {fmt_t(baseline)}", file=sys.stderr)
+    else:
+        print(f"vlad start-up (empty program, subtracted): {fmt_t(baseline)}", file=sys.stderr)
 
     # vlad, then the peers; `--rounds` repeats both, alternately, and each cell
     # is the median of its rounds' medians
@@ -363,8 +386,17 @@ def main():
         setup_time = {}  # setup file -> this round's CPU time (a median)
 
         def less_setup(name, s):
-            """vlad's time for file `name`: less its setup program's, or the start-up's"""
+            """vlad's time for file `name`: less its setup program's, or the start-up's
+            (as it is where vlad times itself)"""
             sf = SETUP.get(name)
+            if SELF_TIMED:
+                # (its time is not counted, but its operations are still subtracted
+                # from the row's metered count, which is the whole program's)
+                if sf is not None and rnd == 0 and sf not in ops:
+                    _, _, sn, _ = run_vlad(sf, 1, a.timeout, log, metered=True)
+                    if sn is not None:
+                        ops[sf] = sn
+                return s
             if sf is None:
                 return max(s - baseline, 0.0)
             if sf not in setup_time:
@@ -484,7 +516,10 @@ def main():
     notes.append(f"CPU seconds per run (per call for hvp-quad), median"
                  f"{f' of {rounds} rounds (vlad and the peers alternately)' if rounds > 1 else ''}; "
                  f"(÷vlad) = peer time ÷ vlad time, "
-                 f"below 1 means the peer is faster. vlad start-up {fmt_t(baseline)} subtracted.")
+                 f"below 1 means the peer is faster. "
+                 + (f"vlad timed by itself (`--time`: its top-level expressions, not start-up, {fmt_t(baseline)}, "
+                    f"nor the definitions that build the input)." if SELF_TIMED
+                    else f"vlad start-up {fmt_t(baseline)} subtracted."))
     for p, why in skipped.items():
         notes.append(f"{PEER_TITLES[p]}: skipped, {why}.")
     for (what, col), err in errors.items():
@@ -503,7 +538,7 @@ def main():
             f.write(text + "\n")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"profile": profile, "vlad_startup": baseline,
+            json.dump({"profile": profile, "vlad_clock": a.vlad_clock, "vlad_startup": baseline,
                        "cells": [{"row": k, "column": c, "seconds": s, "values": values.get((k, c))}
                                  for (k, c), s in cells.items()],
                        "vlad_primal": {k: {"seconds": vtime.get(k), "ops": ops.get(k)} for k in primal_files},
