@@ -6,7 +6,8 @@
 #   bench/run.sh --quick    one repetition, skips the slowest runs
 #   bench/run.sh --full     adds the slow peer runs (autograd/torch on every saddle variant, ...)
 #   bench/run.sh --rounds 3 vlad and the peers alternately, three times; medians over the rounds
-#   bench/run.sh --help     all options (--only REGEX, --peers LIST, --reps N, --rounds K, --json FILE, --md FILE)
+#   bench/run.sh --help     all options (--only REGEX, --peers LIST, --reps N, --rounds K, --json FILE, --md FILE,
+#                           --vlad-clock self|process: vlad's own `--time` report, the default, or the whole process)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
