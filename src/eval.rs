@@ -748,7 +748,6 @@ impl Machine {
         acc
     }
 
-    /// Calls a primitive on the `nargs` values on top of the stack.
     /// [`Machine::call_prim`] of a primitive of one argument, `v` (not on the value stack).
     #[inline(always)]
     fn call_prim1(&mut self, p: PrimId, v: Value) -> Result<Value> {
@@ -768,6 +767,7 @@ impl Machine {
         (def.imp)(self, std::slice::from_ref(&v))
     }
 
+    /// Calls a primitive on the `nargs` values on top of the stack.
     pub fn call_prim(&mut self, p: PrimId, nargs: usize) -> Result<Value> {
         let def = prims::prim(p);
         if let Some(m) = &mut self.meter {
