@@ -386,8 +386,13 @@ impl Tapes {
     /// `lift` runs, a forward level, and is the one the tape keeps (if any).
     #[inline(always)]
     fn may_lift(&self, lift: u32) -> bool {
-        let running = self.stack.iter().rev().find(|l| l.id == lift).is_some_and(|l| l.forward);
-        running && self.stack.last().is_some_and(|t| t.lift == NONE || t.lift == lift)
+        self.forward_running(lift) && self.stack.last().is_some_and(|t| t.lift == NONE || t.lift == lift)
+    }
+
+    /// Is level `id` running, and a forward level?
+    #[inline(always)]
+    fn forward_running(&self, id: u32) -> bool {
+        self.stack.iter().rev().find(|l| l.id == id).is_some_and(|l| l.forward)
     }
 
     /// Is a function running on a level now?
@@ -1676,7 +1681,7 @@ fn add_slow(m: &mut Machine, old: Value, c: Value) -> Result<Value> {
 
 /// Is level `id` running, and a forward one (dual numbers)?
 pub(super) fn forward_level_running(m: &Machine, id: u32) -> bool {
-    running(m, id).is_some_and(|k| m.tape.stack[k].forward)
+    m.tape.forward_running(id)
 }
 
 /// A real of forward level `id` (its value and tangent).
