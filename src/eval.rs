@@ -751,15 +751,7 @@ impl Machine {
     /// [`Machine::call_prim`] of a primitive of one argument, `v` (not on the value stack).
     #[inline(always)]
     fn call_prim1(&mut self, p: PrimId, v: Value) -> Result<Value> {
-        let def = prims::prim(p);
-        if let Some(m) = &mut self.meter {
-            if def.class != Class::Other {
-                m[p as usize] += 1;
-            }
-        }
-        if self.tape.active() && !def.tape_ok {
-            return Err(crate::ad::tape::decline(def.name));
-        }
+        let def = self.prim_entry(p)?;
         let v = match v {
             Value::Lazy(_) if !def.lazy => self.force_arg(def, &v)?,
             v => v,
@@ -767,8 +759,10 @@ impl Machine {
         (def.imp)(self, std::slice::from_ref(&v))
     }
 
-    /// Calls a primitive on the `nargs` values on top of the stack.
-    pub fn call_prim(&mut self, p: PrimId, nargs: usize) -> Result<Value> {
+    /// Primitive `p`'s definition, as a call of it begins: the call metered,
+    /// and declined on a tape that does not model it.
+    #[inline(always)]
+    fn prim_entry(&mut self, p: PrimId) -> Result<&'static PrimDef> {
         let def = prims::prim(p);
         if let Some(m) = &mut self.meter {
             if def.class != Class::Other {
@@ -776,10 +770,21 @@ impl Machine {
             }
         }
         if self.tape.active() && !def.tape_ok {
-            let len = self.stack.len();
-            self.stack.truncate(len - nargs);
             return Err(crate::ad::tape::decline(def.name));
         }
+        Ok(def)
+    }
+
+    /// Calls a primitive on the `nargs` values on top of the stack.
+    pub fn call_prim(&mut self, p: PrimId, nargs: usize) -> Result<Value> {
+        let def = match self.prim_entry(p) {
+            Ok(def) => def,
+            Err(e) => {
+                let len = self.stack.len();
+                self.stack.truncate(len - nargs);
+                return Err(e);
+            }
+        };
         if nargs == def.arity as usize && nargs <= 3 {
             let mut buf: [Value; 3] = [Value::Nil, Value::Nil, Value::Nil];
             for i in (0..nargs).rev() {
