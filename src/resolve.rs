@@ -835,27 +835,30 @@ impl Resolver<'_> {
                     continue;
                 }
             }
-            // A comparison read only by the `if` bound next is fused into it.
-            if let Bind::Let(x, Expr::Prim(p, Args::Tuple(xs), s)) = bind {
-                if let (Some(op), Some(Bind::Let(_, Expr::If(Atom::Var(c), ..)))) =
-                    (Op2::of(crate::prims::prim(*p).name), b.binds.get(i + 1))
-                {
-                    if xs.len() == 2 && op.is_comparison() && c == x && self.uses.get(x).copied() == Some(1) {
-                        fused = Some(match (self.atom(&xs[0]), self.atom(&xs[1])) {
-                            (CAtom::Local(x), CAtom::Const(Value::Int(k))) => Cond::CmpInt(op, x, k, *p, *s),
-                            (a, b) => Cond::Cmp(op, a, b, *p, *s),
-                        });
-                        continue;
-                    }
-                }
-            }
-            // So is a test of shape (`null?`, `pair?`).
-            if let Bind::Let(x, Expr::Prim(p, Args::One(a), _)) = bind {
-                if let (Some(shape), Some(Bind::Let(_, Expr::If(Atom::Var(c), ..)))) =
-                    (Shape::of(crate::prims::prim(*p).name), b.binds.get(i + 1))
-                {
-                    if c == x && self.uses.get(x).copied() == Some(1) {
-                        fused = Some(Cond::Is(shape, self.atom(a)));
+            // A comparison, or a test of shape (`null?`, `pair?`), read only by
+            // the `if` bound next is fused into it.
+            if let Bind::Let(x, Expr::Prim(p, args, s)) = bind {
+                let read_by_if =
+                    matches!(b.binds.get(i + 1), Some(Bind::Let(_, Expr::If(Atom::Var(c), ..))) if c == x);
+                if read_by_if && self.uses.get(x).copied() == Some(1) {
+                    let name = crate::prims::prim(*p).name;
+                    let cond = match args {
+                        Args::Tuple(xs) if xs.len() == 2 => match Op2::of(name) {
+                            Some(op) if op.is_comparison() => {
+                                Some(match (self.atom(&xs[0]), self.atom(&xs[1])) {
+                                    (CAtom::Local(x), CAtom::Const(Value::Int(k))) => {
+                                        Cond::CmpInt(op, x, k, *p, *s)
+                                    }
+                                    (a, b) => Cond::Cmp(op, a, b, *p, *s),
+                                })
+                            }
+                            _ => None,
+                        },
+                        Args::One(a) => Shape::of(name).map(|shape| Cond::Is(shape, self.atom(a))),
+                        _ => None,
+                    };
+                    if cond.is_some() {
+                        fused = cond;
                         continue;
                     }
                 }
