@@ -554,8 +554,9 @@ pub fn record(
 
 /// The commonest operation of a level, read in place (no operand cloned; the
 /// caller checks that nothing is metered): `op` (`+ - * /`) on two operands,
-/// each a real of the innermost level whose value is a double, or a double
-/// constant, at least one of them a real. On a forward level each real's
+/// each a real of the innermost level whose value is a double, or a constant
+/// (a double, or an exact integer of at most `EXACT_AS_DOUBLE` in magnitude,
+/// kept as a double marked exact), at least one of them a real. On a forward level each real's
 /// tangent is a double (or, for `*` and `/`, a small exact integer, as
 /// `record_doubles` takes it: `gradient-F`'s seed 1; `+` and `-` of one are
 /// left to `record_doubles`) and a constant's is 0.0;
@@ -576,8 +577,10 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
     let t = tapes.stack.last_mut()?;
     let id = t.id;
     if !t.forward {
-        // (a value, its tangent and whether it is a real of the enclosing
-        // forward level `lift` (a dual, forward over reverse), and its tape node)
+        // (a value, its tangent, whether it is a real of the enclosing forward
+        // level `lift` (a dual, forward over reverse), its tape node, and
+        // whether it is a small exact integer constant, kept as a double marked
+        // exact, as `record_doubles` keeps it)
         let mut lift = NONE;
         let mut real = |v: &Value| {
             let (v, node) = match v {
@@ -585,16 +588,19 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
                 _ => (v, NONE),
             };
             match v {
-                Value::Real(p) => Some((*p, 0.0, false, node)),
+                Value::Real(p) => Some((*p, 0.0, false, node, false)),
+                Value::Int(k) if node == NONE && k.unsigned_abs() <= EXACT_AS_DOUBLE as u64 => {
+                    Some((*k as f64, 0.0, false, NONE, true))
+                }
                 Value::Active(w) if w.node == NONE && w.tape < id && (lift == NONE || lift == w.tape) => {
                     let (Value::Real(p), Value::Real(d)) = (&w.value, &w.tangent) else { return None };
                     lift = w.tape;
-                    Some((*p, *d, true, node))
+                    Some((*p, *d, true, node, false))
                 }
                 _ => None,
             }
         };
-        let ((a, da, dual_a, na), (b, db, dual_b, nb)) = (real(x)?, real(y)?);
+        let ((a, da, dual_a, na, exact_a), (b, db, dual_b, nb, exact_b)) = (real(x)?, real(y)?);
         if na == NONE && nb == NONE {
             return None;
         }
@@ -615,7 +621,7 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
             xs: [a, b],
             ds: [da, db],
             duals,
-            exact: 0,
+            exact: exact_a as u8 | (exact_b as u8) << 1,
             lift,
             y: v,
             dy: dv,
@@ -633,6 +639,8 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
             _ => None,
         },
         Value::Real(p) => Some((*p, 0.0, false)),
+        // (a small exact integer constant, as `record_doubles` takes it)
+        Value::Int(k) if k.unsigned_abs() <= EXACT_AS_DOUBLE as u64 => Some((*k as f64, 0.0, false)),
         _ => None,
     };
     let ((a, da, ra), (b, db, rb)) = (dual(x)?, dual(y)?);
