@@ -1788,8 +1788,8 @@ impl Machine {
                     // primitive compares them: for two doubles, as the inline
                     // arithmetic does)
                     let (x, y) = (crate::ad::tape::strip(x), crate::ad::tape::strip(y));
-                    if let (Value::Real(_), Value::Real(_)) = (x, y) {
-                        if let Some(n) = fast_arith(op, x, y) {
+                    if let (Value::Real(_), Value::Real(_)) = (&*x, &*y) {
+                        if let Some(n) = fast_arith(op, &x, &y) {
                             return Ok(n.value());
                         }
                     }
@@ -1803,7 +1803,7 @@ impl Machine {
         if self.meter_derivative.is_some() {
             self.meter_site(p, inst);
         }
-        if matches!(x, Value::Active(_)) || matches!(y, Value::Active(_)) {
+        if x.is_active() || y.is_active() {
             // a real on a dual number or tape level (`ad::tape`): straight to its record
             if let Some(f) = crate::ad::tape::scalar_formula(p) {
                 if let Some(m) = &mut self.meter {

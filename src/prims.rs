@@ -299,7 +299,7 @@ fn table() -> Vec<PrimDef> {
         p(
             "real?",
             1,
-            |_, a| Ok(Value::Bool(a[0].is_number() || matches!(a[0], Value::Active(_)))),
+            |_, a| Ok(Value::Bool(a[0].is_number() || a[0].is_active())),
             shape("(if (pair? v) #f (if (procedure? v) #f (real? (STRIP v))))"),
             Other,
         ),
@@ -360,7 +360,7 @@ fn table() -> Vec<PrimDef> {
             "%real-derivative",
             1,
             |m, a| {
-                if ops::strip(&a[0]).is_number() || matches!(a[0], Value::Active(_)) {
+                if ops::strip(&a[0]).is_number() || a[0].is_active() {
                     return Ok(a[0].clone());
                 }
                 let d = primal_view(m, &a[0], &mut 64);
@@ -407,7 +407,7 @@ fn table() -> Vec<PrimDef> {
             "real",
             1,
             |_, a| {
-                if let Value::Active(_) = a[0] {
+                if a[0].is_active() {
                     return Ok(a[0].clone());
                 }
                 real_arg("real", &a[0])?;
@@ -604,7 +604,7 @@ fn unary(
     v: &Value,
     f: fn(&Value) -> Option<Value>,
 ) -> Result<Value> {
-    if let Value::Active(_) = v {
+    if v.is_active() {
         return tape::record(m, formula, std::slice::from_ref(v), &|m, x| unary(m, name, formula, &x[0], f));
     }
     f(v).ok_or_else(|| err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name())))
@@ -626,7 +626,7 @@ fn cmp(name: &str, a: &[Value], f: fn(Ordering) -> bool) -> Result<Value> {
         Some(o) => Ok(Value::Bool(o.map(f).unwrap_or(false))),
         // (a real on a tape compares by its value)
         None if tape::any_active(a) => {
-            cmp(name, &[tape::strip(&a[0]).clone(), tape::strip(&a[1]).clone()], f)
+            cmp(name, &[tape::strip(&a[0]).into_owned(), tape::strip(&a[1]).into_owned()], f)
         }
         None => {
             let bad = if a[0].is_number() { &a[1] } else { &a[0] };
@@ -636,7 +636,7 @@ fn cmp(name: &str, a: &[Value], f: fn(Ordering) -> bool) -> Result<Value> {
 }
 
 fn sign(name: &str, v: &Value, f: fn(Ordering) -> bool) -> Result<Value> {
-    match num::sign(tape::strip(v)) {
+    match num::sign(&tape::strip(v)) {
         Some(o) => Ok(Value::Bool(o.map(f).unwrap_or(false))),
         None => Err(err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name()))),
     }
@@ -758,7 +758,7 @@ fn arith2_of(m: &mut Machine, op: Op2, p: PrimId, x: &Value, y: &Value) -> Optio
     if let Some(v) = crate::eval::inline_arith(op, x, y) {
         return Some(Ok(v));
     }
-    if !(matches!(x, Value::Active(_)) || matches!(y, Value::Active(_))) {
+    if !(x.is_active() || y.is_active()) {
         return None;
     }
     if let Some(v) = tape::level_arith2(&mut m.tape, op, x, y) {

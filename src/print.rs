@@ -144,6 +144,7 @@ impl<'a> Printer<'a> {
             Value::Real(r) => self.buf.push_str(&format_real(*r)),
             // (a real on a tape: only in messages the tape discards)
             Value::Active(a) => self.value_here(&a.value),
+            Value::TapeReal(_, _, p) => self.buf.push_str(&format_real(*p)),
             Value::Rat(q) => {
                 let _ = write!(self.buf, "{}/{}", q.numer(), q.denom());
             }

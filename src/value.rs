@@ -18,6 +18,19 @@ pub enum Value {
     Int(i64),
     Real(f64),
     Prim(PrimId),
+    // (the variants above and these two own nothing: see `needs_drop`)
+    /// A real under one to [`Tags::MAX`] tags, unboxed: the tagged numbers of
+    /// forward and reverse mode (tangents, sensitivities, `*j` reals) cost no
+    /// allocation. [`Value::tagged`] and [`Value::peel`] keep the two forms
+    /// canonical, so code that builds and takes apart tags through them never
+    /// sees the difference.
+    TReal(Tags, f64),
+    /// The commonest [`Value::Active`], unboxed: a real of tape `.0` (a level
+    /// identity below 2^16), node `.1`, whose value is the double `.2` (its
+    /// tangent `()`). A tape's reals of such levels and values are always
+    /// made so (`ad::tape::reverse_real`); code that meets one treats it as
+    /// that `Active` (or boxes it: [`Value::boxed_active`]).
+    TapeReal(u16, u32, f64),
     /// An exact integer that does not (always normalised: never fits in `i64`).
     Big(Rc<BigInt>),
     /// An exact rational that is not an integer (always normalised: denominator > 1).
@@ -28,12 +41,6 @@ pub enum Value {
     /// A perturbation-, sensitivity- or reverse-tagged value (AD.md). Never a
     /// real under at most [`Tags::MAX`] tags: that is a [`Value::TReal`].
     Tagged(Tag, Rc<Value>),
-    /// A real under one to [`Tags::MAX`] tags, unboxed: the tagged numbers of
-    /// forward and reverse mode (tangents, sensitivities, `*j` reals) cost no
-    /// allocation. [`Value::tagged`] and [`Value::peel`] keep the two forms
-    /// canonical, so code that builds and takes apart tags through them never
-    /// sees the difference.
-    TReal(Tags, f64),
     /// A forward-mode bundle of a primal and a (perturbation-tagged) tangent.
     Bundle(Rc<(Value, Value)>),
     /// A packed vector of doubles or a row-major matrix (`vec`): a leaf, like a real.
@@ -82,6 +89,7 @@ impl Clone for Value {
             | Value::Int(_)
             | Value::Real(_)
             | Value::TReal(..)
+            | Value::TapeReal(..)
             | Value::Prim(_) => {}
             Value::Big(x) => std::mem::forget(Rc::clone(x)),
             Value::Rat(x) => std::mem::forget(Rc::clone(x)),
@@ -393,8 +401,34 @@ impl Value {
     pub fn needs_drop(&self) -> bool {
         !matches!(
             self,
-            Value::Nil | Value::Bool(_) | Value::Int(_) | Value::Real(_) | Value::TReal(..) | Value::Prim(_)
+            Value::Nil
+                | Value::Bool(_)
+                | Value::Int(_)
+                | Value::Real(_)
+                | Value::TReal(..)
+                | Value::TapeReal(..)
+                | Value::Prim(_)
         )
+    }
+
+    /// A real on a level (a dual number or a tape's node), boxed or not?
+    #[inline(always)]
+    pub fn is_active(&self) -> bool {
+        matches!(self, Value::Active(_) | Value::TapeReal(..))
+    }
+
+    /// An unboxed tape's real as the [`Value::Active`] it stands for; any
+    /// other value as it is.
+    pub fn boxed_active(self) -> Value {
+        match self {
+            Value::TapeReal(t, node, p) => Value::Active(Rc::new(Active {
+                tape: t as u32,
+                node,
+                value: Value::Real(p),
+                tangent: Value::Nil,
+            })),
+            v => v,
+        }
     }
 
     /// Everything except `#f` is true.
@@ -466,7 +500,7 @@ impl Value {
             Value::Bundle(_) => "a forward (bundled) value",
             Value::Lazy(z) if z.pair => "a pair",
             Value::Lazy(_) => "a procedure",
-            Value::Active(_) => "a real",
+            Value::Active(_) | Value::TapeReal(..) => "a real",
         }
     }
 

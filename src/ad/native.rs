@@ -1810,6 +1810,9 @@ fn rev_all(m: &Machine, vs: &[&Value], out: &mut [Rv]) -> Option<Option<u32>> {
             Value::Active(a) => {
                 Rv { v: X64::of(&a.value)?, node: a.node, k: one_reverse_level(m, &mut level, a.tape)? }
             }
+            Value::TapeReal(t, node, p) => {
+                Rv { v: X64::R(*p), node: *node, k: one_reverse_level(m, &mut level, *t as u32)? }
+            }
             _ => Rv { v: X64::of(v)?, node: NO_NODE, k: 0 },
         };
     }
@@ -1939,7 +1942,11 @@ pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: 
     }
     // (a real of the level whose value is a tape's real: reverse over forward,
     // which `lift_all` declines; `record_forward_rev` takes it)
-    let on_tape = |a: &Value| matches!(a, Value::Active(r) if r.tape == id && matches!(&r.value, Value::Active(w) if w.node != super::tape::NONE));
+    let on_tape = |a: &Value| {
+        matches!(a, Value::Active(r) if r.tape == id
+            && (matches!(&r.value, Value::TapeReal(..))
+                || matches!(&r.value, Value::Active(w) if w.node != super::tape::NONE)))
+    };
     if args.iter().any(on_tape) {
         return None;
     }
@@ -2189,6 +2196,9 @@ fn forward_rev_doubles(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> 
             Value::Active(a) => {
                 let Value::Real(x) = a.value else { return None };
                 R1 { v: x, exact: false, node: a.node, k: one_reverse_level(m, &mut level, a.tape)? }
+            }
+            Value::TapeReal(t, node, x) => {
+                R1 { v: *x, exact: false, node: *node, k: one_reverse_level(m, &mut level, *t as u32)? }
             }
             _ => return None,
         };

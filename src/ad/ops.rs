@@ -101,7 +101,7 @@ pub fn zero(m: &mut Machine, v: &Value) -> Result<Value> {
             }
             // (a constant: no derivative on any level)
             // (on its level: the transform's `zero` has derivative rules)
-            Value::Active(_) => super::tape::zero_active(m, v)?,
+            Value::Active(_) | Value::TapeReal(..) => super::tape::zero_active(m, v)?,
         })
     })
 }
@@ -441,7 +441,7 @@ pub fn tag(m: &mut Machine, t: Tag, v: &Value) -> Result<Value> {
         // A reversible procedure is its own transform: `%rev-call`'s rules see through it.
         Value::Rev(_) => v.clone(),
         Value::Closure(..) => closure_after(m, LazyOp::Tag(t), v, &mut |m, x| tag(m, t, x))?,
-        Value::Active(_) => return Err(super::tape::decline(prim_name(t, false))),
+        Value::Active(_) | Value::TapeReal(..) => return Err(super::tape::decline(prim_name(t, false))),
         _ => Value::tagged(t, v.clone()),
     })
 }
@@ -570,7 +570,9 @@ fn bundle_step(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
         return bundle_step(m, &p, &t);
     }
     Ok(match (p, t) {
-        (Value::Active(_), _) | (_, Value::Active(_)) => return Err(super::tape::decline("bundle")),
+        (Value::Active(_) | Value::TapeReal(..), _) | (_, Value::Active(_) | Value::TapeReal(..)) => {
+            return Err(super::tape::decline("bundle"))
+        }
         (Value::Nil, Value::Nil) => Value::Nil,
         (Value::Rev(_), Value::Nil) => p.clone(),
         (Value::Closure(inst, i), Value::Nil) if is_prim_based(p) => {

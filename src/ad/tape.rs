@@ -42,6 +42,7 @@ use crate::prims::{self, PrimId};
 use crate::value::{Active, ListBuilder, Value};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
+use std::borrow::Cow;
 use std::rc::Rc;
 
 /// No parent (no tape node: a constant, or a forward level's real).
@@ -440,16 +441,19 @@ pub fn decline(what: &str) -> Error {
 /// Does a primitive's argument list hold an active real (at its top level)?
 #[inline]
 pub fn any_active(args: &[Value]) -> bool {
-    args.iter().any(|a| matches!(a, Value::Active(_)))
+    args.iter().any(|a| a.is_active())
 }
 
 /// The number under every tape's active real.
-pub fn strip(v: &Value) -> &Value {
+pub fn strip(v: &Value) -> Cow<'_, Value> {
     let mut v = v;
-    while let Value::Active(a) = v {
-        v = &a.value;
+    loop {
+        match v {
+            Value::Active(a) => v = &a.value,
+            Value::TapeReal(_, _, p) => return Cow::Owned(Value::Real(*p)),
+            _ => return Cow::Borrowed(v),
+        }
     }
-    v
 }
 
 /// A scalar primitive (of formula `f`, computed on numbers by `imp`) applied
@@ -480,8 +484,10 @@ pub fn record(
     }
     let mut level = 0;
     for a in args {
-        if let Value::Active(x) = a {
-            level = level.max(x.tape);
+        match a {
+            Value::Active(x) => level = level.max(x.tape),
+            Value::TapeReal(t, ..) => level = level.max(*t as u32),
+            _ => {}
         }
     }
     let k = self::level(m, level)?;
@@ -507,6 +513,11 @@ pub fn record(
                 if forward {
                     d[i] = v.tangent.clone();
                 }
+            }
+            // (a tape's real, unboxed: its level is a tape)
+            Value::TapeReal(t, node, p) if *t as u32 == level => {
+                parents[i] = *node;
+                x[i] = Value::Real(*p);
             }
             _ => {
                 x[i] = a.clone();
@@ -584,6 +595,9 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
         let mut lift = NONE;
         let mut real = |v: &Value| {
             let (v, node) = match v {
+                Value::TapeReal(t, node, p) if *t as u32 == id => {
+                    return Some((*p, 0.0, false, *node, false))
+                }
                 Value::Active(r) if r.tape == id => (&r.value, r.node),
                 _ => (v, NONE),
             };
@@ -703,6 +717,15 @@ fn record_doubles_on(m: &mut Machine, f: Formula, args: &[Value], id: u32, forwa
     let (mut active, mut exact_tangents) = (false, 0u8);
     for (i, a) in args.iter().enumerate() {
         let (mut v, mut real) = (a, false);
+        if let Value::TapeReal(t, node, p) = a {
+            if *t as u32 == id {
+                // (a tape's real, unboxed: `id` is a tape)
+                parents[i] = *node;
+                active = true;
+                xs[i] = *p;
+                continue;
+            }
+        }
         if let Value::Active(r) = a {
             if r.tape == id {
                 real = true;
@@ -910,9 +933,12 @@ pub(super) fn truncate_level(m: &mut Machine, k: usize, mark: Mark) {
 }
 
 /// A real of reverse level `id`: tape node `node`, of value `value`.
-#[inline]
+#[inline(always)]
 pub(super) fn reverse_real(id: u32, node: u32, value: Value) -> Value {
-    Value::Active(Rc::new(Active { tape: id, node, value, tangent: Value::Nil }))
+    match value {
+        Value::Real(p) if id <= u16::MAX as u32 => Value::TapeReal(id as u16, node, p),
+        value => Value::Active(Rc::new(Active { tape: id, node, value, tangent: Value::Nil })),
+    }
 }
 
 /// `Node::kept` of a node of formula `f` with `n` operands: which operands
@@ -1214,11 +1240,11 @@ fn activate_forward_rec(x: &Value, dx: &Value, id: u32, depth: &mut usize) -> Op
 
 /// An inexact number (perhaps under active reals)?
 fn is_inexact(v: &Value) -> bool {
-    matches!(strip(v), Value::Real(_))
+    matches!(*strip(v), Value::Real(_))
 }
 
 fn is_real(v: &Value) -> bool {
-    v.is_number() || matches!(v, Value::Active(_))
+    v.is_number() || v.is_active()
 }
 
 /// The tangent of a result on forward level `id`: of each of its reals, that
@@ -1270,7 +1296,12 @@ fn activate_rec(
             *bools = true;
             Some(x.clone())
         }
-        Value::Int(_) | Value::Real(_) | Value::Big(_) | Value::Rat(_) | Value::Active(_) => {
+        Value::Int(_)
+        | Value::Real(_)
+        | Value::Big(_)
+        | Value::Rat(_)
+        | Value::Active(_)
+        | Value::TapeReal(..) => {
             let t = m.tape.stack.last_mut()?;
             let node = t.nodes.len() as u32;
             // (an input keeps no value: no rule reads it)
@@ -1302,12 +1333,17 @@ fn activate_rec(
 fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Sens>], real: bool, bools: bool) -> bool {
     let mut work: SmallVec<[(&Value, &Value); 16]> = smallvec::smallvec![(y, s)];
     while let Some((y, s)) = work.pop() {
+        let own = match y {
+            Value::Active(a) if a.tape == id => Some(a.node),
+            Value::TapeReal(t, node, _) if *t as u32 == id => Some(*node),
+            _ => None,
+        };
         match (y, s) {
-            (Value::Active(a), _) if a.tape == id => {
+            (_, _) if own.is_some() => {
                 if !strip(s).is_number() {
                     return false;
                 }
-                let i = a.node as usize;
+                let i = own.unwrap_or(NONE) as usize;
                 adj[i] = Some(Sens::of(match adj[i].take() {
                     None => s.clone(),
                     // (a result holding one real twice; nothing on a forward level yet)
@@ -1318,7 +1354,8 @@ fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Sens>], real: bool, boo
                 }));
             }
             // a constant (or a real of an enclosing tape): no sensitivity here
-            (Value::Active(_), _) | (Value::Int(_) | Value::Real(_) | Value::Big(_) | Value::Rat(_), _) => {
+            (Value::Active(_) | Value::TapeReal(..), _)
+            | (Value::Int(_) | Value::Real(_) | Value::Big(_) | Value::Rat(_), _) => {
                 if !strip(s).is_number() {
                     return false;
                 }
@@ -1741,6 +1778,9 @@ fn exactness_may_differ(tainted: &[bool], inputs: &[u32], xb: &Value) -> bool {
 /// zero of its tangent (the rule `(zero dx)`), on a tape a node whose
 /// cotangent rule is `(zero x)`.
 pub fn zero_active(m: &mut Machine, v: &Value) -> Result<Value> {
+    if let Value::TapeReal(..) = v {
+        return zero_active(m, &v.clone().boxed_active());
+    }
     let Value::Active(a) = v else { return Ok(zero_of(v)) };
     let value = super::ops::zero(m, &a.value)?;
     let k = level(m, a.tape)?;
@@ -1756,13 +1796,14 @@ pub fn zero_active(m: &mut Machine, v: &Value) -> Result<Value> {
 
 /// The zero of a real (exact or not, as the real).
 pub fn zero_of(x: &Value) -> Value {
-    num::zero_like(strip(x))
+    num::zero_like(&strip(x))
 }
 
 /// A result with tape `id`'s reals replaced by their values.
 fn deactivate(y: &Value, id: u32) -> Value {
     match y {
         Value::Active(a) if a.tape == id => a.value.clone(),
+        Value::TapeReal(t, _, p) if *t as u32 == id => Value::Real(*p),
         Value::Pair(p) => match map_spine(p, &mut |v| Ok::<_, std::convert::Infallible>(deactivate(v, id))) {
             Ok(v) => v,
             Err(never) => match never {},
