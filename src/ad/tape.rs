@@ -588,6 +588,37 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
     let t = tapes.stack.last_mut()?;
     let id = t.id;
     if !t.forward {
+        // (the commonest operation first: each operand a real of this tape
+        // whose value is a double, or a constant, and no duals: the node
+        // `push_doubles_node` records for them, recorded here directly)
+        if let Some(((a, na, exact_a), (b, nb, exact_b))) =
+            plain_real(x, id).and_then(|a| Some((a, plain_real(y, id)?)))
+        {
+            if na == NONE && nb == NONE {
+                return None;
+            }
+            let v = match f {
+                Formula::Add => a + b,
+                Formula::Sub => a - b,
+                Formula::Mul => a * b,
+                _ => a / b,
+            };
+            let kept = kept_mask(f, 2);
+            if kept & 1 != 0 {
+                t.reals.push(a);
+            }
+            if kept & 2 != 0 {
+                t.reals.push(b);
+            }
+            if kept & 4 != 0 {
+                t.reals.push(v);
+            }
+            let exact = exact_a as u8 | (exact_b as u8) << 1;
+            let node = t.nodes.len() as u32;
+            let bits = UNBOXED | INEXACT | ((exact & kept) << EXACT_SHIFT);
+            t.nodes.push(Node { parents: [na, nb], f: Some(f), n: 2, bits });
+            return Some(reverse_real(id, node, Value::Real(v)));
+        }
         // (a value, its tangent, whether it is a real of the enclosing forward
         // level `lift` (a dual, forward over reverse), its tape node, and
         // whether it is a small exact integer constant, kept as a double marked
@@ -663,6 +694,20 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
     }
     let v = native::formula_f64(f, &[a, b])?;
     Some(forward_real(id, Value::Real(v), Value::Real(tangent2(f, a, b, v, da, db))))
+}
+
+/// An operand of [`level_arith2`]'s commonest case on tape `id`: a real of
+/// the tape whose value is a double (unboxed), or a double or small exact
+/// integer constant; its double, tape node (`NONE` for a constant) and
+/// whether it is an exact constant.
+#[inline(always)]
+fn plain_real(v: &Value, id: u32) -> Option<(f64, u32, bool)> {
+    match v {
+        Value::TapeReal(t, node, p) if *t as u32 == id => Some((*p, *node, false)),
+        Value::Real(p) => Some((*p, NONE, false)),
+        Value::Int(k) if k.unsigned_abs() <= EXACT_AS_DOUBLE as u64 => Some((*k as f64, NONE, true)),
+        _ => None,
+    }
 }
 
 /// The tangent rule of `f` (`+ - * /`) on doubles: operands `a`, `b`, result
