@@ -228,10 +228,34 @@ impl Pair {
 
 impl Drop for Pair {
     // Deep lists (in either direction) would otherwise be dropped recursively,
-    // one native frame per cell.
+    // one native frame per cell. The cdr chain is freed in a loop, pair by
+    // pair while each is owned only here (no recursion and no thread-local
+    // bookkeeping per pair: the common long list); cars (and a shared or
+    // non-pair tail) go through `defer_drop`, which bounds their nesting.
     fn drop(&mut self) {
         defer_drop(std::mem::replace(&mut self.car, Value::Nil));
-        defer_drop(std::mem::replace(&mut self.cdr, Value::Nil));
+        let mut rest = std::mem::replace(&mut self.cdr, Value::Nil);
+        loop {
+            match rest {
+                Value::Pair(p) => match Rc::try_unwrap(p) {
+                    Ok(mut q) => {
+                        defer_drop(std::mem::replace(&mut q.car, Value::Nil));
+                        rest = std::mem::replace(&mut q.cdr, Value::Nil);
+                        // (both its fields are `()` now: nothing to drop)
+                        std::mem::forget(q);
+                    }
+                    // (shared: one owner fewer)
+                    Err(p) => {
+                        drop(p);
+                        return;
+                    }
+                },
+                other => {
+                    defer_drop(other);
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -525,6 +549,7 @@ impl Value {
 #[cfg(test)]
 mod tests {
     use super::{ListBuilder, Value};
+    use std::rc::Rc;
 
     /// The elements of a proper list, or `None`.
     fn items(mut v: &Value) -> Option<Vec<i64>> {
@@ -558,6 +583,42 @@ mod tests {
         let Value::Pair(p) = b.finish(Value::Int(9)) else { panic!("a pair") };
         let Value::Pair(q) = &p.cdr else { panic!("a pair") };
         assert!(matches!((&p.car, &q.car, &q.cdr), (Value::Int(1), Value::Int(2), Value::Int(9))));
+    }
+
+    /// Dropping a long list frees every pair and releases each element (its
+    /// count back to one), stops at a tail another owner shares (which stays
+    /// whole), and neither that nor lists nested a million deep in their
+    /// cars overflows a small stack.
+    #[test]
+    fn dropping_lists_releases_their_elements_and_stops_at_shared_tails() {
+        std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(|| {
+                let elem = Value::cons(Value::Real(1.5), Value::Nil);
+                let Value::Pair(e) = &elem else { unreachable!() };
+                let mut tail = ListBuilder::new();
+                for k in 0..3 {
+                    tail.push(Value::Int(k));
+                }
+                let tail = tail.finish(Value::Nil);
+                let mut b = ListBuilder::new();
+                for _ in 0..1_000_000 {
+                    b.push(elem.clone());
+                }
+                let list = b.finish(tail.clone());
+                assert_eq!(Rc::strong_count(e), 1_000_001);
+                drop(list);
+                assert_eq!(Rc::strong_count(e), 1);
+                assert_eq!(items(&tail), Some(vec![0, 1, 2]));
+                let mut nested = Value::Nil;
+                for _ in 0..1_000_000 {
+                    nested = Value::cons(nested, Value::Int(0));
+                }
+                drop(nested);
+            })
+            .unwrap()
+            .join()
+            .expect("dropped without overflowing the stack");
     }
 
     #[test]
