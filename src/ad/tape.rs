@@ -1440,6 +1440,8 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
     let (mut reals_at, mut vals_at) = (tape.reals.len(), tape.vals.len());
     let mut tainted = vec![false; tape.nodes.len()];
     let mut any = false;
+    // (nothing metered: the doubles cases below apply)
+    let plain = m.meter.is_none();
     for i in (0..tape.nodes.len()).rev() {
         if i % SWEEP_CHECK_EVERY == 0 {
             m.check_limits()?;
@@ -1474,6 +1476,28 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
             vals_at
         };
         let Some(yb) = adj[i].take() else { continue };
+        // (the commonest node first: its kept values doubles, no duals, a
+        // double sensitivity, nothing metered: the doubles case below, direct)
+        if let (Sens::Real(ybr), UNBOXED, true) = (&yb, node.bits & (UNBOXED | DUALS), plain) {
+            if !matches!(f, Formula::Struct(_) | Formula::Zero) {
+                let mut vs = [0.0; 3];
+                for (j, v) in vs.iter_mut().enumerate() {
+                    if kept & (1 << j) != 0 {
+                        *v = *tape.reals.get(at);
+                        at += 1;
+                    }
+                }
+                match native::cotangent_f64(m, f, &vs[..n], vs[2], *ybr)? {
+                    Some(Out::One(a)) => add_unboxed(m, adj, node.parents[0], (a, None), tape.lift)?,
+                    Some(Out::Two(a, b)) => {
+                        add_unboxed(m, adj, node.parents[0], (a, None), tape.lift)?;
+                        add_unboxed(m, adj, node.parents[1], (b, None), tape.lift)?;
+                    }
+                    None => return Err(decline("a primitive without a cotangent rule")),
+                }
+                continue;
+            }
+        }
         if let (Formula::Add, 2) = (f, n) {
             // (`+`'s rule, (cons yb yb), on any sensitivity: no arithmetic)
             let lift = tape.lift;
