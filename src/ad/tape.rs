@@ -5,7 +5,9 @@
 //! operation).
 //!
 //! The function runs on its own, untransformed code, with each real of the
-//! argument replaced by a [`Value::Active`] real of a new *level*. On a forward
+//! argument replaced by a [`Value::Active`] real of a new *level* (on a tape,
+//! a real whose value is a double is a [`Value::TapeReal`]: the same real,
+//! unboxed, made by `reverse_real`). On a forward
 //! level an active real carries its tangent, and each scalar primitive computes
 //! the result's tangent by its tangent rule (the same arithmetic in the same
 //! order as its forward version, [`super::native`]'s `jvp_num`). On a reverse
