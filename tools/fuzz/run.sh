@@ -1,0 +1,27 @@
+#!/bin/bash
+# Differential fuzzing of the AD paths: random VLAD programs (gen.py: list walks,
+# shape tests, closures, nested gradient-R/F, derivative-F/R, hvp, hvp-RR, exact
+# and large integer constants) run by two binaries, or by one binary with two
+# sets of flags; prints the seeds whose outputs (stdout and stderr) differ.
+#
+#   tools/fuzz/run.sh A B N [FLAGS]         binaries A and B, seeds 1..N, both with FLAGS
+#   tools/fuzz/run.sh A A N "" --no-tape    one binary: the tape against the transforms
+#
+# Programs that differ are kept as $TMPDIR/vlad-fuzz-SEED.vlad. Before a change
+# that must not change values, run the previous build against the new one (a few
+# hundred seeds, also with --no-tape and --metered).
+set -u
+A=$1; B=$2; N=$3; FA=${4:-}; FB=${5:-${4:-}}
+dir=$(cd "$(dirname "$0")" && pwd)
+tmp=${TMPDIR:-/tmp}
+nd=0
+for s in $(seq 1 "$N"); do
+  f="$tmp/vlad-fuzz-$s.vlad"
+  python3 "$dir/gen.py" "$s" > "$f"
+  # shellcheck disable=SC2086
+  oa=$(timeout 20 "$A" $FA "$f" 2>&1 < /dev/null)
+  # shellcheck disable=SC2086
+  ob=$(timeout 20 "$B" $FB "$f" 2>&1 < /dev/null)
+  if [ "$oa" != "$ob" ]; then echo "differ: seed $s ($f)"; nd=$((nd+1)); else rm -f "$f"; fi
+done
+echo "$N seeds, $nd differ"
