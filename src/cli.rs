@@ -88,7 +88,8 @@ pub struct Opts {
     #[arg(long, value_name = "auto|cpu|cuda", default_value = "auto")]
     pub backend: String,
     /// Run the prelude's jvp and vjp (derivative-F/-R, gradient-F/-R, hvp...) by the closure
-    /// transforms only, never on dual numbers or a tape (to compare the two; same values)
+    /// transforms only, never on dual numbers or a tape (to compare the two; the same values
+    /// but for corners the README describes)
     #[arg(long)]
     pub no_tape: bool,
 }

@@ -19,7 +19,8 @@
 //! level (and of its backward sweep) is itself differentiated by the outer
 //! one; each level has its own identity, so there is no perturbation confusion.
 //!
-//! This is an optimisation, never a change of value: whenever the run meets
+//! This is an optimisation, not a change of value (but for the corners below):
+//! whenever the run meets
 //! something the tape does not model (an AD primitive other than `zero`, a
 //! vector or reversible primitive, input or output: any primitive not marked
 //! `tape_ok`; an argument or result that is not made of pairs, `()`, booleans
@@ -29,12 +30,17 @@
 //! transform differentiates. Nothing with an effect runs on a tape, so the
 //! second run repeats nothing observable; limits (`--max-steps`, `--timeout`,
 //! Ctrl-C) stop both. A function whose tape run was declined is not tried on a
-//! tape again. What can differ is whether a derivative is exact: the transform
-//! applies rules to the zero sensitivities of values that do not reach the
-//! result (a zero through an inexact operand is inexact), which a tape skips; a
-//! tape gives way where it sees that (`exactness_may_differ`), but not through
+//! tape again. What can differ: the transform applies rules to zeros (the zero
+//! tangents of values that do not depend on the argument, the zero sensitivities
+//! of values that do not reach the result), which a tape skips. A zero through
+//! an inexact operand is inexact, so whether a derivative is exact can differ
+//! (a tape gives way where it sees that, `exactness_may_differ`, but not through
 //! pairs taken apart, nor for a constant operand's zero tangent in nested
-//! forward mode (plain here, a zero of its own level there: see `record`).
+//! forward mode: plain here, a zero of its own level there, see `record`); a
+//! zero through an infinite operand is NaN and through a negative one -0.0,
+//! where the tape's derivative is 0.0. And a sum of several sensitivities (or
+//! of a nested level's tangent contributions) may be added in another order,
+//! which can change its last bits.
 
 use super::native::{self, Formula, Out, StructOp};
 use crate::error::{Error, ErrorKind, Result};
