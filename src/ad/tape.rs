@@ -1700,6 +1700,7 @@ impl Sens {
 }
 
 /// [`add_to`] of a sensitivity.
+#[inline(always)]
 fn add_sens(m: &mut Machine, adj: &mut [Option<Sens>], node: u32, c: Sens, lift: u32) -> Result<()> {
     match c {
         Sens::Real(p) => add_unboxed(m, adj, node, (p, None), lift),
