@@ -33,7 +33,7 @@ def listfn(v, d):
     if k == 6: return f"(reduce * 1.0 {v})"
     return f"(dot {v} (map (lambda (e) {s(['e'])}) {v}))"
 def expr(d):
-    k = R.randrange(9)
+    k = R.randrange(11)
     x = "(list " + " ".join(num() for _ in range(R.randrange(2, 4))) + ")"
     body = listfn("v", d)
     if k == 0: return f"((gradient-R (lambda (v) {body})) {x})"
@@ -44,6 +44,8 @@ def expr(d):
     if k == 5: return f"((derivative-R (lambda (w) (car ((gradient-F (lambda (v) {listfn('(map (lambda (e) (* w e)) v)', d)})) {x})))) 0.5)"
     if k == 6: return f"((gradient-R (lambda (u) (car ((gradient-R (lambda (v) {listfn('(map2 * u v)', d)})) {x})))) {x})"
     if k == 7: return f"(let ((v {x})) {body})"
+    if k == 9: return f"((derivative-F (lambda (w) (car ((gradient-F (lambda (v) {listfn('(map (lambda (e) (* w e)) v)', d)})) {x})))) 0.5)"
+    if k == 10: return f"((derivative-F (lambda (w) ((derivative-F (lambda (a) {scalar(['a', 'w', '(* a w)'], d)})) 1.5))) 0.5)"
     return f"(map (lambda (e) (if (null? e) 0 (if (pair? e) 1 2))) (list '() 1.0 {x} #t (lambda (q) q)))"
 print('(define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))')
 for _ in range(6):
