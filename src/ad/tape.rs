@@ -37,10 +37,10 @@
 //! (a tape gives way where it sees that, `exactness_may_differ`, but not through
 //! pairs taken apart, nor for a constant operand's zero tangent in nested
 //! forward mode: plain here, a zero of its own level there, see `record`); a
-//! zero through an infinite operand is NaN and through a negative one -0.0,
-//! where the tape's derivative is 0.0. And a sum of several sensitivities (or
-//! of a nested level's tangent contributions) may be added in another order,
-//! which can change its last bits.
+//! zero through an infinite operand is NaN where the tape's derivative is a
+//! number, and the sign of a zero can differ. And a sum of several
+//! sensitivities (or of a nested level's tangent contributions) may be added
+//! in another order, which can change its last bits.
 
 use super::native::{self, Formula, Out, StructOp};
 use crate::error::{Error, ErrorKind, Result};
