@@ -1484,29 +1484,38 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
             vals_at
         };
         let Some(yb) = adj[i].take() else { continue };
-        // (the commonest node first: its kept values doubles, no duals, a
-        // double sensitivity, nothing metered: the doubles case below, direct;
-        // its summing is written out in both, not shared through a helper, which
-        // cost 0.5-0.8% on the reverse-mode workloads)
-        if let (Sens::Real(ybr), UNBOXED, true) = (&yb, node.bits & (UNBOXED | DUALS), plain) {
-            if !matches!(f, Formula::Struct(_) | Formula::Zero) {
-                let mut vs = [0.0; 3];
-                for (j, v) in vs.iter_mut().enumerate() {
-                    if kept & (1 << j) != 0 {
-                        *v = *tape.reals.get(at);
-                        at += 1;
-                    }
+        let structural = matches!(f, Formula::Struct(_));
+        let exacts = (node.bits & EXACTS) >> EXACT_SHIFT;
+        // (an exact sensitivity, such as a gradient's seed 1 passed down
+        // through sums, at a rule that scales it by the node's doubles: each
+        // such rule (`native::vjp_num`) meets it with a double first, where
+        // `num::arith` converts it as `as f64` does, so it is converted so here,
+        // as `native::cotangent_duals` converts it)
+        let real_yb = match yb {
+            Sens::Real(p) => Some(p),
+            Sens::Boxed(Value::Int(k)) if exacts == 0 && scales(f) => Some(k as f64),
+            _ => None,
+        };
+        if let (UNBOXED, Some(yb), true, false) = (node.bits & (UNBOXED | DUALS), real_yb, plain, structural)
+        {
+            // (the commonest node, first: doubles only, nothing metered:
+            // `native::cotangent`'s first case, summed unboxed)
+            let mut vs = [0.0; 3];
+            for (j, v) in vs.iter_mut().enumerate() {
+                if kept & (1 << j) != 0 {
+                    *v = *tape.reals.get(at);
+                    at += 1;
                 }
-                match native::cotangent_f64(m, f, &vs[..n], vs[2], *ybr)? {
-                    Some(Out::One(a)) => add_unboxed(m, adj, node.parents[0], (a, None), tape.lift)?,
-                    Some(Out::Two(a, b)) => {
-                        add_unboxed(m, adj, node.parents[0], (a, None), tape.lift)?;
-                        add_unboxed(m, adj, node.parents[1], (b, None), tape.lift)?;
-                    }
-                    None => return Err(decline("a primitive without a cotangent rule")),
-                }
-                continue;
             }
+            match native::cotangent_f64(m, f, &vs[..n], vs[2], yb)? {
+                Some(Out::One(a)) => add_unboxed(m, adj, node.parents[0], (a, None), tape.lift)?,
+                Some(Out::Two(a, b)) => {
+                    add_unboxed(m, adj, node.parents[0], (a, None), tape.lift)?;
+                    add_unboxed(m, adj, node.parents[1], (b, None), tape.lift)?;
+                }
+                None => return Err(decline("a primitive without a cotangent rule")),
+            }
+            continue;
         }
         if let (Formula::Add, 2) = (f, n) {
             // (`+`'s rule, (cons yb yb), on any sensitivity: no arithmetic)
@@ -1516,7 +1525,6 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
             continue;
         }
         let duals = node.bits & DUALS;
-        let exacts = (node.bits & EXACTS) >> EXACT_SHIFT;
         let parts = if unboxed {
             let mut vs = [(0.0, None); 3];
             for (j, v) in vs.iter_mut().enumerate() {
@@ -1530,31 +1538,6 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
                         v.0 = p;
                     }
                 }
-            }
-            let structural = matches!(f, Formula::Struct(_));
-            // (an exact sensitivity, such as a gradient's seed 1 passed down
-            // through sums, at a rule that scales it by the node's doubles:
-            // each such rule (`native::vjp_num`) meets it with a double first,
-            // where `num::arith` converts it as `as f64` does, so it is
-            // converted so here, as `native::cotangent_duals` converts it)
-            let scaled = exacts == 0 && scales(f);
-            let real_yb = match yb {
-                Sens::Real(p) => Some(p),
-                Sens::Boxed(Value::Int(k)) if scaled => Some(k as f64),
-                _ => None,
-            };
-            if let (0, Some(yb), None, false) = (duals, real_yb, &m.meter, structural) {
-                // (doubles only: `native::cotangent`'s first case, summed unboxed)
-                let xs = [vs[0].0, vs[1].0];
-                match native::cotangent_f64(m, f, &xs[..n], vs[2].0, yb)? {
-                    Some(Out::One(a)) => add_unboxed(m, adj, node.parents[0], (a, None), tape.lift)?,
-                    Some(Out::Two(a, b)) => {
-                        add_unboxed(m, adj, node.parents[0], (a, None), tape.lift)?;
-                        add_unboxed(m, adj, node.parents[1], (b, None), tape.lift)?;
-                    }
-                    None => return Err(decline("a primitive without a cotangent rule")),
-                }
-                continue;
             }
             // (duals among the values, or a dual sensitivity reaching doubles
             // while its level runs: forward over reverse)
