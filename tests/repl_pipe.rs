@@ -125,8 +125,8 @@ fn commands_work_without_a_terminal() {
 
 #[test]
 fn load_reads_a_file_like_include() {
-    let dir = std::env::temp_dir().join(format!("vlad-repl-load-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::Builder::new().prefix("vlad-repl-load-").tempdir().unwrap();
+    let dir = tmp.path();
     std::fs::write(dir.join("lib.vlad"), "(define (triple x) (* 3 x))\n").unwrap();
     let o = pipe(
         &format!(
@@ -217,11 +217,11 @@ fn a_control_character_is_an_error_naming_it() {
 /// typed; each case now says what is wrong, at the name as typed.
 #[test]
 fn load_says_why_a_file_cannot_be_loaded() {
-    let dir = std::env::temp_dir().join(format!("vlad-repl-load-bad-{}", std::process::id()));
+    let tmp = tempfile::Builder::new().prefix("vlad-repl-load-bad-").tempdir().unwrap();
+    let dir = tmp.path();
     std::fs::create_dir_all(dir.join("sub")).unwrap();
     let sub = dir.join("sub").display().to_string();
     let o = pipe(&format!(":load /dev/null\n:load {sub}\n:load  \"{sub}/nope\"\n:load\n(+ 1 2)\n"), &[]);
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(o.stdout, "3\n", "{}", o.stderr);
     let expected = format!(
         "<stdin>:1:7: error: cannot load \"/dev/null\": /dev/null is a character device, not a regular file; :load names a .vlad file\n\

@@ -4,16 +4,14 @@
 //! be allocated, the tests print why and pass.
 
 use rexpect::session::{spawn_with_options, Options, PtySession};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const TIMEOUT_MS: u64 = 20_000;
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("vlad-repl-{}-{}", tag, std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch directory, removed when the test ends (also when it fails).
+fn temp_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("vlad-repl-{tag}-")).tempdir().unwrap()
 }
 
 /// Starts `vlad` on a pseudo-terminal (no colours, history in `history`) and
@@ -69,7 +67,7 @@ fn quit(mut p: PtySession) {
 #[test]
 fn multi_line_definition_uses_a_continuation_prompt() {
     let dir = temp_dir("multi");
-    let Some(mut p) = start(&dir.join("history"), false) else { return };
+    let Some(mut p) = start(&dir.path().join("history"), false) else { return };
     line(&mut p, "(define (cube x)");
     p.exp_string("  ... ").expect("continuation prompt");
     // A bracket in a string or comment does not close anything.
@@ -86,7 +84,7 @@ fn multi_line_definition_uses_a_continuation_prompt() {
 #[test]
 fn tab_completes_names_and_commands() {
     let dir = temp_dir("complete");
-    let Some(mut p) = start(&dir.join("history"), false) else { return };
+    let Some(mut p) = start(&dir.path().join("history"), false) else { return };
     line_prompt(&mut p, "(define (my-long-function x) (* x 1000))");
     // A user definition.
     p.send("(my-lo\t").unwrap();
@@ -118,7 +116,7 @@ fn tab_completes_names_and_commands() {
 #[test]
 fn an_error_keeps_the_session() {
     let dir = temp_dir("error");
-    let Some(mut p) = start(&dir.join("history"), false) else { return };
+    let Some(mut p) = start(&dir.path().join("history"), false) else { return };
     line_prompt(&mut p, "(define (half x) (/ x 2))");
     line(&mut p, "(car 5)");
     p.exp_string("<input-2>:1:1: error: pattern mismatch").expect("the error is reported, with its location");
@@ -135,7 +133,7 @@ fn an_error_keeps_the_session() {
 #[test]
 fn anf_command_shows_the_a_normal_form() {
     let dir = temp_dir("anf");
-    let Some(mut p) = start(&dir.join("history"), false) else { return };
+    let Some(mut p) = start(&dir.path().join("history"), false) else { return };
     line_prompt(&mut p, "(define (sq x) (* x x))");
     line(&mut p, ":anf (sq (+ 1 2))");
     p.exp_string("(let* ((t_").expect("an A-normal form");
@@ -153,7 +151,7 @@ fn anf_command_shows_the_a_normal_form() {
 #[test]
 fn ctrl_c_interrupts_an_infinite_loop() {
     let dir = temp_dir("interrupt");
-    let Some(mut p) = start(&dir.join("history"), false) else { return };
+    let Some(mut p) = start(&dir.path().join("history"), false) else { return };
     line_prompt(&mut p, "(define (spin n) (spin (+ n 1)))");
     line_prompt(&mut p, "(define keep 1234)");
     line(&mut p, "(spin 0)");
@@ -180,7 +178,7 @@ fn ctrl_c_interrupts_an_infinite_loop() {
 #[test]
 fn history_is_saved_between_sessions() {
     let dir = temp_dir("history");
-    let hist = dir.join("sub").join("history");
+    let hist = dir.path().join("sub").join("history");
     let Some(mut p) = start(&hist, false) else { return };
     line_prompt(&mut p, "(+ 40 2)");
     line(&mut p, "(* 6");
@@ -203,7 +201,7 @@ fn history_is_saved_between_sessions() {
 #[test]
 fn matching_bracket_is_highlighted() {
     let dir = temp_dir("highlight");
-    let Some(mut p) = start(&dir.join("history"), true) else { return };
+    let Some(mut p) = start(&dir.path().join("history"), true) else { return };
     // Typing the closing bracket highlights the opening one (bold blue).
     p.send("(+ 1 2)").unwrap();
     p.flush().unwrap();
@@ -221,7 +219,7 @@ fn matching_bracket_is_highlighted() {
 #[test]
 fn ctrl_d_in_an_unfinished_input_ends_the_input() {
     let dir = temp_dir("ctrl-d");
-    let Some(mut p) = start(&dir.join("history"), false) else { return };
+    let Some(mut p) = start(&dir.path().join("history"), false) else { return };
     line(&mut p, "(define (g x)");
     p.exp_string("  ... ").expect("continuation prompt");
     p.send_control('d').unwrap();
