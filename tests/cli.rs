@@ -316,7 +316,7 @@ fn error_in_the_prelude_shows_the_user_call() {
     assert_stderr(
         &o,
         "prelude/base.vlad:12:21: error: negative?: expected a number, got #t (a boolean)
-  | (define (abs x) (if (negative? x) (- 0 x) x))               ; absolute value
+  | (define (abs x) (if (negative? x) (- 0 x) (if (zero? x) (+ x 0) x)))  ; absolute value ((abs -0.0) is 0.0)
   |                     ^
   in abs called at bad.vlad:1:20
   in g called at bad.vlad:2:1
