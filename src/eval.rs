@@ -33,16 +33,21 @@ pub enum GState {
     Failed(Error),
 }
 
-enum Next {
+///
+/// A call site is a reference into the running procedure's code (which its
+/// instance keeps alive until the tail call is made), not a copy: a `Span`
+/// written into a `Next` field by field and read back whole stalled the
+/// processor on every tail call (a failed store-to-load forwarding).
+enum Next<'c> {
     /// The result is on top of the value stack.
     Return,
     /// Call the procedure under the given number of arguments on top of the stack.
-    TailCall(usize, Span),
+    TailCall(usize, &'c Span),
     /// Call member `j` of the running procedure's instance (itself or a sibling
     /// of its group) with the given number of arguments on top of the stack:
     /// no closure is built for it. (A `u32` count keeps this as small as
     /// `TailCall`: the evaluator's native frames, one per nested call, hold one.)
-    TailSibling(u32, u32, Span),
+    TailSibling(u32, u32, &'c Span),
 }
 
 /// Reads an operand (a clone); a global not evaluated yet is evaluated, and an
@@ -952,25 +957,35 @@ impl Machine {
         base: usize,
         first: &InstRc,
         first_idx: u32,
-        mut next: Next,
+        next: Next,
         span: Option<&Span>,
     ) -> Result<()> {
+        /// A tail call to make (a `Next` without its call site, which is
+        /// copied out of the code before the procedure running is replaced).
+        enum Tail {
+            Sibling(u32, usize),
+            Call(usize),
+        }
+        let (mut tail, mut site) = match next {
+            Next::TailSibling(j, n, s) => (Tail::Sibling(j, n as usize), *s),
+            Next::TailCall(n, s) => (Tail::Call(n), *s),
+            Next::Return => return Ok(()),
+        };
         // The procedure running now and where it was tail-called from.
         let mut inst = first.clone();
         let mut idx = first_idx;
         let mut tail_site: Option<Span> = None;
         let e = loop {
-            let n = match next {
-                Next::TailSibling(j, n, tspan) => {
+            let n = match tail {
+                Tail::Sibling(j, n) => {
                     // The stack holds the frame, then the n arguments.
                     idx = j;
-                    tail_site = Some(tspan);
-                    let n = n as usize;
+                    tail_site = Some(site);
                     let len = self.stack.len();
                     self.remove_below(base, len - n);
                     n
                 }
-                Next::TailCall(n, tspan) => {
+                Tail::Call(n) => {
                     // The stack holds the frame, the procedure, then its n arguments.
                     let len = self.stack.len();
                     let fpos = len - n - 1;
@@ -980,21 +995,21 @@ impl Machine {
                         Value::Closure(i2, k2) => {
                             inst = i2;
                             idx = k2;
-                            tail_site = Some(tspan);
+                            tail_site = Some(site);
                         }
                         // A primitive (or a non-procedure) in tail position.
-                        f => match self.call_push(f, n, Some(tspan)) {
+                        f => match self.call_push(f, n, Some(site)) {
                             Ok(()) => return Ok(()),
                             Err(e) => break e,
                         },
                     }
                     n
                 }
-                Next::Return => return Ok(()),
             };
             match self.enter(base, &inst, idx, n) {
                 Ok(Next::Return) => return Ok(()),
-                Ok(n2) => next = n2,
+                Ok(Next::TailSibling(j, n, s)) => (tail, site) = (Tail::Sibling(j, n as usize), *s),
+                Ok(Next::TailCall(n, s)) => (tail, site) = (Tail::Call(n), *s),
                 Err(e) => break e,
             }
         };
@@ -1037,7 +1052,7 @@ impl Machine {
 
     /// Sets up the frame of member `idx` with its arguments and runs its body.
     #[inline(always)]
-    fn enter(&mut self, base: usize, inst: &InstRc, idx: u32, nargs: usize) -> Result<Next> {
+    fn enter<'c>(&mut self, base: usize, inst: &'c InstRc, idx: u32, nargs: usize) -> Result<Next<'c>> {
         self.tick()?;
         if inst.group().native.get().is_some() && self.native_rules && self.enter_native(base, inst, nargs)? {
             return Ok(Next::Return);
@@ -1140,13 +1155,13 @@ impl Machine {
     /// its arguments pushed above the frame. An inner block (a branch of an `if`
     /// that is not in tail position) pushes its result above the frame.
     #[inline(always)]
-    fn run_block<const INNER: bool>(
+    fn run_block<'c, const INNER: bool>(
         &mut self,
         base: usize,
-        inst: &InstRc,
-        block: &CBlock,
+        inst: &'c InstRc,
+        block: &'c CBlock,
         start: usize,
-    ) -> Result<Next> {
+    ) -> Result<Next<'c>> {
         let mut block = block;
         let mut start = start;
         loop {
@@ -1205,11 +1220,11 @@ impl Machine {
                         _ => {
                             self.push_atom(base, inst, f)?;
                             let n = self.push_tail_args(base, inst, args, *moves)?;
-                            return Ok(Next::TailCall(n, *span));
+                            return Ok(Next::TailCall(n, span));
                         }
                     };
                     let n = self.push_tail_args(base, inst, args, *moves)?;
-                    return Ok(Next::TailSibling(j, n as u32, *span));
+                    return Ok(Next::TailSibling(j, n as u32, span));
                 }
                 // Each case leaves its value separately: a value merged from
                 // several cases is copied through memory piecewise (slowly).
@@ -1273,7 +1288,13 @@ impl Machine {
     /// slot of its frame (see `run_block`): drops the rest of the frame; where
     /// the inline arithmetic did not apply, runs the tail `e` out of line.
     #[inline(always)]
-    fn ret_stored(&mut self, stored: bool, base: usize, inst: &InstRc, e: &CExpr) -> Result<Next> {
+    fn ret_stored<'c>(
+        &mut self,
+        stored: bool,
+        base: usize,
+        inst: &'c InstRc,
+        e: &'c CExpr,
+    ) -> Result<Next<'c>> {
         if stored {
             self.truncate_to(base + 1);
             return Ok(Next::Return);
@@ -1283,7 +1304,7 @@ impl Machine {
 
     /// Leaves a block's result, a number, as [`Machine::ret`] does.
     #[inline(always)]
-    fn ret_num<const INNER: bool>(&mut self, base: usize, n: Num) -> Next {
+    fn ret_num<'c, const INNER: bool>(&mut self, base: usize, n: Num) -> Next<'c> {
         if !INNER {
             self.truncate_to(base);
         }
@@ -1301,7 +1322,12 @@ impl Machine {
 
     /// The tail expressions of a block that `run_block` does not run itself.
     #[inline(never)]
-    fn tail_slow<const INNER: bool>(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Next> {
+    fn tail_slow<'c, const INNER: bool>(
+        &mut self,
+        base: usize,
+        inst: &'c InstRc,
+        e: &'c CExpr,
+    ) -> Result<Next<'c>> {
         match e {
             CExpr::App(f, args, span, _) => {
                 let fv = atom!(self, base, inst, f);
@@ -1312,7 +1338,7 @@ impl Machine {
                 }
                 self.push(fv);
                 let n = self.push_args(base, inst, args)?;
-                return Ok(Next::TailCall(n, *span));
+                return Ok(Next::TailCall(n, span));
             }
             CExpr::Arith2(op, a, b, p, span) => {
                 let v = match self.arith_fast(base, inst, *op, a, b) {
@@ -1431,7 +1457,12 @@ impl Machine {
             self.stack.set_len(base);
             let p = self.stack.as_mut_ptr();
             drop_values(p, base, from);
-            std::ptr::copy(p.add(from), p.add(base), len - from);
+            // (value by value, not `ptr::copy`: the few arguments of a tail
+            // call were just stored, and memmove's wide loads of them cannot
+            // be forwarded from those stores)
+            for i in 0..len - from {
+                p.add(base + i).write(p.add(from + i).read());
+            }
             self.stack.set_len(base + (len - from));
         }
     }
