@@ -275,6 +275,15 @@ fn hnf_step(m: &mut Machine, z: &Lazy) -> Result<Value> {
 /// Applies every pending operation, however deep. One pass over the value: the
 /// pairs above a lazy value are rebuilt (each counted in `ad_work`), the rest is
 /// shared as it is.
+/// Would [`force`] change `v` (is it lazy, or data holding a lazy value)?
+pub fn is_or_has_lazy(v: &Value) -> bool {
+    match v {
+        Value::Lazy(_) => true,
+        Value::Pair(_) => has_lazy(v),
+        _ => false,
+    }
+}
+
 pub fn force(m: &mut Machine, v: &Value) -> Result<Value> {
     // (the common case, data with nothing pending, is one scan without recursion)
     if let Value::Pair(_) = v {
@@ -311,6 +320,25 @@ fn force_changed(m: &mut Machine, v: &Value) -> Result<Option<Value>> {
 /// Does `v` hold a lazy value anywhere in its pairs? (An explicit work list:
 /// data nest and run as deep and long as memory allows.)
 fn has_lazy(v: &Value) -> bool {
+    // (a list of atoms, the commonest, in one walk down its spine)
+    let mut l = v;
+    loop {
+        match l {
+            Value::Pair(p) => match &p.car {
+                Value::Lazy(_) => return true,
+                Value::Pair(_) => break,
+                _ => l = &p.cdr,
+            },
+            Value::Lazy(_) => return true,
+            _ => return false,
+        }
+    }
+    has_lazy_nested(l)
+}
+
+/// [`has_lazy`] of any data.
+#[inline(never)]
+fn has_lazy_nested(v: &Value) -> bool {
     let mut work: SmallVec<[&Value; 16]> = smallvec::smallvec![v];
     while let Some(v) = work.pop() {
         match v {

@@ -96,6 +96,27 @@ fn reals_in_order(x: &Value) -> Option<Vec<&Value>> {
     Some(reals)
 }
 
+/// How many reals `x` holds; `None` unless it is made of pairs, `()`,
+/// booleans and reals (as [`reals_in_order`]).
+fn real_count(x: &Value) -> Option<usize> {
+    // (a list of atoms, the commonest, in one walk down its spine)
+    let (mut l, mut n) = (x, 0);
+    while let Value::Pair(p) = l {
+        match &p.car {
+            Value::Pair(_) => return reals_in_order(x).map(|r| r.len()),
+            Value::Nil | Value::Bool(_) => {}
+            v if is_real(v) => n += 1,
+            _ => return None,
+        }
+        l = &p.cdr;
+    }
+    match l {
+        Value::Nil | Value::Bool(_) => Some(n),
+        v if is_real(v) => Some(n + 1),
+        _ => None,
+    }
+}
+
 /// The index in the stack of the running level `id`, if it runs.
 fn running(m: &Machine, id: u32) -> Option<usize> {
     m.tape.stack.iter().rposition(|t| t.id == id)
@@ -113,6 +134,20 @@ const MAX_NESTING: usize = 1000;
 
 /// Is `v` nested at most `MAX_NESTING` deep in the cars of its pairs?
 fn shallow(v: &Value) -> bool {
+    // (a list of atoms, the commonest, in one walk down its spine)
+    let mut l = v;
+    while let Value::Pair(p) = l {
+        if let Value::Pair(_) = p.car {
+            return shallow_nested(l);
+        }
+        l = &p.cdr;
+    }
+    true
+}
+
+/// [`shallow`] of any data.
+#[inline(never)]
+fn shallow_nested(v: &Value) -> bool {
     let mut work: SmallVec<[(&Value, usize); 16]> = smallvec::smallvec![(v, 0usize)];
     while let Some((v, d)) = work.pop() {
         if let Value::Pair(p) = v {
@@ -263,6 +298,9 @@ const CHUNK: usize = 4096;
 /// How many emptied tapes `Tapes` keeps for reuse (nested levels each take one).
 const SPARE_TAPES: usize = 4;
 
+/// The largest sensitivities' store kept for the next reverse run (entries).
+const SPARE_ADJ: usize = 1 << 16;
+
 /// A tape's nodes (or the values they keep), in order: in chunks of `CHUNK`
 /// (the first grows as a vector does, and is all a short tape allocates), so
 /// that a long tape grows without copying itself and without a doubled
@@ -348,7 +386,11 @@ pub(super) struct Mark {
 /// The levels of the calls running now (innermost last), and what the
 /// machine remembers between calls.
 pub struct Tapes {
-    stack: Vec<Tape>,
+    /// The running levels, innermost last (boxed: a level is pushed and
+    /// popped on every derivative call, and a `Tape` is 160 bytes: moved
+    /// whole four times per call, it was ~200 instructions of memcpy).
+    #[allow(clippy::vec_box)]
+    stack: Vec<Box<Tape>>,
     next_id: u32,
     /// Closure groups (by address, and forward or reverse) whose run on a
     /// level was declined.
@@ -364,7 +406,11 @@ pub struct Tapes {
     pub first_decline: Option<String>,
     /// Emptied tapes whose stores keep their room for the next runs (a run
     /// on a short tape then allocates nothing for it; see `Tapes::recycle`).
-    spare: Vec<Tape>,
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Tape>>,
+    /// The sensitivities' store of the last reverse run, emptied (kept for
+    /// the next, as `spare` keeps tapes).
+    spare_adj: Vec<Option<Sens>>,
     /// Runs that gave way because the transform's cotangent could be inexact
     /// where the tape's is exact (see `exactness_may_differ`).
     pub exactness_declined: u64,
@@ -386,6 +432,7 @@ impl Default for Tapes {
             first_decline: None,
             exactness_declined: 0,
             spare: Vec::new(),
+            spare_adj: Vec::new(),
         }
     }
 }
@@ -411,20 +458,20 @@ impl Tapes {
     }
 
     /// A new level: an emptied spare tape if there is one (see `recycle`).
-    fn fresh(&mut self, id: u32, forward: bool) -> Tape {
+    fn fresh(&mut self, id: u32, forward: bool) -> Box<Tape> {
         match self.spare.pop() {
             Some(mut t) => {
                 (t.id, t.forward, t.lift) = (id, forward, NONE);
                 t
             }
-            None => Tape::new(id, forward),
+            None => Box::new(Tape::new(id, forward)),
         }
     }
 
     /// Keeps a finished level's stores, emptied, for the next levels (at most
     /// `SPARE_TAPES` of them; a chunk at most each: a long tape's other
     /// chunks are freed).
-    fn recycle(&mut self, mut t: Tape) {
+    fn recycle(&mut self, mut t: Box<Tape>) {
         if self.spare.len() < SPARE_TAPES {
             t.nodes.clear();
             t.vals.clear();
@@ -990,7 +1037,9 @@ pub(super) fn truncate_level(m: &mut Machine, k: usize, mark: Mark) {
 pub(super) fn reverse_real(id: u32, node: u32, value: Value) -> Value {
     match value {
         Value::Real(p) if id <= u16::MAX as u32 => Value::TapeReal(id as u16, node, p),
-        value => Value::Active(Rc::new(Active { tape: id, node, value, tangent: Value::Nil })),
+        value => {
+            Value::Active(crate::value::rc_build(|| Active { tape: id, node, value, tangent: Value::Nil }))
+        }
     }
 }
 
@@ -1069,8 +1118,8 @@ pub fn gradient_forward(m: &mut Machine, args: &[Value]) -> Result<Value> {
 
 /// The gradient by forward runs, or `None` where one gives way.
 fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>> {
-    let n = match reals_in_order(x) {
-        Some(reals) if m.tape.enabled && shallow(x) => reals.len(),
+    let n = match real_count(x) {
+        Some(n) if m.tape.enabled && shallow(x) => n,
         _ => return Ok(None),
     };
     let mut ds = Vec::with_capacity(n);
@@ -1153,13 +1202,17 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
     }
     // (lazy parts, a lazy zero's above all, built: the walks below see data)
     let mut built: SmallVec<[Value; 3]> = SmallVec::new();
-    for (i, a) in args.iter().enumerate() {
-        built.push(match a {
-            Value::Pair(_) | Value::Lazy(_) if i > 0 => super::ops::force(m, a)?,
-            _ => a.clone(),
-        });
-    }
-    let args = &built[..];
+    let args = if args[1..].iter().any(super::ops::is_or_has_lazy) {
+        for (i, a) in args.iter().enumerate() {
+            built.push(match a {
+                Value::Pair(_) | Value::Lazy(_) if i > 0 => super::ops::force(m, a)?,
+                _ => a.clone(),
+            });
+        }
+        &built[..]
+    } else {
+        args
+    };
     let (f, x) = (&args[0], &args[1]);
     if m.tape.stack.is_empty() {
         // (no active real is left from an earlier run: identities start again)
@@ -1209,7 +1262,7 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
         return Ok(dy.or_else(|| gave_way(m, "a result not made of pairs, () and reals")));
     }
     // The sensitivity of each node the result is made of.
-    let mut adj: Vec<Option<Sens>> = Vec::new();
+    let mut adj: Vec<Option<Sens>> = std::mem::take(&mut m.tape.spare_adj);
     adj.resize_with(tape.nodes.len(), || None);
     let ok = match want {
         Want::RealVjp => seed(&y, &Value::Int(1), id, &mut adj, true, false),
@@ -1232,7 +1285,10 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
     m.tape.recycle(tape);
     let mut sens: SmallVec<[Option<Value>; 8]> =
         inputs.iter().map(|&n| adj[n as usize].take().map(|s| s.into_value(lift))).collect();
-    drop(adj);
+    adj.clear();
+    if adj.capacity() <= SPARE_ADJ {
+        m.tape.spare_adj = adj;
+    }
     let mut k = 0;
     let xb = match cotangent(m, x, &mut sens, &mut k) {
         Ok(xb) => xb,
@@ -1795,7 +1851,7 @@ pub(super) fn forward_level_running(m: &Machine, id: u32) -> bool {
 /// A real of forward level `id` (its value and tangent).
 #[inline]
 pub(super) fn forward_real(id: u32, value: Value, tangent: Value) -> Value {
-    Value::Active(Rc::new(Active { tape: id, node: NONE, value, tangent }))
+    Value::Active(crate::value::rc_build(|| Active { tape: id, node: NONE, value, tangent }))
 }
 
 /// `x`'s shape with the sensitivity of each of its reals (the inputs, in
