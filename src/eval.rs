@@ -1074,6 +1074,14 @@ impl Machine {
                     self.push_nils(base + nslots);
                     *skip
                 }
+                // (one argument, a tuple to destructure, as a gradient passes
+                // its list: moved from the first slot to the parameter's, which
+                // is past the parts' slots; its bindings then run)
+                Param::Tuple { slot, .. } if nargs == 1 => {
+                    self.push_nils(base + nslots);
+                    self.stack.swap(base, base + *slot as usize);
+                    0
+                }
                 Param::Slot(slot) | Param::Tuple { slot, .. } => {
                     self.enter_tuple(base, *slot, nargs, nslots);
                     0
