@@ -345,9 +345,15 @@ thread_local! {
 /// outermost call to drop.
 #[inline]
 fn defer_drop(v: Value) {
+    // (every aggregate that can hold a pair: a chain of lazy or tagged values
+    // and pairs, as the transforms build over deep data, nests as deep as the
+    // data, and was dropped by native recursion)
     let heavy = match &v {
         Value::Pair(p) => Rc::strong_count(p) == 1,
         Value::Closure(i, _) => InstRc::strong_count(i) == 1 && i.env_len() != 0,
+        Value::Lazy(l) => Rc::strong_count(l) == 1,
+        Value::Tagged(_, t) => Rc::strong_count(t) == 1,
+        Value::Bundle(b) => Rc::strong_count(b) == 1,
         _ => false,
     };
     if heavy {
@@ -632,6 +638,40 @@ mod tests {
                     nested = Value::cons(nested, Value::Int(0));
                 }
                 drop(nested);
+            })
+            .unwrap()
+            .join()
+            .expect("dropped without overflowing the stack");
+    }
+
+    /// Pairs nested through lazy, tagged and bundled values (as the
+    /// transforms build over deep data) were dropped by native recursion, one
+    /// frame chain per level: a debug build's 64 MiB test thread overflowed at
+    /// 100,000 levels (tests/vlad/gradient_shapes.vlad).
+    #[test]
+    fn pairs_nested_through_lazy_tagged_and_bundled_values_drop_on_a_small_stack() {
+        use super::{Lazy, Tag};
+        // (2 MiB, a default thread's stack: a level here is a few frames more
+        // than a plain pair's, and a debug build's frames are large)
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(|| {
+                let mut v = Value::Real(1.0);
+                for k in 0..300_000 {
+                    let inner = match k % 3 {
+                        0 => Value::Lazy(Rc::new(Lazy {
+                            base: v,
+                            zero: false,
+                            ops: Default::default(),
+                            hnf: Default::default(),
+                            pair: true,
+                        })),
+                        1 => Value::Tagged(Tag::Sensitivity, Rc::new(v)),
+                        _ => Value::Bundle(Rc::new((v, Value::Nil))),
+                    };
+                    v = Value::cons(inner, Value::Nil);
+                }
+                drop(v);
             })
             .unwrap()
             .join()
