@@ -764,6 +764,21 @@ impl Machine {
         (def.imp)(self, std::slice::from_ref(&v))
     }
 
+    /// [`Machine::call_prim`] of a primitive of `N` arguments, `xs` (not on
+    /// the value stack).
+    #[inline(always)]
+    fn call_prim_array<const N: usize>(&mut self, p: PrimId, mut xs: [Value; N]) -> Result<Value> {
+        let def = self.prim_entry(p)?;
+        if !def.lazy {
+            for b in xs.iter_mut() {
+                if let Value::Lazy(_) = b {
+                    *b = self.force_arg(def, b)?;
+                }
+            }
+        }
+        (def.imp)(self, &xs)
+    }
+
     /// Primitive `p`'s definition, as a call of it begins: the call metered,
     /// and declined on a tape that does not model it.
     #[inline(always)]
@@ -1361,6 +1376,10 @@ impl Machine {
             }
             CExpr::Atom(a) => {
                 let v = atom!(self, base, inst, a);
+                self.ret::<INNER>(base, v)
+            }
+            CExpr::Prim(p, args, span) => {
+                let v = self.prim_value(base, inst, e, *p, args, span)?;
                 self.ret::<INNER>(base, v)
             }
             other => {
@@ -2408,6 +2427,9 @@ impl Machine {
         match b {
             CBind::Split(..) => self.exec_split(base, inst, b),
             CBind::Let(s, CExpr::Cons(a, d)) => self.exec_cons(base, inst, *s, a, d),
+            CBind::Let(s, e @ CExpr::Prim(p, args, span)) => {
+                self.exec_prim(base, inst, e, *p, args, span, base + *s as usize)
+            }
             CBind::Let(s, CExpr::Closure(g, caps)) => {
                 // (a lambda: in this small frame too)
                 let v = self.capture(base, inst, g.clone(), caps, 0)?;
@@ -2427,6 +2449,70 @@ impl Machine {
             }
             _ => self.exec_other(base, inst, b),
         }
+    }
+
+    /// A binding of a primitive's call `e` (`p` on `args`) to slot `i`,
+    /// reached in one step from `run_block` (see `prim_value`).
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn exec_prim(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        e: &CExpr,
+        p: PrimId,
+        args: &CArgs,
+        span: &Span,
+        i: usize,
+    ) -> Result<()> {
+        let v = self.prim_value(base, inst, e, p, args, span)?;
+        self.set(i, v);
+        Ok(())
+    }
+
+    /// The value of a primitive's call `e` (`p` on `args`), as `eval_expr`
+    /// computes it, but with up to three arguments that fit the primitive's
+    /// arity read in place rather than pushed on the value stack and popped
+    /// again.
+    #[inline(always)]
+    fn prim_value(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        e: &CExpr,
+        p: PrimId,
+        args: &CArgs,
+        span: &Span,
+    ) -> Result<Value> {
+        let xs: &[CAtom] = match args {
+            CArgs::One(x) => std::slice::from_ref(x),
+            CArgs::Tuple(xs) => xs,
+        };
+        let n = xs.len();
+        if n != prims::prim(p).arity as usize || n > 3 {
+            return self.eval_expr(base, inst, e);
+        }
+        let x = atom!(self, base, inst, &xs[0]);
+        let v = if n == 1 {
+            if self.meter_derivative.is_some() {
+                self.meter_site(p, inst);
+            }
+            self.call_prim1(p, x)
+        } else if n == 2 {
+            let y = atom!(self, base, inst, &xs[1]);
+            if self.meter_derivative.is_some() {
+                self.meter_site(p, inst);
+            }
+            self.call_prim_array(p, [x, y])
+        } else {
+            let y = atom!(self, base, inst, &xs[1]);
+            let z = atom!(self, base, inst, &xs[2]);
+            if self.meter_derivative.is_some() {
+                self.meter_site(p, inst);
+            }
+            self.call_prim_array(p, [x, y, z])
+        };
+        v.map_err(|e| e.at(*span))
     }
 
     /// A `cons` binding (list building, and the pairs AD-transformed code returns),
