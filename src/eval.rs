@@ -33,21 +33,16 @@ pub enum GState {
     Failed(Error),
 }
 
-///
-/// A call site is a reference into the running procedure's code (which its
-/// instance keeps alive until the tail call is made), not a copy: a `Span`
-/// written into a `Next` field by field and read back whole stalled the
-/// processor on every tail call (a failed store-to-load forwarding).
-enum Next<'c> {
+enum Next {
     /// The result is on top of the value stack.
     Return,
     /// Call the procedure under the given number of arguments on top of the stack.
-    TailCall(usize, &'c Span),
+    TailCall(usize, Span),
     /// Call member `j` of the running procedure's instance (itself or a sibling
     /// of its group) with the given number of arguments on top of the stack:
     /// no closure is built for it. (A `u32` count keeps this as small as
     /// `TailCall`: the evaluator's native frames, one per nested call, hold one.)
-    TailSibling(u32, u32, &'c Span),
+    TailSibling(u32, u32, Span),
 }
 
 /// Reads an operand (a clone); a global not evaluated yet is evaluated, and an
@@ -975,15 +970,18 @@ impl Machine {
         next: Next,
         span: Option<&Span>,
     ) -> Result<()> {
-        /// A tail call to make (a `Next` without its call site, which is
-        /// copied out of the code before the procedure running is replaced).
+        /// A tail call to make: a `Next` taken apart where `enter` returns it,
+        /// its call site kept beside it. (Assigning the whole `Next` to a
+        /// variable copied it field by field, and reading its `Span` back whole
+        /// at the loop's top then stalled on every tail call: a failed
+        /// store-to-load forwarding, ~30% of a self-recursive loop's samples.)
         enum Tail {
             Sibling(u32, usize),
             Call(usize),
         }
         let (mut tail, mut site) = match next {
-            Next::TailSibling(j, n, s) => (Tail::Sibling(j, n as usize), *s),
-            Next::TailCall(n, s) => (Tail::Call(n), *s),
+            Next::TailSibling(j, n, s) => (Tail::Sibling(j, n as usize), s),
+            Next::TailCall(n, s) => (Tail::Call(n), s),
             Next::Return => return Ok(()),
         };
         // The procedure running now and where it was tail-called from.
@@ -1023,8 +1021,8 @@ impl Machine {
             };
             match self.enter(base, &inst, idx, n) {
                 Ok(Next::Return) => return Ok(()),
-                Ok(Next::TailSibling(j, n, s)) => (tail, site) = (Tail::Sibling(j, n as usize), *s),
-                Ok(Next::TailCall(n, s)) => (tail, site) = (Tail::Call(n), *s),
+                Ok(Next::TailSibling(j, n, s)) => (tail, site) = (Tail::Sibling(j, n as usize), s),
+                Ok(Next::TailCall(n, s)) => (tail, site) = (Tail::Call(n), s),
                 Err(e) => break e,
             }
         };
@@ -1067,7 +1065,7 @@ impl Machine {
 
     /// Sets up the frame of member `idx` with its arguments and runs its body.
     #[inline(always)]
-    fn enter<'c>(&mut self, base: usize, inst: &'c InstRc, idx: u32, nargs: usize) -> Result<Next<'c>> {
+    fn enter(&mut self, base: usize, inst: &InstRc, idx: u32, nargs: usize) -> Result<Next> {
         self.tick()?;
         if inst.group().native.get().is_some() && self.native_rules && self.enter_native(base, inst, nargs)? {
             return Ok(Next::Return);
@@ -1178,13 +1176,13 @@ impl Machine {
     /// its arguments pushed above the frame. An inner block (a branch of an `if`
     /// that is not in tail position) pushes its result above the frame.
     #[inline(always)]
-    fn run_block<'c, const INNER: bool>(
+    fn run_block<const INNER: bool>(
         &mut self,
         base: usize,
-        inst: &'c InstRc,
-        block: &'c CBlock,
+        inst: &InstRc,
+        block: &CBlock,
         start: usize,
-    ) -> Result<Next<'c>> {
+    ) -> Result<Next> {
         let mut block = block;
         let mut start = start;
         loop {
@@ -1243,11 +1241,11 @@ impl Machine {
                         _ => {
                             self.push_atom(base, inst, f)?;
                             let n = self.push_tail_args(base, inst, args, *moves)?;
-                            return Ok(Next::TailCall(n, span));
+                            return Ok(Next::TailCall(n, *span));
                         }
                     };
                     let n = self.push_tail_args(base, inst, args, *moves)?;
-                    return Ok(Next::TailSibling(j, n as u32, span));
+                    return Ok(Next::TailSibling(j, n as u32, *span));
                 }
                 // Each case leaves its value separately: a value merged from
                 // several cases is copied through memory piecewise (slowly).
@@ -1311,13 +1309,7 @@ impl Machine {
     /// slot of its frame (see `run_block`): drops the rest of the frame; where
     /// the inline arithmetic did not apply, runs the tail `e` out of line.
     #[inline(always)]
-    fn ret_stored<'c>(
-        &mut self,
-        stored: bool,
-        base: usize,
-        inst: &'c InstRc,
-        e: &'c CExpr,
-    ) -> Result<Next<'c>> {
+    fn ret_stored(&mut self, stored: bool, base: usize, inst: &InstRc, e: &CExpr) -> Result<Next> {
         if stored {
             self.truncate_to(base + 1);
             return Ok(Next::Return);
@@ -1327,7 +1319,7 @@ impl Machine {
 
     /// Leaves a block's result, a number, as [`Machine::ret`] does.
     #[inline(always)]
-    fn ret_num<'c, const INNER: bool>(&mut self, base: usize, n: Num) -> Next<'c> {
+    fn ret_num<const INNER: bool>(&mut self, base: usize, n: Num) -> Next {
         if !INNER {
             self.truncate_to(base);
         }
@@ -1345,12 +1337,7 @@ impl Machine {
 
     /// The tail expressions of a block that `run_block` does not run itself.
     #[inline(never)]
-    fn tail_slow<'c, const INNER: bool>(
-        &mut self,
-        base: usize,
-        inst: &'c InstRc,
-        e: &'c CExpr,
-    ) -> Result<Next<'c>> {
+    fn tail_slow<const INNER: bool>(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Next> {
         match e {
             CExpr::App(f, args, span, _) => {
                 let fv = atom!(self, base, inst, f);
@@ -1361,7 +1348,7 @@ impl Machine {
                 }
                 self.push(fv);
                 let n = self.push_args(base, inst, args)?;
-                return Ok(Next::TailCall(n, span));
+                return Ok(Next::TailCall(n, *span));
             }
             CExpr::Arith2(op, a, b, p, span) => {
                 let v = match self.arith_fast(base, inst, *op, a, b) {
