@@ -1124,13 +1124,8 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
     };
     let mut ds = Vec::with_capacity(n);
     for i in 0..n {
-        let mut k = 0;
-        let dx = match one_hot(m, x, i, &mut k) {
-            Ok(dx) => dx,
-            Err(e) if e.kind == ErrorKind::Limit => return Err(e),
-            Err(_) => return Ok(None),
-        };
-        match try_tape(m, Want::Jvp, &[f.clone(), x.clone(), dx])? {
+        // (the one-hot tangent is not built: the activation makes it, `activate_one_hot`)
+        match try_tape_with(m, Want::Jvp, &[f.clone(), x.clone()], Some(i))? {
             // (gradient-F's %real-derivative: the function must return a real)
             Some(d) if is_real(&d) => ds.push(d),
             _ => return Ok(None),
@@ -1140,16 +1135,16 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
     Ok(Some(fill(x, &mut ds.into_iter(), &mut k)))
 }
 
-/// `x` with its `i`th real (counting from `k`) replaced by 1 and every other by
-/// its zero (on its own level, as the walk's `zero` gives it).
-fn one_hot(m: &mut Machine, x: &Value, i: usize, k: &mut usize) -> Result<Value> {
+/// `x` with each real made a real of forward level `id` whose tangent is 1 for
+/// the `i`th (in order) and its zero (on its own level, as the prelude walk's
+/// `zero` gives it) for every other: `activate_forward` of `x` and that
+/// one-hot tangent, without building the tangent.
+fn activate_one_hot(m: &mut Machine, x: &Value, i: usize, id: u32) -> Result<Value> {
+    let mut k = 0;
     map_reals(x, &mut |v| {
-        *k += 1;
-        if *k - 1 == i {
-            Ok(Value::Int(1))
-        } else {
-            zero_active(m, v)
-        }
+        let t = if k == i { Value::Int(1) } else { zero_active(m, v)? };
+        k += 1;
+        Ok(forward_real(id, v.clone(), t))
     })
 }
 
@@ -1193,6 +1188,18 @@ fn group_key(f: &Value, want: Want) -> Option<usize> {
 
 /// The run on a new level, or `None` where it declines.
 fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>> {
+    try_tape_with(m, want, args, None)
+}
+
+/// [`try_tape`]; with `one_hot` `Some(i)` (a forward run for `gradient-F`),
+/// `args` is the function and its argument, and the tangent is 1 at the
+/// argument's `i`th real and zero elsewhere.
+fn try_tape_with(
+    m: &mut Machine,
+    want: Want,
+    args: &[Value],
+    one_hot: Option<usize>,
+) -> Result<Option<Value>> {
     if !m.tape.enabled || m.tape.stack.len() >= 64 {
         return Ok(None);
     }
@@ -1230,8 +1237,20 @@ fn try_tape(m: &mut Machine, want: Want, args: &[Value]) -> Result<Option<Value>
     m.tape.stack.push(level);
     let mut inputs = Inputs::new();
     let mut bools = false;
-    let xa =
-        if forward { activate_forward(x, &args[2], id) } else { activate(m, x, id, &mut inputs, &mut bools) };
+    let xa = match one_hot {
+        _ if !forward => activate(m, x, id, &mut inputs, &mut bools),
+        None => activate_forward(x, &args[2], id),
+        Some(i) => match activate_one_hot(m, x, i, id) {
+            Ok(xa) => Some(xa),
+            // (a tangent's zero that cannot be made: the level is dropped and
+            // the whole gradient given to the transform, as before the run)
+            Err(e) => {
+                let tape = m.tape.stack.pop().expect("the level pushed above");
+                m.tape.recycle(tape);
+                return if e.kind == ErrorKind::Limit { Err(e) } else { Ok(None) };
+            }
+        },
+    };
     let r = match xa {
         Some(xa) => m.apply_value(f.clone(), xa, None).map(Some),
         None => Ok(None),
