@@ -751,12 +751,7 @@ impl Machine {
     /// [`Machine::call_prim`] of a primitive of one argument, `v` (not on the value stack).
     #[inline(always)]
     fn call_prim1(&mut self, p: PrimId, v: Value) -> Result<Value> {
-        let def = self.prim_entry(p)?;
-        let v = match v {
-            Value::Lazy(_) if !def.lazy => self.force_arg(def, &v)?,
-            v => v,
-        };
-        (def.imp)(self, std::slice::from_ref(&v))
+        self.call_prim_array(p, [v])
     }
 
     /// [`Machine::call_prim`] of a primitive of `N` arguments, `xs` (not on
@@ -764,6 +759,14 @@ impl Machine {
     #[inline(always)]
     fn call_prim_array<const N: usize>(&mut self, p: PrimId, mut xs: [Value; N]) -> Result<Value> {
         let def = self.prim_entry(p)?;
+        self.force_args(def, &mut xs)?;
+        (def.imp)(self, &xs)
+    }
+
+    /// A primitive's arguments with the lazy ones built (unless `def` takes
+    /// them lazy).
+    #[inline(always)]
+    fn force_args(&mut self, def: &PrimDef, xs: &mut [Value]) -> Result<()> {
         if !def.lazy {
             for b in xs.iter_mut() {
                 if let Value::Lazy(_) = b {
@@ -771,7 +774,7 @@ impl Machine {
                 }
             }
         }
-        (def.imp)(self, &xs)
+        Ok(())
     }
 
     /// Primitive `p`'s definition, as a call of it begins: the call metered,
@@ -805,13 +808,7 @@ impl Machine {
             for i in (0..nargs).rev() {
                 buf[i] = self.stack.pop().unwrap_or(Value::Nil);
             }
-            if !def.lazy {
-                for b in buf[..nargs].iter_mut() {
-                    if let Value::Lazy(_) = b {
-                        *b = self.force_arg(def, b)?;
-                    }
-                }
-            }
+            self.force_args(def, &mut buf[..nargs])?;
             return (def.imp)(self, &buf[..nargs]);
         }
         if nargs > 1 && def.arity >= 2 {
@@ -825,13 +822,7 @@ impl Machine {
         }
         let mut args: SmallVec<[Value; 4]> = SmallVec::new();
         prims::spread(self, p, v, &mut args)?;
-        if !def.lazy {
-            for b in args.iter_mut() {
-                if let Value::Lazy(_) = b {
-                    *b = self.force_arg(def, b)?;
-                }
-            }
-        }
+        self.force_args(def, &mut args)?;
         (def.imp)(self, &args)
     }
 
@@ -843,6 +834,14 @@ impl Machine {
             crate::ad::ops::hnf(self, v)
         } else {
             crate::ad::ops::force(self, v)
+        }
+    }
+
+    /// [`Machine::meter_site`] where derivative work is metered.
+    #[inline(always)]
+    fn meter_site_derivative(&mut self, p: PrimId, inst: &InstRc) {
+        if self.meter_derivative.is_some() {
+            self.meter_site(p, inst);
         }
     }
 
@@ -1365,8 +1364,8 @@ impl Machine {
                 let v = atom!(self, base, inst, a);
                 self.ret::<INNER>(base, v)
             }
-            CExpr::Prim(p, args, span) => {
-                let v = self.prim_value(base, inst, e, *p, args, span)?;
+            CExpr::Prim(..) => {
+                let v = self.prim_value(base, inst, e)?;
                 self.ret::<INNER>(base, v)
             }
             other => {
@@ -1845,9 +1844,7 @@ impl Machine {
         }
         let x = atom!(self, base, inst, a);
         let y = atom!(self, base, inst, b);
-        if self.meter_derivative.is_some() {
-            self.meter_site(p, inst);
-        }
+        self.meter_site_derivative(p, inst);
         if x.is_active() || y.is_active() {
             // a real on a dual number or tape level (`ad::tape`): straight to its record
             if let Some(f) = crate::ad::tape::scalar_formula(p) {
@@ -2081,16 +2078,12 @@ impl Machine {
             CExpr::Arith2Int(op, x, k, p, span) => self.arith_int_value(base, inst, *op, *x, *k, *p, *span),
             CExpr::Prim(p, CArgs::One(a), span) if prims::prim(*p).arity == 1 => {
                 let v = atom!(self, base, inst, a);
-                if self.meter_derivative.is_some() {
-                    self.meter_site(*p, inst);
-                }
+                self.meter_site_derivative(*p, inst);
                 self.call_prim1(*p, v).map_err(|e| e.at(*span))
             }
             CExpr::Prim(p, args, span) => {
                 let n = self.push_args(base, inst, args)?;
-                if self.meter_derivative.is_some() {
-                    self.meter_site(*p, inst);
-                }
+                self.meter_site_derivative(*p, inst);
                 self.call_prim(*p, n).map_err(|e| e.at(*span))
             }
             CExpr::Retag(op, a, p, span) => {
@@ -2414,9 +2407,7 @@ impl Machine {
         match b {
             CBind::Split(..) => self.exec_split(base, inst, b),
             CBind::Let(s, CExpr::Cons(a, d)) => self.exec_cons(base, inst, *s, a, d),
-            CBind::Let(s, e @ CExpr::Prim(p, args, span)) => {
-                self.exec_prim(base, inst, e, *p, args, span, base + *s as usize)
-            }
+            CBind::Let(s, e @ CExpr::Prim(..)) => self.exec_prim(base, inst, e, base + *s as usize),
             CBind::Let(s, CExpr::Closure(g, caps)) => {
                 // (a lambda: in this small frame too)
                 let v = self.capture(base, inst, g.clone(), caps, 0)?;
@@ -2438,68 +2429,44 @@ impl Machine {
         }
     }
 
-    /// A binding of a primitive's call `e` (`p` on `args`) to slot `i`,
-    /// reached from `exec_bind` in one step, not through `exec_other` and
-    /// `eval_expr` (see `prim_value`). (Not an arm of `run_block`'s own match:
-    /// that made every call's loop larger, fib +1.5% instructions.)
+    /// A binding of a primitive's call `e` to slot `i`, reached from
+    /// `exec_bind` in one step, not through `exec_other` and `eval_expr` (see
+    /// `prim_value`). (Not an arm of `run_block`'s own match: that made every
+    /// call's loop larger, fib +1.5% instructions.)
     #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    fn exec_prim(
-        &mut self,
-        base: usize,
-        inst: &InstRc,
-        e: &CExpr,
-        p: PrimId,
-        args: &CArgs,
-        span: &Span,
-        i: usize,
-    ) -> Result<()> {
-        let v = self.prim_value(base, inst, e, p, args, span)?;
+    fn exec_prim(&mut self, base: usize, inst: &InstRc, e: &CExpr, i: usize) -> Result<()> {
+        let v = self.prim_value(base, inst, e)?;
         self.set(i, v);
         Ok(())
     }
 
-    /// The value of a primitive's call `e` (`p` on `args`), as `eval_expr`
+    /// The value of a primitive's call `e` (`CExpr::Prim`), as `eval_expr`
     /// computes it, but with up to three arguments that fit the primitive's
     /// arity read in place rather than pushed on the value stack and popped
     /// again.
     #[inline(always)]
-    fn prim_value(
-        &mut self,
-        base: usize,
-        inst: &InstRc,
-        e: &CExpr,
-        p: PrimId,
-        args: &CArgs,
-        span: &Span,
-    ) -> Result<Value> {
-        let xs: &[CAtom] = match args {
-            CArgs::One(x) => std::slice::from_ref(x),
-            CArgs::Tuple(xs) => xs,
-        };
+    fn prim_value(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Value> {
+        let CExpr::Prim(p, args, span) = e else { return self.eval_expr(base, inst, e) };
+        let (p, xs) = (*p, args.atoms());
         let n = xs.len();
         if n != prims::prim(p).arity as usize || n > 3 {
             return self.eval_expr(base, inst, e);
         }
+        // (the arguments read in order, then the call metered, as `eval_expr` does)
         let x = atom!(self, base, inst, &xs[0]);
         let v = if n == 1 {
-            if self.meter_derivative.is_some() {
-                self.meter_site(p, inst);
-            }
-            self.call_prim1(p, x)
-        } else if n == 2 {
-            let y = atom!(self, base, inst, &xs[1]);
-            if self.meter_derivative.is_some() {
-                self.meter_site(p, inst);
-            }
-            self.call_prim_array(p, [x, y])
+            self.meter_site_derivative(p, inst);
+            self.call_prim_array(p, [x])
         } else {
             let y = atom!(self, base, inst, &xs[1]);
-            let z = atom!(self, base, inst, &xs[2]);
-            if self.meter_derivative.is_some() {
-                self.meter_site(p, inst);
+            if n == 2 {
+                self.meter_site_derivative(p, inst);
+                self.call_prim_array(p, [x, y])
+            } else {
+                let z = atom!(self, base, inst, &xs[2]);
+                self.meter_site_derivative(p, inst);
+                self.call_prim_array(p, [x, y, z])
             }
-            self.call_prim_array(p, [x, y, z])
         };
         v.map_err(|e| e.at(*span))
     }

@@ -27,6 +27,16 @@ pub enum CArgs {
     Tuple(Box<[CAtom]>),
 }
 
+impl CArgs {
+    /// The arguments, in order.
+    pub fn atoms(&self) -> &[CAtom] {
+        match self {
+            CArgs::One(x) => std::slice::from_ref(x),
+            CArgs::Tuple(xs) => xs,
+        }
+    }
+}
+
 #[repr(u8)]
 pub enum CExpr {
     Atom(CAtom),
@@ -68,10 +78,7 @@ pub struct Moves(pub u32);
 impl Moves {
     /// The arguments of a tail call that may be moved.
     fn of(args: &CArgs) -> Moves {
-        let xs: &[CAtom] = match args {
-            CArgs::One(x) => std::slice::from_ref(x),
-            CArgs::Tuple(xs) => xs,
-        };
+        let xs = args.atoms();
         let mut bits = 0u32;
         for (i, x) in xs.iter().enumerate().take(32) {
             if let CAtom::Local(s) = x {

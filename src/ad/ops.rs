@@ -272,9 +272,6 @@ fn hnf_step(m: &mut Machine, z: &Lazy) -> Result<Value> {
     }
 }
 
-/// Applies every pending operation, however deep. One pass over the value: the
-/// pairs above a lazy value are rebuilt (each counted in `ad_work`), the rest is
-/// shared as it is.
 /// Would [`force`] change `v` (is it lazy, or data holding a lazy value)?
 pub fn is_or_has_lazy(v: &Value) -> bool {
     match v {
@@ -284,6 +281,9 @@ pub fn is_or_has_lazy(v: &Value) -> bool {
     }
 }
 
+/// Applies every pending operation, however deep. One pass over the value: the
+/// pairs above a lazy value are rebuilt (each counted in `ad_work`), the rest is
+/// shared as it is.
 pub fn force(m: &mut Machine, v: &Value) -> Result<Value> {
     // (the common case, data with nothing pending, is one scan without recursion)
     if let Value::Pair(_) = v {

@@ -1467,11 +1467,11 @@ fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Sens>], real: bool, boo
             _ => None,
         };
         match (y, s) {
-            (_, _) if own.is_some() => {
+            (_, _) if let Some(i) = own => {
                 if !strip(s).is_number() {
                     return false;
                 }
-                let i = own.unwrap_or(NONE) as usize;
+                let i = i as usize;
                 adj[i] = Some(Sens::of(match adj[i].take() {
                     None => s.clone(),
                     // (a result holding one real twice; nothing on a forward level yet)
