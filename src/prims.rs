@@ -841,7 +841,9 @@ fn fold_left_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
 /// `(reduce f i l)` called directly: the last element's application first
 /// (after the whole list is walked, as the prelude's recursion did).
 fn reduce_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
-    let mut xs = Vec::new();
+    // (the short lists of the common case, such as a point's coordinates, held
+    // without an allocation)
+    let mut xs: smallvec::SmallVec<[Value; 8]> = smallvec::SmallVec::new();
     walk(m, "reduce", &a[2], |_, x| {
         xs.push(x.clone());
         Ok(())
