@@ -28,6 +28,11 @@ pub struct ErrorData {
     pub trace: Vec<(String, Span)>,
     /// How many trace entries were dropped to keep the trace short.
     pub trace_elided: usize,
+    /// The procedure running when the error arose, and where it was called,
+    /// if it was a call in tail position run in place (`resolve::Inline`):
+    /// the frame that would have replaced the enclosing procedure's in the
+    /// trace had the call been made. Taken by the enclosing call's decoration.
+    pub tail_frame: Option<(String, Span)>,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -52,7 +57,14 @@ impl Error {
     /// error is located at the nearest call site in user code as it unwinds.
     pub fn new(kind: ErrorKind, span: Option<Span>, message: impl Into<String>) -> Error {
         let span = span.filter(|s| s.is_known());
-        Error(Box::new(ErrorData { kind, span, message: message.into(), trace: Vec::new(), trace_elided: 0 }))
+        Error(Box::new(ErrorData {
+            kind,
+            span,
+            message: message.into(),
+            trace: Vec::new(),
+            trace_elided: 0,
+            tail_frame: None,
+        }))
     }
     pub fn syntax(span: Span, message: impl Into<String>) -> Error {
         Error::new(ErrorKind::Syntax, Some(span), message)
@@ -67,6 +79,15 @@ impl Error {
         }
         self
     }
+    /// Records the procedure running when the error arose, reached by a tail
+    /// call at `span` (which also locates an error raised without a location).
+    pub fn push_tail_frame(&mut self, name: &str, span: Span) {
+        self.push_frame(name, span);
+        if self.span.is_none() && span.is_known() {
+            self.span = Some(span);
+        }
+    }
+
     /// Records one call frame as the error unwinds through it.
     pub fn push_frame(&mut self, name: &str, span: Span) {
         if self.trace.len() < MAX_TRACE {

@@ -5,7 +5,9 @@
 use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimDef, PrimId};
-use crate::resolve::{CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Moves, Op2, Param, Retag, Split};
+use crate::resolve::{
+    CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Inline, Moves, Op2, Param, Retag, Split,
+};
 use crate::source::Span;
 use crate::value::{Inst, InstBuilder, InstRc, Value};
 use rustc_hash::FxHashMap;
@@ -379,6 +381,9 @@ pub struct Machine {
     /// (`resolve::Untagged`) runs that entry (with `native_rules`); off, the
     /// call runs step by step (a test compares the two).
     pub untagged_entries: bool,
+    /// Whether calls of small procedures held by globals run in place
+    /// (`resolve::Inline`; on by default; set before any code is resolved).
+    pub inline_calls: bool,
     pub deadline: Option<Instant>,
     pub interrupt: Arc<AtomicBool>,
     /// Per-primitive call counts when metering. (A boxed slice: `None` is a
@@ -426,6 +431,7 @@ impl Machine {
             native_rules: true,
             native_rr: true,
             untagged_entries: true,
+            inline_calls: true,
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
             meter: None,
@@ -552,7 +558,14 @@ impl Machine {
             if g.is_derivative_code() {
                 g.mark_nested_derivative();
             }
-            let _ = g.code.set(crate::resolve::resolve_group(g, members));
+            let globals = &self.globals;
+            let callees = |k: u32| match globals.get(k as usize).map(|x| &x.state) {
+                Some(GState::Value(Value::Closure(i, 0))) if i.env.is_empty() => Some(i.group.clone()),
+                _ => None,
+            };
+            let callees: Option<crate::resolve::Callees<'_>> =
+                if self.inline_calls { Some(&callees) } else { None };
+            let _ = g.code.set(crate::resolve::resolve_group(g, members, callees));
         }
         Ok(g.code.get().unwrap())
     }
@@ -1046,12 +1059,13 @@ impl Machine {
         span: Option<&Span>,
     ) -> Error {
         self.truncate_to(base);
-        if let Some(s) = tail_site {
+        if let Some((name, s)) = e.tail_frame.take() {
+            // The running procedure reached a tail call run in place, which
+            // failed: show that procedure, as the call would have.
+            e.push_tail_frame(&name, s);
+        } else if let Some(s) = tail_site {
             // The running procedure was reached by a tail call: show where.
-            e.push_frame(&member_name(&inst.group, idx), s);
-            if e.span.is_none() && s.is_known() {
-                e.span = Some(s);
-            }
+            e.push_tail_frame(&member_name(&inst.group, idx), s);
         }
         if let Some(&s) = span {
             e.push_frame(&member_name(entered, entered_idx), s);
@@ -2091,6 +2105,7 @@ impl Machine {
                 self.retag(*op, v, *p, *span)
             }
             CExpr::BpCall(c) => self.bp_call(base, inst, c),
+            CExpr::Inline(il) => self.eval_inline(base, inst, il),
             CExpr::Plus(a, b, p, span) => {
                 let av = atom!(self, base, inst, a);
                 let bv = atom!(self, base, inst, b);
@@ -2408,6 +2423,11 @@ impl Machine {
             CBind::Split(..) => self.exec_split(base, inst, b),
             CBind::Let(s, CExpr::Cons(a, d)) => self.exec_cons(base, inst, *s, a, d),
             CBind::Let(s, e @ CExpr::Prim(..)) => self.exec_prim(base, inst, e, base + *s as usize),
+            CBind::Let(s, CExpr::Inline(il)) => {
+                let v = self.eval_inline(base, inst, il)?;
+                self.set(base + *s as usize, v);
+                Ok(())
+            }
             CBind::Let(s, CExpr::Closure(g, caps)) => {
                 // (a lambda: in this small frame too)
                 let v = self.capture(base, inst, g.clone(), caps, 0)?;
@@ -2469,6 +2489,65 @@ impl Machine {
             }
         };
         v.map_err(|e| e.at(*span))
+    }
+
+    /// A call run in place (`resolve::Inline`): counted as the call would be
+    /// (a step; a level unless in tail position), its body run as a nested
+    /// block of the caller's, and an error in it traced as the call's would
+    /// be (as `call_failed` does: a tail call's frame is left for the
+    /// enclosing call's decoration to show in place of the caller's).
+    #[inline(never)]
+    fn eval_inline(&mut self, base: usize, inst: &InstRc, il: &Inline) -> Result<Value> {
+        if !il.tail {
+            self.depth_left -= 1;
+            if self.depth_left < 0 {
+                // (the call is not made: nothing to trace, as `call_too_deep`)
+                self.depth_left += 1;
+                return Err(too_deep(self.max_depth, Some(il.site)));
+            }
+        }
+        let r = self.run_inline(base, inst, il);
+        if !il.tail {
+            self.depth_left += 1;
+        }
+        r.map_err(|mut e| {
+            if il.tail {
+                if e.tail_frame.is_none() {
+                    e.tail_frame = Some((il.name.to_string(), il.site));
+                }
+            } else {
+                if let Some((name, s)) = e.tail_frame.take() {
+                    e.push_tail_frame(&name, s);
+                }
+                e.push_frame(&il.name, il.site);
+                if e.span.is_none() && il.site.is_known() {
+                    e.span = Some(il.site);
+                }
+            }
+            e
+        })
+    }
+
+    /// The value of a call run in place: its body's bindings run one by one
+    /// (no conditional, no lambda: see `resolve::inlinable_body`; calls run
+    /// in place inside it nest at most `resolve::INLINE_DEPTH` deep), then
+    /// its last expression's value.
+    #[inline(always)]
+    fn run_inline(&mut self, base: usize, inst: &InstRc, il: &Inline) -> Result<Value> {
+        self.tick()?;
+        for b in &il.body.binds {
+            self.exec_bind(base, inst, b)?;
+        }
+        match &il.body.tail {
+            CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
+                Some(n) => Ok(n.value()),
+                None => self.arith_slow(base, inst, *op, a, b, *p, *span),
+            },
+            CExpr::Arith2Int(op, x, k, p, span) => self.arith_int_value(base, inst, *op, *x, *k, *p, *span),
+            CExpr::Atom(a) => Ok(atom!(self, base, inst, a)),
+            e @ CExpr::Prim(..) => self.prim_value(base, inst, e),
+            e => self.eval_expr(base, inst, e),
+        }
     }
 
     /// A `cons` binding (list building, and the pairs AD-transformed code returns),

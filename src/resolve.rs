@@ -2,7 +2,7 @@
 //! variable is a frame slot, a captured-environment index, a sibling of a
 //! recursive group, a global, or a constant. No names are looked up at run time.
 
-use crate::anf::{Args, Atom, Bind, Block, Expr, Group, Lambda, VarId};
+use crate::anf::{Args, Atom, Bind, Block, Expr, GlobalId, Group, Lambda, Origin, VarId};
 use crate::prims::PrimId;
 use crate::source::Span;
 use crate::value::Value;
@@ -65,6 +65,25 @@ pub enum CExpr {
     /// natively when `bp` is a scalar primitive's backpropagator, step by step
     /// otherwise.
     BpCall(Box<BpCall>),
+    /// A call of a small procedure held by a global, its body resolved in
+    /// the caller's frame (see [`Inline`]).
+    Inline(Box<Inline>),
+}
+
+/// A call of a small procedure defined at the top level (`(sqr x)`, `(v- u
+/// v)`), its body run in the caller's frame (its variables in slots of the
+/// caller's) instead of through a call: no frame pushed and dropped, no
+/// arguments passed. It counts as the call would (a step for `--max-steps`
+/// and `--metered`, a level for `--max-depth` unless it is in tail position),
+/// and an error in it names the procedure and the call site as the call's
+/// would. What may be so run: see `Resolver::inline_call`.
+pub struct Inline {
+    pub body: CBlock,
+    pub name: Rc<str>,
+    pub site: Span,
+    /// In the caller's tail position (the call would have replaced the
+    /// caller's frame: no level counted).
+    pub tail: bool,
 }
 
 /// The arguments of a call in tail position that may be moved out of the
@@ -339,8 +358,17 @@ pub struct GroupCode {
     pub plain: bool,
 }
 
-/// Resolves every member of a group whose A-normal form is known.
-pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
+/// Which procedure each global holds, for calls to be run in place (see
+/// [`Inline`]): the group of a closure of one lambda capturing nothing.
+pub type Callees<'a> = &'a dyn Fn(GlobalId) -> Option<Rc<Group>>;
+
+/// Resolves every member of a group whose A-normal form is known. `callees`
+/// (the globals' procedures) lets calls of small ones run in place; `None`
+/// resolves every call as a call.
+pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>) -> GroupCode {
+    // (only in source code: the transforms' code calls no globals directly,
+    // and code run for a derivative is metered apart from the code it calls)
+    let callees = callees.filter(|_| !g.is_derivative_code());
     let mut outer = FxHashMap::default();
     for (i, v) in g.free.iter().enumerate() {
         outer.insert(*v, CAtom::Env(i as u32));
@@ -358,6 +386,9 @@ pub fn resolve_group(g: &Group, members: &[Lambda]) -> GroupCode {
             uses,
             last,
             params: vec![l.param],
+            callees,
+            group: g,
+            inlining: Vec::new(),
         };
         let param = tuple_param(l, &mut r);
         let body = r.block(&l.body);
@@ -589,6 +620,38 @@ struct Resolver<'g> {
     last: FxHashMap<VarId, usize>,
     /// Variables bound outside any block (the parameter): released by the body.
     params: Vec<VarId>,
+    /// The procedures globals hold, for calls run in place (see [`Inline`]).
+    callees: Option<Callees<'g>>,
+    /// The group being resolved.
+    group: &'g Group,
+    /// The globals whose calls are being resolved in place, outermost first.
+    inlining: Vec<GlobalId>,
+}
+
+/// At most this many calls run in place one inside another.
+const INLINE_DEPTH: usize = 3;
+/// At most this many bindings in a procedure run in place.
+const INLINE_BINDS: usize = 8;
+
+/// Whether the body of a procedure may be run in place (see [`Inline`]):
+/// a few bindings, none holding a block or a lambda (the transforms' and
+/// `letrec`'s code, conditionals), and no call in tail position but one of a
+/// global (run in place in turn, or the callee is not: a call there would be a
+/// level deeper than the tail call it replaces).
+fn inlinable_body(b: &Block) -> bool {
+    b.binds.len() <= INLINE_BINDS
+        && b.binds.iter().enumerate().all(|(i, bind)| match bind {
+            Bind::Let(x, e) => match e {
+                Expr::Atom(_) | Expr::Prim(..) | Expr::Cons(..) => true,
+                Expr::App(f, ..) => {
+                    let tail = i + 1 == b.binds.len() && matches!(&b.result, Atom::Var(r) if r == x);
+                    !tail || matches!(f, Atom::Global(_))
+                }
+                Expr::Lambda(_) | Expr::If(..) | Expr::MakeEnvSens(..) | Expr::MakeEnvSensLike(..) => false,
+            },
+            Bind::Uncons(..) | Bind::Check(..) => true,
+            Bind::Letrec(..) | Bind::EnvSens(..) => false,
+        })
 }
 
 /// For each variable of a lambda that is read, the index of the binding of the
@@ -644,6 +707,105 @@ fn last_reads(l: &Lambda) -> FxHashMap<VarId, usize> {
 }
 
 impl Resolver<'_> {
+    /// The procedure global `g` holds, if a call of it may be run in place
+    /// here (see [`Inline`]): a lambda of source code capturing nothing, with
+    /// an [`inlinable_body`], not the procedure being resolved nor one already
+    /// being run in place around this call, and not too deep.
+    fn callee(&self, g: GlobalId) -> Option<Rc<Group>> {
+        if self.inlining.len() >= INLINE_DEPTH || self.inlining.contains(&g) {
+            return None;
+        }
+        let c = (self.callees?)(g)?;
+        let plain = matches!(c.origin, Origin::Source)
+            && !c.is_derivative_code()
+            && !c.is_shape()
+            && c.names.is_empty()
+            && c.free.is_empty()
+            && c.native.get().is_none()
+            && !std::ptr::eq(&*c, self.group);
+        match c.members.get().map(|m| m.as_slice()) {
+            Some([l]) if plain && inlinable_body(&l.body) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// `(g args)` (at `site`; `tail`: in tail position) run in place, if it
+    /// may be (see [`Resolver::callee`]): the callee's parameter, or the parts
+    /// of a tuple parameter it destructures at once (as `tuple_param` finds
+    /// them) when the call passes as many arguments, stand for the call's
+    /// operands, and its body is resolved as a block of the caller's, its
+    /// variables in free slots of the caller's frame. `None` (nothing changed)
+    /// otherwise, or if the body's call in tail position is not run in place
+    /// in turn.
+    fn inline_call(&mut self, g: GlobalId, args: &Args, site: Span, tail: bool) -> Option<CExpr> {
+        let callee = self.callee(g)?;
+        let l = &callee.members.get()?[0];
+        let mut uses = FxHashMap::default();
+        count_uses_block(&l.body, &mut uses);
+        let (vars, skip): (Vec<VarId>, usize) = match args {
+            Args::One(_) => (vec![l.param], 0),
+            Args::Tuple(xs) => {
+                // The chain Uncons(a1, r1, param), Uncons(a2, r2, r1)...: each
+                // rest but the last read by the next binding alone.
+                let mut parts = Vec::new();
+                let mut cur = l.param;
+                for b in l.body.binds.iter().take(xs.len().saturating_sub(1)) {
+                    match b {
+                        Bind::Uncons(a, d, Atom::Var(src), _)
+                            if *src == cur && *a != cur && uses.get(&cur).copied() == Some(1) =>
+                        {
+                            parts.push(*a);
+                            cur = *d;
+                        }
+                        _ => return None,
+                    }
+                }
+                parts.push(cur);
+                if parts.len() != xs.len() {
+                    return None;
+                }
+                (parts, xs.len() - 1)
+            }
+        };
+        let ops: Vec<CAtom> = match args {
+            Args::One(x) => vec![self.atom(x)],
+            Args::Tuple(xs) => xs.iter().map(|x| self.atom(x)).collect(),
+        };
+        let body = Lambda {
+            param: l.param,
+            body: Block { binds: l.body.binds[skip..].to_vec(), result: l.body.result.clone() },
+        };
+        // (the callee's variables are its own: none is the caller's; all are
+        // forgotten after, so that another call of it binds them afresh)
+        let mut own: Vec<VarId> = body.body.binds.iter().flat_map(bound_vars).collect();
+        own.extend(vars.iter().copied());
+        own.extend(uses.keys().copied());
+        for (v, a) in vars.iter().zip(ops) {
+            self.map.insert(*v, a);
+        }
+        self.uses.extend(uses);
+        self.last.extend(last_reads(&body));
+        // As an `if`'s branch: the body's slots are all free after it.
+        let (start, free) = (self.nslots, self.free.clone());
+        self.inlining.push(g);
+        let block = self.block(&body.body);
+        self.inlining.pop();
+        let end = self.nslots;
+        for v in &own {
+            self.map.remove(v);
+            self.uses.remove(v);
+            self.last.remove(v);
+        }
+        self.free = free;
+        if matches!(block.tail, CExpr::App(..)) {
+            // (a call there would count a level the tail call it replaces does not)
+            self.nslots = start;
+            return None;
+        }
+        self.free.extend((start..end).rev());
+        Some(CExpr::Inline(Box::new(Inline { body: block, name: callee.display_name(0).into(), site, tail })))
+    }
+
     fn bind(&mut self, v: VarId) -> u32 {
         if let Some(CAtom::Local(s)) = self.map.get(&v) {
             return *s;
@@ -884,7 +1046,22 @@ impl Resolver<'_> {
             }
             match bind {
                 Bind::Let(x, e) => {
-                    if i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x) {
+                    let is_tail = i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x);
+                    let inline = match e {
+                        Expr::App(Atom::Global(g), args, s) => self.inline_call(*g, args, *s, is_tail),
+                        _ => None,
+                    };
+                    if let Some(ce) = inline {
+                        if is_tail {
+                            // (after the body run in place: its slots are in the frame)
+                            frame = self.nslots;
+                            tail = Some(ce);
+                        } else {
+                            self.release_all(std::mem::take(&mut dying[i]));
+                            let s = self.bind(*x);
+                            binds.push(CBind::Let(s, ce));
+                        }
+                    } else if is_tail {
                         frame = self.nslots;
                         tail = Some(match self.expr(e) {
                             CExpr::App(f, args, s, _) => {

@@ -7,7 +7,7 @@ use crate::anf::tests::norm as group;
 use crate::toplevel::Session;
 
 fn code(g: &Group) -> GroupCode {
-    resolve_group(g, g.members.get().unwrap())
+    resolve_group(g, g.members.get().unwrap(), None)
 }
 
 /// (number of parts, bindings skipped) of a tuple parameter; None for a plain slot.
@@ -97,6 +97,7 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
             atoms(f, out)
         }
         CExpr::MakeEnvSens(..) | CExpr::MakeEnvSensLike(..) => {}
+        CExpr::Inline(il) => atoms(&il.body, out),
     };
     for bind in &b.binds {
         match bind {

@@ -1,0 +1,187 @@
+//! Calls of small procedures run in place (`resolve::Inline`): a program must
+//! behave exactly as when every call is made, in its values, its `--metered`
+//! counts (procedure calls included), its `--max-steps` and `--max-depth`
+//! limits, and its errors' messages and call traces (tail calls included,
+//! whose frames a trace does not show); and the calls must in fact run in
+//! place (else the comparison would test nothing).
+
+use vlad::resolve::{CBind, CBlock, CExpr};
+use vlad::toplevel::Session;
+use vlad::value::Value;
+
+/// Programs whose calls of small global procedures run in place: chains of
+/// them in and out of tail position, procedures reached by tail calls that
+/// make one, tuple and destructured parameters, calls inside them, errors at
+/// every level, recursion around them, and derivatives through them.
+const PROGRAMS: &[&str] = &[
+    // a tail chain ending in a failing primitive
+    "(define (sq x) (* x x))
+     (define (k x) (sq x))
+     (define (h x) (k x))
+     (define (g x) (+ 1 (h x)))
+     (define (p x) (g x))
+     (p 3) (p 2.5) (p #t)",
+    // a procedure reached by tail calls whose tail call runs in place
+    "(define (sq x) (* x x))
+     (define (k x) (+ (sq x) 1))
+     (define (h x) (k x))
+     (define (loop n x) (if (= n 0) (h x) (loop (- n 1) x)))
+     (define (top x) (* 2 (loop 3 x)))
+     (top 4) (top #f)",
+    // a destructured parameter called with one argument, and with a non-pair
+    "(define (f (cons a b)) a)
+     (define (g x) (f x))
+     (define (w x) (+ 1 (g x)))
+     (w (cons 1 2)) (w 5)",
+    // a tuple parameter, and the wrong number of arguments
+    "(define (f a b c) (+ a (* b c)))
+     (define (g x) (f x x 2))
+     (define (w x) (+ 1 (g x)))
+     (define (bad x) (f x x))
+     (w 5) (g 1.5) (f 1 2 3) (bad 1)",
+    "(define (f a b c) (+ a (* b c)))
+     (define (g x) (f x x #t))
+     (g 5)",
+    // a procedure run in place that makes a call (not in tail position)
+    "(define (dot u v) (if (null? u) 0 (+ (* (car u) (car v)) (dot (cdr u) (cdr v)))))
+     (define (magnitude v) (sqrt (dot v v)))
+     (define (v- u v) (map2 - u v))
+     (define (distance u v) (magnitude (v- u v)))
+     (define (f x) (+ 1 (distance x (list 1 2))))
+     (f (list 4 6)) (f (list 4.5 -1)) (f (list 1 #t)) (f 7)",
+    // errors under recursion, through nested calls run in place
+    "(define (sq x) (* x x))
+     (define (d u) (sqrt (sq u)))
+     (define (e u) (d u))
+     (define (rec n x) (if (= n 0) (e x) (+ 1 (rec (- n 1) x))))
+     (rec 5 2.0) (rec 5 #t)",
+    "(define (sq x) (* x x))
+     (define (rec n) (if (= n 0) 0 (+ (sq n) (rec (- n 1)))))
+     (rec 30)",
+    "(define (bad x) (car x))
+     (define (m x) (bad (cdr x)))
+     (define (n2 x) (m (cdr x)))
+     (define (o x) (list (n2 x)))
+     (o (list 1 2 3)) (o (list 1 2))",
+    "(define (f x) (g2 x))
+     (define (g2 x) (* x 2))
+     (define (h x) (+ (f x) (f #t)))
+     (h 1)",
+    "(define (sq x) (* x x))
+     (define (l x) (sq (sq (sq (sq (sq x))))))
+     (l 1.0001) (l 3) (l #t)",
+    // procedures passed as arguments (called through a variable)
+    "(define (ap f x) (f x))
+     (define (tw f x) (ap f (ap f x)))
+     (define (bad x) (car x))
+     (tw (lambda (x) (* 2 x)) 5) (tw bad 5)",
+    "(define (id x) x)
+     (define (k x) (id (id (id x))))
+     (define (r n) (if (= n 0) 0 (k (+ 1 (r (- n 1))))))
+     (r 20)",
+    // derivatives of code calling procedures run in place, in every mode
+    "(define (sq x) (* x x))
+     (define (f x) (sq (sin x)))
+     (define (p v) (+ (sq (car v)) (* 3 (sq (cadr v)))))
+     ((derivative-R f) 3.0) ((derivative-F f) 0.5)
+     ((gradient-R p) (list 2.0 1.0)) ((gradient-F p) (list 2.0 1.0))
+     (hvp p (list 2.0 1.0) (list 1.0 0.5)) (hvp-RR p (list 2.0 1.0) (list 1.0 0.5))
+     ((derivative-F (lambda (x) ((derivative-R f) x))) 3.0)
+     ((derivative-R (derivative-R f)) 0.25)
+     ((derivative-R f) #t)",
+    // the transforms called directly
+    "(define (sq x) (* x x))
+     (define (f x) (+ (sq x) x))
+     (cdr (unsensitize ((cdr ((*j f) (*j 3.0))) (sensitize 1.0))))
+     (unperturb (tangent ((j* f) (bundle 2.0 (perturb 1.0)))))",
+    // the prelude's small procedures (jvp inside hvp...)
+    "(define (f v) (* (car v) (cadr v)))
+     (hvp f (list 1.0 2.0) (list 1 0))
+     (jvp f (list 1.0 2.0) (list 1 1))
+     (vjp f (list 1.0 2.0) 1)",
+];
+
+/// What running `src` shows: each value or the error (rendered, with its
+/// trace), then the counts `--metered` prints.
+fn outcome(src: &str, inline: bool, limit: Option<(&str, u64)>) -> String {
+    let mut s = Session::new();
+    s.m.out = Box::new(std::io::sink());
+    s.m.inline_calls = inline;
+    s.m.meter = Some(vec![0; vlad::prims::prims().len()].into());
+    match limit {
+        Some(("depth", n)) => s.m.set_max_depth(n as usize),
+        Some((_, n)) => s.m.set_max_steps(n),
+        None => {}
+    }
+    let mut out = String::new();
+    for (i, expr) in expressions(src).iter().enumerate() {
+        match s.run_text(&format!("p{i}.vlad"), expr) {
+            Ok(vs) => vs.iter().for_each(|v| out.push_str(&format!("{}\n", vlad::print::to_string(v)))),
+            Err(e) => out.push_str(&e.render(&s.sources)),
+        }
+    }
+    let meter = s.m.meter.take().unwrap_or_default();
+    out.push_str(&format!("{:?} {} steps {} AD\n", meter, s.m.steps(), s.m.ad_work));
+    out
+}
+
+/// The program as the definitions followed by each expression alone (so
+/// that one failing does not hide the rest).
+fn expressions(src: &str) -> Vec<String> {
+    let Ok(forms) = vlad::reader::read_all(src, 0) else { panic!("the program does not read:\n{src}") };
+    let text = |d: &vlad::datum::Datum| src[d.span.start as usize..d.span.end as usize].to_string();
+    let (defs, exprs): (Vec<_>, Vec<_>) = forms.iter().partition(|d| text(d).starts_with("(define"));
+    let defs: Vec<String> = defs.iter().map(|d| text(d)).collect();
+    exprs.iter().map(|e| format!("{}\n{}\n", defs.join("\n"), text(e))).collect()
+}
+
+#[test]
+fn calls_run_in_place_behave_as_calls() {
+    for src in PROGRAMS {
+        let limits: Vec<Option<(&str, u64)>> = std::iter::once(None)
+            .chain([2, 3, 4, 5, 8, 24].map(|n| Some(("depth", n))))
+            .chain([1, 3, 6, 10, 25, 60].map(|n| Some(("steps", n))))
+            .collect();
+        for limit in limits {
+            let (on, off) = (outcome(src, true, limit), outcome(src, false, limit));
+            assert_eq!(on, off, "program (limit {limit:?}):\n{src}");
+        }
+    }
+}
+
+/// Whether a block runs a call in place (at any depth of its conditionals).
+fn has_inline(b: &CBlock) -> bool {
+    let expr = |e: &CExpr| match e {
+        CExpr::Inline(_) => true,
+        CExpr::If(_, t, f) => has_inline(t) || has_inline(f),
+        _ => false,
+    };
+    b.binds.iter().any(|bind| matches!(bind, CBind::Let(_, e) | CBind::Split(e, ..) if expr(e)))
+        || expr(&b.tail)
+}
+
+/// The procedure a program's last expression gives runs calls in place (or not).
+fn runs_in_place(defs: &str, name: &str, inline: bool) -> bool {
+    let mut s = Session::new();
+    s.m.inline_calls = inline;
+    let v = s.run_text("t.vlad", &format!("{defs}\n{name}\n")).expect("the program runs");
+    let Some(Value::Closure(inst, 0)) = v.last() else { panic!("{name} is not a procedure") };
+    s.m.group_code(&inst.group).expect("its code");
+    let code = inst.group.code.get().expect("resolved");
+    code.members.iter().any(|m| has_inline(&m.body))
+}
+
+#[test]
+fn small_procedures_run_in_place() {
+    let defs = "(define (sq x) (* x x))
+                (define (f3 a b c) (+ a (* b c)))
+                (define (loop n) (if (= n 0) 0 (loop (- n 1))))
+                (define (g x) (+ (sq x) (f3 x x x)))
+                (define (h x) (+ 1 (loop x)))
+                (define (k x) (sq (loop x)))";
+    assert!(runs_in_place(defs, "g", true));
+    assert!(!runs_in_place(defs, "g", false), "inline_calls off");
+    // a conditional in the callee: called
+    assert!(!runs_in_place(defs, "h", true));
+    assert!(runs_in_place(defs, "k", true));
+}
