@@ -2529,9 +2529,10 @@ impl Machine {
     }
 
     /// The value of a call run in place: its body's bindings run one by one
-    /// (no conditional, no lambda: see `resolve::inlinable_body`; calls run
-    /// in place inside it nest at most `resolve::INLINE_DEPTH` deep), then
-    /// its last expression's value.
+    /// (a few, see `resolve::inlinable_body`; a conditional's branch runs as
+    /// a nested block, checking the native stack; calls run in place inside
+    /// it nest at most `resolve::INLINE_DEPTH` deep), then its last
+    /// expression's value.
     #[inline(always)]
     fn run_inline(&mut self, base: usize, inst: &InstRc, il: &Inline) -> Result<Value> {
         self.tick()?;

@@ -389,6 +389,7 @@ pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>
             callees,
             group: g,
             inlining: Vec::new(),
+            tail: true,
         };
         let param = tuple_param(l, &mut r);
         let body = r.block(&l.body);
@@ -626,6 +627,11 @@ struct Resolver<'g> {
     group: &'g Group,
     /// The globals whose calls are being resolved in place, outermost first.
     inlining: Vec<GlobalId>,
+    /// Whether the block being resolved ends the procedure's body (or the
+    /// body of a call run in place): its last expression is in tail
+    /// position. (An `if`'s branches are in tail position only if the `if`
+    /// is; a branch of one bound to a variable is not.)
+    tail: bool,
 }
 
 /// At most this many calls run in place one inside another.
@@ -634,24 +640,50 @@ const INLINE_DEPTH: usize = 3;
 const INLINE_BINDS: usize = 8;
 
 /// Whether the body of a procedure may be run in place (see [`Inline`]):
-/// a few bindings, none holding a block or a lambda (the transforms' and
-/// `letrec`'s code, conditionals), and no call in tail position but one of a
-/// global (run in place in turn, or the callee is not: a call there would be a
-/// level deeper than the tail call it replaces).
-fn inlinable_body(b: &Block) -> bool {
-    b.binds.len() <= INLINE_BINDS
-        && b.binds.iter().enumerate().all(|(i, bind)| match bind {
-            Bind::Let(x, e) => match e {
-                Expr::Atom(_) | Expr::Prim(..) | Expr::Cons(..) => true,
-                Expr::App(f, ..) => {
-                    let tail = i + 1 == b.binds.len() && matches!(&b.result, Atom::Var(r) if r == x);
-                    !tail || matches!(f, Atom::Global(_))
+/// a few bindings (those of its conditionals' branches included), none
+/// binding a `letrec` or made by the transforms, no call of itself, and no call in tail
+/// position (its own, or a branch's of a conditional there) but one of a
+/// global: run in place in turn, or the callee is not (a call there would be
+/// a level deeper than the tail call it replaces: see `ends_in_call`). A
+/// lambda is built as the call would build it (the same code, capturing the
+/// same values).
+fn inlinable_body(b: &Block, g: GlobalId) -> bool {
+    let mut binds = 0;
+    small_block(b, g, true, &mut binds)
+}
+
+/// (`g`: the procedure's global; one calling itself is not run in place, so
+/// its recursion is not unrolled a level at each call site)
+fn small_block(b: &Block, g: GlobalId, tail: bool, binds: &mut usize) -> bool {
+    *binds += b.binds.len();
+    *binds <= INLINE_BINDS
+        && b.binds.iter().enumerate().all(|(i, bind)| {
+            let last = tail && i + 1 == b.binds.len();
+            match bind {
+                Bind::Let(x, e) => {
+                    let last = last && matches!(&b.result, Atom::Var(r) if r == x);
+                    match e {
+                        Expr::Atom(_) | Expr::Prim(..) | Expr::Cons(..) | Expr::Lambda(_) => true,
+                        Expr::App(Atom::Global(h), ..) => *h != g,
+                        Expr::App(..) => !last,
+                        Expr::If(_, t, f) => small_block(t, g, last, binds) && small_block(f, g, last, binds),
+                        Expr::MakeEnvSens(..) | Expr::MakeEnvSensLike(..) => false,
+                    }
                 }
-                Expr::Lambda(_) | Expr::If(..) | Expr::MakeEnvSens(..) | Expr::MakeEnvSensLike(..) => false,
-            },
-            Bind::Uncons(..) | Bind::Check(..) => true,
-            Bind::Letrec(..) | Bind::EnvSens(..) => false,
+                Bind::Uncons(..) | Bind::Check(..) => true,
+                Bind::Letrec(..) | Bind::EnvSens(..) => false,
+            }
         })
+}
+
+/// Whether a resolved block ends in a call (its own tail, or a branch's of
+/// a conditional there).
+fn ends_in_call(b: &CBlock) -> bool {
+    match &b.tail {
+        CExpr::App(..) => true,
+        CExpr::If(_, t, f) => ends_in_call(t) || ends_in_call(f),
+        _ => false,
+    }
 }
 
 /// For each variable of a lambda that is read, the index of the binding of the
@@ -724,7 +756,7 @@ impl Resolver<'_> {
             && c.native.get().is_none()
             && !std::ptr::eq(&*c, self.group);
         match c.members.get().map(|m| m.as_slice()) {
-            Some([l]) if plain && inlinable_body(&l.body) => Some(c),
+            Some([l]) if plain && inlinable_body(&l.body, g) => Some(c),
             _ => None,
         }
     }
@@ -788,7 +820,9 @@ impl Resolver<'_> {
         // As an `if`'s branch: the body's slots are all free after it.
         let (start, free) = (self.nslots, self.free.clone());
         self.inlining.push(g);
+        let outer_tail = std::mem::replace(&mut self.tail, true);
         let block = self.block(&body.body);
+        self.tail = outer_tail;
         self.inlining.pop();
         let end = self.nslots;
         for v in &own {
@@ -797,7 +831,7 @@ impl Resolver<'_> {
             self.last.remove(v);
         }
         self.free = free;
-        if matches!(block.tail, CExpr::App(..)) {
+        if ends_in_call(&block) {
             // (a call there would count a level the tail call it replaces does not)
             self.nslots = start;
             return None;
@@ -966,7 +1000,13 @@ impl Resolver<'_> {
         }
         // A backpropagator call being fused (bindings skipped so far).
         let mut bp_call: Option<(BpCall, usize)> = None;
+        let outer_tail = self.tail;
         for (i, bind) in b.binds.iter().enumerate() {
+            // (what this binding's expression holds is in tail position only
+            // if the expression is, and the block is)
+            self.tail = outer_tail
+                && i + 1 == n
+                && matches!((bind, &b.result), (Bind::Let(x, _), Atom::Var(r)) if r == x);
             if i > 0 {
                 if fused.is_some() || bp_call.is_some() {
                     // A comparison fused into the `if` after it is read by that
@@ -1048,7 +1088,7 @@ impl Resolver<'_> {
                 Bind::Let(x, e) => {
                     let is_tail = i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x);
                     let inline = match e {
-                        Expr::App(Atom::Global(g), args, s) => self.inline_call(*g, args, *s, is_tail),
+                        Expr::App(Atom::Global(g), args, s) => self.inline_call(*g, args, *s, self.tail),
                         _ => None,
                     };
                     if let Some(ce) = inline {
@@ -1120,6 +1160,7 @@ impl Resolver<'_> {
                 }
             }
         }
+        self.tail = outer_tail;
         let tail = tail.unwrap_or_else(|| {
             frame = self.nslots;
             CExpr::Atom(self.atom(&b.result))

@@ -70,6 +70,26 @@ const PROGRAMS: &[&str] = &[
     "(define (sq x) (* x x))
      (define (l x) (sq (sq (sq (sq (sq x))))))
      (l 1.0001) (l 3) (l #t)",
+    // a procedure run in place that builds a closure, and errors inside it
+    "(define (k*v k v) (map (lambda (x) (* k x)) v))
+     (define (v+ u v) (map2 + u v))
+     (define (step x v) (v+ x (k*v 0.5 v)))
+     (define (adder k) (lambda (x) (+ k x)))
+     (step (list 1 2) (list 3 4)) (step (list 1 2) (list 3 #t)) (step (list 1) 5)
+     ((adder 3) 4) ((adder #t) 4) (map (adder 1) (list 1 2))",
+    // callees with conditionals: a recursion and a loop (called: they call
+    // themselves), the prelude's abs and max, a conditional in tail position
+    // whose branch makes a call run in place, one bound to a variable whose
+    // branch ends in one (not in tail position: it counts a level)
+    "(define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))
+     (define (loop i acc) (if (= i 0) acc (loop (- i 1) (+ acc 1))))
+     (define (sq x) (* x x))
+     (define (pick b x) (if b (sq x) (- x)))
+     (define (sel b x) (let ((y (if b (sq x) x))) (+ y 1)))
+     (define (f x) (+ (fact x) (loop x 0) (abs (- x 10)) (max x 3) (pick (> x 2) x) (sel #f x)))
+     (define (g b x) (let ((y (if b (sq x) x))) (+ y (loop 2 0))))
+     (f 5) (fact 4) (f #t) (pick #t (list 1)) (pick #t #f) (sel #t #f) (loop #t 0)
+     (g #t 3) (g #t #f) (+ 1 (g #t #f))",
     // procedures passed as arguments (called through a variable)
     "(define (ap f x) (f x))
      (define (tw f x) (ap f (ap f x)))
@@ -181,7 +201,13 @@ fn small_procedures_run_in_place() {
                 (define (k x) (sq (loop x)))";
     assert!(runs_in_place(defs, "g", true));
     assert!(!runs_in_place(defs, "g", false), "inline_calls off");
-    // a conditional in the callee: called
+    // a loop: called (its tail call is not run in place)
     assert!(!runs_in_place(defs, "h", true));
     assert!(runs_in_place(defs, "k", true));
+    // a conditional: run in place
+    let defs = "(define (f x) (+ 1 (abs x)))";
+    assert!(runs_in_place(defs, "f", true));
+    // a callee building a closure
+    let defs = "(define (k*v k v) (map (lambda (x) (* k x)) v)) (define (f v) (car (k*v 2 v)))";
+    assert!(runs_in_place(defs, "f", true));
 }
