@@ -840,6 +840,15 @@ impl Resolver<'_> {
         Some(CExpr::Inline(Box::new(Inline { body: block, name: callee.display_name(0).into(), site, tail })))
     }
 
+    /// Binds `x` to the value of `ce` (resolved already: the blocks nested in
+    /// it have their slots), once the variables read last by it (`dying`)
+    /// have freed theirs.
+    fn bind_let(&mut self, binds: &mut Vec<CBind>, x: VarId, ce: CExpr, dying: Vec<VarId>) {
+        self.release_all(dying);
+        let s = self.bind(x);
+        binds.push(CBind::Let(s, ce));
+    }
+
     fn bind(&mut self, v: VarId) -> u32 {
         if let Some(CAtom::Local(s)) = self.map.get(&v) {
             return *s;
@@ -1026,9 +1035,7 @@ impl Resolver<'_> {
                         frame = self.nslots;
                         tail = Some(ce);
                     } else {
-                        self.release_all(std::mem::take(&mut dying[i]));
-                        let s = self.bind(*x);
-                        binds.push(CBind::Let(s, ce));
+                        self.bind_let(&mut binds, *x, ce, std::mem::take(&mut dying[i]));
                     }
                     continue;
                 }
@@ -1078,9 +1085,7 @@ impl Resolver<'_> {
                     tail = Some(self.branches(c, t, f));
                 } else {
                     let ce = self.branches(c, t, f);
-                    self.release_all(std::mem::take(&mut dying[i]));
-                    let s = self.bind(*x);
-                    binds.push(CBind::Let(s, ce));
+                    self.bind_let(&mut binds, *x, ce, std::mem::take(&mut dying[i]));
                 }
                 continue;
             }
@@ -1097,9 +1102,7 @@ impl Resolver<'_> {
                             frame = self.nslots;
                             tail = Some(ce);
                         } else {
-                            self.release_all(std::mem::take(&mut dying[i]));
-                            let s = self.bind(*x);
-                            binds.push(CBind::Let(s, ce));
+                            self.bind_let(&mut binds, *x, ce, std::mem::take(&mut dying[i]));
                         }
                     } else if is_tail {
                         frame = self.nslots;
@@ -1112,9 +1115,7 @@ impl Resolver<'_> {
                         });
                     } else {
                         let ce = self.expr(e);
-                        self.release_all(std::mem::take(&mut dying[i]));
-                        let s = self.bind(*x);
-                        binds.push(CBind::Let(s, ce));
+                        self.bind_let(&mut binds, *x, ce, std::mem::take(&mut dying[i]));
                     }
                 }
                 Bind::Uncons(x, y, a, s) => {
