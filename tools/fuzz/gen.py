@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-# Random VLAD programs over lists, shape tests, lambdas, map/map2/fold-left/reduce and
+# Random VLAD programs over lists, shape tests, lambdas, map/map2/fold-left/reduce,
+# small top-level procedures (which the resolver runs in place: resolve::Inline) and
 # nested AD (gradient-R/F, derivative-F/R, hvp, hvp-RR): for differential runs (run.sh).
 # Usage: python3 gen.py SEED > program.vlad (the same seed, the same program).
 import random, sys
@@ -9,8 +10,11 @@ def num():
 def scalar(vars, d):
     if d <= 0 or R.random() < 0.25:
         return R.choice(vars + [num()])
-    k = R.randrange(12)
+    k = R.randrange(15)
     a = lambda: scalar(vars, d - 1)
+    if k == 12: return f"(sq {a()})"
+    if k == 13: return f"(add3 {a()} {a()} {a()})"
+    if k == 14: return f"(absdiff {a()} {a()})"
     if k < 4: return f"({R.choice(['+','-','*'])} {a()} {a()})"
     if k == 4: return f"(sqrt (+ 1.0 (* {a()} {a()})))"
     if k == 5: return f"(sin {a()})"
@@ -22,8 +26,9 @@ def scalar(vars, d):
     return f"(cadr (list {a()} {a()}))"
 def listfn(v, d):
     # a scalar function of a list v
-    k = R.randrange(8)
+    k = R.randrange(9)
     s = lambda vs: scalar(vs, d)
+    if k == 8: return f"(sumsq (scale {s(['(car v)'])} {v}))"
     if k == 0: return f"(fold-left (lambda (acc e) (+ acc {s(['e','acc'])})) 0.0 {v})"
     if k == 1: return f"(reduce + 0.0 (map (lambda (e) {s(['e'])}) {v}))"
     if k == 2: return f"(let loop ((l {v}) (acc 0.0)) (if (null? l) acc (loop (cdr l) (+ acc {s(['(car l)','acc'])}))))"
@@ -48,5 +53,10 @@ def expr(d):
     if k == 10: return f"((derivative-F (lambda (w) ((derivative-F (lambda (a) {scalar(['a', 'w', '(* a w)'], d)})) 1.5))) 0.5)"
     return f"(map (lambda (e) (if (null? e) 0 (if (pair? e) 1 2))) (list '() 1.0 {x} #t (lambda (q) q)))"
 print('(define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))')
+print('(define (sq x) (* x x))')
+print('(define (add3 a b c) (+ a (+ b (sq c))))')
+print('(define (absdiff a b) (if (< a b) (- b a) (- a b)))')
+print('(define (scale k v) (map (lambda (e) (* k e)) v))')
+print('(define (sumsq v) (sqrt (+ 1.0 (dot v v))))')
 for _ in range(6):
     print(expr(R.randrange(1, 4)))
