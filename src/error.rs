@@ -79,9 +79,10 @@ impl Error {
         }
         self
     }
-    /// Records the procedure running when the error arose, reached by a tail
-    /// call at `span` (which also locates an error raised without a location).
-    pub fn push_tail_frame(&mut self, name: &str, span: Span) {
+    /// Records a call frame, procedure `name` called at `span`, which also
+    /// locates an error raised without a location (generated code's) at the
+    /// nearest call site in user code.
+    pub fn push_frame_at(&mut self, name: &str, span: Span) {
         self.push_frame(name, span);
         if self.span.is_none() && span.is_known() {
             self.span = Some(span);

@@ -1062,16 +1062,13 @@ impl Machine {
         if let Some((name, s)) = e.tail_frame.take() {
             // The running procedure reached a tail call run in place, which
             // failed: show that procedure, as the call would have.
-            e.push_tail_frame(&name, s);
+            e.push_frame_at(&name, s);
         } else if let Some(s) = tail_site {
             // The running procedure was reached by a tail call: show where.
-            e.push_tail_frame(&member_name(&inst.group, idx), s);
+            e.push_frame_at(&member_name(&inst.group, idx), s);
         }
         if let Some(&s) = span {
-            e.push_frame(&member_name(entered, entered_idx), s);
-            if e.span.is_none() && s.is_known() {
-                e.span = Some(s);
-            }
+            e.push_frame_at(&member_name(entered, entered_idx), s);
         }
         e
     }
@@ -2517,12 +2514,9 @@ impl Machine {
                 }
             } else {
                 if let Some((name, s)) = e.tail_frame.take() {
-                    e.push_tail_frame(&name, s);
+                    e.push_frame_at(&name, s);
                 }
-                e.push_frame(&il.name, il.site);
-                if e.span.is_none() && il.site.is_known() {
-                    e.span = Some(il.site);
-                }
+                e.push_frame_at(&il.name, il.site);
             }
             e
         })
