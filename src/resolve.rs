@@ -676,6 +676,18 @@ fn small_block(b: &Block, g: GlobalId, tail: bool, binds: &mut usize) -> bool {
         })
 }
 
+/// The variables a block binds, in it and in its conditionals' branches
+/// (not in the lambdas it builds: they are their own groups').
+fn block_bound_vars(b: &Block, out: &mut Vec<VarId>) {
+    for bind in &b.binds {
+        out.extend(bound_vars(bind));
+        if let Bind::Let(_, Expr::If(_, t, f)) = bind {
+            block_bound_vars(t, out);
+            block_bound_vars(f, out);
+        }
+    }
+}
+
 /// Whether a resolved block ends in a call (its own tail, or a branch's of
 /// a conditional there).
 fn ends_in_call(b: &CBlock) -> bool {
@@ -807,9 +819,13 @@ impl Resolver<'_> {
             param: l.param,
             body: Block { binds: l.body.binds[skip..].to_vec(), result: l.body.result.clone() },
         };
-        // (the callee's variables are its own: none is the caller's; all are
-        // forgotten after, so that another call of it binds them afresh)
-        let mut own: Vec<VarId> = body.body.binds.iter().flat_map(bound_vars).collect();
+        // (the callee's variables are its own: none is the caller's; all of
+        // them, those its conditionals' branches bind included, are forgotten
+        // after, so that another call of it binds them afresh: a slot kept
+        // for one would be written again by that call, after it was freed
+        // and given to a variable of the caller's)
+        let mut own: Vec<VarId> = Vec::new();
+        block_bound_vars(&body.body, &mut own);
         own.extend(vars.iter().copied());
         own.extend(uses.keys().copied());
         for (v, a) in vars.iter().zip(ops) {

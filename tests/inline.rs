@@ -90,6 +90,17 @@ const PROGRAMS: &[&str] = &[
      (define (g b x) (let ((y (if b (sq x) x))) (+ y (loop 2 0))))
      (f 5) (fact 4) (f #t) (pick #t (list 1)) (pick #t #f) (sel #t #f) (loop #t 0)
      (g #t 3) (g #t #f) (+ 1 (g #t #f))",
+    // a callee run in place twice in one procedure, binding a variable it
+    // never reads in a branch (and outside one), with a variable of the
+    // caller's live between the two calls: each call binds its variables
+    // afresh (a slot kept from the first call was written by the second,
+    // over the caller's)
+    "(define (noisy b x) (if b (let ((u (* x 2))) x) x))
+     (define (noisy2 b x) (let ((u (* x 3))) (if b x u)))
+     (define (g a) (let* ((p (noisy #t a)) (y (+ a 100)) (q (noisy #t a))) (list p y q)))
+     (define (g2 a) (let* ((p (noisy2 #t a)) (y (+ a 100)) (q (noisy2 #f a))) (list p y q)))
+     (define (g3 a) (let* ((p (noisy #f a)) (y (noisy #t (+ a 1))) (q (noisy #t a)) (r (noisy #t y))) (list p y q r)))
+     (g 1) (g2 1) (g3 5) (g 1.5)",
     // procedures passed as arguments (called through a variable)
     "(define (ap f x) (f x))
      (define (tw f x) (ap f (ap f x)))

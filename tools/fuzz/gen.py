@@ -10,8 +10,9 @@ def num():
 def scalar(vars, d):
     if d <= 0 or R.random() < 0.25:
         return R.choice(vars + [num()])
-    k = R.randrange(15)
+    k = R.randrange(16)
     a = lambda: scalar(vars, d - 1)
+    if k == 15: return f"(noisy {a()} {a()})"
     if k == 12: return f"(sq {a()})"
     if k == 13: return f"(add3 {a()} {a()} {a()})"
     if k == 14: return f"(absdiff {a()} {a()})"
@@ -56,6 +57,7 @@ print('(define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop
 print('(define (sq x) (* x x))')
 print('(define (add3 a b c) (+ a (+ b (sq c))))')
 print('(define (absdiff a b) (if (< a b) (- b a) (- a b)))')
+print('(define (noisy a b) (let ((w (* a 2))) (if (< a b) (let ((u (* b 2))) (- b a)) (+ w b))))')
 print('(define (scale k v) (map (lambda (e) (* k e)) v))')
 print('(define (sumsq v) (sqrt (+ 1.0 (dot v v))))')
 for _ in range(6):
