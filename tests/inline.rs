@@ -101,6 +101,14 @@ const PROGRAMS: &[&str] = &[
      (define (g2 a) (let* ((p (noisy2 #t a)) (y (+ a 100)) (q (noisy2 #f a))) (list p y q)))
      (define (g3 a) (let* ((p (noisy #f a)) (y (noisy #t (+ a 1))) (q (noisy #t a)) (r (noisy #t y))) (list p y q r)))
      (g 1) (g2 1) (g3 5) (g 1.5)",
+    // the pair a callee run in place returns, taken apart at once
+    "(define (swap2 p) (cons (cdr p) (car p)))
+     (define (mk a b) (list a b (* a b)))
+     (define (h x) (let (((cons p q) (swap2 x))) (+ p (* 10 q))))
+     (define (k a) (let (((list u v w) (mk a (+ a 1)))) (list w v u)))
+     (define (bad x) (let (((cons p q) (swap2 x))) p))
+     (h (cons 1 2)) (k 3) ((gradient-R (lambda (v) (h (cons (car v) (cadr v))))) (list 1.0 2.0))
+     (hvp (lambda (v) (car (k (car v)))) (list 2.0) (list 1.0)) (bad 5)",
     // procedures passed as arguments (called through a variable)
     "(define (ap f x) (f x))
      (define (tw f x) (ap f (ap f x)))
