@@ -761,12 +761,6 @@ impl Machine {
         acc
     }
 
-    /// [`Machine::call_prim`] of a primitive of one argument, `v` (not on the value stack).
-    #[inline(always)]
-    fn call_prim1(&mut self, p: PrimId, v: Value) -> Result<Value> {
-        self.call_prim_array(p, [v])
-    }
-
     /// [`Machine::call_prim`] of a primitive of `N` arguments, `xs` (not on
     /// the value stack).
     #[inline(always)]
@@ -2087,16 +2081,7 @@ impl Machine {
                 None => self.arith_slow(base, inst, *op, a, b, *p, *span),
             },
             CExpr::Arith2Int(op, x, k, p, span) => self.arith_int_value(base, inst, *op, *x, *k, *p, *span),
-            CExpr::Prim(p, CArgs::One(a), span) if prims::prim(*p).arity == 1 => {
-                let v = atom!(self, base, inst, a);
-                self.meter_site_derivative(*p, inst);
-                self.call_prim1(*p, v).map_err(|e| e.at(*span))
-            }
-            CExpr::Prim(p, args, span) => {
-                let n = self.push_args(base, inst, args)?;
-                self.meter_site_derivative(*p, inst);
-                self.call_prim(*p, n).map_err(|e| e.at(*span))
-            }
+            CExpr::Prim(..) => self.prim_value(base, inst, e),
             CExpr::Retag(op, a, p, span) => {
                 let v = atom!(self, base, inst, a);
                 self.retag(*op, v, *p, *span)
@@ -2457,19 +2442,17 @@ impl Machine {
         Ok(())
     }
 
-    /// The value of a primitive's call `e` (`CExpr::Prim`), as `eval_expr`
-    /// computes it, but with up to three arguments that fit the primitive's
-    /// arity read in place rather than pushed on the value stack and popped
-    /// again.
+    /// The value of a primitive's call `e` (`CExpr::Prim`): up to three
+    /// arguments that fit the primitive's arity read in place (in order, then
+    /// the call metered); other calls through `prim_pushed`.
     #[inline(always)]
     fn prim_value(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Value> {
         let CExpr::Prim(p, args, span) = e else { return self.eval_expr(base, inst, e) };
         let (p, xs) = (*p, args.atoms());
         let n = xs.len();
         if n != prims::prim(p).arity as usize || n > 3 {
-            return self.eval_expr(base, inst, e);
+            return self.prim_pushed(base, inst, p, args, *span);
         }
-        // (the arguments read in order, then the call metered, as `eval_expr` does)
         let x = atom!(self, base, inst, &xs[0]);
         let v = if n == 1 {
             self.meter_site_derivative(p, inst);
@@ -2486,6 +2469,24 @@ impl Machine {
             }
         };
         v.map_err(|e| e.at(*span))
+    }
+
+    /// A primitive's call whose arguments are not as many as its arity (a
+    /// tuple to spread, or to fold) or are more than three: pushed on the
+    /// value stack for `call_prim`, then the call metered (out of line:
+    /// `prim_value` is inlined where the calls that fit are made).
+    #[inline(never)]
+    fn prim_pushed(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        p: PrimId,
+        args: &CArgs,
+        span: Span,
+    ) -> Result<Value> {
+        let n = self.push_args(base, inst, args)?;
+        self.meter_site_derivative(p, inst);
+        self.call_prim(p, n).map_err(|e| e.at(span))
     }
 
     /// A call run in place (`resolve::Inline`): counted as the call would be
@@ -2533,6 +2534,9 @@ impl Machine {
         for b in &il.body.binds {
             self.exec_bind(base, inst, b)?;
         }
+        // (the commonest last expressions here, not through `eval_expr`,
+        // which has the same arms: that call cost the saddle and XOR
+        // gradients 0.8-1% instructions)
         match &il.body.tail {
             CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
                 Some(n) => Ok(n.value()),
