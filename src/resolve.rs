@@ -2,7 +2,7 @@
 //! variable is a frame slot, a captured-environment index, a sibling of a
 //! recursive group, a global, or a constant. No names are looked up at run time.
 
-use crate::anf::{Args, Atom, Bind, Block, Expr, GlobalId, Group, Lambda, Origin, VarId};
+use crate::anf::{Args, Atom, Bind, Block, Expr, GlobalId, Group, Lambda, VarId};
 use crate::prims::PrimId;
 use crate::source::Span;
 use crate::value::Value;
@@ -493,44 +493,38 @@ fn tag_step(e: &Expr) -> Option<(bool, bool, Atom)> {
 /// Decides how the parameter is bound. A tuple parameter's parts get slots
 /// 0..n, where a caller's pushed arguments already are.
 fn tuple_param(l: &Lambda, r: &mut Resolver<'_>) -> Param {
-    // The chain Uncons(a1, r1, param), Uncons(a2, r2, r1), ...
-    let mut chain: Vec<(VarId, VarId)> = Vec::new();
+    let chain = skippable_chain(l, &r.uses);
+    let Some(&(_, last)) = chain.last() else { return Param::Slot(r.bind(l.param)) };
+    // Pre-bind the slots of the components so the fast path can fill them.
+    let mut parts = Vec::new();
+    for (a, _) in &chain {
+        parts.push(r.bind(*a));
+    }
+    parts.push(r.bind(last));
+    let slot = r.bind(l.param);
+    Param::Tuple { slot, parts: parts.into(), skip: chain.len() }
+}
+
+/// The chain `Uncons(a1, r1, param), Uncons(a2, r2, r1), ...` a lambda's body
+/// starts with, as far as a caller passing the parts may skip its bindings:
+/// the source of each (the parameter, then each rest but the last) must be
+/// read by that binding alone (`uses`), or skipping it would leave that
+/// variable unset.
+fn skippable_chain(l: &Lambda, uses: &FxHashMap<VarId, u32>) -> Vec<(VarId, VarId)> {
+    let mut chain = Vec::new();
     let mut cur = l.param;
     for b in &l.body.binds {
         match b {
-            Bind::Uncons(a, d, Atom::Var(src), _) if *src == cur && *a != cur => {
+            Bind::Uncons(a, d, Atom::Var(src), _)
+                if *src == cur && *a != cur && uses.get(&cur).copied() == Some(1) =>
+            {
                 chain.push((*a, *d));
                 cur = *d;
             }
             _ => break,
         }
     }
-    if chain.is_empty() {
-        return Param::Slot(r.bind(l.param));
-    }
-    // Intermediate variables (the parameter and each rest but the last) must not be
-    // used anywhere else, or skipping their bindings would leave them unset.
-    let uses = &r.uses;
-    let mut k = 0;
-    let mut inter = l.param;
-    for (i, (_, d)) in chain.iter().enumerate() {
-        if uses.get(&inter).copied().unwrap_or(0) != 1 {
-            break;
-        }
-        k = i + 1;
-        inter = *d;
-    }
-    if k == 0 {
-        return Param::Slot(r.bind(l.param));
-    }
-    // Pre-bind the slots of the components so the fast path can fill them.
-    let mut parts = Vec::new();
-    for (a, _) in &chain[..k] {
-        parts.push(r.bind(*a));
-    }
-    parts.push(r.bind(chain[k - 1].1));
-    let slot = r.bind(l.param);
-    Param::Tuple { slot, parts: parts.into(), skip: k }
+    chain
 }
 
 /// How many times each variable is read in a block (see [`visit_block`]).
@@ -760,8 +754,8 @@ impl Resolver<'_> {
             return None;
         }
         let c = (self.callees?)(g)?;
-        let plain = matches!(c.origin, Origin::Source)
-            && !c.is_derivative_code()
+        // (source code only: `is_derivative_code` is any other origin too)
+        let plain = !c.is_derivative_code()
             && !c.is_shape()
             && c.names.is_empty()
             && c.free.is_empty()
@@ -789,26 +783,16 @@ impl Resolver<'_> {
         let (vars, skip): (Vec<VarId>, usize) = match args {
             Args::One(_) => (vec![l.param], 0),
             Args::Tuple(xs) => {
-                // The chain Uncons(a1, r1, param), Uncons(a2, r2, r1)...: each
-                // rest but the last read by the next binding alone.
-                let mut parts = Vec::new();
-                let mut cur = l.param;
-                for b in l.body.binds.iter().take(xs.len().saturating_sub(1)) {
-                    match b {
-                        Bind::Uncons(a, d, Atom::Var(src), _)
-                            if *src == cur && *a != cur && uses.get(&cur).copied() == Some(1) =>
-                        {
-                            parts.push(*a);
-                            cur = *d;
-                        }
-                        _ => return None,
-                    }
-                }
-                parts.push(cur);
-                if parts.len() != xs.len() {
+                // (the first n - 1 bindings of the chain `tuple_param` finds
+                // take the n arguments apart)
+                let k = xs.len() - 1;
+                let chain = skippable_chain(l, &uses);
+                if chain.len() < k || k == 0 {
                     return None;
                 }
-                (parts, xs.len() - 1)
+                let mut parts: Vec<VarId> = chain[..k].iter().map(|(a, _)| *a).collect();
+                parts.push(chain[k - 1].1);
+                (parts, k)
             }
         };
         let ops: Vec<CAtom> = match args {

@@ -33,6 +33,12 @@ const PROGRAMS: &[&str] = &[
      (define (g x) (f x))
      (define (w x) (+ 1 (g x)))
      (w (cons 1 2)) (w 5)",
+    // a parameter read beyond its destructuring, passed several arguments
+    // (its destructuring cannot be skipped) or one
+    "(define (h x) (let (((cons a b) x)) (list x a)))
+     (define (g x) (h x 5))
+     (define (g1 x) (h x))
+     (g 3) (g1 (cons 1 2)) (g1 4)",
     // a tuple parameter, and the wrong number of arguments
     "(define (f a b c) (+ a (* b c)))
      (define (g x) (f x x 2))
