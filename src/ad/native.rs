@@ -1974,6 +1974,25 @@ fn forward_lifted_doubles<const EXACT: bool>(
     f: Formula,
     args: &[Value],
 ) -> Option<Value> {
+    let n = args.len();
+    let ops = [&args[0], args.get(1).unwrap_or(&args[0])];
+    let (x1, d1, level) = lifted_operands::<EXACT>(&m.tape, id, f, ops, n)?;
+    let y = L1::op(m, f, &x1[..n]).ok()?;
+    let dy = jvp_num::<L1>(m, f, &x1[..n], &y, &d1[..n]).ok()?;
+    Some(super::tape::forward_real(id, y.value(level), dy.value(level)))
+}
+
+/// The operands of [`forward_lifted_doubles`] (at most two) as `L1`s: their
+/// values, their tangents, and the enclosing forward level whose reals they
+/// hold (`None` if only numbers). `None` where that does not apply.
+#[inline(always)]
+fn lifted_operands<const EXACT: bool>(
+    tapes: &super::tape::Tapes,
+    id: u32,
+    f: Formula,
+    args: [&Value; 2],
+    n: usize,
+) -> Option<([L1; 2], [L1; 2], Option<u32>)> {
     /// A double, or an exact integer as the double `as f64` converts it to
     /// (and whether exact).
     #[inline(always)]
@@ -1987,13 +2006,17 @@ fn forward_lifted_doubles<const EXACT: bool>(
     /// A value or tangent as an `L1`, `level` the enclosing level it is a
     /// real of, and bit 0 set if its value is an exact integer, bit 1 if its tangent is.
     #[inline(always)]
-    fn part<const EXACT: bool>(m: &Machine, v: &Value, level: &mut Option<u32>) -> Option<(L1, u8)> {
+    fn part<const EXACT: bool>(
+        tapes: &super::tape::Tapes,
+        v: &Value,
+        level: &mut Option<u32>,
+    ) -> Option<(L1, u8)> {
         match v {
             Value::Real(p) => Some((L1 { p: *p, t: None }, 0)),
             // (a tape's real is not: reverse over forward)
             Value::Active(w) if w.node == super::tape::NONE => {
                 match *level {
-                    None if super::tape::forward_level_running(m, w.tape) => *level = Some(w.tape),
+                    None if tapes.forward_running(w.tape) => *level = Some(w.tape),
                     Some(l) if l == w.tape => {}
                     _ => return None,
                 }
@@ -2010,18 +2033,17 @@ fn forward_lifted_doubles<const EXACT: bool>(
             _ => None,
         }
     }
-    let n = args.len();
     let (mut x1, mut d1) = ([L1::int(0); 2], [L1::int(0); 2]);
     let (mut ex, mut ed) = ([0u8; 2], [0u8; 2]);
     let mut level = None;
-    for (i, a) in args.iter().enumerate().take(2) {
+    for (i, a) in args.into_iter().enumerate().take(n) {
         ((x1[i], ex[i]), (d1[i], ed[i])) = match a {
             Value::Active(r) if r.tape == id => {
-                (part::<EXACT>(m, &r.value, &mut level)?, part::<EXACT>(m, &r.tangent, &mut level)?)
+                (part::<EXACT>(tapes, &r.value, &mut level)?, part::<EXACT>(tapes, &r.tangent, &mut level)?)
             }
             // (a constant: its tangent is its zero, exact if its value is)
             c => {
-                let (x, e) = part::<EXACT>(m, c, &mut level)?;
+                let (x, e) = part::<EXACT>(tapes, c, &mut level)?;
                 ((x, e), (L1 { p: 0.0, t: None }, e & 1))
             }
         };
@@ -2029,8 +2051,37 @@ fn forward_lifted_doubles<const EXACT: bool>(
     if EXACT && !exact_meets_doubles(f, n, ex, ed) {
         return None;
     }
-    let y = L1::op(m, f, &x1[..n]).ok()?;
-    let dy = jvp_num::<L1>(m, f, &x1[..n], &y, &d1[..n]).ok()?;
+    Some((x1, d1, level))
+}
+
+/// [`record_forward_lifted`] of `+ - * /` (`f`) on `x` and `y` on the
+/// innermost level `id`, a forward one, where some value or tangent is a real
+/// of an enclosing forward level (forward over forward), without a machine:
+/// for the evaluator's inline arithmetic (`tape::level_lifted2`). The same
+/// operands as [`forward_lifted_doubles`] takes (doubles first, then exact
+/// integers) and the same operations in the same order (`L1::arith2`,
+/// `L1::jvp2`), so the same value. `None` where that does not apply, or
+/// where no operand holds an enclosing level's real (`record`'s
+/// `record_doubles` comes first there).
+#[inline(always)]
+pub(super) fn lifted_arith2(
+    tapes: &super::tape::Tapes,
+    id: u32,
+    f: Formula,
+    args: [&Value; 2],
+) -> Option<Value> {
+    debug_assert!(matches!(f, Formula::Add | Formula::Sub | Formula::Mul | Formula::Div));
+    if !args.iter().any(|a| matches!(a, Value::Active(r) if r.tape == id)) {
+        return None;
+    }
+    let (x1, d1, level) = match lifted_operands::<false>(tapes, id, f, args, 2) {
+        Some(ops) => ops,
+        None if args.iter().any(|a| has_exact_part(a)) => lifted_operands::<true>(tapes, id, f, args, 2)?,
+        None => return None,
+    };
+    level?;
+    let y = L1::arith2(f, x1[0], x1[1]);
+    let dy = L1::jvp2(f, x1, y, d1);
     Some(super::tape::forward_real(id, y.value(level), dy.value(level)))
 }
 
@@ -2098,6 +2149,53 @@ struct L1 {
 }
 
 impl L1 {
+    /// `+ - * /` (`f`) on `a` and `b`: the value on doubles, and its tangent
+    /// on the enclosing level by the primitive's tangent rule on doubles
+    /// (`jvp_num` on `f64`, in its order) where either has one.
+    #[inline(always)]
+    fn arith2(f: Formula, a: L1, b: L1) -> L1 {
+        let y = match f {
+            Formula::Add => a.p + b.p,
+            Formula::Sub => a.p - b.p,
+            Formula::Mul => a.p * b.p,
+            _ => a.p / b.p,
+        };
+        if a.t.is_none() && b.t.is_none() {
+            return L1 { p: y, t: None };
+        }
+        let (da, db) = (a.t.unwrap_or(0.0), b.t.unwrap_or(0.0));
+        let dy = match f {
+            // (+ d1 d2), (- d1 d2)
+            Formula::Add => da + db,
+            Formula::Sub => da - db,
+            // (+ (* d1 x2) (* x1 d2))
+            Formula::Mul => da * b.p + a.p * db,
+            // (/ (- d1 (* y d2)) x2)
+            _ => (da - y * db) / b.p,
+        };
+        L1 { p: y, t: Some(dy) }
+    }
+
+    /// The tangent of `y = x[0] f x[1]` (`+ - * /`) on this level, for
+    /// tangents `d`: `jvp_num`'s rule, its operations in its order, each an
+    /// [`L1::arith2`] (as `jvp_num::<L1>` computes it).
+    #[inline(always)]
+    fn jvp2(f: Formula, x: [L1; 2], y: L1, d: [L1; 2]) -> L1 {
+        match f {
+            Formula::Add | Formula::Sub => L1::arith2(f, d[0], d[1]),
+            Formula::Mul => {
+                let a = L1::arith2(Formula::Mul, d[0], x[1]);
+                let b = L1::arith2(Formula::Mul, x[0], d[1]);
+                L1::arith2(Formula::Add, a, b)
+            }
+            _ => {
+                let a = L1::arith2(Formula::Mul, y, d[1]);
+                let b = L1::arith2(Formula::Sub, d[0], a);
+                L1::arith2(Formula::Div, b, x[1])
+            }
+        }
+    }
+
     /// As a value (a real of forward level `level` if it has a tangent).
     fn value(self, level: Option<u32>) -> Value {
         match (self.t, level) {
@@ -2125,6 +2223,9 @@ impl Num for L1 {
         if n > 2 {
             return Err(not_scalar());
         }
+        if n == 2 && matches!(f, Formula::Add | Formula::Sub | Formula::Mul | Formula::Div) {
+            return Ok(L1::arith2(f, args[0], args[1]));
+        }
         let (mut x, mut d, mut plain) = ([0.0; 2], [0.0; 2], true);
         for (i, a) in args.iter().enumerate() {
             x[i] = a.p;
@@ -2137,13 +2238,7 @@ impl Num for L1 {
         if plain {
             return Ok(L1 { p: y, t: None });
         }
-        let dy = match (f, n) {
-            (Formula::Add, 2) => d[0] + d[1],
-            (Formula::Sub, 2) => d[0] - d[1],
-            (Formula::Mul, 2) => d[0] * x[1] + x[0] * d[1],
-            (Formula::Div, 2) => (d[0] - y * d[1]) / x[1],
-            _ => jvp_num::<f64>(m, f, &x[..n], &y, &d[..n])?,
-        };
+        let dy = jvp_num::<f64>(m, f, &x[..n], &y, &d[..n])?;
         Ok(L1 { p: y, t: Some(dy) })
     }
     fn int(i: i64) -> L1 {

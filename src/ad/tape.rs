@@ -447,7 +447,7 @@ impl Tapes {
 
     /// Is level `id` running, and a forward level?
     #[inline(always)]
-    fn forward_running(&self, id: u32) -> bool {
+    pub(super) fn forward_running(&self, id: u32) -> bool {
         self.stack.iter().rev().find(|l| l.id == id).is_some_and(|l| l.forward)
     }
 
@@ -749,6 +749,25 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
     }
     let v = native::formula_f64(f, &[a, b])?;
     Some(forward_real(id, Value::Real(v), Value::Real(tangent2(f, a, b, v, da, db))))
+}
+
+/// [`level_arith2`]'s next case, where it declines: `+ - * /` on the
+/// innermost level, a forward one, where a value or tangent is a real of an
+/// enclosing forward level (forward over forward: `native::lifted_arith2`,
+/// `record`'s `native::record_forward_lifted` without the machine). Apart
+/// (and out of line) so that `level_arith2`'s callers keep their code.
+#[inline(never)]
+pub fn level_lifted2(tapes: &Tapes, op: crate::resolve::Op2, x: &Value, y: &Value) -> Option<Value> {
+    use crate::resolve::Op2;
+    let f = match op {
+        Op2::Add => Formula::Add,
+        Op2::Sub => Formula::Sub,
+        Op2::Mul => Formula::Mul,
+        Op2::Div => Formula::Div,
+        _ => return None,
+    };
+    let t = tapes.stack.last().filter(|t| t.forward)?;
+    native::lifted_arith2(tapes, t.id, f, [x, y])
 }
 
 /// An operand of [`level_arith2`]'s commonest case on tape `id`: a real of
@@ -1953,6 +1972,7 @@ fn deactivate(y: &Value, id: u32) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resolve::Op2;
 
     fn ys(nodes: &Chunks<i64>) -> Vec<i64> {
         let mut out: Vec<i64> = nodes
@@ -1986,5 +2006,93 @@ mod tests {
             nodes.push(kept as i64);
             assert_eq!(ys(&nodes), (0..=kept as i64).collect::<Vec<_>>(), "pushed after a cut at {cut}");
         }
+    }
+
+    /// Are `a` and `b` the same value, bit for bit: numbers, and reals of
+    /// levels with the same level, node, value and tangent?
+    fn same_bits(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Real(x), Value::Real(y)) => x.to_bits() == y.to_bits(),
+            (Value::Int(x), Value::Int(y)) => x == y,
+            (Value::Active(x), Value::Active(y)) => {
+                x.tape == y.tape
+                    && x.node == y.node
+                    && same_bits(&x.value, &y.value)
+                    && same_bits(&x.tangent, &y.tangent)
+            }
+            _ => false,
+        }
+    }
+
+    /// A number, or a real of a level as `level[value|tangent]`.
+    fn show(v: &Value) -> String {
+        match v {
+            Value::Active(a) => format!("{}[{}|{}]", a.tape, show(&a.value), show(&a.tangent)),
+            Value::Real(x) => format!("{x:?}"),
+            v => crate::print::to_string(v),
+        }
+    }
+
+    /// Forward over forward on the evaluator's path (`level_lifted2`) gives
+    /// what `record` gives (`native::record_forward_lifted`), bit for bit, on
+    /// every mix of reals of the inner level (values and tangents doubles,
+    /// exact integers or reals of the outer level, themselves of doubles or
+    /// exact integers) and constants, for `+ - * /`; and it applies where an
+    /// operand holds a real of the outer level.
+    #[test]
+    fn forward_over_forward_inline_is_record() {
+        let mut m = Machine::new();
+        for id in 0..2 {
+            let level = m.tape.fresh(id, true);
+            m.tape.stack.push(level);
+        }
+        m.tape.next_id = 2;
+        let o = |p: Value, t: Value| forward_real(0, p, t);
+        let outer = [
+            o(Value::Real(2.0), Value::Real(0.5)),
+            o(Value::Real(-3.0), Value::Real(0.25)),
+            o(Value::Real(0.0), Value::Real(0.0)),
+            o(Value::Int(2), Value::Int(1)),
+            o(Value::Real(1.5), Value::Int(0)),
+        ];
+        let mut parts =
+            vec![Value::Real(1.5), Value::Real(-0.0), Value::Int(1), Value::Int(0), Value::Int(3)];
+        parts.extend(outer.iter().cloned());
+        let mut pool = Vec::new();
+        for v in &parts {
+            for t in &parts {
+                pool.push(forward_real(1, v.clone(), t.clone()));
+            }
+        }
+        // (constants: numbers, and reals of the outer level)
+        pool.extend(parts.iter().cloned());
+        let (mut applied, mut declined) = (0, 0);
+        for (op, name) in [(Op2::Add, "+"), (Op2::Sub, "-"), (Op2::Mul, "*"), (Op2::Div, "/")] {
+            let p = crate::prims::lookup(name).expect("a primitive");
+            let f = scalar_formula(p).expect("a scalar formula");
+            for x in &pool {
+                for y in &pool {
+                    let Some(fast) = level_lifted2(&m.tape, op, x, y) else {
+                        declined += 1;
+                        continue;
+                    };
+                    applied += 1;
+                    let general = record(&mut m, f, &[x.clone(), y.clone()], &crate::prims::prim(p).imp)
+                        .expect("the general path computes it");
+                    assert!(
+                        same_bits(&fast, &general),
+                        "{name} on {} and {}: {} against {}",
+                        show(x),
+                        show(y),
+                        show(&fast),
+                        show(&general)
+                    );
+                }
+            }
+            // (two reals of the inner level over reals of the outer: always)
+            let xy = forward_real(1, outer[0].clone(), outer[1].clone());
+            assert!(level_lifted2(&m.tape, op, &xy, &xy).is_some(), "{name} of hyper-duals");
+        }
+        assert!(applied > 10_000 && declined > 1_000, "applied {applied}, declined {declined}");
     }
 }
