@@ -1844,8 +1844,6 @@ impl Machine {
                     }
                 } else if let Some(v) = crate::ad::tape::level_arith2(&mut self.tape, op, x, y) {
                     return Ok(v);
-                } else if let Some(v) = crate::ad::tape::level_lifted2(&self.tape, op, x, y) {
-                    return Ok(v);
                 }
             }
         }

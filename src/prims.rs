@@ -764,9 +764,6 @@ fn arith2_of(m: &mut Machine, op: Op2, p: PrimId, x: &Value, y: &Value) -> Optio
     if let Some(v) = tape::level_arith2(&mut m.tape, op, x, y) {
         return Some(Ok(v));
     }
-    if let Some(v) = tape::level_lifted2(&m.tape, op, x, y) {
-        return Some(Ok(v));
-    }
     // (a lazy operand is built by the primitive's call first)
     if matches!(x, Value::Lazy(_)) || matches!(y, Value::Lazy(_)) {
         return None;

@@ -1975,8 +1975,7 @@ fn forward_lifted_doubles<const EXACT: bool>(
     args: &[Value],
 ) -> Option<Value> {
     let n = args.len();
-    let ops = [&args[0], args.get(1).unwrap_or(&args[0])];
-    let (x1, d1, level) = lifted_operands::<EXACT>(&m.tape, id, f, ops, n)?;
+    let (x1, d1, level) = lifted_operands::<EXACT, _>(&m.tape, id, f, args)?;
     let y = L1::op(m, f, &x1[..n]).ok()?;
     let dy = jvp_num::<L1>(m, f, &x1[..n], &y, &d1[..n]).ok()?;
     Some(super::tape::forward_real(id, y.value(level), dy.value(level)))
@@ -1986,12 +1985,11 @@ fn forward_lifted_doubles<const EXACT: bool>(
 /// values, their tangents, and the enclosing forward level whose reals they
 /// hold (`None` if only numbers). `None` where that does not apply.
 #[inline(always)]
-fn lifted_operands<const EXACT: bool>(
+fn lifted_operands<const EXACT: bool, V: std::borrow::Borrow<Value>>(
     tapes: &super::tape::Tapes,
     id: u32,
     f: Formula,
-    args: [&Value; 2],
-    n: usize,
+    args: &[V],
 ) -> Option<([L1; 2], [L1; 2], Option<u32>)> {
     /// A double, or an exact integer as the double `as f64` converts it to
     /// (and whether exact).
@@ -2033,11 +2031,12 @@ fn lifted_operands<const EXACT: bool>(
             _ => None,
         }
     }
+    let n = args.len();
     let (mut x1, mut d1) = ([L1::int(0); 2], [L1::int(0); 2]);
     let (mut ex, mut ed) = ([0u8; 2], [0u8; 2]);
     let mut level = None;
-    for (i, a) in args.into_iter().enumerate().take(n) {
-        ((x1[i], ex[i]), (d1[i], ed[i])) = match a {
+    for (i, a) in args.iter().enumerate().take(2) {
+        ((x1[i], ex[i]), (d1[i], ed[i])) = match a.borrow() {
             Value::Active(r) if r.tape == id => {
                 (part::<EXACT>(tapes, &r.value, &mut level)?, part::<EXACT>(tapes, &r.tangent, &mut level)?)
             }
@@ -2054,16 +2053,37 @@ fn lifted_operands<const EXACT: bool>(
     Some((x1, d1, level))
 }
 
+/// Could [`lifted_arith2`] apply to `args` on level `id`: is one a real of
+/// the level, and one, or its value or tangent, a dual number of another
+/// level? (Its level must be an enclosing forward one; cheap, so that the
+/// operations of reverse over forward, whose values are a tape's reals, pass
+/// on at once.)
+#[inline(always)]
+pub(super) fn lifted_candidates(id: u32, args: [&Value; 2]) -> bool {
+    let dual = |v: &Value| matches!(v, Value::Active(w) if w.node == super::tape::NONE && w.tape != id);
+    let (mut on_level, mut duals) = (false, false);
+    for a in args {
+        match a {
+            Value::Active(r) if r.tape == id => {
+                on_level = true;
+                duals |= dual(&r.value) || dual(&r.tangent);
+            }
+            a => duals |= dual(a),
+        }
+    }
+    on_level && duals
+}
+
 /// [`record_forward_lifted`] of `+ - * /` (`f`) on `x` and `y` on the
 /// innermost level `id`, a forward one, where some value or tangent is a real
 /// of an enclosing forward level (forward over forward), without a machine:
-/// for the evaluator's inline arithmetic (`tape::level_lifted2`). The same
+/// for the evaluator's inline arithmetic (`tape::level_arith2`). The same
 /// operands as [`forward_lifted_doubles`] takes (doubles first, then exact
 /// integers) and the same operations in the same order (`L1::arith2`,
 /// `L1::jvp2`), so the same value. `None` where that does not apply, or
 /// where no operand holds an enclosing level's real (`record`'s
-/// `record_doubles` comes first there).
-#[inline(always)]
+/// `record_doubles` comes first there). Where [`lifted_candidates`].
+#[inline(never)]
 pub(super) fn lifted_arith2(
     tapes: &super::tape::Tapes,
     id: u32,
@@ -2071,12 +2091,10 @@ pub(super) fn lifted_arith2(
     args: [&Value; 2],
 ) -> Option<Value> {
     debug_assert!(matches!(f, Formula::Add | Formula::Sub | Formula::Mul | Formula::Div));
-    if !args.iter().any(|a| matches!(a, Value::Active(r) if r.tape == id)) {
-        return None;
-    }
-    let (x1, d1, level) = match lifted_operands::<false>(tapes, id, f, args, 2) {
+    debug_assert!(lifted_candidates(id, args));
+    let (x1, d1, level) = match lifted_operands::<false, _>(tapes, id, f, &args) {
         Some(ops) => ops,
-        None if args.iter().any(|a| has_exact_part(a)) => lifted_operands::<true>(tapes, id, f, args, 2)?,
+        None if args.iter().any(|a| has_exact_part(a)) => lifted_operands::<true, _>(tapes, id, f, &args)?,
         None => return None,
     };
     level?;

@@ -743,31 +743,18 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
         Value::Int(k) if k.unsigned_abs() <= EXACT_AS_DOUBLE as u64 => Some((*k as f64, 0.0, false)),
         _ => None,
     };
-    let ((a, da, ra), (b, db, rb)) = (dual(x)?, dual(y)?);
+    let (Some((a, da, ra)), Some((b, db, rb))) = (dual(x), dual(y)) else {
+        // (forward over forward: `record`'s `native::record_forward_lifted`)
+        if !native::lifted_candidates(id, [x, y]) {
+            return None;
+        }
+        return native::lifted_arith2(tapes, id, f, [x, y]);
+    };
     if !(ra || rb) {
         return None;
     }
     let v = native::formula_f64(f, &[a, b])?;
     Some(forward_real(id, Value::Real(v), Value::Real(tangent2(f, a, b, v, da, db))))
-}
-
-/// [`level_arith2`]'s next case, where it declines: `+ - * /` on the
-/// innermost level, a forward one, where a value or tangent is a real of an
-/// enclosing forward level (forward over forward: `native::lifted_arith2`,
-/// `record`'s `native::record_forward_lifted` without the machine). Apart
-/// (and out of line) so that `level_arith2`'s callers keep their code.
-#[inline(never)]
-pub fn level_lifted2(tapes: &Tapes, op: crate::resolve::Op2, x: &Value, y: &Value) -> Option<Value> {
-    use crate::resolve::Op2;
-    let f = match op {
-        Op2::Add => Formula::Add,
-        Op2::Sub => Formula::Sub,
-        Op2::Mul => Formula::Mul,
-        Op2::Div => Formula::Div,
-        _ => return None,
-    };
-    let t = tapes.stack.last().filter(|t| t.forward)?;
-    native::lifted_arith2(tapes, t.id, f, [x, y])
 }
 
 /// An operand of [`level_arith2`]'s commonest case on tape `id`: a real of
@@ -1159,6 +1146,19 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
 /// `zero` gives it) for every other: `activate_forward` of `x` and that
 /// one-hot tangent, without building the tangent.
 fn activate_one_hot(m: &mut Machine, x: &Value, i: usize, id: u32) -> Result<Value> {
+    // (a proper list of reals, the commonest, down its spine)
+    if let Some(mut items) = flat_list_of_reals(x) {
+        let mut out = ListBuilder::new();
+        let mut k = 0;
+        while let Value::Pair(p) = items {
+            let v = &p.car;
+            let t = if k == i { Value::Int(1) } else { zero_active(m, v)? };
+            k += 1;
+            out.push(forward_real(id, v.clone(), t));
+            items = &p.cdr;
+        }
+        return Ok(out.finish(Value::Nil));
+    }
     let mut k = 0;
     map_reals(x, &mut |v| {
         let t = if k == i { Value::Int(1) } else { zero_active(m, v)? };
@@ -1167,8 +1167,32 @@ fn activate_one_hot(m: &mut Machine, x: &Value, i: usize, id: u32) -> Result<Val
     })
 }
 
+/// `x` if it is a proper list of reals (as [`map_reals`] walks it, element
+/// by element: the same order).
+#[inline]
+fn flat_list_of_reals(x: &Value) -> Option<&Value> {
+    let mut l = x;
+    while let Value::Pair(p) = l {
+        if !is_real(&p.car) {
+            return None;
+        }
+        l = &p.cdr;
+    }
+    matches!(l, Value::Nil).then_some(x)
+}
+
 /// `x` with its reals replaced, in order, by the values of `ds`.
 fn fill(x: &Value, ds: &mut dyn Iterator<Item = Value>, k: &mut usize) -> Value {
+    // (a proper list of reals, the commonest, down its spine)
+    if let Some(mut items) = flat_list_of_reals(x) {
+        let mut out = ListBuilder::new();
+        while let Value::Pair(p) = items {
+            *k += 1;
+            out.push(ds.next().unwrap_or(Value::Nil));
+            items = &p.cdr;
+        }
+        return out.finish(Value::Nil);
+    }
     map_reals(x, &mut |_| {
         *k += 1;
         Ok(ds.next().unwrap_or(Value::Nil))
@@ -1455,6 +1479,21 @@ fn activate_rec(
             t.nodes.push(Node { parents: [NONE; 2], f: None, n: 0, bits: 0 });
             inputs.push(node);
             Some(reverse_real(id, node, x.clone()))
+        }
+        // (a proper list of numbers and reals, the commonest, down its spine:
+        // each as the arm above makes it)
+        Value::Pair(_) if *depth < MAX_NESTING && flat_list_of_reals(x).is_some() => {
+            let t = m.tape.stack.last_mut()?;
+            let mut out = ListBuilder::new();
+            let mut items = x;
+            while let Value::Pair(p) = items {
+                let node = t.nodes.len() as u32;
+                t.nodes.push(Node { parents: [NONE; 2], f: None, n: 0, bits: 0 });
+                inputs.push(node);
+                out.push(reverse_real(id, node, p.car.clone()));
+                items = &p.cdr;
+            }
+            Some(out.finish(Value::Nil))
         }
         Value::Pair(p) => {
             // (lists are walked along their spine without recursion; cars nest)
@@ -1895,6 +1934,21 @@ pub(super) fn forward_real(id: u32, value: Value, tangent: Value) -> Value {
 /// `x`'s shape with the sensitivity of each of its reals (the inputs, in
 /// order): their zero where nothing reached them.
 fn cotangent(m: &mut Machine, x: &Value, sens: &mut [Option<Value>], k: &mut usize) -> Result<Value> {
+    // (a proper list of reals, the commonest, down its spine: each as the
+    // last arm below makes it)
+    if let (Value::Pair(_), Some(mut items)) = (x, flat_list_of_reals(x)) {
+        let mut out = ListBuilder::new();
+        while let Value::Pair(p) = items {
+            let i = *k;
+            *k += 1;
+            out.push(match sens[i].take() {
+                Some(c) => c,
+                None => zero_active(m, &p.car)?,
+            });
+            items = &p.cdr;
+        }
+        return Ok(out.finish(Value::Nil));
+    }
     Ok(match x {
         Value::Pair(p) => map_spine(p, &mut |v| cotangent(m, v, sens, k))?,
         Value::Nil | Value::Bool(_) => x.clone(),
@@ -1935,10 +1989,30 @@ fn exactness_may_differ(tainted: &[bool], inputs: &[u32], xb: &Value) -> bool {
 /// zero of its tangent (the rule `(zero dx)`), on a tape a node whose
 /// cotangent rule is `(zero x)`.
 pub fn zero_active(m: &mut Machine, v: &Value) -> Result<Value> {
-    if let Value::TapeReal(..) = v {
+    if let Value::TapeReal(t, node, p) = *v {
+        // (the `Active` it stands for, read in place: its value's zero is
+        // 0.0, counted as `ops::zero` counts it; its level is a tape)
+        let id = t as u32;
+        if let Some(k) = running(m, id).filter(|&k| !m.tape.stack[k].forward) {
+            m.ad_work += 1;
+            let value = Value::Real(0.0);
+            let x = [Value::Real(p), Value::Nil];
+            let zero = push_op(m, k, Formula::Struct(StructOp::Zero), 1, [node, NONE], x, &value);
+            return Ok(reverse_real(id, zero, value));
+        }
         return zero_active(m, &v.clone().boxed_active());
     }
     let Value::Active(a) = v else { return Ok(zero_of(v)) };
+    if a.value.is_number()
+        && a.tangent.is_number()
+        && running(m, a.tape).is_some_and(|k| m.tape.stack[k].forward)
+    {
+        // (a dual number of numbers on a running level, the commonest:
+        // `ops::zero` of each is its `zero_like`, counted as those two calls
+        // count it)
+        m.ad_work += 2;
+        return Ok(forward_real(a.tape, num::zero_like(&a.value), num::zero_like(&a.tangent)));
+    }
     let value = super::ops::zero(m, &a.value)?;
     let k = level(m, a.tape)?;
     if m.tape.stack[k].forward {
@@ -2033,8 +2107,9 @@ mod tests {
         }
     }
 
-    /// Forward over forward on the evaluator's path (`level_lifted2`) gives
-    /// what `record` gives (`native::record_forward_lifted`), bit for bit, on
+    /// Forward over forward on the evaluator's path (`level_arith2`, then
+    /// `native::lifted_arith2`) gives what `record` gives
+    /// (`native::record_forward_lifted`), bit for bit, on
     /// every mix of reals of the inner level (values and tangents doubles,
     /// exact integers or reals of the outer level, themselves of doubles or
     /// exact integers) and constants, for `+ - * /`; and it applies where an
@@ -2072,7 +2147,7 @@ mod tests {
             let f = scalar_formula(p).expect("a scalar formula");
             for x in &pool {
                 for y in &pool {
-                    let Some(fast) = level_lifted2(&m.tape, op, x, y) else {
+                    let Some(fast) = level_arith2(&mut m.tape, op, x, y) else {
                         declined += 1;
                         continue;
                     };
@@ -2091,7 +2166,7 @@ mod tests {
             }
             // (two reals of the inner level over reals of the outer: always)
             let xy = forward_real(1, outer[0].clone(), outer[1].clone());
-            assert!(level_lifted2(&m.tape, op, &xy, &xy).is_some(), "{name} of hyper-duals");
+            assert!(level_arith2(&mut m.tape, op, &xy, &xy).is_some(), "{name} of hyper-duals");
         }
         assert!(applied > 10_000 && declined > 1_000, "applied {applied}, declined {declined}");
     }

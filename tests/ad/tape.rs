@@ -115,6 +115,26 @@ fn nested_levels_in_every_mix() {
     }
 }
 
+/// A gradient inside a gradient, in all four nestings, over a list whose
+/// reals are the outer level's (and a constant) and of which only the first
+/// gets a sensitivity: the inner gradient's one-hot tangents (forward) and
+/// the zeros of the other reals (reverse: on the outer tape) are the
+/// transform's. d/dw of the inner gradient's sum, (2w + 0 + 0), is 2.
+#[test]
+fn nested_gradients_over_lists_with_unused_reals() {
+    let mut cases = Vec::new();
+    for outer in ["gradient-F", "gradient-R"] {
+        for inner in ["gradient-F", "gradient-R"] {
+            cases.push(format!(
+                "(({outer} (lambda (w) (let ((g (({inner} (lambda (x) (* (car x) (car x))))\n\
+                 (list (car w) (* 2.0 (car w)) 3.0))))\n\
+                 (+ (car g) (+ (cadr g) (caddr g)))))) (list 1.5))"
+            ));
+        }
+    }
+    on_levels_alike(cases.iter().map(|c| (c.as_str(), Some("(2.0)"))), 0.0);
+}
+
 /// A function that writes runs by the transform (nothing with an effect runs
 /// on a tape), so its output appears once; the second call of the same
 /// function does not try the tape again: fewer multiplications, by what the
