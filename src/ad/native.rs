@@ -2097,10 +2097,33 @@ pub(super) fn lifted_arith2(
         None if args.iter().any(|a| has_exact_part(a)) => lifted_operands::<true, _>(tapes, id, f, &args)?,
         None => return None,
     };
-    level?;
+    let outer = level?;
     let y = L1::arith2(f, x1[0], x1[1]);
     let dy = L1::jvp2(f, x1, y, d1);
-    Some(super::tape::forward_real(id, y.value(level), dy.value(level)))
+    Some(match (y.t, dy.t) {
+        // (the commonest: `forward_real` of `L1::value`s, each cell's fields
+        // written in place; a value built on the stack first and then copied
+        // into the cell, as there, stalls the copy's wide loads on its narrow
+        // stores)
+        (Some(yt), Some(dyt)) => {
+            let dual = |p: f64, t: f64| {
+                crate::value::rc_build(|| crate::value::Active {
+                    tape: outer,
+                    node: super::tape::NONE,
+                    value: Value::Real(p),
+                    tangent: Value::Real(t),
+                })
+            };
+            let (v, t) = (dual(y.p, yt), dual(dy.p, dyt));
+            Value::Active(crate::value::rc_build(|| crate::value::Active {
+                tape: id,
+                node: super::tape::NONE,
+                value: Value::Active(v),
+                tangent: Value::Active(t),
+            }))
+        }
+        _ => super::tape::forward_real(id, y.value(level), dy.value(level)),
+    })
 }
 
 /// [`forward_lifted_doubles`] where some numbers are exact integers.
