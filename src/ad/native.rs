@@ -2089,7 +2089,7 @@ pub(super) fn lifted_arith2(
     id: u32,
     f: Formula,
     args: [&Value; 2],
-) -> Option<Value> {
+) -> Option<Rc<crate::value::Active>> {
     debug_assert!(matches!(f, Formula::Add | Formula::Sub | Formula::Mul | Formula::Div));
     debug_assert!(lifted_candidates(id, args));
     let (x1, d1, level) = match lifted_operands::<false, _>(tapes, id, f, &args) {
@@ -2115,14 +2115,14 @@ pub(super) fn lifted_arith2(
                 })
             };
             let (v, t) = (dual(y.p, yt), dual(dy.p, dyt));
-            Value::Active(crate::value::rc_build(|| crate::value::Active {
+            crate::value::rc_build(|| crate::value::Active {
                 tape: id,
                 node: super::tape::NONE,
                 value: Value::Active(v),
                 tangent: Value::Active(t),
-            }))
+            })
         }
-        _ => super::tape::forward_real(id, y.value(level), dy.value(level)),
+        _ => super::tape::forward_real_rc(id, y.value(level), dy.value(level)),
     })
 }
 

@@ -632,6 +632,47 @@ pub fn record(
 /// does not apply (nothing done).
 #[inline]
 pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &Value) -> Option<Value> {
+    level_arith2_parts(tapes, op, x, y).map(Level::into_value)
+}
+
+/// A real that [`level_arith2_parts`] made: a tape's real whose value is a
+/// double (a `Value::TapeReal`'s parts) or a boxed one (a `Value::Active`'s
+/// cell). Given as parts so that the caller writes the value where it is to
+/// be kept, variant by variant: a value merged from several variants is
+/// copied through a temporary whose wide load the processor cannot forward
+/// from the narrow stores that built it (a slow stall; see
+/// `eval::Machine::arith_slow_put`).
+pub enum Level {
+    Tape(u16, u32, f64),
+    Active(Rc<Active>),
+    /// (any other value: none is made today)
+    Other(Value),
+}
+
+impl Level {
+    #[inline(always)]
+    pub fn into_value(self) -> Value {
+        match self {
+            Level::Tape(t, node, p) => Value::TapeReal(t, node, p),
+            Level::Active(a) => Value::Active(a),
+            Level::Other(v) => v,
+        }
+    }
+
+    /// A value that is a real of a level, as its parts.
+    #[inline(always)]
+    fn of(v: Value) -> Level {
+        match v {
+            Value::TapeReal(t, node, p) => Level::Tape(t, node, p),
+            Value::Active(a) => Level::Active(a),
+            v => Level::Other(v),
+        }
+    }
+}
+
+/// [`level_arith2`], its result as parts.
+#[inline]
+pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &Value) -> Option<Level> {
     use crate::resolve::Op2;
     let f = match op {
         Op2::Add => Formula::Add,
@@ -672,7 +713,7 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
             let node = t.nodes.len() as u32;
             let bits = UNBOXED | INEXACT | ((exact & kept) << EXACT_SHIFT);
             t.nodes.push(Node { parents: [na, nb], f: Some(f), n: 2, bits });
-            return Some(reverse_real(id, node, Value::Real(v)));
+            return Some(reverse_parts(id, node, v));
         }
         // (a value, its tangent, whether it is a real of the enclosing forward
         // level `lift` (a dual, forward over reverse), its tape node, and
@@ -726,7 +767,7 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
             y: v,
             dy: dv,
         };
-        return Some(tapes.stack.last_mut()?.push_doubles(op));
+        return Some(Level::of(tapes.stack.last_mut()?.push_doubles(op)));
     }
     // (a value, its tangent, and whether it is a real of the level)
     let exact_ok = scales(f);
@@ -748,13 +789,34 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
         if !native::lifted_candidates(id, [x, y]) {
             return None;
         }
-        return native::lifted_arith2(tapes, id, f, [x, y]);
+        return native::lifted_arith2(tapes, id, f, [x, y]).map(Level::Active);
     };
     if !(ra || rb) {
         return None;
     }
     let v = native::formula_f64(f, &[a, b])?;
-    Some(forward_real(id, Value::Real(v), Value::Real(tangent2(f, a, b, v, da, db))))
+    let dv = tangent2(f, a, b, v, da, db);
+    Some(Level::Active(crate::value::rc_build(|| Active {
+        tape: id,
+        node: NONE,
+        value: Value::Real(v),
+        tangent: Value::Real(dv),
+    })))
+}
+
+/// [`reverse_real`] of a double, as parts.
+#[inline(always)]
+fn reverse_parts(id: u32, node: u32, v: f64) -> Level {
+    if id <= u16::MAX as u32 {
+        Level::Tape(id as u16, node, v)
+    } else {
+        Level::Active(crate::value::rc_build(|| Active {
+            tape: id,
+            node,
+            value: Value::Real(v),
+            tangent: Value::Nil,
+        }))
+    }
 }
 
 /// An operand of [`level_arith2`]'s commonest case on tape `id`: a real of
@@ -1928,7 +1990,13 @@ pub(super) fn forward_level_running(m: &Machine, id: u32) -> bool {
 /// A real of forward level `id` (its value and tangent).
 #[inline]
 pub(super) fn forward_real(id: u32, value: Value, tangent: Value) -> Value {
-    Value::Active(crate::value::rc_build(|| Active { tape: id, node: NONE, value, tangent }))
+    Value::Active(forward_real_rc(id, value, tangent))
+}
+
+/// [`forward_real`]'s cell.
+#[inline(always)]
+pub(super) fn forward_real_rc(id: u32, value: Value, tangent: Value) -> Rc<Active> {
+    crate::value::rc_build(|| Active { tape: id, node: NONE, value, tangent })
 }
 
 /// `x`'s shape with the sensitivity of each of its reals (the inputs, in
