@@ -1917,10 +1917,6 @@ impl Machine {
                         self.set(i, Value::Active(r));
                         return Ok(());
                     }
-                    Some(Level::Other(v)) => {
-                        self.set(i, v);
-                        return Ok(());
-                    }
                     None => {}
                 }
             }

@@ -240,6 +240,13 @@ impl Tape {
         reverse_real(self.id, node, value)
     }
 
+    /// [`Tape::push_doubles`], its result as parts.
+    #[inline(always)]
+    fn push_doubles_level(&mut self, op: DoubleOp) -> Level {
+        let (node, value) = self.push_doubles_node(op);
+        reverse_real_level(self.id, node, value)
+    }
+
     /// [`Tape::push_doubles`]' node, and the result's value.
     #[inline(always)]
     fn push_doubles_node(&mut self, op: DoubleOp) -> (u32, Value) {
@@ -635,18 +642,16 @@ pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &V
     level_arith2_parts(tapes, op, x, y).map(Level::into_value)
 }
 
-/// A real that [`level_arith2_parts`] made: a tape's real whose value is a
-/// double (a `Value::TapeReal`'s parts) or a boxed one (a `Value::Active`'s
-/// cell). Given as parts so that the caller writes the value where it is to
-/// be kept, variant by variant: a value merged from several variants is
-/// copied through a temporary whose wide load the processor cannot forward
-/// from the narrow stores that built it (a slow stall; see
-/// `eval::Machine::arith_slow_put`).
+/// A real of a level, as parts: a tape's real whose value is a double (a
+/// `Value::TapeReal`'s parts) or a boxed one (a `Value::Active`'s cell).
+/// [`level_arith2_parts`] gives its result so, that the caller writes the
+/// value where it is to be kept, variant by variant: a value merged from
+/// several variants is copied through a temporary whose wide load the
+/// processor cannot forward from the narrow stores that built it (a slow
+/// stall; see `eval::Machine::arith_slow_put`).
 pub enum Level {
     Tape(u16, u32, f64),
     Active(Rc<Active>),
-    /// (any other value: none is made today)
-    Other(Value),
 }
 
 impl Level {
@@ -655,17 +660,6 @@ impl Level {
         match self {
             Level::Tape(t, node, p) => Value::TapeReal(t, node, p),
             Level::Active(a) => Value::Active(a),
-            Level::Other(v) => v,
-        }
-    }
-
-    /// A value that is a real of a level, as its parts.
-    #[inline(always)]
-    fn of(v: Value) -> Level {
-        match v {
-            Value::TapeReal(t, node, p) => Level::Tape(t, node, p),
-            Value::Active(a) => Level::Active(a),
-            v => Level::Other(v),
         }
     }
 }
@@ -767,7 +761,7 @@ pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value,
             y: v,
             dy: dv,
         };
-        return Some(Level::of(tapes.stack.last_mut()?.push_doubles(op)));
+        return Some(tapes.stack.last_mut()?.push_doubles_level(op));
     }
     // (a value, its tangent, and whether it is a real of the level)
     let exact_ok = scales(f);
@@ -802,21 +796,6 @@ pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value,
         value: Value::Real(v),
         tangent: Value::Real(dv),
     })))
-}
-
-/// [`reverse_real`] of a double, as parts.
-#[inline(always)]
-fn reverse_parts(id: u32, node: u32, v: f64) -> Level {
-    if id <= u16::MAX as u32 {
-        Level::Tape(id as u16, node, v)
-    } else {
-        Level::Active(crate::value::rc_build(|| Active {
-            tape: id,
-            node,
-            value: Value::Real(v),
-            tangent: Value::Nil,
-        }))
-    }
 }
 
 /// An operand of [`level_arith2`]'s commonest case on tape `id`: a real of
@@ -1111,6 +1090,37 @@ pub(super) fn reverse_real(id: u32, node: u32, value: Value) -> Value {
     }
 }
 
+/// [`reverse_real`] of a double, as parts (as [`reverse_real_level`] makes
+/// them: written for a double, the commonest tape operation's code is
+/// shorter: through `reverse_real_level`, product-R and XOR took 1.3–1.4% more
+/// instructions).
+#[inline(always)]
+fn reverse_parts(id: u32, node: u32, v: f64) -> Level {
+    if id <= u16::MAX as u32 {
+        Level::Tape(id as u16, node, v)
+    } else {
+        Level::Active(crate::value::rc_build(|| Active {
+            tape: id,
+            node,
+            value: Value::Real(v),
+            tangent: Value::Nil,
+        }))
+    }
+}
+
+/// [`reverse_real`], as parts. (Apart, not `reverse_real` made of it: through
+/// [`Level::into_value`] the reverse levels' other callers took 0.7–1.4% more
+/// instructions.)
+#[inline(always)]
+fn reverse_real_level(id: u32, node: u32, value: Value) -> Level {
+    match value {
+        Value::Real(p) if id <= u16::MAX as u32 => Level::Tape(id as u16, node, p),
+        value => {
+            Level::Active(crate::value::rc_build(|| Active { tape: id, node, value, tangent: Value::Nil }))
+        }
+    }
+}
+
 /// `Node::kept` of a node of formula `f` with `n` operands: which operands
 /// (bits 0, 1) and whether the result (bit 2) its cotangent rule reads
 /// (`native::vjp_num`).
@@ -1208,7 +1218,9 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
 /// `zero` gives it) for every other: `activate_forward` of `x` and that
 /// one-hot tangent, without building the tangent.
 fn activate_one_hot(m: &mut Machine, x: &Value, i: usize, id: u32) -> Result<Value> {
-    // (a proper list of reals, the commonest, down its spine)
+    // (a proper list of reals, the commonest, down its spine: as `map_reals`
+    // walks it, the closure below written out; through `map_reals` ~90
+    // instructions more per run, a call of the closure per element)
     if let Some(mut items) = flat_list_of_reals(x) {
         let mut out = ListBuilder::new();
         let mut k = 0;
@@ -1245,7 +1257,8 @@ fn flat_list_of_reals(x: &Value) -> Option<&Value> {
 
 /// `x` with its reals replaced, in order, by the values of `ds`.
 fn fill(x: &Value, ds: &mut dyn Iterator<Item = Value>, k: &mut usize) -> Value {
-    // (a proper list of reals, the commonest, down its spine)
+    // (a proper list of reals, the commonest, down its spine, as in
+    // `activate_one_hot`)
     if let Some(mut items) = flat_list_of_reals(x) {
         let mut out = ListBuilder::new();
         while let Value::Pair(p) = items {
@@ -1534,14 +1547,7 @@ fn activate_rec(
         | Value::Big(_)
         | Value::Rat(_)
         | Value::Active(_)
-        | Value::TapeReal(..) => {
-            let t = m.tape.stack.last_mut()?;
-            let node = t.nodes.len() as u32;
-            // (an input keeps no value: no rule reads it)
-            t.nodes.push(Node { parents: [NONE; 2], f: None, n: 0, bits: 0 });
-            inputs.push(node);
-            Some(reverse_real(id, node, x.clone()))
-        }
+        | Value::TapeReal(..) => Some(input(m.tape.stack.last_mut()?, id, inputs, x)),
         // (a proper list of numbers and reals, the commonest, down its spine:
         // each as the arm above makes it)
         Value::Pair(_) if *depth < MAX_NESTING && flat_list_of_reals(x).is_some() => {
@@ -1549,10 +1555,7 @@ fn activate_rec(
             let mut out = ListBuilder::new();
             let mut items = x;
             while let Value::Pair(p) = items {
-                let node = t.nodes.len() as u32;
-                t.nodes.push(Node { parents: [NONE; 2], f: None, n: 0, bits: 0 });
-                inputs.push(node);
-                out.push(reverse_real(id, node, p.car.clone()));
+                out.push(input(t, id, inputs, &p.car));
                 items = &p.cdr;
             }
             Some(out.finish(Value::Nil))
@@ -1569,6 +1572,17 @@ fn activate_rec(
         }
         _ => None,
     }
+}
+
+/// A new input of tape `t`, level `id` (its node recorded in `inputs`): real
+/// `x` of the argument as a real of the tape.
+#[inline(always)]
+fn input(t: &mut Tape, id: u32, inputs: &mut Inputs, x: &Value) -> Value {
+    let node = t.nodes.len() as u32;
+    // (an input keeps no value: no rule reads it)
+    t.nodes.push(Node { parents: [NONE; 2], f: None, n: 0, bits: 0 });
+    inputs.push(node);
+    reverse_real(id, node, x.clone())
 }
 
 /// Seeds the sensitivity `s` of result `y` on the nodes of tape `id`. `false`
@@ -2007,12 +2021,7 @@ fn cotangent(m: &mut Machine, x: &Value, sens: &mut [Option<Value>], k: &mut usi
     if let (Value::Pair(_), Some(mut items)) = (x, flat_list_of_reals(x)) {
         let mut out = ListBuilder::new();
         while let Value::Pair(p) = items {
-            let i = *k;
-            *k += 1;
-            out.push(match sens[i].take() {
-                Some(c) => c,
-                None => zero_active(m, &p.car)?,
-            });
+            out.push(cotangent_real(m, &p.car, sens, k)?);
             items = &p.cdr;
         }
         return Ok(out.finish(Value::Nil));
@@ -2020,16 +2029,20 @@ fn cotangent(m: &mut Machine, x: &Value, sens: &mut [Option<Value>], k: &mut usi
     Ok(match x {
         Value::Pair(p) => map_spine(p, &mut |v| cotangent(m, v, sens, k))?,
         Value::Nil | Value::Bool(_) => x.clone(),
-        _ => {
-            let i = *k;
-            *k += 1;
-            match sens[i].take() {
-                Some(c) => c,
-                // (the transform's (zero x): on x's own levels, if any)
-                None => zero_active(m, x)?,
-            }
-        }
+        _ => cotangent_real(m, x, sens, k)?,
     })
+}
+
+/// [`cotangent`] of real `x`, the `k`th input.
+#[inline(always)]
+fn cotangent_real(m: &mut Machine, x: &Value, sens: &mut [Option<Value>], k: &mut usize) -> Result<Value> {
+    let i = *k;
+    *k += 1;
+    match sens[i].take() {
+        Some(c) => Ok(c),
+        // (the transform's (zero x): on x's own levels, if any)
+        None => zero_active(m, x),
+    }
 }
 
 /// Could the transform give an inexact cotangent where the tape's `xb` has an
@@ -2063,10 +2076,7 @@ pub fn zero_active(m: &mut Machine, v: &Value) -> Result<Value> {
         let id = t as u32;
         if let Some(k) = running(m, id).filter(|&k| !m.tape.stack[k].forward) {
             m.ad_work += 1;
-            let value = Value::Real(0.0);
-            let x = [Value::Real(p), Value::Nil];
-            let zero = push_op(m, k, Formula::Struct(StructOp::Zero), 1, [node, NONE], x, &value);
-            return Ok(reverse_real(id, zero, value));
+            return Ok(zero_on_tape(m, k, node, Value::Real(p), Value::Real(0.0)));
         }
         return zero_active(m, &v.clone().boxed_active());
     }
@@ -2087,10 +2097,17 @@ pub fn zero_active(m: &mut Machine, v: &Value) -> Result<Value> {
         let tangent = super::ops::zero(m, &a.tangent)?;
         return Ok(forward_real(a.tape, value, tangent));
     }
+    Ok(zero_on_tape(m, k, a.node, a.value.clone(), value))
+}
+
+/// The zero `value` of the real of the tape at index `k` of the running
+/// levels whose node is `node` and value `x`: a node whose cotangent rule is
+/// `(zero x)`, and its real.
+#[inline(always)]
+fn zero_on_tape(m: &mut Machine, k: usize, node: u32, x: Value, value: Value) -> Value {
     // (a zero is exact as its real is: the node is inexact as the real is)
-    let x = [a.value.clone(), Value::Nil];
-    let node = push_op(m, k, Formula::Struct(StructOp::Zero), 1, [a.node, NONE], x, &value);
-    Ok(reverse_real(a.tape, node, value))
+    let zero = push_op(m, k, Formula::Struct(StructOp::Zero), 1, [node, NONE], [x, Value::Nil], &value);
+    reverse_real(m.tape.stack[k].id, zero, value)
 }
 
 /// The zero of a real (exact or not, as the real).
