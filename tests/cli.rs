@@ -410,6 +410,25 @@ fn deeply_nested_closures_print_in_linear_space() {
     assert!(widest < 120, "a line of {widest} characters");
 }
 
+/// The prelude's `hvp-RR` walks no list by recursion (it is a `vjp` of the
+/// gradient, seeded with v): a Hessian-vector product over a list longer than
+/// `--max-depth` runs. For f(x) = sum of x_i^3, H v = (6 x_i v_i); x_i = i,
+/// v = 1: the entries sum to 6 * 2999 * 3000 / 2 and the last is 6 * 2999.
+#[test]
+fn reverse_over_reverse_hvp_of_a_long_list_needs_no_deep_recursion() {
+    let d = Dir::new();
+    d.file(
+        "h.vlad",
+        "(define (f x) (fold-left (lambda (acc xi) (+ acc (* (* xi xi) xi))) 0 x))
+(define x (iota 3000))
+(define h (hvp-RR f x (map (lambda (xi) 1) x)))
+(list (length h) (fold-left + 0 h) (list-ref h 2999))
+",
+    );
+    let o = vlad(&d, &["--max-depth", "1000", "h.vlad"]);
+    assert_eq!((o.code, o.stderr.as_str(), o.stdout.as_str()), (0, "", "(3000 26991000 17994)\n"));
+}
+
 #[test]
 fn max_depth_stops_deep_recursion() {
     for args in [&["--max-depth", "1000"][..], &[][..]] {

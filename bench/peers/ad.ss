@@ -192,6 +192,22 @@
       (set! *e* (fx- *e* 1))
       (map tape-sens xr))))
 
+;; f: list of reals -> list of reals (or a real); v shaped like (f x): v times
+;; the Jacobian of f at x, by one forward sweep and one reverse sweep seeded
+;; with v (every output's fan-out counted before any is swept)
+(define (vjp-R f x v)
+  (set! *e* (fx+ *e* 1))
+  (let* ((e *e*)
+         (xr (map (lambda (xi) (new-tape e xi '() '())) x))
+         (y (f xr))
+         (ys (if (pair? y) y (list y)))
+         (vs (if (pair? y) v (list v)))
+         (own? (lambda (yi) (and (tape? yi) (fx= (tape-e yi) e)))))
+    (for-each (lambda (yi) (when (own? yi) (determine-fanout! yi))) ys)
+    (for-each (lambda (yi vi) (when (own? yi) (reverse-phase! vi yi))) ys vs)
+    (set! *e* (fx- *e* 1))
+    (map tape-sens xr)))
+
 ;; f: R -> R
 (define (derivative-R f)
   (lambda (x) (car ((gradient-R (lambda (l) (f (car l)))) (list x)))))

@@ -5,7 +5,7 @@
 ;;;                    value: (sum of the entries, last entry)
 ;;;   sum-primal reps N   f(x) alone
 (define (hvp-FR f x v) (jvp-F (gradient-R f) x v))
-(define (hvp-RR f x v) ((gradient-R (lambda (x) (dot ((gradient-R f) x) v))) x))
+(define (hvp-RR f x v) (vjp-R (gradient-R f) x v))   ; as vlad's prelude hvp-RR: v times the gradient's Jacobian
 (define (quad l)
   (let ((x (car l)) (y (cadr l)))
     (d+ (d* 2.0 (d* x x)) (d+ (d* 3.0 (d* x y)) (d* 4.0 (d* y y))))))
