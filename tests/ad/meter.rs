@@ -237,8 +237,9 @@ fn reverse_over_reverse_and_gradients_on_a_list_are_linear() {
 fn walking_a_lazy_gradient_with_type_predicates_is_linear() {
     // The gradient of a function of the head of a list has a lazy zero tail. A
     // walk that tests each suffix with `real?`, `vector?` or `boolean?` (as
-    // the prelude's `hvp-RR` did through its inner product until session 27) was quadratic: those primitives built
-    // their whole lazy argument (uncounted) where they look only at its head.
+    // the prelude's `hvp-RR` did through its inner product until session 27)
+    // was quadratic: those primitives built their whole lazy argument
+    // (uncounted) where they look only at its head.
     for pred in ["real?", "vector?", "boolean?"] {
         check_linear(
             &format!("walk of a lazy gradient testing {pred}"),
