@@ -84,6 +84,11 @@ pub struct Opts {
     /// stderr, as `time: 12.345 ms (FILE:LINE:COL)`
     #[arg(long)]
     pub time: bool,
+    /// Evaluate each top-level expression of a program N times, printing its value once
+    /// (with `--time`: the median CPU time of the N runs, and each run's); an expression
+    /// that reads or writes (`read-real`, `write`, `write-real`) does so in each run
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
     /// Where vector primitives run
     #[arg(long, value_name = "auto|cpu|cuda", default_value = "auto")]
     pub backend: String,
@@ -106,7 +111,8 @@ pub fn main() -> i32 {
 /// subcommand among them are left as they are.
 pub fn options_after_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     const SUBCOMMANDS: [&str; 4] = ["run", "test", "anf", "repl"];
-    const WITH_VALUE: [&str; 6] = ["-I", "--include", "--max-steps", "--timeout", "--max-depth", "--backend"];
+    const WITH_VALUE: [&str; 7] =
+        ["-I", "--include", "--max-steps", "--timeout", "--max-depth", "--backend", "--repeat"];
     let mut i = 1;
     while i < args.len() {
         let Some(a) = args[i].to_str() else { return args };
@@ -294,7 +300,7 @@ fn run_file(file: &Path, opts: &Opts) -> i32 {
         return c;
     }
     let mut s = new_session(opts);
-    let code = run_program(&mut s, file, opts.time);
+    let code = run_program(&mut s, file, opts.time, opts.repeat);
     // The process ends now: what the program built (long lists, tapes) is left
     // to the operating system rather than freed piece by piece (dropping a list
     // of 10^5 elements took 15% of the run that built it).
@@ -318,8 +324,9 @@ fn cpu_time() -> std::time::Duration {
 }
 
 /// Reads, compiles and runs a program file in session `s`; the exit status
-/// (`time`: report each top-level expression's CPU time, see `Opts::time`).
-fn run_program(s: &mut Session, file: &Path, time: bool) -> i32 {
+/// (`time`: report each top-level expression's CPU time, see `Opts::time`; `repeat`:
+/// evaluate each top-level expression that many times, see `Opts::repeat`).
+fn run_program(s: &mut Session, file: &Path, time: bool, repeat: u32) -> i32 {
     // Reading and compiling do not look at the clock: past the deadline, the
     // watchdog stops them (naming the file), as it stops a long primitive operation.
     let name = file.display().to_string();
@@ -353,13 +360,26 @@ fn run_program(s: &mut Session, file: &Path, time: bool) -> i32 {
         let r = match step {
             Step::Define(g, _) => s.run_define(g).map(|_| ()),
             Step::Expr { thunk, span, .. } => {
-                let t0 = time.then(cpu_time);
-                let v = s.run_thunk(&thunk).and_then(|v| s.printable(v, span));
-                let t = t0.map(|t0| cpu_time().saturating_sub(t0));
+                let mut times = Vec::new();
+                let mut first = None;
+                let mut v = Ok(crate::value::Value::Nil);
+                for _ in 0..repeat {
+                    let t0 = time.then(cpu_time);
+                    v = s.run_thunk(&thunk).and_then(|v| s.printable(v, span));
+                    times.extend(t0.map(|t0| cpu_time().saturating_sub(t0)));
+                    match &v {
+                        // the first run's value is printed; the later runs' are
+                        // dropped here, before the next run (as a peer's would be)
+                        Ok(x) if first.is_none() => first = Some(x.clone()),
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
+                let v = v.map(|last| first.unwrap_or(last));
                 v.and_then(|v| s.m.write_value(&v).map_err(|e| e.at(span))).map(|()| {
-                    if let Some(t) = t {
+                    if !times.is_empty() {
                         let _ = s.m.out.flush();
-                        eprintln!("time: {:.3} ms ({})", t.as_secs_f64() * 1e3, s.sources.location(span));
+                        eprintln!("time: {}", time_report(&times, &s.sources.location(span)));
                     }
                 })
             }
@@ -375,6 +395,21 @@ fn run_program(s: &mut Session, file: &Path, time: bool) -> i32 {
     let _ = s.m.out.flush();
     print_meter(s);
     0
+}
+
+/// `12.345 ms (FILE:LINE:COL)` for one run; for several, their median first, then
+/// `(FILE:LINE:COL; median of 3 runs: 14.1 12.3 12.4 ms)`, the runs in order.
+fn time_report(times: &[Duration], location: &str) -> String {
+    let ms = |d: &Duration| d.as_secs_f64() * 1e3;
+    if let [t] = times {
+        return format!("{:.3} ms ({})", ms(t), location);
+    }
+    let mut sorted: Vec<f64> = times.iter().map(ms).collect();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+    let runs: Vec<String> = times.iter().map(|t| format!("{:.3}", ms(t))).collect();
+    format!("{:.3} ms ({}; median of {} runs: {} ms)", median, location, n, runs.join(" "))
 }
 
 use std::io::Write;

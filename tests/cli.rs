@@ -885,6 +885,32 @@ fn time_reports_each_top_level_expression() {
     assert_eq!(vlad(&d, &["t.vlad"]).stderr, "");
 }
 
+/// `--repeat N` evaluates each top-level expression N times (definitions once) and
+/// prints its value once; with `--time` the line gives the median and each run.
+#[test]
+fn repeat_evaluates_each_expression_n_times_and_prints_its_value_once() {
+    let d = Dir::new();
+    // 10 iterations: 11 `=`, 10 `-`, 10 `+` a run; `write-real` writes in each run.
+    d.file(
+        "t.vlad",
+        "(define (loop i acc) (if (= i 0) acc (loop (- i 1) (+ acc 1))))\n(loop (write-real 10) 0)\n",
+    );
+    let o = vlad(&d, &["--metered", "--time", "--repeat", "3", "t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "10\n10\n10\n10\n"), "{}", o.stderr);
+    assert!(o.stderr.contains("metered: 93 primitive operations (+ 30, - 30, = 33)\n"), "{}", o.stderr);
+    let time = o.stderr.lines().find(|l| l.starts_with("time: ")).unwrap_or_else(|| panic!("{}", o.stderr));
+    let (median, rest) = time["time: ".len()..].split_once(" ms (t.vlad:2:1; median of 3 runs: ").unwrap();
+    let runs: Vec<f64> = rest.strip_suffix(" ms)").unwrap().split(' ').map(|t| t.parse().unwrap()).collect();
+    let mut sorted = runs.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert_eq!((runs.len(), median.parse::<f64>().unwrap()), (3, sorted[1]), "{time}");
+    // An error stops the repetition at the run that failed, as without `--repeat`.
+    d.file("e.vlad", "(car (write-real 1))\n");
+    let e = vlad(&d, &["--repeat", "3", "e.vlad"]);
+    assert_eq!((e.code, e.stdout.as_str()), (1, "1\n"), "{}", e.stderr);
+    assert_eq!(vlad(&d, &["--repeat", "0", "t.vlad"]).code, 2);
+}
+
 // ---- vlad test ----
 
 #[test]
