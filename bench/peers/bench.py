@@ -445,7 +445,9 @@ def main():
             pf = PRIMAL.get(key)
             if pf and pf not in primal_done:
                 primal_done.add(pf)
-                ps, _, pn, perr = run_vlad(pf, cap(3), a.timeout, log, metered=(rnd == 0))
+                # (as many repetitions as the row, so that both are first runs or
+                # medians alike: `--quick` runs one of each)
+                ps, _, pn, perr = run_vlad(pf, cap(reps), a.timeout, log, metered=(rnd == 0))
                 if perr is None:
                     vtime_runs.setdefault(pf, []).append(less_setup(pf, ps) / VLAD_UNITS.get(pf, 1))
                     if rnd == 0:
