@@ -885,6 +885,36 @@ fn time_reports_each_top_level_expression() {
     assert_eq!(vlad(&d, &["t.vlad"]).stderr, "");
 }
 
+/// prelude/optimize.vlad's `transpose` (of lists of rows) shadows the vector primitive
+/// in a program that includes it; it passes packed matrices on to the primitive, so
+/// both kinds transpose, and gradients go through either.
+#[test]
+fn optimize_transpose_takes_lists_of_rows_and_packed_matrices() {
+    let d = Dir::new();
+    d.file(
+        "t.vlad",
+        "(include \"optimize\")\n\
+         (transpose '((1 2 3) (4 5 6)))\n\
+         (transpose (vector-of '((1 2 3) (4 5 6))))\n\
+         ((gradient-R (lambda (a) (vec-sum (vec* (transpose a) (vec-shape-like (vec-iota 6) (transpose a)))))) \
+           (vector-of '((1 2 3) (4 5 6))))\n\
+         ((gradient-R (lambda (a) (dot (map car (transpose a)) '(10 20 30)))) '((1 2 3) (4 5 6)))\n",
+    );
+    let o = vlad(&d, &["t.vlad"]);
+    // d/dA of sum_ij (A^T)_ij * k_ij, k = 0..5 laid out 3x2 row-major: A_ji's weight is
+    // k at (i, j) of the transpose, i.e. entry (j, i) of A gets 2i + j.
+    assert_eq!(
+        (o.code, o.stdout.as_str()),
+        (
+            0,
+            "((1 4) (2 5) (3 6))\n(matrix (1.0 4.0) (2.0 5.0) (3.0 6.0))\n(matrix (0.0 2.0 4.0) (1.0 3.0 5.0))\n\
+             ((10 20 30) (0 0 0))\n"
+        ),
+        "{}",
+        o.stderr
+    );
+}
+
 /// `--repeat N` evaluates each top-level expression N times (definitions once) and
 /// prints its value once; with `--time` the line gives the median and each run.
 #[test]

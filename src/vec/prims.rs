@@ -644,6 +644,16 @@ pub fn table() -> Vec<PrimDef> {
             rules!("(lambda (x y dx) (transpose dx))", "(lambda (x y yb) (transpose yb))"),
             Other,
         ),
+        // (`transpose` by another name, for prelude/optimize.vlad, whose `transpose` of
+        // lists of rows shadows it in the programs that include it and passes it packed
+        // matrices)
+        p(
+            "%transpose",
+            1,
+            transpose,
+            rules!("(lambda (x y dx) (transpose dx))", "(lambda (x y yb) (transpose yb))"),
+            Other,
+        ),
         p(
             "vec-outer",
             2,
