@@ -737,7 +737,8 @@ pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value,
         };
         let ((a, da, dual_a, na, exact_a), (b, db, dual_b, nb, exact_b)) = (real(x)?, real(y)?);
         if na == NONE && nb == NONE {
-            return None;
+            // (no operand is the tape's: perhaps an enclosing forward level's operation)
+            return if dual_a || dual_b { enclosing_forward2(tapes, id, f, x, y) } else { None };
         }
         let v = native::formula_f64(f, &[a, b])?;
         let duals = dual_a as u8 | (dual_b as u8) << 1;
@@ -781,21 +782,18 @@ pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value,
     let (Some((a, da, ra)), Some((b, db, rb))) = (dual(x), dual(y)) else {
         // (forward over forward: `record`'s `native::record_forward_lifted`)
         if !native::lifted_candidates(id, [x, y]) {
-            return None;
+            return if other_dual(id, x) || other_dual(id, y) {
+                enclosing_forward2(tapes, id, f, x, y)
+            } else {
+                None
+            };
         }
         return native::lifted_arith2(tapes, id, f, [x, y]).map(Level::Active);
     };
     if !(ra || rb) {
         return None;
     }
-    let v = native::formula_f64(f, &[a, b])?;
-    let dv = tangent2(f, a, b, v, da, db);
-    Some(Level::Active(crate::value::rc_build(|| Active {
-        tape: id,
-        node: NONE,
-        value: Value::Real(v),
-        tangent: Value::Real(dv),
-    })))
+    dual_op2(id, f, a, b, da, db)
 }
 
 /// An operand of [`level_arith2`]'s commonest case on tape `id`: a real of
@@ -825,6 +823,69 @@ fn tangent2(f: Formula, a: f64, b: f64, v: f64, da: f64, db: f64) -> f64 {
         // (/ (- d1 (* y d2)) x2)
         _ => (da - v * db) / b,
     }
+}
+
+/// `+ - * /` (`f`) on doubles `a` and `b` with tangents `da` and `db` on forward
+/// level `id`: the value by `formula_f64`, the tangent by `tangent2`, the
+/// result's cell written in place.
+#[inline(always)]
+fn dual_op2(id: u32, f: Formula, a: f64, b: f64, da: f64, db: f64) -> Option<Level> {
+    let v = native::formula_f64(f, &[a, b])?;
+    let dv = tangent2(f, a, b, v, da, db);
+    Some(Level::Active(crate::value::rc_build(|| Active {
+        tape: id,
+        node: NONE,
+        value: Value::Real(v),
+        tangent: Value::Real(dv),
+    })))
+}
+
+/// Is `v` a dual number of a level other than `id`?
+#[inline(always)]
+fn other_dual(id: u32, v: &Value) -> bool {
+    matches!(v, Value::Active(w) if w.node == NONE && w.tape != id)
+}
+
+/// `+ - * /` (`f`) on `x` and `y` while level `id` runs (the innermost), where
+/// neither is a real of `id` and one or both are reals of one enclosing forward
+/// level whose values are doubles and tangents doubles or small exact integers
+/// (the others constants: doubles or small exact integers): the operation of
+/// that level, as `record` computes it there (its `record_doubles_on` of the
+/// enclosing level: the same cases, operations and order, so the same bits),
+/// without the primitive's call. `None` where that does not apply. (The saddle's
+/// payoff squares the outer level's x in every inner evaluation.)
+#[cold]
+#[inline(never)]
+fn enclosing_forward2(tapes: &Tapes, id: u32, f: Formula, x: &Value, y: &Value) -> Option<Level> {
+    let mut lift = NONE;
+    // (value, tangent, bit 0: an exact constant, bit 1: an exact tangent)
+    let mut part = |v: &Value| match v {
+        Value::Active(w) if w.node == NONE && w.tape != id && (lift == NONE || lift == w.tape) => {
+            let Value::Real(p) = w.value else { return None };
+            lift = w.tape;
+            match w.tangent {
+                Value::Real(d) => Some((p, d, 0u8)),
+                Value::Int(k) if k.unsigned_abs() <= EXACT_AS_DOUBLE as u64 => Some((p, k as f64, 2)),
+                _ => None,
+            }
+        }
+        Value::Real(p) => Some((*p, 0.0, 0)),
+        Value::Int(k) if k.unsigned_abs() <= EXACT_AS_DOUBLE as u64 => Some((*k as f64, 0.0, 1)),
+        _ => None,
+    };
+    let ((a, da, ea), (b, db, eb)) = (part(x)?, part(y)?);
+    if lift == NONE || !tapes.forward_running(lift) {
+        return None;
+    }
+    // (`record_doubles_on`'s test of exact tangents)
+    let (exact, exact_tangents) = ((ea & 1) | (eb & 1) << 1, (ea >> 1) | (eb >> 1) << 1);
+    if exact_tangents != 0
+        && !scales(f)
+        && (!matches!(f, Formula::Add | Formula::Sub) || exact_tangents | exact == 3)
+    {
+        return None;
+    }
+    dual_op2(lift, f, a, b, da, db)
 }
 
 /// Exact integers that [`record_doubles`] keeps as doubles: small enough that

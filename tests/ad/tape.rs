@@ -634,6 +634,53 @@ fn nested_forward_exact_seeds_print_as_the_transform() {
     on_levels_alike(cases.iter().map(|(s, w)| (*s, w.as_deref())), 1e-14);
 }
 
+/// An operation of the outer forward level alone (none of its operands the inner
+/// level's) while an inner level runs, forward or a tape (the saddle's payoff
+/// squares the outer x inside every inner derivative): with double and exact
+/// tangents and constants, as the transform computes it (exact where exact
+/// numbers meet each other), and equal to the closed form.
+#[test]
+fn outer_forward_operations_inside_an_inner_level_print_as_the_transform() {
+    let f = |x: f64| format!("{x:?}");
+    // d/dx of d/dy [y ((x + 1)(3 - x) + x/4)] = d/dx [(x + 1)(3 - x) + x/4] = 2 - 2x + 1/4
+    let inner = "(define (inner g x) ((g (lambda (y) (* (car y) (+ (* (+ (car x) 1) (- 3 (car x))) (/ (car x) 4))))) (list 1.5)))\n\
+                 (define (outer g h x0) ((g (lambda (x) (car (inner h x)))) (list x0)))\n";
+    let mut cases: Vec<(String, Option<String>)> = Vec::new();
+    for (o, i) in [("F", "F"), ("F", "R"), ("R", "F"), ("R", "R")] {
+        for x0 in ["2", "2.0", "0.5"] {
+            let x: f64 = x0.parse().unwrap();
+            cases.push((
+                format!("{inner}(outer gradient-{o} gradient-{i} {x0})"),
+                Some(format!("({})", f(2.25 - 2.0 * x))),
+            ));
+        }
+    }
+    let more: Vec<(&str, Option<String>)> = vec![
+        // d/dx of d/dy y (x + 1)(x - 0.5) = 2x + 0.5
+        (
+            "((derivative-F (lambda (x) ((derivative-F (lambda (y) (* y (* (+ x 1) (- x 0.5))))) 3))) 2)",
+            Some(f(4.5)),
+        ),
+        // exact numbers meeting each other stay exact: (x^2 - 1)' = 2x, (x + x)' = 2, (x + 1)' = 1
+        (
+            "((derivative-F (lambda (x) ((derivative-R (lambda (y) (* y (- (* x x) 1)))) 3))) 2)",
+            Some("4".into()),
+        ),
+        (
+            "((derivative-F (lambda (x) ((derivative-R (lambda (y) (* y (- (* x x) 1.5)))) 3))) 2)",
+            Some(f(4.0)),
+        ),
+        ("((derivative-F (lambda (x) ((derivative-F (lambda (y) (* y (+ x x)))) 3))) 2)", Some("2".into())),
+        ("((derivative-F (lambda (x) ((derivative-F (lambda (y) (* y (+ x 1)))) 3))) 2)", Some("1".into())),
+        (
+            "((derivative-F (lambda (x) ((derivative-F (lambda (y) (* y (/ 1 (+ x 1))))) 3))) 1.0)",
+            Some(f(-0.25)),
+        ),
+    ];
+    cases.extend(more.into_iter().map(|(s, w)| (s.to_string(), w)));
+    on_levels_alike(cases.iter().map(|(s, w)| (s.as_str(), w.as_deref())), 1e-14);
+}
+
 /// Reverse over forward: a forward level's duals whose values and tangents are
 /// a tape's reals of doubles, with exact seeds and constants that meet doubles
 /// (recorded unboxed) and exact numbers that meet each other (kept exact):
