@@ -362,21 +362,28 @@ fn run_program(s: &mut Session, file: &Path, time: bool, repeat: u32) -> i32 {
             Step::Define(g, _) => s.run_define(g).map(|_| ()),
             Step::Expr { thunk, span, .. } => {
                 let mut times = Vec::new();
-                let mut first = None;
-                let mut v = Ok(crate::value::Value::Nil);
+                let (mut first, mut failed) = (None, None);
                 for _ in 0..repeat {
                     let t0 = time.then(cpu_time);
-                    v = s.run_thunk(&thunk).and_then(|v| s.printable(v, span));
+                    let r = s.run_thunk(&thunk).and_then(|v| s.printable(v, span));
                     times.extend(t0.map(|t0| cpu_time().saturating_sub(t0)));
-                    match &v {
-                        // the first run's value is printed; the later runs' are
-                        // dropped here, before the next run (as a peer's would be)
-                        Ok(x) if first.is_none() => first = Some(x.clone()),
-                        Ok(_) => {}
-                        Err(_) => break,
+                    match r {
+                        // the first run's value is printed; a later run's is dropped
+                        // here, untimed, before the next run
+                        Ok(x) => {
+                            first.get_or_insert(x);
+                        }
+                        Err(e) => {
+                            failed = Some(e);
+                            break;
+                        }
                     }
                 }
-                let v = v.map(|last| first.unwrap_or(last));
+                let v = match (failed, first) {
+                    (Some(e), _) => Err(e),
+                    (None, Some(x)) => Ok(x),
+                    (None, None) => Ok(crate::value::Value::Nil), // (`repeat` is at least 1)
+                };
                 v.and_then(|v| s.m.write_value(&v).map_err(|e| e.at(span))).map(|()| {
                     if !times.is_empty() {
                         let _ = s.m.out.flush();

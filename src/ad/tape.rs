@@ -854,7 +854,6 @@ fn other_dual(id: u32, v: &Value) -> bool {
 /// enclosing level: the same cases, operations and order, so the same bits),
 /// without the primitive's call. `None` where that does not apply. (The saddle's
 /// payoff squares the outer level's x in every inner evaluation.)
-#[cold]
 #[inline(never)]
 fn enclosing_forward2(tapes: &Tapes, id: u32, f: Formula, x: &Value, y: &Value) -> Option<Level> {
     let mut lift = NONE;
