@@ -87,8 +87,8 @@ pub struct Opts {
     /// Evaluate each top-level expression of a program N times, printing its value once
     /// (with `--time`: the median CPU time of the N runs, and each run's); an expression
     /// that reads or writes (`read-real`, `write`, `write-real`) does so in each run, and
-    /// every run counts towards `--max-steps` and `--timeout`
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    /// every run counts towards `--max-steps` and `--timeout` (N at most 1000000)
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub repeat: u32,
     /// Where vector primitives run
     #[arg(long, value_name = "auto|cpu|cuda", default_value = "auto")]

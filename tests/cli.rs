@@ -939,6 +939,7 @@ fn repeat_evaluates_each_expression_n_times_and_prints_its_value_once() {
     let e = vlad(&d, &["--repeat", "3", "e.vlad"]);
     assert_eq!((e.code, e.stdout.as_str()), (1, "1\n"), "{}", e.stderr);
     assert_eq!(vlad(&d, &["--repeat", "0", "t.vlad"]).code, 2);
+    assert_eq!(vlad(&d, &["--repeat", "1000001", "t.vlad"]).code, 2);
 }
 
 // ---- vlad test ----
