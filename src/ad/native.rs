@@ -2060,7 +2060,7 @@ fn lifted_operands<const EXACT: bool, V: std::borrow::Borrow<Value>>(
 /// on at once.)
 #[inline(always)]
 pub(super) fn lifted_candidates(id: u32, args: [&Value; 2]) -> bool {
-    let dual = |v: &Value| matches!(v, Value::Active(w) if w.node == super::tape::NONE && w.tape != id);
+    let dual = |v: &Value| super::tape::other_dual(id, v);
     let (mut on_level, mut duals) = (false, false);
     for a in args {
         match a {
