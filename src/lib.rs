@@ -5,6 +5,7 @@
 //! [`ad`] transforming closure groups at run time. See ARCHITECTURE.md.
 
 pub mod ad;
+pub mod alloc;
 pub mod anf;
 pub mod check;
 pub mod cli;

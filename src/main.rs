@@ -1,62 +1,8 @@
 //! The `vlad` command line.
 
 use libmimalloc_sys as mi;
-use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;
-
-/// mimalloc, through its plain entry points where the layout allows. AD
-/// workloads allocate and free many small values (pairs, closures, lazy tags);
-/// mimalloc is markedly faster at that than the system allocator. Its plain
-/// `mi_malloc` aligns every block to 16 bytes or to the block's size,
-/// whichever is smaller; only larger alignments take the aligned entry points
-/// (which are slower whenever a page's free list runs out). Set here, for the
-/// program only: library users (and benchmarks that count allocations) choose
-/// their own.
-struct MiMalloc;
-
-/// What `mi_malloc` guarantees (`MI_MAX_ALIGN_SIZE`).
-const PLAIN_ALIGN: usize = 16;
-
-/// Whether `mi_malloc(size)` is aligned enough for `align`.
-fn plain(align: usize, size: usize) -> bool {
-    align <= PLAIN_ALIGN && align <= size
-}
-
-// SAFETY: every block comes from mimalloc with at least the layout's size and
-// alignment (see `plain`), and goes back to it through `mi_free`/`mi_realloc*`.
-unsafe impl GlobalAlloc for MiMalloc {
-    #[inline]
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if plain(l.align(), l.size()) {
-            mi::mi_malloc(l.size()) as *mut u8
-        } else {
-            mi::mi_malloc_aligned(l.size(), l.align()) as *mut u8
-        }
-    }
-
-    #[inline]
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        if plain(l.align(), l.size()) {
-            mi::mi_zalloc(l.size()) as *mut u8
-        } else {
-            mi::mi_zalloc_aligned(l.size(), l.align()) as *mut u8
-        }
-    }
-
-    #[inline]
-    unsafe fn dealloc(&self, p: *mut u8, _: Layout) {
-        mi::mi_free(p as *mut c_void)
-    }
-
-    #[inline]
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, size: usize) -> *mut u8 {
-        if plain(l.align(), size) {
-            mi::mi_realloc(p as *mut c_void, size) as *mut u8
-        } else {
-            mi::mi_realloc_aligned(p as *mut c_void, size, l.align()) as *mut u8
-        }
-    }
-}
+use vlad::alloc::MiMalloc;
 
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
