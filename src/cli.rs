@@ -90,7 +90,9 @@ pub struct Opts {
     /// every run counts towards `--max-steps` and `--timeout` (N at most 1000000)
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub repeat: u32,
-    /// Where vector primitives run
+    /// Where vector primitives run: auto, the GPU for long vectors where one is found and
+    /// has room, else the CPU; cpu; or cuda, the GPU always (an error without one, or
+    /// without room for a vector)
     #[arg(long, value_name = "auto|cpu|cuda", default_value = "auto")]
     pub backend: String,
     /// Run the prelude's jvp and vjp (derivative-F/-R, gradient-F/-R, hvp...) by the closure

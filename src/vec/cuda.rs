@@ -171,13 +171,23 @@ fn derr(what: &'static str) -> impl Fn(DriverError) -> String {
     }
 }
 
+/// How the error of an allocation the GPU has no room for begins (see [`no_room`]).
+const NO_ROOM: &str = "the GPU has no room for ";
+
+/// Is `e` the error of an allocation the GPU had no room for (made by `alloc_err`)?
+/// (`auto` then computes on the CPU: `ops::run`.)
+pub fn no_room(e: &str) -> bool {
+    e.starts_with(NO_ROOM)
+}
+
 /// The error of `what` (an allocation of `n` numbers): out of memory says how much was
 /// asked for and that the CPU backend is the way round it.
 fn alloc_err(what: &'static str, n: usize) -> impl Fn(DriverError) -> String {
     move |e| {
         if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
             format!(
-                "the GPU has no room for {} numbers ({:.1} GB) (--backend cpu computes on the host)",
+                "{}{} numbers ({:.1} GB) (--backend auto or cpu computes on the host)",
+                NO_ROOM,
                 n,
                 n as f64 * 8e-9
             )
@@ -351,14 +361,17 @@ impl Gpu {
         let blocks = cfg.grid_dim.0 as usize;
         let mut pval = self.alloc(blocks)?;
         // SAFETY: fully written by the first pass.
-        let mut pidx = unsafe { self.stream.alloc::<u64>(blocks) }.map_err(derr("allocation"))?;
+        let mut pidx = self
+            .retry(|| unsafe { self.stream.alloc::<u64>(blocks) })
+            .map_err(alloc_err("allocation", blocks))?;
         let (nn, null) = (n as u64, 0u64);
         let mut l = self.stream.launch_builder(&self.k.argmax);
         l.arg(&a.0).arg(&null).arg(&mut pval).arg(&mut pidx).arg(&nn);
         unsafe { l.launch(cfg) }.map_err(derr("vec_argmax"))?;
         let mut val = self.alloc(1)?;
         // SAFETY: written by the second pass.
-        let mut idx = unsafe { self.stream.alloc::<u64>(1) }.map_err(derr("allocation"))?;
+        let mut idx =
+            self.retry(|| unsafe { self.stream.alloc::<u64>(1) }).map_err(alloc_err("allocation", 1))?;
         let nb = blocks as u64;
         let mut l = self.stream.launch_builder(&self.k.argmax);
         l.arg(&pval).arg(&pidx).arg(&mut val).arg(&mut idx).arg(&nb);

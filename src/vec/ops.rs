@@ -3,7 +3,8 @@
 //!
 //! Where an operation runs: `--backend cpu` always on the CPU; `cuda` always on the
 //! GPU; `auto` on the GPU when one is usable and either an input already lives only
-//! there (so chains stay on the device) or the vector is at least [`auto_min`] long.
+//! there (so chains stay on the device) or the vector is at least [`auto_min`] long,
+//! and on the CPU where the GPU has no room for an operation's buffers ([`run`]).
 //! Results stay where they were computed.
 
 use super::cpu;
@@ -106,6 +107,27 @@ fn place(be: Backend, len: usize, inputs: &[&RealVec]) -> Place {
     }
 }
 
+/// An operation of length `len` on `inputs`: `host` where [`place`] puts it on the
+/// CPU, else `dev` on the GPU; under `auto`, also `host` where the GPU has no room
+/// for `dev`'s buffers (an input's copy or the result: the inputs are then read on
+/// the host, copied back where they live only on the device), so that a program
+/// whose vectors outgrow the GPU's memory runs on, on the CPU. `cuda` reports it.
+fn run<T>(
+    be: Backend,
+    len: usize,
+    inputs: &[&RealVec],
+    host: impl FnOnce() -> T,
+    dev: impl FnOnce(&Gpu) -> R<T>,
+) -> R<T> {
+    match place(be, len, inputs) {
+        Place::Cpu => Ok(host()),
+        Place::Gpu(g) => match dev(&g) {
+            Err(e) if be == Backend::Auto && cuda::no_room(&e) => Ok(host()),
+            r => r,
+        },
+    }
+}
+
 fn host_out(n: usize, shape: Shape, f: impl FnOnce(&mut [f64])) -> Rc<RealVec> {
     super::count_written(n);
     let mut b = HostBuf::for_overwrite(n);
@@ -123,10 +145,13 @@ pub fn fill(be: Backend, len: usize, shape: Shape, x: f64, like: Option<&RealVec
         return Ok(Rc::new(RealVec::zeros(len, shape)));
     }
     let inputs: Vec<&RealVec> = like.into_iter().collect();
-    match place(be, len, &inputs) {
-        Place::Cpu => Ok(host_out(len, shape, |o| o.fill(x))),
-        Place::Gpu(g) => Ok(dev_out(g.fill(len, x)?, len, shape)),
-    }
+    run(
+        be,
+        len,
+        &inputs,
+        || host_out(len, shape, |o| o.fill(x)),
+        |g| Ok(dev_out(g.fill(len, x)?, len, shape)),
+    )
 }
 
 /// `like`-shaped zeros with `x` at index `i`.
@@ -135,12 +160,15 @@ pub fn one_hot(be: Backend, like: &RealVec, i: usize, x: f64) -> R<Rc<RealVec>> 
     if x == 0.0 && x.is_sign_positive() {
         return Ok(Rc::new(RealVec::zeros(n, shape)));
     }
-    match place(be, n, &[like]) {
+    run(
+        be,
+        n,
+        &[like],
         // Kept as a one-hot (no numbers until something needs them): `plus` adds it to a
         // sum in constant time (see [`add`]).
-        Place::Cpu => Ok(Rc::new(RealVec::one_hot(n, shape, i, x))),
-        Place::Gpu(g) => Ok(dev_out(g.one_hot(n, i, x)?, n, shape)),
-    }
+        || Rc::new(RealVec::one_hot(n, shape, i, x)),
+        |g| Ok(dev_out(g.one_hot(n, i, x)?, n, shape)),
+    )
 }
 
 pub fn unary(be: Backend, op: Un, a: &Rc<RealVec>) -> R<Rc<RealVec>> {
@@ -155,13 +183,13 @@ pub fn unary(be: Backend, op: Un, a: &Rc<RealVec>) -> R<Rc<RealVec>> {
         let y = op.apply(0.0);
         return fill(be, n, shape, y, Some(a));
     }
-    match place(be, n, &[a]) {
-        Place::Cpu => Ok(host_out(n, shape, |o| cpu::unary(op, a.host(), o))),
-        Place::Gpu(g) => {
-            let d = g.unary(op, a.dev_or_upload(&g)?, n)?;
-            Ok(dev_out(d, n, shape))
-        }
-    }
+    run(
+        be,
+        n,
+        &[a],
+        || host_out(n, shape, |o| cpu::unary(op, a.host(), o)),
+        |g| Ok(dev_out(g.unary(op, a.dev_or_upload(g)?, n)?, n, shape)),
+    )
 }
 
 /// Elementwise binary operation on two vectors of the same shape.
@@ -180,13 +208,13 @@ pub fn binary(be: Backend, op: Bin, a: &Rc<RealVec>, b: &Rc<RealVec>) -> R<Rc<Re
         Bin::Div if a.is_zero() && !b.is_zero() => return Ok(a.clone()),
         _ => {}
     }
-    match place(be, n, &[a, b]) {
-        Place::Cpu => Ok(host_out(n, shape, |o| cpu::binary(op, a.host(), b.host(), o))),
-        Place::Gpu(g) => {
-            let d = g.binary(op, a.dev_or_upload(&g)?, b.dev_or_upload(&g)?, n)?;
-            Ok(dev_out(d, n, shape))
-        }
-    }
+    run(
+        be,
+        n,
+        &[a, b],
+        || host_out(n, shape, |o| cpu::binary(op, a.host(), b.host(), o)),
+        |g| Ok(dev_out(g.binary(op, a.dev_or_upload(g)?, b.dev_or_upload(g)?, n)?, n, shape)),
+    )
 }
 
 /// `a + b` for `plus` (of the same shape, as `vec+`): where either is a one-hot or a
@@ -208,10 +236,7 @@ pub fn sum(be: Backend, a: &RealVec) -> R<f64> {
     if a.is_zero() {
         return Ok(0.0);
     }
-    match place(be, a.len(), &[a]) {
-        Place::Cpu => Ok(cpu::sum(a.host())),
-        Place::Gpu(g) => g.sum(a.dev_or_upload(&g)?, a.len()),
-    }
+    run(be, a.len(), &[a], || cpu::sum(a.host()), |g| g.sum(a.dev_or_upload(g)?, a.len()))
 }
 
 pub fn dot(be: Backend, a: &RealVec, b: &RealVec) -> R<f64> {
@@ -221,10 +246,13 @@ pub fn dot(be: Backend, a: &RealVec, b: &RealVec) -> R<f64> {
     if a.is_zero() || b.is_zero() {
         return Ok(0.0);
     }
-    match place(be, a.len(), &[a, b]) {
-        Place::Cpu => Ok(cpu::dot(a.host(), b.host())),
-        Place::Gpu(g) => g.dot(a.dev_or_upload(&g)?, b.dev_or_upload(&g)?, a.len()),
-    }
+    run(
+        be,
+        a.len(),
+        &[a, b],
+        || cpu::dot(a.host(), b.host()),
+        |g| g.dot(a.dev_or_upload(g)?, b.dev_or_upload(g)?, a.len()),
+    )
 }
 
 /// The largest element and its (first) index.
@@ -235,10 +263,7 @@ pub fn max(be: Backend, a: &RealVec) -> R<(f64, usize)> {
     if a.is_zero() {
         return Ok((0.0, 0));
     }
-    match place(be, a.len(), &[a]) {
-        Place::Cpu => Ok(cpu::max(a.host())),
-        Place::Gpu(g) => g.max(a.dev_or_upload(&g)?, a.len()),
-    }
+    run(be, a.len(), &[a], || cpu::max(a.host()), |g| g.max(a.dev_or_upload(g)?, a.len()))
 }
 
 /// Inclusive prefix sums (`reverse`: suffix sums).
@@ -247,10 +272,13 @@ pub fn scan(be: Backend, a: &Rc<RealVec>, reverse: bool) -> R<Rc<RealVec>> {
         return Ok(a.clone());
     }
     let (n, shape) = (a.len(), a.shape());
-    match place(be, n, &[a]) {
-        Place::Cpu => Ok(host_out(n, shape, |o| cpu::scan(a.host(), o, reverse))),
-        Place::Gpu(g) => Ok(dev_out(g.scan(a.dev_or_upload(&g)?, n, reverse)?, n, shape)),
-    }
+    run(
+        be,
+        n,
+        &[a],
+        || host_out(n, shape, |o| cpu::scan(a.host(), o, reverse)),
+        |g| Ok(dev_out(g.scan(a.dev_or_upload(g)?, n, reverse)?, n, shape)),
+    )
 }
 
 fn dims(m: &RealVec, what: &str) -> R<(usize, usize)> {
@@ -277,12 +305,13 @@ pub fn mat_vec(be: Backend, a: &RealVec, x: &RealVec) -> R<Rc<RealVec>> {
     if a.is_zero() || x.is_zero() {
         return Ok(Rc::new(RealVec::zeros(r, Shape::Vector)));
     }
-    match place(be, r * c, &[a, x]) {
-        Place::Cpu => Ok(host_out(r, Shape::Vector, |o| cpu::mat_vec(a.host(), x.host(), r, c, o))),
-        Place::Gpu(g) => {
-            Ok(dev_out(g.mat_vec(a.dev_or_upload(&g)?, x.dev_or_upload(&g)?, r, c)?, r, Shape::Vector))
-        }
-    }
+    run(
+        be,
+        r * c,
+        &[a, x],
+        || host_out(r, Shape::Vector, |o| cpu::mat_vec(a.host(), x.host(), r, c, o)),
+        |g| Ok(dev_out(g.mat_vec(a.dev_or_upload(g)?, x.dev_or_upload(g)?, r, c)?, r, Shape::Vector)),
+    )
 }
 
 /// `xᵀ A` for a vector of length r and an r×c matrix.
@@ -295,12 +324,13 @@ pub fn vec_mat(be: Backend, x: &RealVec, a: &RealVec) -> R<Rc<RealVec>> {
     if a.is_zero() || x.is_zero() {
         return Ok(Rc::new(RealVec::zeros(c, Shape::Vector)));
     }
-    match place(be, r * c, &[a, x]) {
-        Place::Cpu => Ok(host_out(c, Shape::Vector, |o| cpu::vec_mat(x.host(), a.host(), r, c, o))),
-        Place::Gpu(g) => {
-            Ok(dev_out(g.vec_mat(x.dev_or_upload(&g)?, a.dev_or_upload(&g)?, r, c)?, c, Shape::Vector))
-        }
-    }
+    run(
+        be,
+        r * c,
+        &[a, x],
+        || host_out(c, Shape::Vector, |o| cpu::vec_mat(x.host(), a.host(), r, c, o)),
+        |g| Ok(dev_out(g.vec_mat(x.dev_or_upload(g)?, a.dev_or_upload(g)?, r, c)?, c, Shape::Vector)),
+    )
 }
 
 /// `A B` for an r×k and a k×c matrix.
@@ -314,12 +344,13 @@ pub fn mat_mat(be: Backend, a: &RealVec, b: &RealVec) -> R<Rc<RealVec>> {
     if a.is_zero() || b.is_zero() {
         return Ok(Rc::new(RealVec::zeros(r * c, shape)));
     }
-    match place(be, (r * k).max(k * c).max(r * c), &[a, b]) {
-        Place::Cpu => Ok(host_out(r * c, shape, |o| cpu::mat_mat(a.host(), b.host(), r, k, c, o))),
-        Place::Gpu(g) => {
-            Ok(dev_out(g.mat_mat(a.dev_or_upload(&g)?, b.dev_or_upload(&g)?, r, k, c)?, r * c, shape))
-        }
-    }
+    run(
+        be,
+        (r * k).max(k * c).max(r * c),
+        &[a, b],
+        || host_out(r * c, shape, |o| cpu::mat_mat(a.host(), b.host(), r, k, c, o)),
+        |g| Ok(dev_out(g.mat_mat(a.dev_or_upload(g)?, b.dev_or_upload(g)?, r, k, c)?, r * c, shape)),
+    )
 }
 
 pub fn transpose(be: Backend, a: &Rc<RealVec>) -> R<Rc<RealVec>> {
@@ -331,10 +362,13 @@ pub fn transpose(be: Backend, a: &Rc<RealVec>) -> R<Rc<RealVec>> {
     if r == 1 || c == 1 {
         return Ok(Rc::new(a.reshaped(shape)));
     }
-    match place(be, r * c, &[a]) {
-        Place::Cpu => Ok(host_out(r * c, shape, |o| cpu::transpose(a.host(), r, c, o))),
-        Place::Gpu(g) => Ok(dev_out(g.transpose(a.dev_or_upload(&g)?, r, c)?, r * c, shape)),
-    }
+    run(
+        be,
+        r * c,
+        &[a],
+        || host_out(r * c, shape, |o| cpu::transpose(a.host(), r, c, o)),
+        |g| Ok(dev_out(g.transpose(a.dev_or_upload(g)?, r, c)?, r * c, shape)),
+    )
 }
 
 /// `u vᵀ`: the len(u)×len(v) matrix of products.
@@ -346,10 +380,11 @@ pub fn outer(be: Backend, u: &RealVec, v: &RealVec) -> R<Rc<RealVec>> {
     if u.is_zero() || v.is_zero() {
         return Ok(Rc::new(RealVec::zeros(r * c, shape)));
     }
-    match place(be, r * c, &[u, v]) {
-        Place::Cpu => Ok(host_out(r * c, shape, |o| cpu::outer(u.host(), v.host(), o))),
-        Place::Gpu(g) => {
-            Ok(dev_out(g.outer(u.dev_or_upload(&g)?, v.dev_or_upload(&g)?, r, c)?, r * c, shape))
-        }
-    }
+    run(
+        be,
+        r * c,
+        &[u, v],
+        || host_out(r * c, shape, |o| cpu::outer(u.host(), v.host(), o)),
+        |g| Ok(dev_out(g.outer(u.dev_or_upload(g)?, v.dev_or_upload(g)?, r, c)?, r * c, shape)),
+    )
 }
