@@ -22,6 +22,11 @@
 //!
 //! `cargo bench --bench ad -- --test` runs each once.
 
+// The program's own allocator (src/alloc.rs: mimalloc with a cache of small blocks),
+// so that these time what `vlad` runs.
+#[global_allocator]
+static ALLOC: vlad::alloc::MiMalloc = vlad::alloc::MiMalloc;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::rc::Rc;

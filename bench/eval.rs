@@ -2,6 +2,11 @@
 //! procedures once, compiles the call expression once, and times only running it.
 //! `cargo bench` measures; `cargo bench -- --test` runs each once as a smoke test.
 
+// The program's own allocator (src/alloc.rs: mimalloc with a cache of small blocks),
+// so that these time what `vlad` runs.
+#[global_allocator]
+static ALLOC: vlad::alloc::MiMalloc = vlad::alloc::MiMalloc;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::rc::Rc;

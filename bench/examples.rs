@@ -6,6 +6,11 @@
 //!
 //! `cargo bench --bench examples` (or `-- --test` to run each once).
 
+// The program's own allocator (src/alloc.rs: mimalloc with a cache of small blocks),
+// so that these time what `vlad` runs.
+#[global_allocator]
+static ALLOC: vlad::alloc::MiMalloc = vlad::alloc::MiMalloc;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::path::Path;
 use std::time::Duration;
