@@ -584,11 +584,24 @@ fn arith(m: &mut Machine, op: char, a: &[Value]) -> Result<Value> {
             };
             tape::record(m, f, a, &imp)
         }
-        None => {
-            let bad = if a[0].is_number() { &a[1] } else { &a[0] };
-            Err(err(format!("{}: expected two numbers, got {} ({})", op, describe(bad), bad.kind_name())))
-        }
+        None => Err(not_two_numbers(op, a)),
     }
+}
+
+/// The error of binary primitive `name` given `a`, not two numbers: names the
+/// first operand that is not one. A pair as the second is what more than two
+/// arguments make (`(* a b c)` passes `(a . (b . c))`), which code being
+/// differentiated passes on without the call's count of its arguments: said so.
+fn not_two_numbers(name: impl std::fmt::Display, a: &[Value]) -> Error {
+    let second = a[0].is_number();
+    let bad = if second { &a[1] } else { &a[0] };
+    let kind = match bad {
+        Value::Pair(_) if second => {
+            format!("a pair: `{name}` takes exactly two arguments, and more than two arrive as one")
+        }
+        _ => bad.kind_name().to_string(),
+    };
+    err(format!("{}: expected two numbers, got {} ({})", name, describe(bad), kind))
 }
 
 fn real_arg(name: &str, v: &Value) -> Result<f64> {
@@ -628,10 +641,7 @@ fn cmp(name: &str, a: &[Value], f: fn(Ordering) -> bool) -> Result<Value> {
         None if tape::any_active(a) => {
             cmp(name, &[tape::strip(&a[0]).into_owned(), tape::strip(&a[1]).into_owned()], f)
         }
-        None => {
-            let bad = if a[0].is_number() { &a[1] } else { &a[0] };
-            Err(err(format!("{}: expected two numbers, got {} ({})", name, describe(bad), bad.kind_name())))
-        }
+        None => Err(not_two_numbers(name, a)),
     }
 }
 
