@@ -34,10 +34,11 @@ fn plain(align: usize, size: usize) -> bool {
 /// block in class `c` came from `mi_malloc((c + 1) * 8)`, so serves any
 /// layout of that class (see `small_class`). At most [`CACHED`] blocks a class
 /// are kept; further frees go to mimalloc, so a thread holds at most
-/// 4096 × (8 + 16 + ... + 64) bytes (1.2 MB) this way. The cache has no destructor (the global allocator may not use
-/// thread-local storage that registers one): a thread that ends leaves its
-/// cached blocks allocated, at most that much; vlad's values live on one
-/// thread, which lasts as long as the process.
+/// 4096 × (8 + 16 + ... + 64) bytes (1.2 MB) this way. The cache has no
+/// destructor (the global allocator may not use thread-local storage that
+/// registers one): a thread that ends leaves its cached blocks allocated, at
+/// most that much; vlad's values live on one thread, which lasts as long as
+/// the process.
 struct Cache {
     heads: [*mut Free; CLASSES],
     counts: [u32; CLASSES],
