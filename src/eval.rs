@@ -65,6 +65,33 @@ macro_rules! atom {
     };
 }
 
+/// Member `idx` of `inst` if its body may be one arithmetic operation on its
+/// parameter that [`Machine::call_arith_body`] computes without a frame: one
+/// parameter (slot 0), nothing bound before the body's expression, in a plain
+/// group without native code whose code is resolved (it has been called).
+#[inline(always)]
+fn arith_lambda(inst: &InstRc, idx: u32) -> Option<&crate::resolve::LambdaCode> {
+    let g = inst.group();
+    if g.native.get().is_some() {
+        return None;
+    }
+    let code = g.code.get().filter(|c| c.plain)?;
+    let lam = &code.members[idx as usize];
+    (lam.unary == 1 && lam.body.binds.is_empty()).then_some(lam)
+}
+
+/// Whether `f` is a closure whose calls by a primitive (`map`'s) are computed
+/// without a frame (see [`Machine::call_arith_body`]), for the tests.
+pub fn has_arith_body(f: &Value) -> bool {
+    let Value::Closure(inst, idx) = f else { return false };
+    let operand = |a: &CAtom| matches!(a, CAtom::Local(0) | CAtom::Env(_) | CAtom::Const(_));
+    arith_lambda(inst, *idx).is_some_and(|lam| match &lam.body.tail {
+        CExpr::Arith2(_, a, b, ..) => operand(a) && operand(b),
+        CExpr::Arith2Int(_, x, ..) => *x == 0,
+        _ => false,
+    })
+}
+
 /// [`Machine::peek`] on the value stack and the globals alone (so that the
 /// machine's other parts may be borrowed meanwhile).
 #[inline(always)]
@@ -385,6 +412,11 @@ pub struct Machine {
     /// Whether calls of small procedures held by globals run in place
     /// (`resolve::Inline`; on by default; set before any code is resolved).
     pub inline_calls: bool,
+    /// Whether a primitive's call of a closure whose body is one arithmetic
+    /// operation (`map` of `(lambda (x) (* k x))`) computes it without a frame
+    /// (`Machine::call_arith_body`; on by default; off, the call is made, which
+    /// a test compares).
+    pub arith_bodies: bool,
     pub deadline: Option<Instant>,
     pub interrupt: Arc<AtomicBool>,
     /// Per-primitive call counts when metering. (A boxed slice: `None` is a
@@ -433,6 +465,7 @@ impl Machine {
             native_rr: true,
             untagged_entries: true,
             inline_calls: true,
+            arith_bodies: true,
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
             meter: None,
@@ -699,6 +732,11 @@ impl Machine {
     /// passed, as `map` does): as [`Machine::call`], a closure through the
     /// reference (no count raised and lowered around the call).
     pub fn call_on(&mut self, f: &Value, args: &[Value]) -> Result<Value> {
+        if let (Value::Closure(inst, idx), [x]) = (f, args) {
+            if let Some(v) = self.call_arith_body(inst, *idx, x) {
+                return Ok(v);
+            }
+        }
         for a in args {
             self.push(a.clone());
         }
@@ -709,6 +747,48 @@ impl Machine {
             }
             f => self.call(f.clone(), args.len(), None),
         }
+    }
+
+    /// A call on `x` of member `idx` of `inst` whose body is one arithmetic
+    /// operation on its parameter and constants or captured values, as `map`
+    /// is passed `(lambda (x) (* k x))` (see [`arith_lambda`]): the operation
+    /// computed as the body computes it (the inline arithmetic on numbers,
+    /// else `prims::arith2_of`: that of a level's reals, a level's real
+    /// straight to its record), the call counted as a step, without a frame.
+    /// `None` where that does not apply or does not give a value (then the
+    /// call is made, and reports any error as it does): a step that checks the
+    /// limits, a call past `--max-depth`, anything metered.
+    #[inline(never)]
+    fn call_arith_body(&mut self, inst: &InstRc, idx: u32, x: &Value) -> Option<Value> {
+        if self.fuel <= 1 || self.depth_left < 1 || self.meter.is_some() || !self.arith_bodies {
+            return None;
+        }
+        let lam = arith_lambda(inst, idx)?;
+        // (the parameter is slot 0, the only slot such a body reads)
+        #[inline(always)]
+        fn operand<'a>(a: &'a CAtom, x: &'a Value, inst: &'a InstRc) -> Option<&'a Value> {
+            match a {
+                CAtom::Local(0) => Some(x),
+                CAtom::Env(i) => Some(&inst.env[*i as usize]),
+                CAtom::Const(v) => Some(v),
+                _ => None,
+            }
+        }
+        let int;
+        let (op, a, b, p) = match &lam.body.tail {
+            CExpr::Arith2(op, a, b, p, _) => (*op, operand(a, x, inst)?, operand(b, x, inst)?, *p),
+            CExpr::Arith2Int(op, 0, k, p, _) => {
+                int = Value::Int(*k);
+                (*op, x, &int, *p)
+            }
+            _ => return None,
+        };
+        let v = match fast_arith(op, a, b) {
+            Some(n) => n.value(),
+            None => prims::arith2_of(self, op, p, a, b)?.ok()?,
+        };
+        self.fuel -= 1;
+        Some(v)
     }
 
     /// Pops the top of the value stack (a result left there by a call).

@@ -761,7 +761,7 @@ fn arith2(m: &mut Machine, op: Option<(Op2, PrimId)>, x: &Value, y: &Value) -> O
 }
 
 /// [`arith2`] of primitive `p`, of operation `op`.
-fn arith2_of(m: &mut Machine, op: Op2, p: PrimId, x: &Value, y: &Value) -> Option<Result<Value>> {
+pub(crate) fn arith2_of(m: &mut Machine, op: Op2, p: PrimId, x: &Value, y: &Value) -> Option<Result<Value>> {
     if m.meter.is_some() || m.meter_derivative.is_some() {
         return None;
     }
