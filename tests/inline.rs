@@ -3,7 +3,9 @@
 //! counts (procedure calls included), its `--max-steps` and `--max-depth`
 //! limits, and its errors' messages and call traces (tail calls included,
 //! whose frames a trace does not show); and the calls must in fact run in
-//! place (else the comparison would test nothing).
+//! place (else the comparison would test nothing). Likewise a primitive's
+//! calls of a closure of one arithmetic operation computed without a frame
+//! (`Machine::call_arith_body`), below.
 
 use vlad::resolve::{CBind, CBlock, CExpr};
 use vlad::toplevel::Session;
@@ -147,12 +149,12 @@ const PROGRAMS: &[&str] = &[
 ];
 
 /// What running `src` shows: each value or the error (rendered, with its
-/// trace), then the counts `--metered` prints.
-fn outcome(src: &str, inline: bool, limit: Option<(&str, u64)>) -> String {
+/// trace) and the steps counted after it, then the counts `--metered` prints
+/// where `configure` turned metering on.
+fn outcome(src: &str, configure: &dyn Fn(&mut vlad::eval::Machine), limit: Option<(&str, u64)>) -> String {
     let mut s = Session::new();
     s.m.out = Box::new(std::io::sink());
-    s.m.inline_calls = inline;
-    s.m.meter = Some(vec![0; vlad::prims::prims().len()].into());
+    configure(&mut s.m);
     match limit {
         Some(("depth", n)) => s.m.set_max_depth(n as usize),
         Some((_, n)) => s.m.set_max_steps(n),
@@ -164,10 +166,21 @@ fn outcome(src: &str, inline: bool, limit: Option<(&str, u64)>) -> String {
             Ok(vs) => vs.iter().for_each(|v| out.push_str(&format!("{}\n", vlad::print::to_string(v)))),
             Err(e) => out.push_str(&e.render(&s.sources)),
         }
+        out.push_str(&format!("{} steps\n", s.m.steps()));
     }
-    let meter = s.m.meter.take().unwrap_or_default();
-    out.push_str(&format!("{:?} {} steps {} AD\n", meter, s.m.steps(), s.m.ad_work));
+    if let Some(meter) = s.m.meter.take() {
+        out.push_str(&format!("{:?} {} steps {} AD\n", meter, s.m.steps(), s.m.ad_work));
+    }
     out
+}
+
+/// [`outcome`] metered, with calls of small procedures run in place or not.
+fn outcome_inline(src: &str, inline: bool, limit: Option<(&str, u64)>) -> String {
+    let configure = |m: &mut vlad::eval::Machine| {
+        m.inline_calls = inline;
+        m.meter = Some(vec![0; vlad::prims::prims().len()].into());
+    };
+    outcome(src, &configure, limit)
 }
 
 /// The program as the definitions followed by each expression alone (so
@@ -188,7 +201,7 @@ fn calls_run_in_place_behave_as_calls() {
             .chain([1, 3, 6, 10, 25, 60].map(|n| Some(("steps", n))))
             .collect();
         for limit in limits {
-            let (on, off) = (outcome(src, true, limit), outcome(src, false, limit));
+            let (on, off) = (outcome_inline(src, true, limit), outcome_inline(src, false, limit));
             assert_eq!(on, off, "program (limit {limit:?}):\n{src}");
         }
     }
@@ -235,4 +248,92 @@ fn small_procedures_run_in_place() {
     // a callee building a closure
     let defs = "(define (k*v k v) (map (lambda (x) (* k x)) v)) (define (f v) (car (k*v 2 v)))";
     assert!(runs_in_place(defs, "f", true));
+}
+
+// A primitive's call of a closure whose body is one arithmetic operation
+// (`map` of `(lambda (x) (* k x))`) is computed without a frame
+// (`Machine::call_arith_body`): a program must behave exactly as when the call
+// is made, in its values, its errors and their traces, its count of steps, and
+// its `--max-steps` and `--max-depth` limits, on numbers and on the reals of
+// every AD mode; and such closures must in fact be recognised.
+
+/// Programs mapping closures of one arithmetic operation.
+const ARITH_PROGRAMS: &[&str] = &[
+    // numbers: doubles, machine integers, a captured value, a constant on
+    // either side, `(- x 1)` (`Arith2Int`), comparisons
+    "(define (k*v k v) (map (lambda (x) (* k x)) v))
+     (k*v 2 (list 1 2.5 -3)) (k*v 0.5 (list 4 5))
+     (map (lambda (x) (- x 1)) (list 1 2.5 3))
+     (map (lambda (x) (+ 1.5 x)) (list 1 2))
+     (map (lambda (x) (/ 1.0 x)) (list 4 0.5 0))
+     (map (lambda (x) (< x 2)) (list 1 2 3))",
+    // where the inline arithmetic does not apply: exact results beyond machine
+    // integers, exact division, a non-number (an error, with its trace)
+    "(define (k*v k v) (map (lambda (x) (* k x)) v))
+     (map (lambda (x) (* x 4611686018427387904)) (list 4 1))
+     (map (lambda (x) (/ x 3)) (list 1 6 -2))
+     (k*v 2 (list 1 #t 3))
+     (map (lambda (x) (+ x 1)) (list 1 (list 2)))",
+    // the reals of every AD mode, nested
+    "(define (k*v k v) (map (lambda (x) (* k x)) v))
+     (define (f x) (reduce + 0 (k*v 3.0 (map (lambda (xi) (* xi xi)) x))))
+     ((gradient-F f) (list 1.0 2.0))
+     ((gradient-R f) (list 1.0 2.0))
+     (hvp f (list 1.0 2.0) (list 1.0 0.5))
+     (hvp-RR f (list 1.0 2.0) (list 1.0 0.5))
+     ((gradient-F (lambda (w) (car ((gradient-R (lambda (x) (reduce + 0 (k*v (car w) x)))) (list 1.0 2.0))))) (list 3.0))
+     ((gradient-R (lambda (w) ((derivative-F (lambda (s) (reduce + 0 (k*v s w)))) 2.0))) (list 1.0 2.0))
+     ((gradient-R (lambda (x) (reduce + 0 (map (lambda (xi) (- xi 1)) x)))) (list 1 2))",
+    // calls nested deeply (for --max-depth) and many (for --max-steps)
+    "(define (deep n) (if (= n 0) (map (lambda (x) (* 2 x)) (list 1 2 3)) (cons n (deep (- n 1)))))
+     (deep 3) (deep 6)
+     (define (spin n acc) (if (= n 0) acc (spin (- n 1) (map (lambda (x) (+ x 1)) acc))))
+     (spin 20 (list 1 2 3))",
+];
+
+/// [`outcome`] (not metered: metering makes every call), with calls of
+/// one-operation closures computed without a frame or not.
+fn outcome_arith(src: &str, fast: bool, limit: Option<(&str, u64)>) -> String {
+    outcome(src, &|m: &mut vlad::eval::Machine| m.arith_bodies = fast, limit)
+}
+
+#[test]
+fn calls_computed_without_a_frame_behave_as_calls() {
+    for src in ARITH_PROGRAMS {
+        let limits: Vec<Option<(&str, u64)>> = std::iter::once(None)
+            .chain([2, 3, 4, 5, 6, 8, 24].map(|n| Some(("depth", n))))
+            .chain([1, 3, 6, 10, 25, 60, 200, 1000].map(|n| Some(("steps", n))))
+            .collect();
+        for limit in limits {
+            let (on, off) = (outcome_arith(src, true, limit), outcome_arith(src, false, limit));
+            assert_eq!(on, off, "program (limit {limit:?}):\n{src}");
+        }
+    }
+    // (the values themselves, derived by hand: 3 x^2 summed has gradient 6x)
+    let out = outcome_arith(ARITH_PROGRAMS[2], true, None);
+    assert!(out.starts_with("(6.0 12.0)\n"), "{out}");
+}
+
+/// The closures above are the ones recognised (once called, when their code
+/// is resolved), and others are not.
+#[test]
+fn one_operation_bodies_are_recognised() {
+    let mut s = Session::new();
+    s.m.out = Box::new(std::io::sink());
+    let value = |s: &mut Session, src: &str| {
+        let vs = s.run_text("t.vlad", src).unwrap_or_else(|e| panic!("{}", e.render(&s.sources)));
+        vs.last().cloned().expect("a value")
+    };
+    for (f, call, yes) in [
+        ("(let ((k 2)) (lambda (x) (* k x)))", "(map g (list 1 2))", true),
+        ("(lambda (x) (- x 1))", "(map g (list 1 2))", true),
+        ("(lambda (x) (/ 1.0 x))", "(map g (list 1 2))", true),
+        ("(lambda (x) (< x 2))", "(map g (list 1 2))", true),
+        ("(lambda (x) (* (+ x 1) 2))", "(map g (list 1 2))", false),
+        ("(lambda (x y) (* x y))", "(map2 g (list 1 2) (list 3 4))", false),
+        ("(lambda (x) x)", "(map g (list 1 2))", false),
+    ] {
+        let v = value(&mut s, &format!("(define g {f})\n{call}\ng"));
+        assert_eq!(vlad::eval::has_arith_body(&v), yes, "{f}");
+    }
 }
