@@ -47,19 +47,29 @@ mod full {
                 .unwrap()
         };
 
-        // With the GPU's memory free, `cuda` computes it there (the same values).
-        let o = run("cuda");
         let expected = format!("{:.1}\n{:.1}\n", 2.25 * N as f64, 3.0 * N as f64);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert_eq!(String::from_utf8_lossy(&o.stdout), expected);
-
-        // Hold all but 1.5 GB of the device's free memory: room for vlad's context and
-        // kernels, not for one of its vectors.
         let ctx = cudarc::driver::CudaContext::new(0).unwrap();
         let stream = ctx.default_stream();
         let (free, _) = ctx.mem_get_info().unwrap();
+
+        // With the GPU's memory free, `cuda` computes it there (the same values),
+        // on a device with room for the program's few vectors of 2.4 GB.
+        if free >= 16_000_000_000 {
+            let o = run("cuda");
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            assert_eq!(String::from_utf8_lossy(&o.stdout), expected);
+        } else {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "auto_computes_on_the_cpu_where_the_gpu_is_full: the run with the GPU free skipped: {free} bytes free"
+            );
+        }
+
+        // Hold all but 1.5 GB of the device's free memory: room for vlad's context and
+        // kernels, not for one of its vectors.
         let keep = 1_500_000_000usize;
-        let held = stream.alloc_zeros::<u8>(free.saturating_sub(keep)).unwrap();
+        let held = (free > keep).then(|| stream.alloc_zeros::<u8>(free - keep).unwrap());
         stream.synchronize().unwrap();
         let (left, _) = ctx.mem_get_info().unwrap();
         assert!(left < N * 8, "{} bytes still free", left);
