@@ -80,16 +80,37 @@ fn arith_lambda(inst: &InstRc, idx: u32) -> Option<&crate::resolve::LambdaCode> 
     (lam.unary == 1 && lam.body.binds.is_empty()).then_some(lam)
 }
 
+/// The operation of `lam` (an [`arith_lambda`] of `inst`) on its argument `x`,
+/// if its body is one on the parameter and constants or captured values: the
+/// operator, the operands (the second `Err(k)` for `Arith2Int`'s exact integer
+/// `k`) and the primitive.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn arith_operation<'a>(
+    lam: &'a crate::resolve::LambdaCode,
+    inst: &'a InstRc,
+    x: &'a Value,
+) -> Option<(Op2, &'a Value, std::result::Result<&'a Value, i64>, PrimId)> {
+    // (the parameter is slot 0, the only slot such a body reads)
+    let operand = |a: &'a CAtom| match a {
+        CAtom::Local(0) => Some(x),
+        CAtom::Env(i) => Some(&inst.env[*i as usize]),
+        CAtom::Const(v) => Some(v),
+        _ => None,
+    };
+    match &lam.body.tail {
+        CExpr::Arith2(op, a, b, p, _) => Some((*op, operand(a)?, Ok(operand(b)?), *p)),
+        CExpr::Arith2Int(op, 0, k, p, _) => Some((*op, x, Err(*k), *p)),
+        _ => None,
+    }
+}
+
 /// Whether `f` is a closure whose calls by a primitive (`map`'s) are computed
 /// without a frame (see [`Machine::call_arith_body`]), for the tests.
 pub fn has_arith_body(f: &Value) -> bool {
     let Value::Closure(inst, idx) = f else { return false };
-    let operand = |a: &CAtom| matches!(a, CAtom::Local(0) | CAtom::Env(_) | CAtom::Const(_));
-    arith_lambda(inst, *idx).is_some_and(|lam| match &lam.body.tail {
-        CExpr::Arith2(_, a, b, ..) => operand(a) && operand(b),
-        CExpr::Arith2Int(_, x, ..) => *x == 0,
-        _ => false,
-    })
+    let nil = Value::Nil;
+    arith_lambda(inst, *idx).is_some_and(|lam| arith_operation(lam, inst, &nil).is_some())
 }
 
 /// [`Machine::peek`] on the value stack and the globals alone (so that the
@@ -752,8 +773,8 @@ impl Machine {
     /// A call on `x` of member `idx` of `inst` whose body is one arithmetic
     /// operation on its parameter and constants or captured values, as `map`
     /// is passed `(lambda (x) (* k x))` (see [`arith_lambda`]): the operation
-    /// computed as the body computes it (the inline arithmetic on numbers,
-    /// else `prims::arith2_of`: that of a level's reals, a level's real
+    /// computed as the body computes it (`prims::arith2_of`: the inline
+    /// arithmetic on numbers, else that of a level's reals, a level's real
     /// straight to its record), the call counted as a step, without a frame.
     /// `None` where that does not apply or does not give a value (then the
     /// call is made, and reports any error as it does): a step that checks the
@@ -764,28 +785,18 @@ impl Machine {
             return None;
         }
         let lam = arith_lambda(inst, idx)?;
-        // (the parameter is slot 0, the only slot such a body reads)
-        #[inline(always)]
-        fn operand<'a>(a: &'a CAtom, x: &'a Value, inst: &'a InstRc) -> Option<&'a Value> {
-            match a {
-                CAtom::Local(0) => Some(x),
-                CAtom::Env(i) => Some(&inst.env[*i as usize]),
-                CAtom::Const(v) => Some(v),
-                _ => None,
-            }
-        }
+        let (op, a, b, p) = arith_operation(lam, inst, x)?;
         let int;
-        let (op, a, b, p) = match &lam.body.tail {
-            CExpr::Arith2(op, a, b, p, _) => (*op, operand(a, x, inst)?, operand(b, x, inst)?, *p),
-            CExpr::Arith2Int(op, 0, k, p, _) => {
-                int = Value::Int(*k);
-                (*op, x, &int, *p)
+        let b = match b {
+            Ok(b) => b,
+            Err(k) => {
+                int = Value::Int(k);
+                &int
             }
-            _ => return None,
         };
         let v = match fast_arith(op, a, b) {
             Some(n) => n.value(),
-            None => prims::arith2_of(self, op, p, a, b)?.ok()?,
+            None => prims::arith2_active(self, op, p, a, b)?.ok()?,
         };
         self.fuel -= 1;
         Some(v)

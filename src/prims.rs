@@ -761,13 +761,25 @@ fn arith2(m: &mut Machine, op: Option<(Op2, PrimId)>, x: &Value, y: &Value) -> O
 }
 
 /// [`arith2`] of primitive `p`, of operation `op`.
-pub(crate) fn arith2_of(m: &mut Machine, op: Op2, p: PrimId, x: &Value, y: &Value) -> Option<Result<Value>> {
+fn arith2_of(m: &mut Machine, op: Op2, p: PrimId, x: &Value, y: &Value) -> Option<Result<Value>> {
     if m.meter.is_some() || m.meter_derivative.is_some() {
         return None;
     }
     if let Some(v) = crate::eval::inline_arith(op, x, y) {
         return Some(Ok(v));
     }
+    arith2_active(m, op, p, x, y)
+}
+
+/// [`arith2_of`] past the inline arithmetic of numbers (which does not apply),
+/// where nothing is metered: a level's reals.
+pub(crate) fn arith2_active(
+    m: &mut Machine,
+    op: Op2,
+    p: PrimId,
+    x: &Value,
+    y: &Value,
+) -> Option<Result<Value>> {
     if !(x.is_active() || y.is_active()) {
         return None;
     }

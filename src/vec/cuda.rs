@@ -254,8 +254,13 @@ impl Gpu {
     }
 
     fn alloc(&self, n: usize) -> R<CudaSlice<f64>> {
+        self.alloc_as::<f64>(n)
+    }
+
+    /// [`Gpu::alloc`] of `n` elements of type `T`.
+    fn alloc_as<T: cudarc::driver::DeviceRepr>(&self, n: usize) -> R<CudaSlice<T>> {
         // SAFETY: every caller overwrites the whole buffer before it is read.
-        self.retry(|| unsafe { self.stream.alloc::<f64>(n.max(1)) }).map_err(alloc_err("allocation", n))
+        self.retry(|| unsafe { self.stream.alloc::<T>(n.max(1)) }).map_err(alloc_err("allocation", n))
     }
 
     pub fn upload(&self, h: &[f64]) -> R<DevBuf> {
@@ -360,18 +365,15 @@ impl Gpu {
         let cfg = self.cfg(n);
         let blocks = cfg.grid_dim.0 as usize;
         let mut pval = self.alloc(blocks)?;
-        // SAFETY: fully written by the first pass.
-        let mut pidx = self
-            .retry(|| unsafe { self.stream.alloc::<u64>(blocks) })
-            .map_err(alloc_err("allocation", blocks))?;
+        // (fully written by the first pass)
+        let mut pidx = self.alloc_as::<u64>(blocks)?;
         let (nn, null) = (n as u64, 0u64);
         let mut l = self.stream.launch_builder(&self.k.argmax);
         l.arg(&a.0).arg(&null).arg(&mut pval).arg(&mut pidx).arg(&nn);
         unsafe { l.launch(cfg) }.map_err(derr("vec_argmax"))?;
         let mut val = self.alloc(1)?;
-        // SAFETY: written by the second pass.
-        let mut idx =
-            self.retry(|| unsafe { self.stream.alloc::<u64>(1) }).map_err(alloc_err("allocation", 1))?;
+        // (written by the second pass)
+        let mut idx = self.alloc_as::<u64>(1)?;
         let nb = blocks as u64;
         let mut l = self.stream.launch_builder(&self.k.argmax);
         l.arg(&pval).arg(&pidx).arg(&mut val).arg(&mut idx).arg(&nb);
