@@ -346,6 +346,15 @@ macro_rules! bin {
 pub fn table() -> Vec<PrimDef> {
     use Class::*;
     let p = PrimDef::new;
+    let transpose_as = |name| {
+        p(
+            name,
+            1,
+            transpose,
+            rules!("(lambda (x y dx) (transpose dx))", "(lambda (x y yb) (transpose yb))"),
+            Other,
+        )
+    };
     vec![
         // Construction and conversion.
         p(
@@ -637,23 +646,11 @@ pub fn table() -> Vec<PrimDef> {
             ),
             Arith,
         ),
-        p(
-            "transpose",
-            1,
-            transpose,
-            rules!("(lambda (x y dx) (transpose dx))", "(lambda (x y yb) (transpose yb))"),
-            Other,
-        ),
+        transpose_as("transpose"),
         // (`transpose` by another name, for prelude/optimize.vlad, whose `transpose` of
         // lists of rows shadows it in the programs that include it and passes it packed
         // matrices)
-        p(
-            "%transpose",
-            1,
-            transpose,
-            rules!("(lambda (x y dx) (transpose dx))", "(lambda (x y yb) (transpose yb))"),
-            Other,
-        ),
+        transpose_as("%transpose"),
         p(
             "vec-outer",
             2,
