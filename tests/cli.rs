@@ -429,6 +429,32 @@ fn reverse_over_reverse_hvp_of_a_long_list_needs_no_deep_recursion() {
     assert_eq!((o.code, o.stderr.as_str(), o.stdout.as_str()), (0, "", "(3000 26991000 17994)\n"));
 }
 
+/// Neither do the prelude's `hessian`, `jacobian-F` and `jacobian-R` (their unit
+/// vectors and rows): over lists longer than `--max-depth` they run (each once
+/// recursed as deep as the list is long). x_i = i for i < 150:
+/// the Hessian of the sum of x_i^3 is diag(6 x_i), whose entries sum to
+/// 6 * 149 * 150 / 2 = 67050 and whose last is 6 * 149; the Jacobian of
+/// x -> (x_i^2) is diag(2 x_i): sum 22350, last 298.
+#[test]
+fn list_helpers_of_the_prelude_need_no_deep_recursion() {
+    let d = Dir::new();
+    d.file(
+        "h.vlad",
+        "(define x (iota 150))
+(define (summary m) (list (length m) (length (car m)) (fold-left + 0 (map (lambda (r) (fold-left + 0 r)) m))
+                          (list-ref (list-ref m 149) 149)))
+(summary ((hessian (lambda (x) (fold-left (lambda (acc xi) (+ acc (* (* xi xi) xi))) 0 x))) x))
+(summary ((jacobian-F (lambda (x) (map (lambda (xi) (* xi xi)) x))) x))
+(summary ((jacobian-R (lambda (x) (map (lambda (xi) (* xi xi)) x))) x))
+",
+    );
+    let o = vlad(&d, &["--max-depth", "100", "h.vlad"]);
+    assert_eq!(
+        (o.code, o.stderr.as_str(), o.stdout.as_str()),
+        (0, "", "(150 150 67050 894)\n(150 150 22350 298)\n(150 150 22350 298)\n")
+    );
+}
+
 #[test]
 fn max_depth_stops_deep_recursion() {
     for args in [&["--max-depth", "1000"][..], &[][..]] {
