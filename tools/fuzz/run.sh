@@ -5,6 +5,7 @@
 # sets of flags; prints the seeds whose outputs (stdout and stderr) differ.
 #
 #   tools/fuzz/run.sh A B N [FLAGS]         binaries A and B, seeds 1..N, both with FLAGS
+#   tools/fuzz/run.sh A B FIRST-LAST ...    seeds FIRST..LAST instead
 #   tools/fuzz/run.sh A A N "" --no-tape    one binary: the tape against the transforms
 #
 # Programs that differ are kept as $TMPDIR/vlad-fuzz-SEED.vlad. Before a change
@@ -15,7 +16,11 @@ A=$1; B=$2; N=$3; FA=${4:-}; FB=${5:-${4:-}}
 dir=$(cd "$(dirname "$0")" && pwd)
 tmp=${TMPDIR:-/tmp}
 nd=0
-for s in $(seq 1 "$N"); do
+case $N in
+  *-*) first=${N%-*}; last=${N#*-} ;;
+  *) first=1; last=$N ;;
+esac
+for s in $(seq "$first" "$last"); do
   f="$tmp/vlad-fuzz-$s.vlad"
   python3 "$dir/gen.py" "$s" > "$f"
   # shellcheck disable=SC2086
@@ -24,4 +29,4 @@ for s in $(seq 1 "$N"); do
   ob=$(timeout 20 "$B" $FB "$f" 2>&1 < /dev/null)
   if [ "$oa" != "$ob" ]; then echo "differ: seed $s ($f)"; nd=$((nd+1)); else rm -f "$f"; fi
 done
-echo "$N seeds, $nd differ"
+echo "$((last - first + 1)) seeds, $nd differ"
