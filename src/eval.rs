@@ -2741,12 +2741,16 @@ impl Machine {
                     ));
                 }
             }
-            CBind::Letrec(slots, g, caps) => {
-                let mut b = InstBuilder::new(g.clone(), caps.len());
-                for c in caps.iter() {
-                    b.push(atom!(self, base, inst, c));
-                }
-                let ni = b.finish();
+            CBind::Letrec(slots, g, caps, shared) => {
+                let ni = if caps.is_empty() {
+                    shared.get_or_init(|| InstBuilder::new(g.clone(), 0).finish()).clone()
+                } else {
+                    let mut b = InstBuilder::new(g.clone(), caps.len());
+                    for c in caps.iter() {
+                        b.push(atom!(self, base, inst, c));
+                    }
+                    b.finish()
+                };
                 for (j, s) in slots.iter().enumerate() {
                     self.stack[base + *s as usize] = Value::Closure(ni.clone(), j as u32);
                 }

@@ -207,7 +207,11 @@ pub enum CBind {
     /// call). `x` goes to the first slot; `y` as [`Split`] says.
     Split(CExpr, u32, Split, Span),
     Check(Value, CAtom, Span),
-    Letrec(Box<[u32]>, Rc<Group>, Box<[CAtom]>),
+    /// The slots of the group's members, the group, the values it captures;
+    /// a group that captures nothing is instantiated once, here, and that
+    /// instance shared by every run of the binding (a named `let` whose loop
+    /// reads only its own variables allocated a closure at each entry).
+    Letrec(Box<[u32]>, Rc<Group>, Box<[CAtom]>, std::cell::OnceCell<crate::value::InstRc>),
     EnvSens(Box<[u32]>, CAtom),
 }
 
@@ -1151,7 +1155,7 @@ impl Resolver<'_> {
                     let caps = self.captures(g);
                     self.release_all(std::mem::take(&mut dying[i]));
                     let slots: Box<[u32]> = names.iter().map(|n| self.bind(*n)).collect();
-                    binds.push(CBind::Letrec(slots, g.clone(), caps));
+                    binds.push(CBind::Letrec(slots, g.clone(), caps, std::cell::OnceCell::new()));
                 }
                 Bind::EnvSens(xs, a) => {
                     let a = self.atom(a);

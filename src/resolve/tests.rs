@@ -103,7 +103,7 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
         match bind {
             CBind::Let(_, e) | CBind::Split(e, ..) => expr(e, out),
             CBind::Uncons(_, _, x, _) | CBind::Check(_, x, _) | CBind::EnvSens(_, x) => a(x, out),
-            CBind::Letrec(_, _, caps) => caps.iter().for_each(|c| a(c, out)),
+            CBind::Letrec(_, _, caps, _) => caps.iter().for_each(|c| a(c, out)),
         }
     }
     expr(&b.tail, out);
