@@ -772,7 +772,9 @@ fn arith2_of(m: &mut Machine, op: Op2, p: PrimId, x: &Value, y: &Value) -> Optio
 }
 
 /// [`arith2_of`] past the inline arithmetic of numbers (which does not apply),
-/// where nothing is metered: a level's reals.
+/// where nothing is metered: a level's reals. (Apart so that
+/// `Machine::call_arith_body` runs its own inline arithmetic first: calling
+/// `arith2_of` from there instead was 3.6% slower on the FF particle solve.)
 pub(crate) fn arith2_active(
     m: &mut Machine,
     op: Op2,
