@@ -435,6 +435,9 @@ pub trait GlobalScope {
     fn accessor(&self, _g: u32) -> Option<&'static [bool]> {
         None
     }
+    /// Every top-level name it binds, for the hint of an unbound variable
+    /// (`suggest`): passed to `f` one by one.
+    fn each_name(&self, _f: &mut dyn FnMut(&str)) {}
 }
 
 /// Converts core expressions to A-normal form.
@@ -509,7 +512,20 @@ impl<'a> Normalizer<'a> {
         if let Some(&i) = self.index.get(name).and_then(|v| v.last()) {
             return Ok(self.scope[i].1.clone());
         }
-        self.globals.lookup(name).ok_or_else(|| Error::syntax(span, format!("unbound variable `{}`", name)))
+        self.globals.lookup(name).ok_or_else(|| self.unbound(name, span))
+    }
+
+    /// The error for an unbound `name`, with a hint where there is one (a
+    /// Scheme form VLAD lacks, a misspelling of a name in scope or a keyword).
+    #[cold]
+    fn unbound(&self, name: &str, span: Span) -> Error {
+        let mut bound: Vec<Rc<str>> =
+            self.index.iter().filter(|(_, v)| !v.is_empty()).map(|(n, _)| n.clone()).collect();
+        self.globals.each_name(&mut |n| bound.push(n.into()));
+        bound.extend(crate::expand::KEYWORDS.iter().map(|&k| Rc::from(k)));
+        let hint = crate::suggest::unbound_hint(name, bound.iter().map(|n| &**n));
+        let hint = hint.map(|h| format!(" ({h})")).unwrap_or_default();
+        Error::syntax(span, format!("unbound variable `{name}`{hint}"))
     }
 
     /// The parts a call of `f` takes, if `f` names a prelude pair accessor.

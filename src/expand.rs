@@ -340,6 +340,15 @@ fn expand_here(d: &Datum) -> Result<Core> {
                     }
                     "include" => return Err(bad(d, "`include` is allowed only at top level")),
                     "else" => return Err(bad(d, "`else` outside `cond`")),
+                    // (Scheme's `case`, which would fail at its `else` clause)
+                    "case"
+                        if items
+                            .iter()
+                            .skip(2)
+                            .any(|c| c.as_list().and_then(|l| l.first()?.as_symbol()) == Some("else")) =>
+                    {
+                        return Err(bad(&items[0], "`case` is not VLAD syntax: use `cond`"))
+                    }
                     _ => {}
                 }
             }

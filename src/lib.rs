@@ -23,6 +23,7 @@ pub mod rev;
 pub mod show;
 pub mod source;
 pub mod stack;
+pub mod suggest;
 pub mod toplevel;
 pub mod value;
 pub mod vec;

@@ -125,6 +125,10 @@ impl GlobalScope for Scope<'_> {
     fn accessor(&self, g: u32) -> Option<&'static [bool]> {
         self.accessors.get(&g).copied()
     }
+    fn each_name(&self, f: &mut dyn FnMut(&str)) {
+        self.local.keys().chain(self.base.keys()).for_each(|n| f(n));
+        crate::prims::prims().iter().for_each(|p| f(p.name));
+    }
 }
 
 impl Default for Session {

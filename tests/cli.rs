@@ -91,6 +91,70 @@ fn an_expression_sees_only_earlier_definitions() {
 }
 
 #[test]
+fn an_unbound_name_near_a_bound_one_gets_a_suggestion() {
+    // a prelude procedure, a local, a definition of the file, a keyword
+    for (src, hint) in [
+        ("(lenght (list 1 2))\n", "unbound variable `lenght` (did you mean `length`?)"),
+        ("(let ((alpha 1)) (+ alph 1))\n", "unbound variable `alph` (did you mean `alpha`?)"),
+        ("(define (square-sum x y) 1)\n(sqaure-sum 1 2)\n", "(did you mean `square-sum`?)"),
+        ("((lamda (x) x) 1)\n", "unbound variable `lamda` (did you mean `lambda`?)"),
+        ("((gradient-r (lambda (x) x)) 1.0)\n", "(did you mean `gradient-R`?)"),
+    ] {
+        let o = run_bad(src, &[]);
+        assert!(o.stderr.contains(hint), "{src}: {}", o.stderr);
+    }
+    // a short name gets none (`y` is not a misspelling of `x`)
+    let o = run_bad("(define (f x) (+ x y))\n", &[]);
+    assert!(o.stderr.contains("unbound variable `y`\n"), "{}", o.stderr);
+}
+
+#[test]
+fn a_scheme_form_vlad_lacks_says_what_to_use() {
+    for (src, at, hint) in [
+        ("(define x 1)\n(set! x 2)\n", "bad.vlad:2:2", "unbound variable `set!` (VLAD has no mutation"),
+        ("(begin 1 2)\n", "bad.vlad:1:2", "unbound variable `begin` (a body is one expression"),
+        (
+            "(define (f x) `(1 ,x))\n",
+            "bad.vlad:1:15",
+            "unbound variable `quasiquote` (VLAD has no quasiquote",
+        ),
+        ("(case 1 ((1) 2) (else 3))\n", "bad.vlad:1:2", "`case` is not VLAD syntax: use `cond`"),
+    ] {
+        let o = run_bad(src, &[]);
+        assert!(o.stderr.starts_with(&format!("{at}: error: {hint}")), "{src}: {}", o.stderr);
+    }
+    // a definition of the same name is used as it is
+    let d = Dir::new();
+    d.file("ok.vlad", "(define (case x) (+ x 1))\n(case 1)\n(define (begin x) x)\n(begin 2)\n");
+    let o = vlad(&d, &["ok.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "2\n2\n"), "{}", o.stderr);
+}
+
+#[test]
+fn a_misspelt_name_in_a_reversible_procedure_gets_a_suggestion() {
+    let fib = "(define-reversible (fib x1 x2 n)\n  (if-rev (= n 0) (begin-rev (+= x1 1) (+= x2 1))\n    \
+               (begin-rev (-= n 1) (call fib x1 x2 n) (+= x1 x2) (swap x1 x2))\n    (= x1 x2)))\n(call fib 0 0 4)\n";
+    for (from, to, hint) in [
+        (
+            "(+= x1 x2)",
+            "(+= x1 x22)",
+            "`x22` is not a variable of `fib`, a definition or a primitive (did you mean `x2`?)",
+        ),
+        (
+            "(+= x1 x2)",
+            "(+= x11 x2)",
+            "`x11` is not a parameter of `fib` or a `local` in scope (did you mean `x1`?)",
+        ),
+        ("(call fib x1", "(call fibb x1", "(did you mean `fib`?)"),
+    ] {
+        let src = fib.replacen(from, to, 1);
+        assert_ne!(src, fib);
+        let o = run_bad(&src, &[]);
+        assert!(o.stderr.contains(hint), "{src}: {}", o.stderr);
+    }
+}
+
+#[test]
 fn unbalanced_parentheses() {
     // line 1 would print, line 3 is malformed: nothing runs
     let o = run_bad("(write 1)\n(+ 1 2)\n(car (cons 1 2)))\n", &[]);

@@ -15,6 +15,9 @@ impl GlobalScope for PrimScope {
     fn lookup(&self, name: &str) -> Option<Atom> {
         prims::lookup(name).map(|p| Atom::Const(Value::Prim(p)))
     }
+    fn each_name(&self, f: &mut dyn FnMut(&str)) {
+        prims::prims().iter().for_each(|p| f(p.name));
+    }
 }
 
 /// The VLAD source of a primitive's forward or reverse version.

@@ -244,6 +244,10 @@ impl GlobalScope for RhsScope<'_> {
     fn accessor(&self, g: u32) -> Option<&'static [bool]> {
         self.inner.accessor(g)
     }
+    fn each_name(&self, f: &mut dyn FnMut(&str)) {
+        self.inner.each_name(f);
+        ["%", "*/", "bitwise-and", "bitwise-or", "bitwise-xor", "ref"].into_iter().for_each(f);
+    }
     fn lookup(&self, name: &str) -> Option<Atom> {
         let own = self.inner.lookup(name);
         match name {
@@ -337,10 +341,22 @@ impl Compiler<'_> {
         Error::syntax(
             span,
             format!(
-                "undeclared variable (in {}): `{}` is not a variable of `{}`, a definition or a primitive",
-                self.proc, name, self.proc
+                "undeclared variable (in {}): `{}` is not a variable of `{}`, a definition or a primitive{}",
+                self.proc,
+                name,
+                self.proc,
+                self.hint(name)
             ),
         )
+    }
+
+    /// " (did you mean `x`?)" for a misspelling of a name in scope, or "".
+    #[cold]
+    fn hint(&self, name: &str) -> String {
+        let mut bound: Vec<Rc<str>> =
+            self.index.iter().filter(|(_, v)| !v.is_empty()).map(|(n, _)| n.clone()).collect();
+        self.scope.each_name(&mut |n| bound.push(n.into()));
+        crate::suggest::nearest_hint(name, bound.iter().map(|n| &**n))
     }
 
     fn seq(&mut self, v: &[Stmt]) -> Result<CStmt> {
@@ -414,8 +430,10 @@ impl Compiler<'_> {
                             return Err(Error::syntax(
                                 callee.1,
                                 format!(
-                                    "undeclared procedure (in {}): `{}` is not a reversible procedure defined with `define-reversible` or a variable",
-                                    self.proc, callee.0
+                                    "undeclared procedure (in {}): `{}` is not a reversible procedure defined with `define-reversible` or a variable{}",
+                                    self.proc,
+                                    callee.0,
+                                    self.hint(&callee.0)
                                 ),
                             ))
                         }

@@ -551,7 +551,12 @@ fn check_declared(def: &ProcDef, scope: &Scope, n: &str, span: Span) -> Result<(
             def,
             span,
             "undeclared variable",
-            format!("`{}` is not a parameter of `{}` or a `local` in scope", n, def.name),
+            format!(
+                "`{}` is not a parameter of `{}` or a `local` in scope{}",
+                n,
+                def.name,
+                crate::suggest::nearest_hint(n, scope.0.iter().filter(|(_, c)| **c > 0).map(|(k, _)| &**k))
+            ),
         ))
     }
 }

@@ -1,0 +1,138 @@
+//! The hint after "unbound variable `x`": what VLAD has in place of a Scheme
+//! form it lacks (`set!`, `begin`, quasiquote...), or the bound name nearest
+//! to a misspelt one.
+
+/// Scheme's names that VLAD does not have (LANGUAGE.md: no mutation, no
+/// continuations, no macros, no Scheme vectors...), and what to use instead.
+const SCHEME_ONLY: &[(&[&str], &str)] = &[
+    (
+        &["set!", "set-car!", "set-cdr!", "vector-set!", "string-set!"],
+        "VLAD has no mutation: bind the new value with `let`",
+    ),
+    (&["begin"], "a body is one expression: sequence effects with `let*`"),
+    (
+        &["quasiquote", "unquote", "unquote-splicing"],
+        "VLAD has no quasiquote: build the list with `list`, `cons` or `cons*`",
+    ),
+    (
+        &["call/cc", "call-with-current-continuation", "dynamic-wind", "values", "call-with-values"],
+        "VLAD has no continuations or multiple values: return a pair and take it apart with a pattern",
+    ),
+    (&["define-syntax", "let-syntax", "letrec-syntax", "syntax-rules"], "VLAD has no macros"),
+    (&["do", "when", "unless", "case"], "not VLAD syntax: use `if` or `cond`, and a named `let` to loop"),
+    (
+        &["display", "newline", "print", "printf"],
+        "print a value with `write`, a number with `write-real`; each top-level expression's value is printed anyway",
+    ),
+    (
+        &["vector", "make-vector", "vector-ref", "vector-length", "list->vector", "vector->list"],
+        "Scheme vectors are not VLAD data: use lists, or the packed real vectors of `vector-of`, `make-vec`, `vec-ref`, `vec-length`, `list-of`",
+    ),
+    (&["apply"], "a VLAD procedure takes one argument, several being one tuple: `(f (cons* a b))` is `(f a b)`"),
+];
+
+/// The hint for an unbound `name` (without the leading separator), if any.
+/// `bound` lists the names in scope (locals and globals, possibly repeated);
+/// names starting with `%` are the implementation's and only suggested for
+/// a name that starts with `%` too.
+pub fn unbound_hint<'a>(name: &str, bound: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    if let Some((_, hint)) = SCHEME_ONLY.iter().find(|(names, _)| names.contains(&name)) {
+        return Some(hint.to_string());
+    }
+    nearest(name, bound).map(|n| format!("did you mean `{n}`?"))
+}
+
+/// " (did you mean `x`?)" where a name of `bound` is near `name` (as for
+/// [`unbound_hint`]), or "": for messages that say themselves what is missing.
+pub fn nearest_hint<'a>(name: &str, bound: impl IntoIterator<Item = &'a str>) -> String {
+    nearest(name, bound).map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default()
+}
+
+/// Names longer than this get no suggestion (the edit distance takes time and
+/// memory in the product of the two lengths).
+const MAX_LEN: usize = 64;
+
+/// The bound name nearest to `name`: the same letters in another case, or
+/// the fewest edits (insertions, deletions, substitutions, transpositions of
+/// two neighbours), at most one per three characters of `name` (so names of
+/// one or two characters get no suggestion: `y` is not a misspelling of `x`).
+/// Ties go to the first in alphabetical order, so the hint does not depend on
+/// the order of `bound`.
+fn nearest<'a>(name: &str, bound: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let len = name.chars().count();
+    if len > MAX_LEN {
+        return None;
+    }
+    let limit = len / 3;
+    let hidden = |n: &str| n.starts_with('%') && !name.starts_with('%');
+    let mut best: Option<(usize, &'a str)> = None;
+    for cand in bound {
+        // (at least as many edits as the lengths differ)
+        if cand == name || hidden(cand) || cand.chars().count().abs_diff(len) > limit {
+            continue;
+        }
+        let d = if cand.to_lowercase() == name.to_lowercase() {
+            0
+        } else {
+            strsim::damerau_levenshtein(name, cand)
+        };
+        if d > limit {
+            continue;
+        }
+        if best.is_none_or(|(bd, bn)| (d, cand) < (bd, bn)) {
+            best = Some((d, cand));
+        }
+    }
+    best.map(|(_, n)| n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUND: &[&str] =
+        &["length", "list-ref", "gradient-R", "gradient-F", "x", "lambda", "%unit", "map2"];
+
+    fn hint(name: &str) -> Option<String> {
+        unbound_hint(name, BOUND.iter().copied())
+    }
+
+    #[test]
+    fn misspellings_get_the_nearest_name() {
+        // one transposition, one case difference, one deletion, one insertion
+        assert_eq!(hint("lenght").as_deref(), Some("did you mean `length`?"));
+        assert_eq!(hint("gradient-r").as_deref(), Some("did you mean `gradient-R`?"));
+        assert_eq!(hint("lamda").as_deref(), Some("did you mean `lambda`?"));
+        assert_eq!(hint("mapp2").as_deref(), Some("did you mean `map2`?"));
+    }
+
+    #[test]
+    fn far_or_short_names_get_no_suggestion() {
+        assert_eq!(hint("y"), None);
+        assert_eq!(hint("xx"), None);
+        assert_eq!(hint("hessian-vector"), None);
+        // nor one too long to measure cheaply, however near
+        let long = "a".repeat(MAX_LEN + 1);
+        assert_eq!(unbound_hint(&long, [&*format!("{long}b")]), None);
+        assert!(unbound_hint(&long[1..], [&*long]).is_some());
+        // the implementation's names are not offered for a user's
+        assert_eq!(hint("unit"), None);
+        assert_eq!(hint("%unitt").as_deref(), Some("did you mean `%unit`?"));
+    }
+
+    #[test]
+    fn ties_do_not_depend_on_the_order_of_the_names() {
+        let a = unbound_hint("gradient-X", ["gradient-R", "gradient-F"]);
+        let b = unbound_hint("gradient-X", ["gradient-F", "gradient-R"]);
+        assert_eq!(a.as_deref(), Some("did you mean `gradient-F`?"));
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn scheme_forms_say_what_to_use_instead() {
+        assert!(hint("set!").unwrap().contains("no mutation"));
+        assert!(hint("quasiquote").unwrap().contains("cons*"));
+        assert!(hint("begin").unwrap().contains("let*"));
+        assert!(hint("vector").unwrap().contains("make-vec"));
+    }
+}
