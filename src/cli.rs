@@ -104,38 +104,61 @@ pub struct Opts {
 
 /// Parses the command line and runs it on a thread with a large stack; returns the exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse_from(options_after_subcommand(std::env::args_os().collect()));
+    let args = options_after_subcommand(std::env::args_os().collect());
+    if let Some(e) = misspelt_command(&args) {
+        eprintln!("{e}\n\nFor more information, try '--help'.");
+        return 2;
+    }
+    let cli = Cli::parse_from(args);
     run_on_big_stack(move || dispatch(cli))
 }
+
+const SUBCOMMANDS: [&str; 4] = ["run", "test", "anf", "repl"];
 
 /// `vlad --timeout 5 test FILE` as `vlad test --timeout 5 FILE`: options written before
 /// a subcommand are moved after it, where the subcommand takes them (clap would take
 /// the subcommand's name for the program file and refuse the rest). Arguments with no
 /// subcommand among them are left as they are.
 pub fn options_after_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    const SUBCOMMANDS: [&str; 4] = ["run", "test", "anf", "repl"];
+    if let Some(i) = first_operand(&args).filter(|&i| i > 1) {
+        if args[i].to_str().is_some_and(|a| SUBCOMMANDS.contains(&a)) {
+            let sub = args.remove(i);
+            args.insert(1, sub);
+        }
+    }
+    args
+}
+
+/// Where the first argument that is neither an option nor an option's value is (the
+/// subcommand, or the program file, or `--`); `None` if there is none, or if an
+/// argument before it is not UTF-8.
+fn first_operand(args: &[std::ffi::OsString]) -> Option<usize> {
     const WITH_VALUE: [&str; 7] =
         ["-I", "--include", "--max-steps", "--timeout", "--max-depth", "--backend", "--repeat"];
     let mut i = 1;
     while i < args.len() {
-        let Some(a) = args[i].to_str() else { return args };
-        if SUBCOMMANDS.contains(&a) {
-            if i > 1 {
-                let sub = args.remove(i);
-                args.insert(1, sub);
-            }
-            return args;
-        }
+        let a = args[i].to_str()?;
         if WITH_VALUE.contains(&a) {
             i += 2;
         } else if a.starts_with('-') && a != "-" && a != "--" {
             i += 1;
         } else {
-            // the program file (or `--`): no subcommand
-            return args;
+            return Some(i);
         }
     }
-    args
+    None
+}
+
+/// `vlad tset FILE`: the error for a program file that does not exist and is
+/// named like a subcommand misspelt (clap would take it for the file and then
+/// refuse `FILE` as a subcommand, or report the file missing), if that is so.
+pub fn misspelt_command(args: &[std::ffi::OsString]) -> Option<String> {
+    let a = args[first_operand(args)?].to_str()?;
+    if a == "--" || a == "help" || SUBCOMMANDS.contains(&a) || Path::new(a).exists() {
+        return None;
+    }
+    let hint = crate::suggest::nearest_hint(a, SUBCOMMANDS.into_iter().chain(["help"]));
+    (!hint.is_empty()).then(|| format!("error: `{a}` is neither a program file nor a command{hint}"))
 }
 
 /// Runs `f` on a thread whose stack is large enough for deep data (dropping long

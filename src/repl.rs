@@ -600,7 +600,9 @@ impl Repl {
         let cmd_start = arg - cmd.len();
         let known = COMMANDS.iter().any(|c| c.name == cmd) || matches!(cmd, ":q" | ":h" | ":exit" | ":?");
         if !known {
-            return at(self, cmd_start, arg, format!("unknown command `{}` (:help lists them)", cmd));
+            let hint = crate::suggest::nearest_hint(cmd, COMMANDS.iter().map(|c| c.name));
+            let hint = if hint.is_empty() { " (:help lists them)".to_string() } else { hint };
+            return at(self, cmd_start, arg, format!("unknown command `{}`{}", cmd, hint));
         }
         if command_takes_expr(cmd) && arg_text.is_empty() {
             return at(self, cmd_start, arg, format!("usage: {} EXPR", cmd));

@@ -308,6 +308,27 @@ fn missing_program_file() {
     assert!(o.stderr.starts_with("error: cannot read nonexistent.vlad: "), "{}", o.stderr);
 }
 
+#[test]
+fn a_misspelt_command_is_not_taken_for_a_program_file() {
+    let d = Dir::new();
+    d.file("x.vlad", "(+ 1 2)\n");
+    for (args, word, near) in [
+        (&["tset", "x.vlad"][..], "tset", "test"),
+        (&["--timeout", "5", "rnu", "x.vlad"], "rnu", "run"),
+        (&["ann"], "ann", "anf"),
+    ] {
+        let o = vlad(&d, args);
+        assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
+        let first =
+            format!("error: `{word}` is neither a program file nor a command (did you mean `{near}`?)\n");
+        assert!(o.stderr.starts_with(&first), "{args:?}: {}", o.stderr);
+    }
+    // a file of that name is run
+    d.file("tset", "(+ 1 2)\n");
+    let o = vlad(&d, &["tset"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "3\n"), "{}", o.stderr);
+}
+
 // ---- run-time errors ----
 
 #[test]

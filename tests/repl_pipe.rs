@@ -124,6 +124,17 @@ fn commands_work_without_a_terminal() {
 }
 
 #[test]
+fn a_misspelt_command_or_name_gets_a_suggestion() {
+    let o = pipe(
+        ":lod lib.vlad\n:tim (+ 1 2)\n(define (square-sum x y) (+ (* x x) (* y y)))\n(sqaure-sum 1 2)\n",
+        &[],
+    );
+    assert!(o.stderr.contains("unknown command `:lod` (did you mean `:load`?)"), "{}", o.stderr);
+    assert!(o.stderr.contains("unknown command `:tim` (did you mean `:time`?)"), "{}", o.stderr);
+    assert!(o.stderr.contains("unbound variable `sqaure-sum` (did you mean `square-sum`?)"), "{}", o.stderr);
+}
+
+#[test]
 fn load_reads_a_file_like_include() {
     let tmp = tempfile::Builder::new().prefix("vlad-repl-load-").tempdir().unwrap();
     let dir = tmp.path();
