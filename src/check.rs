@@ -277,11 +277,16 @@ fn arm_watchdog(sess: &Session, span: crate::source::Span, report: &Report) {
     crate::watchdog::arm(
         sess.m.deadline,
         Box::new(move || {
+            // (written as the process ends: a failed write changes nothing)
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
             for line in &failures {
-                println!("{}", line);
+                let _ = writeln!(out, "{}", line);
             }
-            println!("{}: error: {}", loc, crate::watchdog::message());
-            println!("{} passed, {} failed (the checks after this one did not run)", passed, failed);
+            let _ = writeln!(out, "{}: error: {}", loc, crate::watchdog::message());
+            let _ =
+                writeln!(out, "{} passed, {} failed (the checks after this one did not run)", passed, failed);
+            let _ = out.flush();
             3
         }),
     );

@@ -183,8 +183,17 @@ pub fn run_on_big_stack<F: FnOnce() -> i32 + Send + 'static>(f: F) -> i32 {
                         .cloned()
                         .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                         .unwrap_or_default();
-                    eprintln!("internal error (a bug in vlad, please report it): {}", msg);
-                    70
+                    if msg.starts_with("failed printing to std") {
+                        // (standard error could not be written, `eprintln!`: not a
+                        // bug, and nothing more can be said there)
+                        1
+                    } else {
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "internal error (a bug in vlad, please report it): {msg}"
+                        );
+                        70
+                    }
                 }
             };
             let _ = tx.send(code);
@@ -425,7 +434,10 @@ fn run_program(s: &mut Session, file: &Path, time: bool, repeat: u32) -> i32 {
             return if e.kind == ErrorKind::Limit { 3 } else { 1 };
         }
     }
-    let _ = s.m.out.flush();
+    if let Err(e) = s.m.out.flush() {
+        eprintln!("error: {}", crate::eval::output_error(&e).message);
+        return 1;
+    }
     print_meter(s);
     0
 }
@@ -462,10 +474,11 @@ fn test_files(files: &[PathBuf], opts: &Opts) -> i32 {
         report.failed += 1;
         report.failures.push(format!("{}: error: no .vlad files in this directory", d.display()));
     }
-    for line in &report.failures {
-        println!("{}", line);
+    let mut text: String = report.failures.iter().map(|l| format!("{l}\n")).collect();
+    text.push_str(&format!("{} passed, {} failed\n", report.passed, report.failed));
+    if let Err(code) = emit(&text) {
+        return code;
     }
-    println!("{} passed, {} failed", report.passed, report.failed);
     if report.failed > 0 {
         1
     } else {
@@ -559,6 +572,18 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, inverse: bool, opts: &Opt
             }
         }
     }
-    print!("{}", out);
-    code
+    match emit(&out) {
+        Ok(()) => code,
+        Err(c) => c,
+    }
+}
+
+/// Writes `text` on standard output; where it cannot be written (a full disk:
+/// `print!` panicked), says so and gives exit status 1.
+fn emit(text: &str) -> Result<(), i32> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| {
+        eprintln!("error: {}", crate::eval::output_error(&e).message);
+        1
+    })
 }

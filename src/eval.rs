@@ -504,19 +504,23 @@ impl Machine {
     /// values of top-level expressions), in pieces, so that printing a huge value
     /// takes bounded memory and stops at an interrupt, `--timeout` or `--max-steps`
     /// (the line is ended, then the error returned). Output that cannot be written
-    /// (a closed pipe) is dropped, as a failed write always was.
+    /// (a full disk; a closed pipe ends the process by SIGPIPE, `main`) is an
+    /// error: the rest of the output would be lost too.
     pub fn write_value(&mut self, v: &Value) -> Result<()> {
         let mut limit = Ok(());
-        let mut writable = true;
+        let mut failed = None;
         crate::print::stream(v, &mut |piece| {
-            if writable && self.out.write_all(piece.as_bytes()).is_err() {
-                writable = false;
+            if let Err(e) = self.out.write_all(piece.as_bytes()) {
+                failed = Some(e);
             }
             limit = self.check_limits();
-            writable && limit.is_ok()
+            failed.is_none() && limit.is_ok()
         });
-        if writable {
-            let _ = self.out.write_all(b"\n");
+        if failed.is_none() {
+            failed = self.out.write_all(b"\n").err();
+        }
+        if let Some(e) = failed {
+            return Err(output_error(&e));
         }
         limit.map_err(|mut e| {
             e.message.push_str(" while printing a value");
@@ -2780,6 +2784,12 @@ impl Machine {
         }
         Ok(())
     }
+}
+
+/// The error for output that could not be written (standard output on a full
+/// disk, say): the program stops, as its remaining output would be lost too.
+pub fn output_error(e: &std::io::Error) -> Error {
+    Error::runtime(None, format!("cannot write the output: {e}"))
 }
 
 #[cfg(test)]

@@ -16,6 +16,12 @@ fn main() {
     unsafe { mi::mi_option_set(mi::mi_option_large_os_pages, 1) };
     // SAFETY: registers a plain function with no argument.
     unsafe { mi::mi_register_error(Some(allocator_error), std::ptr::null_mut()) };
+    // Output to a pipe that was closed (`vlad test DIR | head`) ends the
+    // process quietly, as for other Unix tools: Rust ignores SIGPIPE, and
+    // `println!` then panicked on the write's error ("failed printing to
+    // stdout: Broken pipe").
+    // SAFETY: restores the signal's default action before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     std::process::exit(vlad::cli::main());
 }
 

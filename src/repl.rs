@@ -314,7 +314,9 @@ impl Repl {
                 let _ = std::fs::create_dir_all(dir);
             }
         }
-        println!(
+        // (a failed write shows up, and is reported, at the first value)
+        let _ = writeln!(
+            std::io::stdout(),
             "vlad {} — VLAD with first-class automatic differentiation. :help for help, Ctrl-D to leave.",
             env!("CARGO_PKG_VERSION")
         );

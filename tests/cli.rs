@@ -329,6 +329,72 @@ fn a_misspelt_command_is_not_taken_for_a_program_file() {
     assert_eq!((o.code, o.stdout.as_str()), (0, "3\n"), "{}", o.stderr);
 }
 
+/// `vlad test DIR | head`: the output's reader goes away. `println!` panicked
+/// on the failed write ("failed printing to stdout: Broken pipe", an internal
+/// error); the process now ends as other Unix tools do, by SIGPIPE, quietly.
+#[test]
+fn output_to_a_closed_pipe_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let d = Dir::new();
+    // far more output than a pipe holds
+    d.file("t.vlad", &"(+ 1 1) ===> 3\n".repeat(5000));
+    d.file("p.vlad", &"12345678901234567890\n".repeat(20000));
+    for args in [&["test", "t.vlad"][..], &["p.vlad"], &["anf", "p.vlad"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vlad"))
+            .args(args)
+            .current_dir(d.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+        assert!(!first.is_empty(), "{args:?}");
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.signal(), Some(13), "{args:?}: {:?}\n{err}", o.status);
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
+}
+
+/// Output that cannot be written (standard output on a full disk) is an
+/// error, exit status 1: `vlad run` dropped it and reported success, `vlad
+/// test` and `vlad anf` panicked in `println!`.
+#[test]
+fn output_that_cannot_be_written_is_an_error() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipped: no /dev/full here");
+        return;
+    };
+    let d = Dir::new();
+    d.file("p.vlad", "(write 1)\n(+ 1 2)\n");
+    d.file("t.vlad", "(+ 1 2) ===> 3\n");
+    for args in [&["p.vlad"][..], &["test", "t.vlad"], &["anf", "t.vlad"]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_vlad"))
+            .args(args)
+            .current_dir(d.path())
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("error: cannot write the output: "), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // an error that cannot be reported (standard error full) still exits 1, not
+    // as an internal error (70)
+    d.file("e.vlad", "(car 1)\n");
+    let o = Command::new(env!("CARGO_BIN_EXE_vlad"))
+        .arg("e.vlad")
+        .current_dir(d.path())
+        .stderr(full.try_clone().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+}
+
 // ---- run-time errors ----
 
 #[test]
