@@ -229,6 +229,10 @@ impl Repl {
             if pending.is_empty() {
                 start_line = line_no;
             }
+            if line_no == 1 && bytes.starts_with("\u{FEFF}".as_bytes()) {
+                // (a byte-order mark, as a file may start with: not input)
+                bytes.drain(..3);
+            }
             let line = match String::from_utf8(bytes) {
                 Ok(line) => line,
                 Err(e) => {

@@ -74,7 +74,7 @@ fn nearest<'a>(name: &str, bound: impl IntoIterator<Item = &'a str>) -> Option<&
         let d = if cand.to_lowercase() == name.to_lowercase() {
             0
         } else {
-            strsim::damerau_levenshtein(name, cand)
+            strsim::osa_distance(name, cand)
         };
         if d > limit {
             continue;

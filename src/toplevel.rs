@@ -184,11 +184,16 @@ impl Session {
     }
 
     /// The text of a source file. A read failure is an error at `at` (the `include`,
-    /// if any); text that is not UTF-8 is an error at its first bad byte.
+    /// if any); text that is not UTF-8 is an error at its first bad byte. A
+    /// leading byte-order mark (as some editors write) is not part of the text:
+    /// it was read as a symbol, "unbound variable" with the name invisible.
     fn read_source(&mut self, path: &Path, at: Option<Span>) -> Result<String> {
-        let bytes = std::fs::read(path).map_err(|e| {
+        let mut bytes = std::fs::read(path).map_err(|e| {
             Error::new(ErrorKind::Syntax, at, format!("cannot read {}: {}", path.display(), e))
         })?;
+        if bytes.starts_with("\u{FEFF}".as_bytes()) {
+            bytes.drain(..3);
+        }
         String::from_utf8(bytes).map_err(|e| {
             let good = e.utf8_error().valid_up_to();
             let byte = e.as_bytes()[good];

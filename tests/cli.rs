@@ -308,6 +308,19 @@ fn missing_program_file() {
     assert!(o.stderr.starts_with("error: cannot read nonexistent.vlad: "), "{}", o.stderr);
 }
 
+/// A byte-order mark at the start of a file (some editors write one) was read
+/// as a symbol: "unbound variable" with the name invisible.
+#[test]
+fn a_byte_order_mark_starting_a_file_is_skipped() {
+    let d = Dir::new();
+    d.file("lib.vlad", "\u{FEFF}(define (triple x) (* 3 x))\r\n");
+    d.file("p.vlad", "\u{FEFF}(include \"lib\")\r\n(triple 2)\r\n(car 1)\r\n");
+    let o = vlad(&d, &["p.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (1, "6\n"), "{}", o.stderr);
+    // (columns count from the first character after the mark)
+    assert!(o.stderr.starts_with("p.vlad:3:1: error: pattern mismatch"), "{}", o.stderr);
+}
+
 #[test]
 fn a_misspelt_command_is_not_taken_for_a_program_file() {
     let d = Dir::new();

@@ -135,6 +135,12 @@ fn a_misspelt_command_or_name_gets_a_suggestion() {
 }
 
 #[test]
+fn a_byte_order_mark_starting_the_input_is_skipped() {
+    let o = pipe("\u{FEFF}(+ 1 2)\n", &[]);
+    assert_eq!((o.code, o.stdout.as_str(), o.stderr.as_str()), (0, "3\n", ""));
+}
+
+#[test]
 fn load_reads_a_file_like_include() {
     let tmp = tempfile::Builder::new().prefix("vlad-repl-load-").tempdir().unwrap();
     let dir = tmp.path();
