@@ -71,7 +71,7 @@ pub struct Opts {
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u64>,
     /// Stop a program after this many seconds (exit status 3; `vlad test`: each check, failing it; the REPL: each input)
-    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: Option<f64>,
     /// Fail with "recursion too deep" beyond this many nested calls
     #[arg(long, value_name = "N", default_value_t = 10_000_000)]

@@ -718,6 +718,12 @@ fn huge_timeouts_mean_no_limit_and_nan_is_refused() {
         assert_eq!(o.code, 2, "--timeout={t}: {}", o.stderr);
         assert!(o.stderr.contains("must not be negative or NaN"), "{}", o.stderr);
     }
+    // (written apart, `-1` was taken for an unknown option: "unexpected argument")
+    for args in [&["--timeout", "-1", "p.vlad"][..], &["test", "--timeout", "-0.5", "p.vlad"]] {
+        let o = vlad(&d, args);
+        assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains("must not be negative or NaN"), "{}", o.stderr);
+    }
 }
 
 /// Options may come before the subcommand (`vlad --timeout 5 test FILE`); clap took
