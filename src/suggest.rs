@@ -39,7 +39,31 @@ pub fn unbound_hint<'a>(name: &str, bound: impl IntoIterator<Item = &'a str>) ->
     if let Some((_, hint)) = SCHEME_ONLY.iter().find(|(names, _)| names.contains(&name)) {
         return Some(hint.to_string());
     }
+    if let Some(hint) = number_hint(name) {
+        return Some(hint.to_string());
+    }
     nearest(name, bound).map(|n| format!("did you mean `{n}`?"))
+}
+
+/// A name that starts as a number does (a digit, or a sign or point and a
+/// digit) was meant as one, but the reader could not read it so (`1/0`, `1e`,
+/// `1.2.3`): it was taken for a symbol.
+fn number_hint(name: &str) -> Option<&'static str> {
+    let b = name.as_bytes();
+    let digit_at = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    let numeric = digit_at(0)
+        || matches!(b.first(), Some(b'+' | b'-' | b'.'))
+            && (digit_at(1) || b.get(1) == Some(&b'.') && digit_at(2));
+    if !numeric {
+        return None;
+    }
+    let zero_denominator =
+        name.split_once('/').is_some_and(|(_, d)| !d.is_empty() && d.bytes().all(|c| c == b'0'));
+    Some(if zero_denominator {
+        "not a number: a rational's denominator cannot be zero"
+    } else {
+        "it starts like a number but is not one"
+    })
 }
 
 /// " (did you mean `x`?)" where a name of `bound` is near `name` (as for
@@ -71,11 +95,7 @@ fn nearest<'a>(name: &str, bound: impl IntoIterator<Item = &'a str>) -> Option<&
         if cand == name || hidden(cand) || cand.chars().count().abs_diff(len) > limit {
             continue;
         }
-        let d = if cand.to_lowercase() == name.to_lowercase() {
-            0
-        } else {
-            strsim::osa_distance(name, cand)
-        };
+        let d = if cand.to_lowercase() == name.to_lowercase() { 0 } else { strsim::osa_distance(name, cand) };
         if d > limit {
             continue;
         }
@@ -126,6 +146,19 @@ mod tests {
         let b = unbound_hint("gradient-X", ["gradient-F", "gradient-R"]);
         assert_eq!(a.as_deref(), Some("did you mean `gradient-F`?"));
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_malformed_number_is_said_to_be_one() {
+        assert_eq!(hint("1/0").as_deref(), Some("not a number: a rational's denominator cannot be zero"));
+        assert_eq!(hint("-3/00").as_deref(), Some("not a number: a rational's denominator cannot be zero"));
+        for n in ["1e", "1.2.3", "-.5x", "+1/2/3", "12abc"] {
+            assert_eq!(hint(n).as_deref(), Some("it starts like a number but is not one"), "{n}");
+        }
+        // names that start with a sign or a point and no digit are names
+        assert_eq!(hint("-x"), None);
+        assert_eq!(hint("..."), None);
+        assert_eq!(hint("+"), None);
     }
 
     #[test]
