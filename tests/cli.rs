@@ -411,6 +411,38 @@ fn output_that_cannot_be_written_is_an_error() {
 
 // ---- run-time errors ----
 
+/// A call with too few arguments fails in the parameters' destructuring; the
+/// message says so (it said "for the pattern `x y`"; for a procedure of no
+/// parameters it named no pattern at all).
+#[test]
+fn too_few_or_too_many_arguments_are_named_so() {
+    for (src, expected) in [
+        (
+            "(define (f x y) (+ x y))\n(f 1)\n",
+            "bad.vlad:1:12: error: pattern mismatch: expected a pair, got 1 (an exact integer), \
+             for the parameters `x y` (too few arguments)\n",
+        ),
+        (
+            "(define (f) 1)\n(f 2)\n",
+            "bad.vlad:1:9: error: pattern mismatch: expected (), got 2, for the parameters `()` \
+             (the procedure takes no arguments)\n",
+        ),
+        (
+            "((lambda () 1) 5)\n",
+            "bad.vlad:1:10: error: pattern mismatch: expected (), got 5, for the parameters `()` \
+             (the procedure takes no arguments)\n",
+        ),
+        // a `let` pattern is a pattern
+        (
+            "(let ((() 5)) 1)\n",
+            "bad.vlad:1:8: error: pattern mismatch: expected (), got 5, for the pattern `()`\n",
+        ),
+    ] {
+        let o = run_bad(src, &[]);
+        assert!(o.stderr.starts_with(expected), "{src}: {}", o.stderr);
+    }
+}
+
 #[test]
 fn pattern_mismatch() {
     let o = run_bad("(define (f (cons a b)) a)\n(define (g x) (+ 1 (f x)))\n(g 5)\n", &[]);
