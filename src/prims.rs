@@ -620,7 +620,19 @@ fn unary(
     if v.is_active() {
         return tape::record(m, formula, std::slice::from_ref(v), &|m, x| unary(m, name, formula, &x[0], f));
     }
-    f(v).ok_or_else(|| err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name())))
+    f(v).ok_or_else(|| not_one_number(name, v))
+}
+
+/// The error of one-argument primitive `name` given `v`, not a number. A pair
+/// is what more than one argument make (`(sqrt 1 2)` passes `(1 . 2)`): said so.
+fn not_one_number(name: &str, v: &Value) -> Error {
+    let kind = match v {
+        Value::Pair(_) => {
+            format!("a pair, which is also what more than one argument make: `{name}` takes one")
+        }
+        _ => v.kind_name().to_string(),
+    };
+    err(format!("{}: expected a number, got {} ({})", name, describe(v), kind))
 }
 
 /// `atan` on numbers (for a tape's record of it).
@@ -648,7 +660,7 @@ fn cmp(name: &str, a: &[Value], f: fn(Ordering) -> bool) -> Result<Value> {
 fn sign(name: &str, v: &Value, f: fn(Ordering) -> bool) -> Result<Value> {
     match num::sign(&tape::strip(v)) {
         Some(o) => Ok(Value::Bool(o.map(f).unwrap_or(false))),
-        None => Err(err(format!("{}: expected a number, got {} ({})", name, describe(v), v.kind_name()))),
+        None => Err(not_one_number(name, v)),
     }
 }
 

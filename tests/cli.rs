@@ -443,6 +443,25 @@ fn too_few_or_too_many_arguments_are_named_so() {
     }
 }
 
+/// A one-argument primitive given more than one receives them as a pair: the
+/// error says that this is what a pair can be.
+#[test]
+fn a_pair_given_to_a_one_argument_primitive_is_explained() {
+    for flags in [&[][..], &["--no-tape"]] {
+        for (src, at, name, got) in [
+            ("(sqrt 1 2)\n", "bad.vlad:1:1", "sqrt", "(1 . 2)"),
+            ("((derivative-R (lambda (x) (sin x x))) 1.0)\n", "bad.vlad:1:28", "sin", "(1.0 . 1.0)"),
+        ] {
+            let o = run_bad(src, flags);
+            let expected = format!(
+                "{at}: error: {name}: expected a number, got {got} (a pair, which is also what more than one \
+                 argument make: `{name}` takes one)\n"
+            );
+            assert!(o.stderr.starts_with(&expected), "{src} {flags:?}: {}", o.stderr);
+        }
+    }
+}
+
 #[test]
 fn pattern_mismatch() {
     let o = run_bad("(define (f (cons a b)) a)\n(define (g x) (+ 1 (f x)))\n(g 5)\n", &[]);
