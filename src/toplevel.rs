@@ -224,11 +224,19 @@ impl Session {
         })?;
         let mut items = Vec::new();
         let mut it = data.into_iter().peekable();
+        // (the item before ended with an expected value)
+        let mut checked = false;
         while let Some(d) = it.next() {
             if d.as_symbol() == Some("===>") {
-                return Err(Error::syntax(d.span, "`===>` must follow an expression"));
+                let message = if checked {
+                    "a second `===>`: an expression has one expected value"
+                } else {
+                    "`===>` must follow an expression"
+                };
+                return Err(Error::syntax(d.span, message));
             }
-            let expected = if it.peek().and_then(|n| n.as_symbol()) == Some("===>") {
+            checked = it.peek().and_then(|n| n.as_symbol()) == Some("===>");
+            let expected = if checked {
                 let arrow = it.next().unwrap();
                 Some(it.next().ok_or_else(|| {
                     Error::syntax(arrow.span, "`===>` must be followed by the expected value")

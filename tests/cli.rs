@@ -1281,6 +1281,30 @@ fn test_command_counts_a_file_that_does_not_compile_as_a_failure() {
     assert_eq!(o.stdout, "b.vlad:2:1: error: unclosed list (missing `)`)\n1 passed, 1 failed\n");
 }
 
+/// Misplaced arrows: the second of two on one expression was reported as an
+/// arrow that "must follow an expression" (it does follow one).
+#[test]
+fn test_command_names_a_misplaced_arrow() {
+    let d = Dir::new();
+    for (src, expected) in [
+        (
+            "(+ 1 2) ===> 3 ===> 3\n",
+            "t.vlad:1:16: error: a second `===>`: an expression has one expected value\n",
+        ),
+        (
+            "(+ 1 2) ===> 3\n===> 4\n",
+            "t.vlad:2:1: error: a second `===>`: an expression has one expected value\n",
+        ),
+        ("===> 3\n", "t.vlad:1:1: error: `===>` must follow an expression\n"),
+        ("(+ 1 2) ===>\n", "t.vlad:1:9: error: `===>` must be followed by the expected value\n"),
+    ] {
+        d.file("t.vlad", src);
+        let o = vlad(&d, &["test", "t.vlad"]);
+        assert_eq!(o.code, 1);
+        assert_eq!(o.stdout, format!("{expected}0 passed, 1 failed\n"), "{src}");
+    }
+}
+
 #[test]
 fn test_command_goes_on_past_an_annotation_that_does_not_compile() {
     let d = Dir::new();
