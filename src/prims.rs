@@ -589,15 +589,16 @@ fn arith(m: &mut Machine, op: char, a: &[Value]) -> Result<Value> {
 }
 
 /// The error of binary primitive `name` given `a`, not two numbers: names the
-/// first operand that is not one. A pair as the second is what more than two
+/// first operand that is not one. A pair as the second is also what more than two
 /// arguments make (`(* a b c)` passes `(a . (b . c))`), which code being
-/// differentiated passes on without the call's count of its arguments: said so.
+/// differentiated passes on without the call's count of its arguments: said so
+/// (without saying that it was so: `(< 1 (list 2))` passes a pair too).
 fn not_two_numbers(name: impl std::fmt::Display, a: &[Value]) -> Error {
     let second = a[0].is_number();
     let bad = if second { &a[1] } else { &a[0] };
     let kind = match bad {
         Value::Pair(_) if second => {
-            format!("a pair: `{name}` takes exactly two arguments, and more than two arrive as one")
+            format!("a pair, which is also what more than two arguments make: `{name}` takes two")
         }
         _ => bad.kind_name().to_string(),
     };

@@ -503,7 +503,7 @@ fn error_in_a_fused_backpropagator_call() {
     assert_eq!(o.code, 1);
     assert_stderr(
         &o,
-        "bad.vlad:1:26: error: +: expected two numbers, got (1 2) (a pair: `+` takes exactly two arguments, and more than two arrive as one)
+        "bad.vlad:1:26: error: +: expected two numbers, got (1 2) (a pair, which is also what more than two arguments make: `+` takes two)
   | (define (f s) (sensitize (+ 1 (unsensitize s))))
   |                          ^
   in f called at bad.vlad:2:28
