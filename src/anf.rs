@@ -440,6 +440,16 @@ pub trait GlobalScope {
     fn each_name(&self, _f: &mut dyn FnMut(&str)) {}
 }
 
+/// The names in scope where an unbound one is met, for its hint: those of
+/// `index` (a name's binding positions, innermost last; bound if any) and
+/// those `globals` binds.
+pub fn names_in_scope(index: &FxHashMap<Rc<str>, Vec<usize>>, globals: &dyn GlobalScope) -> Vec<Rc<str>> {
+    let mut names: Vec<Rc<str>> =
+        index.iter().filter(|(_, v)| !v.is_empty()).map(|(n, _)| n.clone()).collect();
+    globals.each_name(&mut |n| names.push(n.into()));
+    names
+}
+
 /// Converts core expressions to A-normal form.
 pub struct Normalizer<'a> {
     globals: &'a dyn GlobalScope,
@@ -519,9 +529,7 @@ impl<'a> Normalizer<'a> {
     /// Scheme form VLAD lacks, a misspelling of a name in scope or a keyword).
     #[cold]
     fn unbound(&self, name: &str, span: Span) -> Error {
-        let mut bound: Vec<Rc<str>> =
-            self.index.iter().filter(|(_, v)| !v.is_empty()).map(|(n, _)| n.clone()).collect();
-        self.globals.each_name(&mut |n| bound.push(n.into()));
+        let mut bound = names_in_scope(&self.index, self.globals);
         bound.extend(crate::expand::KEYWORDS.iter().map(|&k| Rc::from(k)));
         let hint = crate::suggest::unbound_hint(name, bound.iter().map(|n| &**n));
         let hint = hint.map(|h| format!(" ({h})")).unwrap_or_default();

@@ -435,8 +435,7 @@ fn run_program(s: &mut Session, file: &Path, time: bool, repeat: u32) -> i32 {
         }
     }
     if let Err(e) = s.m.out.flush() {
-        eprintln!("error: {}", crate::eval::output_error(&e).message);
-        return 1;
+        return output_failed(&e);
     }
     print_meter(s);
     0
@@ -582,8 +581,11 @@ fn anf_file(file: &Path, reverse: bool, forward: bool, inverse: bool, opts: &Opt
 /// `print!` panicked), says so and gives exit status 1.
 fn emit(text: &str) -> Result<(), i32> {
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| {
-        eprintln!("error: {}", crate::eval::output_error(&e).message);
-        1
-    })
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| output_failed(&e))
+}
+
+/// Reports output that could not be written; the exit status for it.
+fn output_failed(e: &std::io::Error) -> i32 {
+    eprintln!("error: {}", crate::eval::output_error(e).message);
+    1
 }

@@ -89,13 +89,14 @@ fn nearest<'a>(name: &str, bound: impl IntoIterator<Item = &'a str>) -> Option<&
     }
     let limit = len / 3;
     let hidden = |n: &str| n.starts_with('%') && !name.starts_with('%');
+    let lower = name.to_lowercase();
     let mut best: Option<(usize, &'a str)> = None;
     for cand in bound {
         // (at least as many edits as the lengths differ)
         if cand == name || hidden(cand) || cand.chars().count().abs_diff(len) > limit {
             continue;
         }
-        let d = if cand.to_lowercase() == name.to_lowercase() { 0 } else { strsim::osa_distance(name, cand) };
+        let d = if cand.to_lowercase() == lower { 0 } else { strsim::osa_distance(name, cand) };
         if d > limit {
             continue;
         }

@@ -586,39 +586,36 @@ impl Session {
     /// the pattern and the value"): the evaluator knows only its location, so its
     /// source text is added here.
     pub fn name_pattern(&self, mut e: Error) -> Error {
-        if !e.message.starts_with("pattern mismatch:") || e.message.contains(", for the pattern `") {
+        let named = [", for the pattern `", ", for the parameters `"];
+        if !e.message.starts_with("pattern mismatch:") || named.iter().any(|n| e.message.contains(n)) {
             return e;
         }
         let Some(sp) = e.span else { return e };
-        let text = self.sources.file(sp.file).and_then(|f| f.text.get(sp.start as usize..sp.end as usize));
+        let Some(file) = self.sources.file(sp.file) else { return e };
+        let text = file.text.get(sp.start as usize..sp.end as usize);
+        let data = text.and_then(|t| crate::reader::read_all(t, u32::MAX).ok()).unwrap_or_default();
         // (a procedure of no parameters, `(lambda () ...)` or `(define (f) ...)`,
         // given an argument: the text before the location is the keyword)
-        let before = self.sources.file(sp.file).and_then(|f| f.text.get(..sp.start as usize)).unwrap_or("");
-        let header = |t: &&str| {
-            let keyword = |k: &str| before.trim_end().strip_suffix(k).is_some_and(|b| b.ends_with('('));
-            crate::reader::read_all(t, u32::MAX).is_ok_and(|ds| match &ds[..] {
-                [d] => d.as_list().is_some_and(|l| {
-                    l.is_empty() && keyword("lambda")
-                        || l.len() == 1 && l[0].as_symbol().is_some() && keyword("define")
-                }),
-                _ => false,
-            })
+        let before = file.text.get(..sp.start as usize).unwrap_or("");
+        let keyword = |k: &str| before.trim_end().strip_suffix(k).is_some_and(|b| b.ends_with('('));
+        let header = match &data[..] {
+            [d] => d.as_list().is_some_and(|l| {
+                l.is_empty() && keyword("lambda")
+                    || l.len() == 1 && l[0].as_symbol().is_some() && keyword("define")
+            }),
+            _ => false,
         };
-        if e.message.starts_with("pattern mismatch: expected (),") && text.filter(header).is_some() {
+        if e.message.starts_with("pattern mismatch: expected (),") && header {
             e.message.push_str(", for the parameters `()` (the procedure takes no arguments)");
             return e;
         }
         // The location is a pattern's, or a call's that destructures inline (`(car 5)`).
-        let is_pattern = |t: &&str| {
-            crate::reader::read_all(t, u32::MAX)
-                .is_ok_and(|ds| !ds.is_empty() && ds.iter().all(|d| expand::pattern(d).is_ok()))
-        };
-        if let Some(text) = text.filter(|t| t.chars().count() <= 80).filter(is_pattern) {
+        let is_pattern = !data.is_empty() && data.iter().all(|d| expand::pattern(d).is_ok());
+        if let Some(text) = text.filter(|t| is_pattern && t.chars().count() <= 80) {
             // Several patterns are a procedure's parameters (from the one that did
             // not match on): the argument tuple ended before them.
-            let several = crate::reader::read_all(text, u32::MAX).is_ok_and(|ds| ds.len() > 1);
             let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-            e.message = if several && e.message.starts_with("pattern mismatch: expected a pair,") {
+            e.message = if data.len() > 1 && e.message.starts_with("pattern mismatch: expected a pair,") {
                 format!("{}, for the parameters `{}` (too few arguments)", e.message, text)
             } else {
                 format!("{}, for the pattern `{}`", e.message, text)

@@ -353,9 +353,7 @@ impl Compiler<'_> {
     /// " (did you mean `x`?)" for a misspelling of a name in scope, or "".
     #[cold]
     fn hint(&self, name: &str) -> String {
-        let mut bound: Vec<Rc<str>> =
-            self.index.iter().filter(|(_, v)| !v.is_empty()).map(|(n, _)| n.clone()).collect();
-        self.scope.each_name(&mut |n| bound.push(n.into()));
+        let bound = crate::anf::names_in_scope(&self.index, &self.scope);
         crate::suggest::nearest_hint(name, bound.iter().map(|n| &**n))
     }
 
