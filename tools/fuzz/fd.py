@@ -2,9 +2,9 @@
 # Derivatives against finite differences: random smooth scalar functions (arithmetic,
 # sqrt/exp/log/sin/cos/atan, let, lambda, list access, map/fold over lists, and inner
 # derivatives and gradients, in either mode, of functions that read the outer variable)
-# differentiated by derivative-F, derivative-R, gradient-F/R, and twice in all four
-# mode mixes; each against a central difference of the function (or of its derivative
-# by the other mode), an oracle that shares no code with the AD it checks.
+# differentiated by derivative-F, derivative-R, gradient-F/R, hvp and hvp-RR, twice in
+# all four mode mixes and three times in random ones; each against a central difference
+# of the function (or of a lower derivative), an oracle that shares no code with the AD.
 #
 #   python3 tools/fuzz/fd.py BIN FIRST-LAST [--raw] [FLAGS]   prints the checks that disagree
 #
@@ -112,7 +112,7 @@ def program(seed, raw=False):
         x0 = round(R.uniform(-1.2, 1.2), 3)
         body = g.expr(["x", "x", "x"], R.choice([2, 3, 3, 4]), leaf=0)
         f = f"(lambda (x) {body})"
-        kind = R.randrange(4)
+        kind = R.randrange(5)
         if kind == 0:
             # first derivative, both modes, against fd of f
             lines.append(f"(let ((f {f})) (list (fd f {x0}) ((derivative-F f) {x0}) ((derivative-R f) {x0})))")
@@ -134,6 +134,14 @@ def program(seed, raw=False):
                 f"(list (fd (lambda (a) (F (list a {y0}))) {x0}) (car gF) (car gR) "
                 f"(fd (lambda (b) (F (list {x0} b))) {y0}) (cadr gF) (cadr gR))))")
             checks.append(f"grad #{i}")
+        elif kind == 4:
+            # a third derivative in a random mode mix, against fd of the second by two others
+            f = f"(lambda (x) {g.expr(['x', 'x', 'x'], R.choice([2, 3]), leaf=0)})"
+            m = [R.choice(MODES) for _ in range(5)]
+            lines.append(
+                f"(let ((f {f})) (list (fd (derivative-{m[0]} (derivative-{m[1]} f)) {x0}) "
+                f"((derivative-{m[2]} (derivative-{m[3]} (derivative-{m[4]} f))) {x0})))")
+            checks.append(f"d3 #{i}")
         else:
             # an HVP along (1 0) both ways, against fd of the gradient's first component
             body2 = g.expr(["(car v)", "(cadr v)", "(car v)", "(cadr v)"], R.choice([2, 3]), leaf=0)
@@ -158,6 +166,8 @@ def judge(kind, xs):
     """The pairs (ad, fd) a check's printed list must satisfy."""
     if kind == "d1":
         return [(xs[1], xs[0]), (xs[2], xs[0]), (xs[1], xs[2])]
+    if kind == "d3":
+        return [(xs[1], xs[0])]
     if kind == "d2":
         fdF, fdR, ad = xs[0], xs[1], xs[2:]
         return [(fdF, fdR)] + [(a, fdF) for a in ad] + [(a, ad[0]) for a in ad]
