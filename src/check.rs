@@ -301,21 +301,34 @@ fn render_short(sess: &Session, e: &Error, path: &Path) -> String {
 
 /// The `.vlad` files named, directories expanded (sorted).
 pub fn expand_paths(paths: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
+    list_paths(paths).0
+}
+
+/// [`expand_paths`], with a line for each directory that gives nothing to
+/// check: one that cannot be read (its error) or holds no `.vlad` file (a
+/// wrong path is a mistake, not a pass).
+pub fn list_paths(paths: &[std::path::PathBuf]) -> (Vec<std::path::PathBuf>, Vec<String>) {
+    let (mut out, mut problems) = (Vec::new(), Vec::new());
     for p in paths {
         if p.is_dir() {
-            let mut v: Vec<_> = std::fs::read_dir(p)
-                .map(|rd| {
-                    rd.filter_map(|e| e.ok().map(|e| e.path()))
-                        .filter(|p| p.extension().is_some_and(|x| x == "vlad"))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let mut v: Vec<_> = match std::fs::read_dir(p) {
+                Ok(rd) => rd
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "vlad"))
+                    .collect(),
+                Err(e) => {
+                    problems.push(format!("{}: error: cannot read the directory: {e}", p.display()));
+                    continue;
+                }
+            };
+            if v.is_empty() {
+                problems.push(format!("{}: error: no .vlad files in this directory", p.display()));
+            }
             v.sort();
             out.extend(v);
         } else {
             out.push(p.clone());
         }
     }
-    out
+    (out, problems)
 }

@@ -465,14 +465,13 @@ fn test_files(files: &[PathBuf], opts: &Opts) -> i32 {
     let mut report = Report::default();
     let opts2 = opts.clone();
     let mk = move || new_session(&opts2);
-    for f in check::expand_paths(files) {
+    let (paths, problems) = check::list_paths(files);
+    for f in paths {
         check::check_file(&mk, &f, &mut report);
     }
     // A directory with nothing to check is a mistake (a wrong path), not a pass.
-    for d in files.iter().filter(|d| d.is_dir() && check::expand_paths(std::slice::from_ref(d)).is_empty()) {
-        report.failed += 1;
-        report.failures.push(format!("{}: error: no .vlad files in this directory", d.display()));
-    }
+    report.failed += problems.len();
+    report.failures.extend(problems);
     let mut text: String = report.failures.iter().map(|l| format!("{l}\n")).collect();
     text.push_str(&format!("{} passed, {} failed\n", report.passed, report.failed));
     if let Err(code) = emit(&text) {

@@ -910,6 +910,34 @@ fn test_of_a_directory_without_vlad_files_fails() {
     assert_eq!(o.stdout, "empty: error: no .vlad files in this directory\n1 passed, 1 failed\n");
 }
 
+/// `vlad test DIR` where DIR cannot be read said "no .vlad files in this
+/// directory" (the read error dropped): it says why. (Skipped where the
+/// permission does not stop a read: as root.)
+#[test]
+fn test_of_an_unreadable_directory_says_why() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Dir::new();
+    d.file("locked/t.vlad", "(+ 1 2) ===> 3\n");
+    let locked = d.path().join("locked");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let readable = std::fs::read_dir(&locked).is_ok();
+    let o = vlad(&d, &["test", "locked"]);
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if readable {
+        eprintln!(
+            "test_of_an_unreadable_directory_says_why: skipped: permissions do not stop reads here (root)"
+        );
+        return;
+    }
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stdout.starts_with("locked: error: cannot read the directory: Permission denied"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.ends_with("0 passed, 1 failed\n"), "{}", o.stdout);
+}
+
 /// A value of 2^60 pairs (60 levels of `(cons x x)`, shared) printed at the top
 /// level: the printer built the whole text in memory and the process died of
 /// an allocation failure (or ran past --timeout until the watchdog stopped it).
