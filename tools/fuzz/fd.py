@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 # Derivatives against finite differences: random smooth scalar functions (arithmetic,
-# sqrt/exp/log/sin/cos/atan, let, lambda, list access, map/fold over lists, and inner
+# sqrt/exp/log/sin/cos/atan, let, lambda, list access, map/fold over lists, packed
+# vectors (elementwise, scans, reductions, matrix products), reversible procedures
+# (call, uncall, rev-grad), and inner
 # derivatives and gradients, in either mode, of functions that read the outer variable)
 # differentiated by derivative-F, derivative-R, gradient-F/R, hvp and hvp-RR, twice in
 # all four mode mixes and three times in random ones; each against a central difference
@@ -12,8 +14,9 @@
 # bundle/tangent and *j (as ../shared/acceptance/ad.vlad defines them), so that the
 # transforms run instead of the prelude's primitives (which use the tape when they can).
 #
-# Tolerance: |ad - fd| <= 1e-5 * (1 + |ad|) with h = 1e-5 (central differences err by
-# about h^2 f''' and 1e-16 |f| / h); programs kept as $TMPDIR/vlad-fd-SEED.vlad.
+# Tolerance: |ad - fd| <= 1e-5 * (1 + |ad|); fd is the central difference at h = 1e-4 and
+# h/2, Richardson-extrapolated (error about h^4 f^(5) and 1e-16 |f| / h). Programs that
+# disagree are kept as $TMPDIR/vlad-fd-SEED.vlad.
 import os, random, re, subprocess, sys
 
 MODES = ["F", "R"]
@@ -89,6 +92,78 @@ class Gen:
             return f"(* {a()} {a()})"
         return f"(- 0.5 {a()})"
 
+    def vexpr(self, vs, d):
+        """A vector of 3 doubles whose elements depend smoothly on the scalars `vs`."""
+        R = self.R
+        if d <= 0 or R.random() < 0.15:
+            if R.random() < 0.3:
+                return "(vector-of (list 1.0 2.0 -0.5))"
+            a, b = R.choice(vs), R.choice(vs)
+            return f"(vector-of (list {a} (sin {b}) 0.3))"
+        a = lambda: self.vexpr(vs, d - 1)
+        s = lambda: self.expr(vs, min(d - 1, 1))
+        k = R.randrange(16)
+        if k < 3:
+            return f"({R.choice(['vec+', 'vec-', 'vec*'])} {a()} {a()})"
+        if k == 3:
+            return f"(vec/ {a()} (vec-shift 2.0 (vec* {a()} {a()})))"
+        if k == 4:
+            return f"(vec-scale {s()} {a()})"
+        if k == 5:
+            return f"(vec-exp (vec-scale 0.3 (vec-sin {a()})))"
+        if k == 6:
+            return f"(vec-log (vec-shift 1.5 (vec-cos {a()})))"
+        if k == 7:
+            return f"(vec-sqrt (vec-shift 1.0 (vec* {a()} {a()})))"
+        if k == 8:
+            return f"(vec-tanh {a()})"
+        if k == 9:
+            return f"(vec-prefix-sum {a()})"
+        if k == 10:
+            return f"(vec-suffix-sum {a()})"
+        if k == 11:
+            return f"(mat-vec (vec-outer {a()} {a()}) {a()})"
+        if k == 12:
+            return f"(vec-mat {a()} (transpose (vec-reshape (vec-outer {a()} {a()}) 3 3)))"
+        if k == 13:
+            return f"(vec-neg {a()})"
+        if k == 14:
+            return f"(vec-fill {a()} {s()})"
+        return f"(vector-of (map (lambda (e) (* e {R.choice(vs)})) (list-of {a()})))"
+
+    def rev_stmt(self, d):
+        """A statement of a reversible procedure over the doubles y a b."""
+        R = self.R
+        vars_ = ["y", "a", "b"]
+        v = R.choice(vars_)
+        others = [u for u in vars_ if u != v]
+        e = lambda: self.expr(others + others, R.choice([1, 2]))
+        k = R.randrange(7)
+        if k < 3:
+            return f"({R.choice(['+=', '-='])} {v} {e()})"
+        if k == 3:
+            return f"(*= {v} (+ 1.5 (* 0.5 (sin {e()}))))"
+        if k == 4:
+            u = R.choice(others)
+            return f"(swap {v} {u})"
+        if k == 5 and d > 0:
+            n = self.name("n")
+            body = " ".join(self.rev_stmt(d - 1) for _ in range(R.choice([1, 2])))
+            return (f"(local ({n} 0) (from-loop (= {n} 0) (begin-rev {body} (+= {n} 1)) (skip) (= {n} 2)) "
+                    f"(delocal {n} 2))")
+        return f"(+= {v} (* 0.25 {e()}))"
+
+    def vreduce(self, vs, d):
+        R = self.R
+        k = R.randrange(4)
+        if k == 0:
+            return f"(vec-sum {self.vexpr(vs, d)})"
+        if k == 1:
+            return f"(vec-dot {self.vexpr(vs, d)} {self.vexpr(vs, d)})"
+        if k == 2:
+            return f"(vec-ref {self.vexpr(vs, d)} {R.randrange(3)})"
+        return f"(fold-left + 0.0 (list-of {self.vexpr(vs, d)}))"
+
 
 RAW = """(define (j* x) (bundle x (perturb (zero x))))
 (define (jvp f x dx) (unperturb (tangent ((j* f) (bundle x (perturb dx))))))
@@ -106,13 +181,43 @@ def program(seed, raw=False):
     g = Gen(seed)
     R = g.R
     lines = [RAW] if raw else []
-    lines.append("(define (fd f x) (let ((h 1e-5)) (/ (- (f (+ x h)) (f (- x h))) (* 2.0 h))))")
+    # (central differences at h and h/2, Richardson-extrapolated: error O(h^4))
+    lines.append("(define (cd f x h) (/ (- (f (+ x h)) (f (- x h))) (* 2.0 h)))")
+    lines.append("(define (fd f x) (/ (- (* 4.0 (cd f x 5e-5)) (cd f x 1e-4)) 3.0))")
     checks = []
     for i in range(6):
         x0 = round(R.uniform(-1.2, 1.2), 3)
         body = g.expr(["x", "x", "x"], R.choice([2, 3, 3, 4]), leaf=0)
         f = f"(lambda (x) {body})"
-        kind = R.randrange(5)
+        kind = R.randrange(7)
+        if kind == 6:
+            # a reversible procedure: derivatives through call and uncall (by its
+            # backward run) and its own rev-grad, against fd
+            p = g.name("rp")
+            stmts = "\n  ".join(g.rev_stmt(2) for _ in range(R.choice([2, 3, 4])))
+            lines.append(f"(define-reversible ({p} y a b)\n  {stmts})")
+            args = ["0.5", "0.75", "-0.25"]
+            at = R.randrange(3)
+            args[at] = "x"
+            k = R.randrange(3)
+            run = R.choice(["call", "call", "uncall"])
+            pick = ["car", "cadr", "caddr"][k]
+            f = f"(lambda (x) ({pick} ({run} {p} {' '.join(args)})))"
+            if R.random() < 0.4:
+                grad_args = " ".join(a if a != "x" else str(x0) for a in args)
+                own = f" (list-ref (rev-grad {p} {k} {grad_args}) {at})" if run == "call" else ""
+                lines.append(f"(let ((f {f})) (list (fd f {x0}) ((derivative-F f) {x0}) ((derivative-R f) {x0}){own}))")
+                checks.append(f"rev #{i}")
+                continue
+            kind = R.choice([0, 1])
+        if kind == 5:
+            # packed vectors: a first and a second derivative of a reduction of vector code
+            body = g.vreduce(["x", "x"], R.choice([1, 2, 3]))
+            f = f"(lambda (x) {body})"
+            if R.random() < 0.5:
+                kind = 0
+            else:
+                kind = 1
         if kind == 0:
             # first derivative, both modes, against fd of f
             lines.append(f"(let ((f {f})) (list (fd f {x0}) ((derivative-F f) {x0}) ((derivative-R f) {x0})))")
@@ -166,6 +271,9 @@ def judge(kind, xs):
     """The pairs (ad, fd) a check's printed list must satisfy."""
     if kind == "d1":
         return [(xs[1], xs[0]), (xs[2], xs[0]), (xs[1], xs[2])]
+    if kind == "rev":
+        # (derivative-F, derivative-R, and rev-grad where the function is call's)
+        return [(x, xs[0]) for x in xs[1:]]
     if kind == "d3":
         return [(xs[1], xs[0])]
     if kind == "d2":
@@ -189,7 +297,9 @@ def main():
             fh.write(src)
         try:
             r = subprocess.run([bin_, *flags, path], capture_output=True, text=True, timeout=60)
-            out, err = r.stdout.strip().splitlines(), r.stderr.strip()
+            out = r.stdout.strip().splitlines()
+            # (--metered's counts are not errors)
+            err = "\n".join(l for l in r.stderr.splitlines() if not l.startswith("metered:")).strip()
         except subprocess.TimeoutExpired:
             out, err = [], "timeout"
         if err or len(out) != len(checks):
