@@ -84,7 +84,7 @@ pub const VALUE_AND_VJP_VIA: &str = "(lambda ((cons f (cons x ybar))) (let* (((c
 
 /// `(jvp f x dx)` by the transform: the tangent of `(f x)` for tangent `dx` of `x`.
 pub const JVP_VIA: &str = "(lambda ((cons f (cons x dx))) \
-     (unperturb (tangent ((bundle f (perturb (zero f))) (bundle x (perturb dx))))))";
+     (unperturb (tangent ((bundle f (perturb (zero f))) (bundle x (perturb (%check-tangent x dx)))))))";
 
 /// `(map f l)`: f on every element, in order.
 pub const MAP_VIA: &str = "(lambda ((cons f l)) \
@@ -161,6 +161,7 @@ impl PrimDef {
                 | "null?"
                 | "procedure?"
                 | "%check-sensitivity"
+                | "%check-tangent"
         );
         let shallow = matches!(
             name,
@@ -351,6 +352,17 @@ fn table() -> Vec<PrimDef> {
             rules!(
                 "(lambda ((cons y (cons s w)) r (cons dy (cons ds dw))) ds)",
                 "(lambda ((cons y (cons s w)) r rb) (cons (zero y) (cons rb (zero w))))"
+            ),
+            Other,
+        ),
+        // The tangent `dx` of an argument `x`, checked to be shaped like it (by `jvp`).
+        p(
+            "%check-tangent",
+            2,
+            check_tangent,
+            rules!(
+                "(lambda ((cons x dx) r (cons dxx ddx)) ddx)",
+                "(lambda ((cons x dx) r rb) (cons (zero x) rb))"
             ),
             Other,
         ),
@@ -562,6 +574,23 @@ fn check_sensitivity(m: &mut Machine, a: &[Value]) -> Result<Value> {
         None => format!("vjp: the sensitivity must be shaped like the function's result: {why}"),
         Some(n) => format!("{n}: the sensitivity of its result must be shaped like the result: {why}"),
     }))
+}
+
+/// `(%check-tangent x dx)`: `dx`, checked to be a tangent of `x` (by `jvp`:
+/// pairs where `x` has pairs, `()` where it has `()`, reals where it has reals,
+/// vectors of its shapes), so that a mismatch is named at the call, not where
+/// the function takes the bundled argument apart.
+fn check_tangent(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let Some(why) = ops::tangent_mismatch(m, &a[0], &a[1])? else {
+        return Ok(a[1].clone());
+    };
+    // (`derivative-F`'s tangent is the exact 1: a function of a list given to it)
+    let hint = if matches!(&*ops::strip(&a[1]), Value::Int(1)) && !ops::strip(&a[0]).is_number() {
+        " (derivative-F takes a real: for a function of a list, use gradient-F, or jvp with a tangent shaped like the list)"
+    } else {
+        ""
+    };
+    Err(err(format!("jvp: the tangent must be shaped like the argument: {why}{hint}")))
 }
 
 fn err(msg: String) -> Error {

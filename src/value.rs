@@ -526,6 +526,19 @@ impl Value {
         }
     }
 
+    /// Is this a number under tags or in bundles (a differentiated real)?
+    fn wraps_number(&self) -> bool {
+        let mut v = self;
+        loop {
+            v = match v {
+                Value::TReal(..) => return true,
+                Value::Tagged(_, x) => x,
+                Value::Bundle(b) => &b.0,
+                v => return v.is_number(),
+            }
+        }
+    }
+
     /// A short description of the kind of value, for error messages.
     pub fn kind_name(&self) -> &'static str {
         match self {
@@ -542,8 +555,14 @@ impl Value {
             Value::Tagged(..) | Value::TReal(..) => match self.outer_tag() {
                 Some(Tag::Perturbation) => "a perturbation",
                 Some(Tag::Sensitivity) => "a sensitivity",
+                // (what a function differentiated by `*j` is given for its real
+                // argument: said so, as the printed `(reverse 3.0)` may puzzle)
+                _ if self.wraps_number() => "a real being differentiated in reverse mode",
                 _ => "a reverse value",
             },
+            Value::Bundle(b) if b.0.is_number() || b.0.wraps_number() => {
+                "a real being differentiated in forward mode"
+            }
             Value::Bundle(_) => "a forward (bundled) value",
             Value::Lazy(z) if z.pair => "a pair",
             Value::Lazy(_) => "a procedure",

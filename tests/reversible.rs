@@ -1083,8 +1083,10 @@ fn wrong_shaped_tangents_and_sensitivities_are_errors() {
         "(define-reversible (p y x) (+= y (* x x)))
          (define-reversible (pv y v) (+= y (* (ref v 0) (ref v 1))))
          (define-reversible (pm y m) (+= y (ref (ref m 1) 0)))
-         ;; vjp less its check of ybar's shape, to reach the reversible boundary's
-         (define (raw-vjp f x ybar) (cdr (unsensitize ((cdr ((*j f) (*j x))) (sensitize ybar)))))",
+         ;; vjp and jvp less their checks of ybar's and dx's shapes, to reach the
+         ;; reversible boundary's
+         (define (raw-vjp f x ybar) (cdr (unsensitize ((cdr ((*j f) (*j x))) (sensitize ybar)))))
+         (define (raw-jvp f x dx) (unperturb (tangent ((j* f) (bundle x (perturb dx))))))",
     )
     .unwrap();
     for (e, msg) in [
@@ -1113,18 +1115,18 @@ fn wrong_shaped_tangents_and_sensitivities_are_errors() {
         ),
         // forward mode: the tangent of the arguments (bundle checks pairs and vector
         // leaves; other leaves are checked here)
-        ("(jvp (lambda (x) (call p 0.0 x)) 2.0 #t)", "variable x"),
+        ("(raw-jvp (lambda (x) (call p 0.0 x)) 2.0 #t)", "variable x"),
         ("(tangent ((j* (lambda (x) (call p 0.0 x))) (bundle 2.0 (perturb #t))))", "call: the tangent"),
-        ("(jvp (lambda (y) (uncall p y 2.0)) 0.0 #f)", "uncall: the tangent"),
-        ("(jvp (lambda (x) (%rev-call p (list 0.0 x))) 2.0 #f)", "%rev-call: the tangent"),
-        ("(jvp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) 1.0)", "bundle: the tangent must be"),
+        ("(raw-jvp (lambda (y) (uncall p y 2.0)) 0.0 #f)", "uncall: the tangent"),
+        ("(raw-jvp (lambda (x) (%rev-call p (list 0.0 x))) 2.0 #f)", "%rev-call: the tangent"),
+        ("(raw-jvp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) 1.0)", "bundle: the tangent must be"),
         (
-            "(jvp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) (vector-of '(1.0 2.0 3.0)))",
+            "(raw-jvp (lambda (v) (call pv 0.0 v)) (vector-of '(2.0 3.0)) (vector-of '(1.0 2.0 3.0)))",
             "bundle: the tangent must be",
         ),
         // rev-grad's derivatives are those of its VLAD translation: VLAD's own errors
         ("(raw-vjp (lambda (x) (rev-grad p 0 0.0 x)) 2.0 (list 1.0))", "expected a pair"),
-        ("(jvp (lambda (x) (rev-grad p 0 0.0 x)) 2.0 #t)", "expected two numbers"),
+        ("(raw-jvp (lambda (x) (rev-grad p 0 0.0 x)) 2.0 #t)", "expected two numbers"),
     ] {
         let err = error_of(&mut s, e);
         assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);
@@ -1133,6 +1135,13 @@ fn wrong_shaped_tangents_and_sensitivities_are_errors() {
             let e = format!("(vjp{rest}");
             let err = error_of(&mut s, &e);
             let msg = "vjp: the sensitivity must be shaped like the function's result";
+            assert!(err.message.starts_with(msg), "{e}: expected `{msg}`, got {}", err.message);
+        }
+        // and jvp dx's against the argument's
+        if let Some(rest) = e.strip_prefix("(raw-jvp") {
+            let e = format!("(jvp{rest}");
+            let err = error_of(&mut s, &e);
+            let msg = "jvp: the tangent must be shaped like the argument";
             assert!(err.message.starts_with(msg), "{e}: expected `{msg}`, got {}", err.message);
         }
     }

@@ -856,6 +856,23 @@ fn shape_words(v: &Value) -> String {
 /// many numbers (what the reversible procedures' derivatives accept).
 /// On a mismatch, the words of an error: what `y` has and what `s` has there.
 pub fn sensitivity_mismatch(m: &mut Machine, y: &Value, s: &Value, strict: bool) -> Result<Option<String>> {
+    shape_mismatch(m, y, s, strict, ["the result", "the sensitivity"])
+}
+
+/// [`sensitivity_mismatch`] of a tangent `dx` for an argument `x` (`jvp`'s:
+/// strict), in those words.
+pub fn tangent_mismatch(m: &mut Machine, x: &Value, dx: &Value) -> Result<Option<String>> {
+    shape_mismatch(m, x, dx, true, ["the argument", "the tangent"])
+}
+
+/// [`sensitivity_mismatch`], `names` naming `y` and `s` in its words.
+fn shape_mismatch(
+    m: &mut Machine,
+    y: &Value,
+    s: &Value,
+    strict: bool,
+    names: [&str; 2],
+) -> Result<Option<String>> {
     let mut seen: rustc_hash::FxHashSet<(usize, usize)> = Default::default();
     // (an explicit work list: lists run as long as memory allows), with the path
     // from the root (only its length, and its steps while it is short enough to name)
@@ -903,8 +920,10 @@ pub fn sensitivity_mismatch(m: &mut Machine, y: &Value, s: &Value, strict: bool)
             };
             let (has, s_has) = if at.is_empty() { (" is", " is") } else { (" has", " has") };
             return Ok(Some(format!(
-                "{at}the result{has} {}, the sensitivity{s_has} {got}",
-                shape_words(&ys)
+                "{at}{}{has} {}, {}{s_has} {got}",
+                names[0],
+                shape_words(&ys),
+                names[1]
             )));
         }
     }

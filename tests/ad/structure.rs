@@ -170,7 +170,36 @@ fn misuse_is_a_clear_error() {
              the sensitivity is a pair \\(1 . 2\\)",
         ),
         ("(vjp (lambda (x) (list x x)) 1.0 (list 1.0 2.0 3.0))", "at \\(cddr ...\\) the result has \\(\\)"),
-        ("(jvp sin 1.0 (cons 1 2))", "bundle"),
+        // (jvp checks dx's shape against the argument's where it enters: it was
+        // found where the function took the bundled argument apart, as a bundle
+        // of its parts, its tags showing)
+        (
+            "(jvp sin 1.0 (cons 1 2))",
+            "^jvp: the tangent must be shaped like the argument: the argument is a real, \
+             the tangent is a pair \\(1 . 2\\)",
+        ),
+        (
+            "(jvp (lambda (v) (car v)) (list 1.0) (list 1.0 2.0))",
+            "^jvp: the tangent must be shaped like the argument: at \\(cdr ...\\) the argument has \\(\\), \
+             the tangent has a pair \\(2.0\\)",
+        ),
+        (
+            "(hvp (lambda (v) (car v)) (list 1.0) (list 1.0 2.0))",
+            "^jvp: the tangent must be shaped like the argument",
+        ),
+        ("(jvp (lambda (v) v) 1.0 #t)", "the argument is a real, the tangent is a boolean #t"),
+        (
+            "((derivative-F (lambda (v) (car v))) (list 1.0 2.0))",
+            "the argument is a pair, the tangent is the real 1 \\(derivative-F takes a real: \
+             for a function of a list, use gradient-F",
+        ),
+        // (a real given where a pair is expected, in code differentiated by
+        // either mode: said to be one)
+        (
+            "((gradient-R (lambda (v) (car v))) 3.0)",
+            "got \\(reverse 3.0\\) \\(a real being differentiated in reverse mode\\)",
+        ),
+        ("((gradient-F (lambda (v) (car v))) 3.0)", "\\(a real being differentiated in forward mode\\)"),
         ("(plus 1)", "plus"),
         // reverse-mode derivatives and gradients seed the result with 1: only
         // a real result can take it (at any nesting)
