@@ -557,12 +557,10 @@ impl Value {
                 Some(Tag::Sensitivity) => "a sensitivity",
                 // (what a function differentiated by `*j` is given for its real
                 // argument: said so, as the printed `(reverse 3.0)` may puzzle)
-                _ if self.wraps_number() => "a real being differentiated in reverse mode",
+                _ if self.wraps_number() => "a real under reverse-mode AD",
                 _ => "a reverse value",
             },
-            Value::Bundle(b) if b.0.is_number() || b.0.wraps_number() => {
-                "a real being differentiated in forward mode"
-            }
+            Value::Bundle(b) if b.0.is_number() || b.0.wraps_number() => "a real under forward-mode AD",
             Value::Bundle(_) => "a forward (bundled) value",
             Value::Lazy(z) if z.pair => "a pair",
             Value::Lazy(_) => "a procedure",

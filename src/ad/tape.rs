@@ -1225,6 +1225,13 @@ pub enum Want {
 /// `%real-vjp`, `%vjp`, `%value-and-vjp` called directly: on a tape where it
 /// can be, by the transform (`via`, the primitive's definition) otherwise.
 pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
+    let who = match want {
+        Want::RealVjp => "derivative-R/gradient-R",
+        Want::Vjp => "vjp",
+        Want::ValueAndVjp => "value-and-vjp",
+        Want::Jvp => "jvp/derivative-F",
+    };
+    check_function(who, &args[0])?;
     if let Some(v) = try_tape(m, want, args)? {
         m.tape.runs += 1;
         return Ok(v);
@@ -1236,6 +1243,45 @@ pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
         Want::Jvp => "%jvp",
     };
     by_transform(m, name, args)
+}
+
+/// The error of `who` (a derivative) given `f` to differentiate where `f` is
+/// plainly not a procedure (data, seen through any tags): it was reported as
+/// the application of the transformed value (`cannot apply (reverse 5)`).
+fn check_function(who: &str, f: &Value) -> Result<()> {
+    let mut core = f;
+    loop {
+        core = match core {
+            Value::Tagged(_, x) => x,
+            Value::Bundle(b) => &b.0,
+            _ => break,
+        };
+    }
+    let data = matches!(
+        core,
+        Value::Nil
+            | Value::Bool(_)
+            | Value::Int(_)
+            | Value::Big(_)
+            | Value::Rat(_)
+            | Value::Real(_)
+            | Value::TReal(..)
+            | Value::TapeReal(..)
+            | Value::Active(_)
+            | Value::Pair(_)
+            | Value::Vector(_)
+    ) || matches!(core, Value::Lazy(z) if z.pair);
+    if data {
+        return Err(Error::runtime(
+            None,
+            format!(
+                "{who}: expected a procedure to differentiate, got {} ({})",
+                crate::print::brief(f, 60),
+                f.kind_name()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Primitive `name` on `args` by its `Rule::Via` definition (the transform),
@@ -1252,6 +1298,7 @@ fn by_transform(m: &mut Machine, name: &str, args: &[Value]) -> Result<Value> {
 /// `x` (in order), along the one-hot tangent the prelude's walk builds (1 there,
 /// the zero of every other real); by the transform where any run gives way.
 pub fn gradient_forward(m: &mut Machine, args: &[Value]) -> Result<Value> {
+    check_function("gradient-F", &args[0])?;
     let x = super::ops::force(m, &args[1])?;
     if let Some(g) = gradient_runs(m, &args[0], &x)? {
         m.tape.runs += 1;

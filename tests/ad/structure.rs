@@ -193,13 +193,22 @@ fn misuse_is_a_clear_error() {
             "the argument is a pair, the tangent is the real 1 \\(derivative-F takes a real: \
              for a function of a list, use gradient-F",
         ),
+        // (a derivative of data: it was reported as the application of the
+        // transformed value, `cannot apply (reverse 5)`)
+        ("((derivative-R 5) 1.0)", "^derivative-R/gradient-R: expected a procedure to differentiate, got 5"),
+        (
+            "((gradient-F (list 1)) (list 1.0))",
+            "^gradient-F: expected a procedure to differentiate, got \\(1\\)",
+        ),
+        ("((derivative-F #t) 1.0)", "^jvp/derivative-F: expected a procedure to differentiate, got #t"),
+        ("(vjp 2.5 1.0 1.0)", "^vjp: expected a procedure to differentiate, got 2.5 \\(a real\\)"),
         // (a real given where a pair is expected, in code differentiated by
         // either mode: said to be one)
         (
             "((gradient-R (lambda (v) (car v))) 3.0)",
-            "got \\(reverse 3.0\\) \\(a real being differentiated in reverse mode\\)",
+            "got \\(reverse 3.0\\) \\(a real under reverse-mode AD\\)",
         ),
-        ("((gradient-F (lambda (v) (car v))) 3.0)", "\\(a real being differentiated in forward mode\\)"),
+        ("((gradient-F (lambda (v) (car v))) 3.0)", "\\(a real under forward-mode AD\\)"),
         ("(plus 1)", "plus"),
         // reverse-mode derivatives and gradients seed the result with 1: only
         // a real result can take it (at any nesting)
