@@ -86,6 +86,10 @@ pub const VALUE_AND_VJP_VIA: &str = "(lambda ((cons f (cons x ybar))) (let* (((c
 pub const JVP_VIA: &str = "(lambda ((cons f (cons x dx))) \
      (unperturb (tangent ((bundle f (perturb (zero f))) (bundle x (perturb (%check-tangent x dx)))))))";
 
+/// `(length l)`: the number of elements of the list `l`.
+pub const LENGTH_VIA: &str = "(lambda (l) \
+  (let loop ((l l) (n 0)) (if (null? l) n (let (((cons a d) l)) (loop d (+ n 1))))))";
+
 /// `(map f l)`: f on every element, in order.
 pub const MAP_VIA: &str = "(lambda ((cons f l)) \
   (let loop ((l l)) (if (null? l) '() (let (((cons a d) l)) (cons (f a) (loop d))))))";
@@ -199,6 +203,7 @@ impl PrimDef {
                 | "%value-and-vjp"
                 | "%jvp"
                 | "%gradient-F"
+                | "length"
                 | "map"
                 | "map2"
                 | "fold-left"
@@ -339,6 +344,7 @@ fn table() -> Vec<PrimDef> {
         // called directly (no interpreted call per element, no recursion for a
         // long list); by their definitions (`Rule::Via`, written over primitives
         // as the prelude defined them) when a transform differentiates them.
+        p("length", 1, length_native, Rule::Via { f: LENGTH_VIA }, Other),
         p("map", 2, map_native, Rule::Via { f: MAP_VIA }, Other),
         p("map2", 3, map2_native, Rule::Via { f: MAP2_VIA }, Other),
         p("fold-left", 3, fold_left_native, Rule::Via { f: FOLD_LEFT_VIA }, Other),
@@ -778,6 +784,17 @@ fn walk(
 /// `f` called with `args` (pushed as a call's arguments are).
 fn call_with(m: &mut Machine, f: &Value, args: &[Value]) -> Result<Value> {
     m.call_on(f, args)
+}
+
+/// `(length l)` called directly (a primitive so that what is not a list is
+/// named: the prelude's loop failed in its `cdr`, inside `length`).
+fn length_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let mut n = 0i64;
+    walk(m, "length", &a[0], |_, _| {
+        n += 1;
+        Ok(())
+    })?;
+    Ok(Value::Int(n))
 }
 
 /// `(map f l)` called directly: f on every element, first to last.
