@@ -90,6 +90,14 @@ pub const JVP_VIA: &str = "(lambda ((cons f (cons x dx))) \
 pub const LENGTH_VIA: &str = "(lambda (l) \
   (let loop ((l l) (n 0)) (if (null? l) n (let (((cons a d) l)) (loop d (+ n 1))))))";
 
+/// `(list-ref l i)`: element `i` of `l`, counting from 0.
+pub const LIST_REF_VIA: &str = "(lambda ((cons l i)) \
+  (let loop ((l l) (i i)) (let (((cons a d) l)) (if (= i 0) a (loop d (- i 1))))))";
+
+/// `(append a b)`: the elements of `a` followed by `b`.
+pub const APPEND_VIA: &str = "(lambda ((cons a b)) \
+  (let loop ((a a)) (if (null? a) b (let (((cons x d) a)) (cons x (loop d))))))";
+
 /// `(map f l)`: f on every element, in order.
 pub const MAP_VIA: &str = "(lambda ((cons f l)) \
   (let loop ((l l)) (if (null? l) '() (let (((cons a d) l)) (cons (f a) (loop d))))))";
@@ -204,6 +212,8 @@ impl PrimDef {
                 | "%jvp"
                 | "%gradient-F"
                 | "length"
+                | "list-ref"
+                | "append"
                 | "map"
                 | "map2"
                 | "fold-left"
@@ -345,6 +355,8 @@ fn table() -> Vec<PrimDef> {
         // long list); by their definitions (`Rule::Via`, written over primitives
         // as the prelude defined them) when a transform differentiates them.
         p("length", 1, length_native, Rule::Via { f: LENGTH_VIA }, Other),
+        p("list-ref", 2, list_ref_native, Rule::Via { f: LIST_REF_VIA }, Other),
+        p("append", 2, append_native, Rule::Via { f: APPEND_VIA }, Other),
         p("map", 2, map_native, Rule::Via { f: MAP_VIA }, Other),
         p("map2", 3, map2_native, Rule::Via { f: MAP2_VIA }, Other),
         p("fold-left", 3, fold_left_native, Rule::Via { f: FOLD_LEFT_VIA }, Other),
@@ -795,6 +807,60 @@ fn length_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
         Ok(())
     })?;
     Ok(Value::Int(n))
+}
+
+/// `(list-ref l i)` called directly: an index that is not a whole number
+/// from 0, or past the list's end, is named (the prelude's loop failed in its
+/// `cdr`). The index may be inexact (`2.0`) or a real being differentiated,
+/// as `=` and `-` took it there.
+fn list_ref_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let bad = |why: &str| {
+        err(format!("list-ref: the index must be {why}, got {} ({})", describe(&a[1]), a[1].kind_name()))
+    };
+    let i = match &*tape::strip(&a[1]) {
+        Value::Int(i) if *i >= 0 => *i as u64,
+        Value::Real(x) if *x >= 0.0 && x.fract() == 0.0 && *x < 2f64.powi(63) => *x as u64,
+        Value::Big(b) if b.sign() == num_bigint::Sign::Plus => u64::MAX,
+        v if v.is_number() => return Err(bad("a whole number from 0")),
+        _ => return Err(bad("a number")),
+    };
+    let (mut l, mut k) = (&a[0], 0u64);
+    loop {
+        match l {
+            Value::Pair(p) if k == i => return Ok(p.car.clone()),
+            Value::Pair(p) => {
+                l = &p.cdr;
+                k += 1;
+                if k.is_multiple_of(WALK_CHECK_EVERY as u64) {
+                    m.check_limits()?;
+                }
+            }
+            Value::Nil => {
+                return Err(err(format!(
+                    "list-ref: index {} is past the end of a list of {k} element{}",
+                    describe(&a[1]),
+                    if k == 1 { "" } else { "s" }
+                )))
+            }
+            other => {
+                return Err(err(format!(
+                    "list-ref: expected a list, got {} ({})",
+                    describe(other),
+                    other.kind_name()
+                )))
+            }
+        }
+    }
+}
+
+/// `(append a b)` called directly: what is not a list in `a` is named.
+fn append_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let mut out = ListBuilder::new();
+    walk(m, "append", &a[0], |_, x| {
+        out.push(x.clone());
+        Ok(())
+    })?;
+    Ok(out.finish(a[1].clone()))
 }
 
 /// `(map f l)` called directly: f on every element, first to last.

@@ -64,7 +64,10 @@ class Gen:
             z = self.name("z")
             return f"((lambda ({z}) {self.expr(vs + [z], d - 1)}) {a()})"
         if k == 14:
-            return f"(car (cdr (list {a()} {a()} {a()})))"
+            return R.choice([f"(car (cdr (list {a()} {a()} {a()})))",
+                             f"(list-ref (list {a()} {a()} {a()}) {R.randrange(3)})",
+                             f"(list-ref (append (list {a()}) (list {a()} {a()})) {R.randrange(3)})",
+                             f"(* {a()} (length (list {a()} {a()})))"])
         if k == 15:
             e = self.name("e")
             return f"(fold-left + 0.0 (map (lambda ({e}) {self.expr(vs + [e], d - 1)}) (list {a()} {a()})))"
