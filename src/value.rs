@@ -560,7 +560,7 @@ impl Value {
                 _ if self.wraps_number() => "a real under reverse-mode AD",
                 _ => "a reverse value",
             },
-            Value::Bundle(b) if b.0.is_number() || b.0.wraps_number() => "a real under forward-mode AD",
+            Value::Bundle(b) if b.0.wraps_number() => "a real under forward-mode AD",
             Value::Bundle(_) => "a forward (bundled) value",
             Value::Lazy(z) if z.pair => "a pair",
             Value::Lazy(_) => "a procedure",
