@@ -604,7 +604,7 @@ fn check_tangent(m: &mut Machine, a: &[Value]) -> Result<Value> {
     };
     // (`derivative-F`'s tangent is the exact 1: a function of a list given to it)
     let hint = if matches!(&*ops::strip(&a[1]), Value::Int(1)) && !ops::strip(&a[0]).is_number() {
-        " (derivative-F takes a real: for a function of a list, use gradient-F, or jvp with a tangent shaped like the list)"
+        " (derivative-F takes a real: for a function of a list or vector, use gradient-F, or jvp with a tangent shaped like the argument)"
     } else {
         ""
     };

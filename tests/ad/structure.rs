@@ -191,7 +191,7 @@ fn misuse_is_a_clear_error() {
         (
             "((derivative-F (lambda (v) (car v))) (list 1.0 2.0))",
             "the argument is a pair, the tangent is the real 1 \\(derivative-F takes a real: \
-             for a function of a list, use gradient-F",
+             for a function of a list or vector, use gradient-F",
         ),
         // (a derivative of data: it was reported as the application of the
         // transformed value, `cannot apply (reverse 5)`)
