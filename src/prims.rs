@@ -127,7 +127,11 @@ pub const GRADIENT_F_VIA: &str = "(lambda ((cons f x)) \
                              (walk b (lambda (db) (embed (cons (zero a) db)))))) \
                      (if (vector? y) \
                          (vec-shape-like (vector-of (column y embed 0 (vec-length y))) y) \
-                         (zero y)))))) \
+                         (if (procedure? y) \
+                             (let ((e (%env y))) \
+                               (if (null? e) (zero y) \
+                                   (%with-env y (walk e (lambda (de) (embed (%with-env y de))))))) \
+                             (zero y))))))) \
              (column (lambda (y embed i n) \
                (if (= i n) '() \
                    (let ((d (%real-derivative (jvp (embed (vec-one-hot y i 1)))))) \
@@ -350,6 +354,29 @@ fn table() -> Vec<PrimDef> {
         p("%value-and-vjp", 3, |m, a| tape::run(m, Want::ValueAndVjp, a), Rule::Via { f: VALUE_AND_VJP_VIA }, Other),
         p("%jvp", 3, |m, a| tape::run(m, Want::Jvp, a), Rule::Via { f: JVP_VIA }, Other),
         p("%gradient-F", 2, tape::gradient_forward, Rule::Via { f: GRADIENT_F_VIA }, Other),
+        // A closure's environment as a list, and a closure of the same code over another
+        // environment: gradient-F's walk of a closure in its argument (its derivatives
+        // are those of its environment's reals, as gradient-R's sensitivities are).
+        p(
+            "%env",
+            1,
+            env_list,
+            rules!(
+                "(lambda (x y dx) (%env dx))",
+                "(lambda (x y yb) (if (null? yb) (zero x) (%with-env x yb)))"
+            ),
+            Other,
+        ),
+        p(
+            "%with-env",
+            2,
+            with_env,
+            rules!(
+                "(lambda ((cons c l) y (cons dc dl)) (%with-env c dl))",
+                "(lambda ((cons c l) y yb) (cons (zero c) (if (null? yb) (zero l) (%env yb))))"
+            ),
+            Other,
+        ),
         // The list walks `map`, `map2`, `fold-left` and `reduce`: a loop here when
         // called directly (no interpreted call per element, no recursion for a
         // long list); by their definitions (`Rule::Via`, written over primitives
@@ -609,6 +636,47 @@ fn check_tangent(m: &mut Machine, a: &[Value]) -> Result<Value> {
         ""
     };
     Err(err(format!("jvp: the tangent must be shaped like the argument: {why}{hint}")))
+}
+
+/// `(%env c)`: the values closure `c` captures, as a list; `()` for a
+/// primitive, a primitive's transformed version, a reversible procedure, or
+/// `()` (such procedures' zero).
+fn env_list(_: &mut Machine, a: &[Value]) -> Result<Value> {
+    match &a[0] {
+        Value::Closure(inst, _) if !ops::is_prim_based(&a[0]) => {
+            let mut out = ListBuilder::new();
+            for v in inst.env.iter() {
+                out.push(v.clone());
+            }
+            Ok(out.finish(Value::Nil))
+        }
+        Value::Closure(..) | Value::Prim(_) | Value::Rev(_) | Value::Nil => Ok(Value::Nil),
+        v => Err(err(format!("%env: expected a procedure, got {} ({})", describe(v), v.kind_name()))),
+    }
+}
+
+/// `(%with-env c l)`: a closure of `c`'s code capturing the values of list
+/// `l` (as many as `c` captures) instead; `c` itself where it captures
+/// nothing ([`env_list`] gives `()`).
+fn with_env(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let (Value::Closure(inst, idx), false) = (&a[0], ops::is_prim_based(&a[0])) else {
+        return Ok(a[0].clone());
+    };
+    let mut env = Vec::with_capacity(inst.env.len());
+    // (a lazy zero's parts built: `zero` of the other captured values)
+    let l = ops::force(m, &a[1])?;
+    walk(m, "%with-env", &l, |_, v| {
+        env.push(v.clone());
+        Ok(())
+    })?;
+    if env.len() != inst.env.len() {
+        return Err(err(format!(
+            "%with-env: the closure captures {} values, the list has {}",
+            inst.env.len(),
+            env.len()
+        )));
+    }
+    Ok(Value::Closure(crate::value::InstRc::new(inst.group.clone(), env), *idx))
 }
 
 fn err(msg: String) -> Error {
