@@ -839,6 +839,8 @@ fn walk(
 ) -> Result<()> {
     let mut l = l;
     let mut n = 0usize;
+    // (the rest of the list, built, once a lazy tail was met)
+    let mut built;
     loop {
         match l {
             Value::Pair(p) => {
@@ -850,15 +852,30 @@ fn walk(
                 }
             }
             Value::Nil => return Ok(()),
-            other => {
-                return Err(err(format!(
-                    "{name}: expected a list, got {} ({})",
-                    describe(other),
-                    other.kind_name()
-                )))
+            // (a list whose tail is a lazy value, as the transforms' zeros leave
+            // (`vjp`'s result where the tape gave way): the rest built, then
+            // walked on, without another lazy value in it)
+            Value::Lazy(z) if z.pair => {
+                built = build_rest(m, l)?;
+                l = &built;
             }
+            other => return Err(not_a_list(name, other)),
         }
     }
+}
+
+/// [`walk`]'s lazy tail, built.
+#[cold]
+#[inline(never)]
+fn build_rest(m: &mut Machine, l: &Value) -> Result<Value> {
+    ops::force(m, l)
+}
+
+/// [`walk`]'s error for a list ending in `other`.
+#[cold]
+#[inline(never)]
+fn not_a_list(name: &str, other: &Value) -> Error {
+    err(format!("{name}: expected a list, got {} ({})", describe(other), other.kind_name()))
 }
 
 /// `f` called with `args` (pushed as a call's arguments are).
@@ -892,7 +909,13 @@ fn list_ref_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
         v if v.is_number() => return Err(bad("a whole number from 0")),
         _ => return Err(bad("a number")),
     };
-    let (mut l, mut k) = (&a[0], 0u64);
+    list_ref_from(m, &a[0], i, 0, &a[1])
+}
+
+/// [`list_ref_native`]'s walk: element `i` of the list of which `l` is the
+/// tail from element `k` on (`shown`: the index as given, for the error).
+fn list_ref_from(m: &mut Machine, l: &Value, i: u64, mut k: u64, shown: &Value) -> Result<Value> {
+    let mut l = l;
     loop {
         match l {
             Value::Pair(p) if k == i => return Ok(p.car.clone()),
@@ -903,10 +926,15 @@ fn list_ref_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
                     m.check_limits()?;
                 }
             }
+            // (a lazy tail, as in `walk`: the rest built, then walked)
+            Value::Lazy(z) if z.pair => {
+                let rest = ops::force(m, l)?;
+                return list_ref_from(m, &rest, i, k, shown);
+            }
             Value::Nil => {
                 return Err(err(format!(
                     "list-ref: index {} is past the end of a list of {k} element{}",
-                    describe(&a[1]),
+                    describe(shown),
                     if k == 1 { "" } else { "s" }
                 )))
             }
@@ -1011,11 +1039,29 @@ fn arith_op(f: &Value) -> Option<(Op2, PrimId)> {
     Some((op, *p))
 }
 
+/// Does list `l`'s spine end in, or pass through, a lazy value?
+#[inline(always)]
+fn lazy_spine(mut l: &Value) -> bool {
+    loop {
+        match l {
+            Value::Pair(p) => l = &p.cdr,
+            Value::Lazy(_) => return true,
+            _ => return false,
+        }
+    }
+}
+
 /// `(map2 f l1 l2)` called directly: f on corresponding elements, as many as `l1` has.
 fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
     let op = arith_op(&a[0]);
     let mut out = ListBuilder::new();
+    // (built where its spine holds a lazy value, as `walk` builds the first list's)
+    let built;
     let mut l2 = &a[2];
+    if lazy_spine(l2) {
+        built = ops::force(m, l2)?;
+        l2 = &built;
+    }
     walk(m, "map2", &a[1], |m, x| {
         let p = match l2 {
             Value::Pair(p) => p,

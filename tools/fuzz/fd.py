@@ -2,7 +2,8 @@
 # Derivatives against finite differences: random smooth scalar functions (arithmetic,
 # sqrt/exp/log/sin/cos/atan, let, lambda, list access, map/fold over lists, packed
 # vectors (elementwise, scans, reductions, matrix products), reversible procedures
-# (call, uncall, rev-grad), closures as the argument (environment sensitivities), and inner
+# (call, uncall, rev-grad), closures as the argument (environment sensitivities),
+# Jacobians of functions into lists, and inner
 # derivatives and gradients, in either mode, of functions that read the outer variable)
 # differentiated by derivative-F, derivative-R, gradient-F/R, hvp and hvp-RR, twice in
 # all four mode mixes and three times in random ones; each against a central difference
@@ -194,7 +195,25 @@ def program(seed, raw=False):
         x0 = round(R.uniform(-1.2, 1.2), 3)
         body = g.expr(["x", "x", "x"], R.choice([2, 3, 3, 4]), leaf=0)
         f = f"(lambda (x) {body})"
-        kind = R.randrange(7 if raw else 8)
+        kind = R.randrange(7 if raw else 9)
+        if kind == 8:
+            # a Jacobian of a function of a 2-list into a 2-list, both modes, against fd
+            # of each output along each input (value-and-vjp's value checked too)
+            vs = ["(car v)", "(cadr v)", "(car v)", "(cadr v)"]
+            e1, e2 = (g.expr(vs, R.choice([1, 2]), leaf=0) for _ in range(2))
+            y0 = round(R.uniform(-1.2, 1.2), 3)
+            fd_ij = [f"(fd (lambda (a) ({o} (F (list a {y0})))) {x0})" if j == 0 else
+                     f"(fd (lambda (b) ({o} (F (list {x0} b)))) {y0})"
+                     for o in ("car", "cadr") for j in range(2)]
+            lines.append(
+                f"(let* ((F (lambda (v) (list {e1} {e2}))) (p (list {x0} {y0})) "
+                f"(jf ((jacobian-F F) p)) (jr ((jacobian-R F) p))) "
+                f"(list {' '.join(fd_ij)} (list-ref (car jf) 0) (list-ref (car jf) 1) "
+                f"(list-ref (cadr jf) 0) (list-ref (cadr jf) 1) (list-ref (car jr) 0) (list-ref (car jr) 1) "
+                f"(list-ref (cadr jr) 0) (list-ref (cadr jr) 1) "
+                f"(car (car (value-and-vjp F p (list 1.0 0.0)))) (car (F p))))")
+            checks.append(f"jac #{i}")
+            continue
         if kind == 7:
             # a derivative with respect to a closure (its environment's sensitivity,
             # paper 003): F of a closure over k, by gradient-R and gradient-F (a
@@ -297,6 +316,8 @@ def judge(kind, xs):
     if kind == "rev":
         # (derivative-F, derivative-R, and rev-grad where the function is call's)
         return [(x, xs[0]) for x in xs[1:]]
+    if kind == "jac":
+        return [(xs[4 + k], xs[k]) for k in range(4)] + [(xs[8 + k], xs[k]) for k in range(4)] + [(xs[12], xs[13])]
     if kind == "clo":
         return [(xs[1], xs[0]), (xs[2], xs[0]), (xs[3], xs[4])]
     if kind == "d3":
