@@ -48,7 +48,7 @@ use crate::eval::Machine;
 use crate::num;
 use crate::prims::{self, PrimId};
 use crate::value::{Active, ListBuilder, Value};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::rc::Rc;
@@ -400,8 +400,11 @@ pub struct Tapes {
     stack: Vec<Box<Tape>>,
     next_id: u32,
     /// Closure groups (by address, and forward or reverse) whose run on a
-    /// level was declined.
-    declined: FxHashSet<usize>,
+    /// level was declined; each group held, so that its address is not
+    /// reused by another while its key is here (a program's groups are freed
+    /// when it is done: a later one at the same address was taken for it,
+    /// and ran by the transform).
+    declined: FxHashMap<usize, Rc<crate::anf::Group>>,
     /// The compiled `Rule::Via` definitions, run when the tape declines.
     fallbacks: FxHashMap<PrimId, Value>,
     /// Off: every call runs the transform (to compare the two).
@@ -431,7 +434,7 @@ impl Default for Tapes {
         Tapes {
             stack: Vec::new(),
             next_id: 0,
-            declined: FxHashSet::default(),
+            declined: FxHashMap::default(),
             fallbacks: FxHashMap::default(),
             enabled: true,
             runs: 0,
@@ -1435,7 +1438,7 @@ fn try_tape_with(
         return Ok(None);
     }
     let key = group_key(&args[0], want);
-    if key.is_some_and(|k| m.tape.declined.contains(&k)) {
+    if key.is_some_and(|k| m.tape.declined.contains_key(&k)) {
         return Ok(None);
     }
     // (lazy parts, a lazy zero's above all, built: the walks below see data)
@@ -1493,8 +1496,8 @@ fn try_tape_with(
         Err(e) if e.kind == ErrorKind::Limit => return Err(e),
         Err(e) => {
             gave_way(m, &e.message);
-            if let Some(k) = key {
-                m.tape.declined.insert(k);
+            if let (Some(k), Value::Closure(inst, _)) = (key, f) {
+                m.tape.declined.insert(k, inst.group.clone());
             }
             return Ok(None);
         }

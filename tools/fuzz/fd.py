@@ -3,7 +3,7 @@
 # sqrt/exp/log/sin/cos/atan, let, lambda, list access, map/fold over lists, packed
 # vectors (elementwise, scans, reductions, matrix products), reversible procedures
 # (call, uncall, rev-grad), closures as the argument (environment sensitivities),
-# Jacobians of functions into lists, and inner
+# Jacobians of functions into lists, vjp of functions into nested pairs, and inner
 # derivatives and gradients, in either mode, of functions that read the outer variable)
 # differentiated by derivative-F, derivative-R, gradient-F/R, hvp and hvp-RR, twice in
 # all four mode mixes and three times in random ones; each against a central difference
@@ -195,7 +195,24 @@ def program(seed, raw=False):
         x0 = round(R.uniform(-1.2, 1.2), 3)
         body = g.expr(["x", "x", "x"], R.choice([2, 3, 3, 4]), leaf=0)
         f = f"(lambda (x) {body})"
-        kind = R.randrange(7 if raw else 9)
+        kind = R.randrange(8 if raw else 10)
+        if kind == 7 and raw:
+            kind = 9
+        if kind == 9:
+            # vjp of a function into a nested pair, with a sensitivity of that shape,
+            # against fd of the sensitivity-weighted sum along each input
+            vs = ["(car v)", "(cadr v)", "(car v)", "(cadr v)"]
+            e1, e2, e3 = (g.expr(vs, R.choice([1, 2]), leaf=0) for _ in range(3))
+            y0 = round(R.uniform(-1.2, 1.2), 3)
+            s1, s2, s3 = (R.choice(["1.0", "-0.5", "2", "0.25"]) for _ in range(3))
+            dot = f"(let (((cons a (list b c)) (F w))) (+ (* {s1} a) (+ (* {s2} b) (* {s3} c))))"
+            lines.append(
+                f"(let* ((F (lambda (v) (cons {e1} (list {e2} {e3})))) "
+                f"(g (vjp F (list {x0} {y0}) (cons {s1} (list {s2} {s3}))))) "
+                f"(list (fd (lambda (x) (let ((w (list x {y0}))) {dot})) {x0}) (car g) "
+                f"(fd (lambda (y) (let ((w (list {x0} y))) {dot})) {y0}) (cadr g)))")
+            checks.append(f"vjp #{i}")
+            continue
         if kind == 8:
             # a Jacobian of a function of a 2-list into a 2-list, both modes, against fd
             # of each output along each input (value-and-vjp's value checked too)
@@ -316,6 +333,8 @@ def judge(kind, xs):
     if kind == "rev":
         # (derivative-F, derivative-R, and rev-grad where the function is call's)
         return [(x, xs[0]) for x in xs[1:]]
+    if kind == "vjp":
+        return [(xs[1], xs[0]), (xs[3], xs[2])]
     if kind == "jac":
         return [(xs[4 + k], xs[k]) for k in range(4)] + [(xs[8 + k], xs[k]) for k in range(4)] + [(xs[12], xs[13])]
     if kind == "clo":
