@@ -17,9 +17,9 @@
 #
 # Tolerance: |ad - fd| <= 1e-5 * (1 + |ad|) (1% past |ad| = 1e4, near a pole); fd is
 # the central difference at h = 1e-4 and h/2, Richardson-extrapolated (error about
-# h^4 f^(5) and 1e-16 |f| / h); a disagreement stands only if the difference at a
-# quarter of the step disagrees too (near a singularity the error exceeds that
-# estimate). Programs that disagree are kept as $TMPDIR/vlad-fd-SEED.vlad.
+# h^4 f^(5) and 1e-16 |f| / h); a disagreement stands only if the differences at a
+# quarter and a 64th of the step disagree too (near a singularity the error exceeds
+# that estimate). Programs that disagree are kept as $TMPDIR/vlad-fd-SEED.vlad.
 import os, random, re, subprocess, sys
 
 MODES = ["F", "R"]
@@ -192,6 +192,7 @@ def program(seed, raw=False):
     lines.append(FD_LINE)
     checks = []
     for i in range(6):
+        rev = ""
         x0 = round(R.uniform(-1.2, 1.2), 3)
         body = g.expr(["x", "x", "x"], R.choice([2, 3, 3, 4]), leaf=0)
         f = f"(lambda (x) {body})"
@@ -266,6 +267,10 @@ def program(seed, raw=False):
                 checks.append(f"rev #{i}")
                 continue
             kind = R.choice([0, 1])
+            # (doubles are only approximately reversible: the backward run that gives
+            # derivative-R recomputes the values by the inverse updates, to about 1e-9
+            # relative in these loops, which a difference of it magnifies by 1/h)
+            rev = "r"
         if kind == 5:
             # packed vectors: a first and a second derivative of a reduction of vector code
             body = g.vreduce(["x", "x"], R.choice([1, 2, 3]))
@@ -277,14 +282,14 @@ def program(seed, raw=False):
         if kind == 0:
             # first derivative, both modes, against fd of f
             lines.append(f"(let ((f {f})) (list (fd f {x0}) ((derivative-F f) {x0}) ((derivative-R f) {x0})))")
-            checks.append(f"d1 #{i}")
+            checks.append(f"d1{rev} #{i}")
         elif kind == 1:
             # second derivative, all four mixes, against fd of f' by each mode
             lines.append(
                 f"(let ((f {f})) (list (fd (derivative-F f) {x0}) (fd (derivative-R f) {x0}) "
                 + " ".join(f"((derivative-{a} (derivative-{b} f)) {x0})" for a in MODES for b in MODES)
                 + "))")
-            checks.append(f"d2 #{i}")
+            checks.append(f"d2{rev} #{i}")
         elif kind == 2:
             # a gradient of a two-variable function, both modes, against fd along each axis
             body2 = g.expr(["(car v)", "(cadr v)", "(car v)", "(cadr v)"], R.choice([2, 3]), leaf=0)
@@ -319,10 +324,12 @@ def program(seed, raw=False):
 NUM = re.compile(r"[-+]?(?:\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+|\d+|inf\.0|nan\.0)")
 
 
-def agree(ad, fd):
+def agree(ad, fd, loose=False):
     # (a derivative past 1e4 means a pole near by, where the finite difference's
     # error, h^4 f^(5), grows faster: there 1% is asked)
     tol = 1e-5 * (1 + abs(ad)) if abs(ad) < 1e4 else 1e-2 * abs(ad)
+    if loose:
+        tol = max(tol, 1e-3 * (1 + abs(ad)))
     return abs(ad - fd) <= tol
 
 
@@ -348,8 +355,12 @@ def judge(kind, xs):
 
 
 FD_LINE = "(define (fd f x) (/ (- (* 4.0 (cd f x 5e-5)) (cd f x 1e-4)) 3.0))"
-# (the same, at a quarter of the step: a second opinion where the first disagrees)
-FD_LINE_FINE = "(define (fd f x) (/ (- (* 4.0 (cd f x 1.25e-5)) (cd f x 2.5e-5)) 3.0))"
+# (the same at a quarter and at a 64th of the step: second opinions where the first
+# disagrees, for a pole nearer than the step)
+FD_LINES_FINE = [
+    "(define (fd f x) (/ (- (* 4.0 (cd f x 1.25e-5)) (cd f x 2.5e-5)) 3.0))",
+    "(define (fd f x) (/ (- (* 4.0 (cd f x 7.8125e-7)) (cd f x 1.5625e-6)) 3.0))",
+]
 
 
 def run_checks(bin_, flags, path, src, checks):
@@ -371,8 +382,10 @@ def run_checks(bin_, flags, path, src, checks):
               for t in NUM.findall(line)]
         if any(x != x for x in xs):
             continue  # NaN in the function itself (log/sqrt of a negative: none generated)
-        for a, b in judge(check.split()[0], xs):
-            if not agree(a, b):
+        kind = check.split()[0]
+        loose = kind.endswith("r")
+        for a, b in judge(kind.rstrip("r"), xs):
+            if not agree(a, b, loose):
                 problems.append(f"{check}: {a!r} vs {b!r} in {line}")
                 break
     return problems
@@ -390,10 +403,12 @@ def main():
         src, checks = program(seed, raw)
         path = os.path.join(tmp, f"vlad-fd-{seed}{''.join(flags)}{'-raw' if raw else ''}.vlad")
         problems = run_checks(bin_, flags, path, src, checks)
-        if problems and not problems[0].startswith("error"):
+        for fine in FD_LINES_FINE:
+            if not problems or problems[0].startswith("error"):
+                break
             # (a finite difference near a singularity errs more than h^4 suggests:
-            # a disagreement stands only if the finer difference disagrees too)
-            problems = run_checks(bin_, flags, path, src.replace(FD_LINE, FD_LINE_FINE), checks)
+            # a disagreement stands only if the finer differences disagree too)
+            problems = run_checks(bin_, flags, path, src.replace(FD_LINE, fine), checks)
         if problems:
             bad += 1
             print(f"seed {seed}: " + "; ".join(problems))
