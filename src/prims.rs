@@ -643,13 +643,7 @@ fn check_tangent(m: &mut Machine, a: &[Value]) -> Result<Value> {
 /// `()` (such procedures' zero).
 fn env_list(_: &mut Machine, a: &[Value]) -> Result<Value> {
     match &a[0] {
-        Value::Closure(inst, _) if !ops::is_prim_based(&a[0]) => {
-            let mut out = ListBuilder::new();
-            for v in inst.env.iter() {
-                out.push(v.clone());
-            }
-            Ok(out.finish(Value::Nil))
-        }
+        Value::Closure(inst, _) if !ops::is_prim_based(&a[0]) => Ok(Value::list(inst.env.iter().cloned())),
         Value::Closure(..) | Value::Prim(_) | Value::Rev(_) | Value::Nil => Ok(Value::Nil),
         v => Err(err(format!("%env: expected a procedure, got {} ({})", describe(v), v.kind_name()))),
     }
@@ -909,13 +903,9 @@ fn list_ref_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
         v if v.is_number() => return Err(bad("a whole number from 0")),
         _ => return Err(bad("a number")),
     };
-    list_ref_from(m, &a[0], i, 0, &a[1])
-}
-
-/// [`list_ref_native`]'s walk: element `i` of the list of which `l` is the
-/// tail from element `k` on (`shown`: the index as given, for the error).
-fn list_ref_from(m: &mut Machine, l: &Value, i: u64, mut k: u64, shown: &Value) -> Result<Value> {
-    let mut l = l;
+    let (mut l, mut k) = (&a[0], 0u64);
+    // (the rest of the list, built, once a lazy tail was met: as in `walk`)
+    let mut built;
     loop {
         match l {
             Value::Pair(p) if k == i => return Ok(p.car.clone()),
@@ -926,25 +916,18 @@ fn list_ref_from(m: &mut Machine, l: &Value, i: u64, mut k: u64, shown: &Value) 
                     m.check_limits()?;
                 }
             }
-            // (a lazy tail, as in `walk`: the rest built, then walked)
             Value::Lazy(z) if z.pair => {
-                let rest = ops::force(m, l)?;
-                return list_ref_from(m, &rest, i, k, shown);
+                built = build_rest(m, l)?;
+                l = &built;
             }
             Value::Nil => {
                 return Err(err(format!(
                     "list-ref: index {} is past the end of a list of {k} element{}",
-                    describe(shown),
+                    describe(&a[1]),
                     if k == 1 { "" } else { "s" }
                 )))
             }
-            other => {
-                return Err(err(format!(
-                    "list-ref: expected a list, got {} ({})",
-                    describe(other),
-                    other.kind_name()
-                )))
-            }
+            other => return Err(not_a_list("list-ref", other)),
         }
     }
 }

@@ -526,17 +526,23 @@ impl Value {
         }
     }
 
-    /// Is this a number under tags or in bundles (a differentiated real)?
-    fn wraps_number(&self) -> bool {
+    /// What this is under its tags and in its bundles' primals (itself if
+    /// none; a [`Value::TReal`] as it is, a real under tags).
+    pub fn untagged(&self) -> &Value {
         let mut v = self;
         loop {
             v = match v {
-                Value::TReal(..) => return true,
                 Value::Tagged(_, x) => x,
                 Value::Bundle(b) => &b.0,
-                v => return v.is_number(),
+                v => return v,
             }
         }
+    }
+
+    /// Is this a number under tags or in bundles (a differentiated real)?
+    fn wraps_number(&self) -> bool {
+        let v = self.untagged();
+        matches!(v, Value::TReal(..)) || v.is_number()
     }
 
     /// A short description of the kind of value, for error messages.

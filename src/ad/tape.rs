@@ -1228,23 +1228,18 @@ pub enum Want {
 /// `%real-vjp`, `%vjp`, `%value-and-vjp` called directly: on a tape where it
 /// can be, by the transform (`via`, the primitive's definition) otherwise.
 pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
-    let who = match want {
-        Want::RealVjp => "derivative-R/gradient-R",
-        Want::Vjp => "vjp",
-        Want::ValueAndVjp => "value-and-vjp",
-        Want::Jvp => "jvp/derivative-F",
+    // (the derivative's name for its errors, and the primitive's)
+    let (who, name) = match want {
+        Want::RealVjp => ("derivative-R/gradient-R", "%real-vjp"),
+        Want::Vjp => ("vjp", "%vjp"),
+        Want::ValueAndVjp => ("value-and-vjp", "%value-and-vjp"),
+        Want::Jvp => ("jvp/derivative-F", "%jvp"),
     };
     check_function(who, &args[0])?;
     if let Some(v) = try_tape(m, want, args)? {
         m.tape.runs += 1;
         return Ok(v);
     }
-    let name = match want {
-        Want::RealVjp => "%real-vjp",
-        Want::Vjp => "%vjp",
-        Want::ValueAndVjp => "%value-and-vjp",
-        Want::Jvp => "%jvp",
-    };
     by_transform(m, name, args)
 }
 
@@ -1252,14 +1247,7 @@ pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
 /// plainly not a procedure (data, seen through any tags): it was reported as
 /// the application of the transformed value (`cannot apply (reverse 5)`).
 fn check_function(who: &str, f: &Value) -> Result<()> {
-    let mut core = f;
-    loop {
-        core = match core {
-            Value::Tagged(_, x) => x,
-            Value::Bundle(b) => &b.0,
-            _ => break,
-        };
-    }
+    let core = f.untagged();
     let data = matches!(
         core,
         Value::Nil
