@@ -89,8 +89,13 @@ impl Error {
         }
     }
 
-    /// Records one call frame as the error unwinds through it.
+    /// Records one call frame as the error unwinds through it. (Not the
+    /// `error` form's primitive in a derivative, `(forward %error)`: the form
+    /// is no call in the user's code, and its location is the error's.)
     pub fn push_frame(&mut self, name: &str, span: Span) {
+        if name.rsplit(' ').next().is_some_and(|inner| inner.trim_end_matches(')') == "%error") {
+            return;
+        }
         if self.trace.len() < MAX_TRACE {
             self.trace.push((name.to_string(), span));
         } else {

@@ -26,7 +26,8 @@ pub enum Core {
 #[derive(Clone, Debug)]
 pub struct ConstVal(pub DatumKindValue);
 
-/// Values that literals denote: (), booleans, numbers and pairs of these.
+/// Values that literals denote: (), booleans, numbers and pairs of these; and
+/// the primitives that forms expand into calls of (`error`'s).
 #[derive(Debug)]
 pub enum DatumKindValue {
     Nil,
@@ -36,6 +37,7 @@ pub enum DatumKindValue {
     Rat(Rc<num_rational::BigRational>),
     Real(f64),
     Pair(Box<DatumKindValue>, Box<DatumKindValue>),
+    Prim(crate::prims::PrimId),
 }
 
 /// (Copying recurses once per level of nesting, growing the stack as it goes.)
@@ -48,6 +50,7 @@ impl Clone for DatumKindValue {
             DatumKindValue::Big(b) => DatumKindValue::Big(b.clone()),
             DatumKindValue::Rat(q) => DatumKindValue::Rat(q.clone()),
             DatumKindValue::Real(r) => DatumKindValue::Real(*r),
+            DatumKindValue::Prim(p) => DatumKindValue::Prim(*p),
             DatumKindValue::Pair(a, d) => crate::stack::grow(|| DatumKindValue::Pair(a.clone(), d.clone())),
         }
     }
@@ -80,6 +83,7 @@ impl DatumKindValue {
             DatumKindValue::Big(b) => Value::Big(b.clone()),
             DatumKindValue::Rat(q) => Value::Rat(q.clone()),
             DatumKindValue::Real(r) => Value::Real(*r),
+            DatumKindValue::Prim(p) => Value::Prim(*p),
             DatumKindValue::Pair(a, d) => crate::stack::grow(|| Value::cons(a.to_value(), d.to_value())),
         }
     }
@@ -266,6 +270,22 @@ pub fn datum_const(d: &Datum) -> Result<ConstVal> {
     go(d).map(ConstVal)
 }
 
+/// `(error "message" irritant ...)`: a call of the primitive `%error` on the
+/// message's index (`prims::intern_message`) and the list of the irritants,
+/// which fails with the message followed by the irritants' values.
+fn expand_error(d: &Datum, items: &[Datum]) -> Result<Core> {
+    let sp = d.span;
+    let DatumKind::Str(msg) = &items[1].kind else { unreachable!("checked by the caller") };
+    let prim = crate::prims::lookup("%error").expect("the primitive of `error`");
+    let k = crate::prims::intern_message(msg);
+    let irritants = expand_cons_star(d, &items[2..], Some(Core::Const(ConstVal(DatumKindValue::Nil), sp)))?;
+    Ok(Core::App(
+        Box::new(Core::Const(ConstVal(DatumKindValue::Prim(prim)), items[0].span)),
+        vec![Core::Const(ConstVal(DatumKindValue::Int(k)), items[1].span), irritants],
+        sp,
+    ))
+}
+
 /// Expands one expression.
 pub fn expand(d: &Datum) -> Result<Core> {
     crate::stack::grow(|| expand_here(d))
@@ -339,6 +359,10 @@ fn expand_here(d: &Datum) -> Result<Core> {
                         return Err(bad(d, "`define-reversible` is allowed only at top level"))
                     }
                     "include" => return Err(bad(d, "`include` is allowed only at top level")),
+                    // (`error` is a variable otherwise: a string is no expression)
+                    "error" if matches!(items.get(1).map(|m| &m.kind), Some(DatumKind::Str(_))) => {
+                        return expand_error(d, items)
+                    }
                     "else" => return Err(bad(d, "`else` outside `cond`")),
                     // (Scheme's `case`, which would fail at its `else` clause)
                     "case"

@@ -431,6 +431,8 @@ fn table() -> Vec<PrimDef> {
             rules!("(lambda (x y dx) dx)", "(lambda (x y yb) yb)"),
             Other,
         ),
+        // The `error` form: `(error "message" irritant ...)` is `(%error k (list irritant ...))`.
+        p("%error", 2, raise_error, Rule::Predicate, Other),
         p(
             "if-procedure",
             3,
@@ -601,6 +603,48 @@ fn primal_view(m: &mut Machine, v: &Value, budget: &mut u32) -> Value {
         }
         other => other.clone(),
     }
+}
+
+/// The messages of the program's `error` forms, each once: the expander turns
+/// `(error "message" x ...)` into `(%error k (list x ...))`, `k` the message's
+/// index here (VLAD has no strings as values).
+static MESSAGES: std::sync::Mutex<Vec<std::sync::Arc<str>>> = std::sync::Mutex::new(Vec::new());
+
+/// The index of `msg` among the `error` forms' messages (added if new).
+pub fn intern_message(msg: &str) -> i64 {
+    let mut t = MESSAGES.lock().unwrap_or_else(|e| e.into_inner());
+    let k = t.iter().position(|m| &**m == msg).unwrap_or_else(|| {
+        t.push(msg.into());
+        t.len() - 1
+    });
+    k as i64
+}
+
+/// Message `k` of [`intern_message`].
+pub fn message(k: i64) -> Option<std::sync::Arc<str>> {
+    let t = MESSAGES.lock().unwrap_or_else(|e| e.into_inner());
+    usize::try_from(k).ok().and_then(|k| t.get(k).cloned())
+}
+
+/// `(%error k irritants)`, the `error` form: fails with message `k` followed by
+/// the irritants as they print (AD tags and tangents stripped), each after a
+/// space, as Scheme's `error` reports them.
+fn raise_error(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    // (the index may come tagged, or as a double, through the AD transforms)
+    let k = match &*ops::strip(&a[0]) {
+        Value::Int(k) => *k,
+        Value::Real(r) if r.fract() == 0.0 => *r as i64,
+        _ => -1,
+    };
+    let mut msg = message(k).map_or_else(|| "error".to_string(), |s| s.to_string());
+    let mut budget = 64;
+    let mut rest = primal_view(m, &a[1], &mut budget);
+    while let Value::Pair(p) = rest {
+        msg.push(' ');
+        msg.push_str(&crate::print::brief(&p.car, 200));
+        rest = p.cdr.clone();
+    }
+    Err(err(msg))
 }
 
 /// `(%check-sensitivity y s who)`: `s`, checked to be a sensitivity of `y`

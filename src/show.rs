@@ -72,7 +72,21 @@ fn write_expr(out: &mut String, e: &Expr, depth: usize) {
         Expr::Prim(p, args, _) => {
             out.push('(');
             out.push_str(crate::prims::prim(*p).name);
-            write_args(out, args);
+            match args {
+                // the `error` form's message (by its index, in the code)
+                Args::Tuple(xs) if crate::prims::prim(*p).name == "%error" => {
+                    if let [Atom::Const(Value::Int(k)), rest] = &xs[..] {
+                        if let Some(msg) = crate::prims::message(*k) {
+                            out.push_str(&format!(" {:?} ", &*msg));
+                            write_atom(out, rest);
+                            out.push(')');
+                            return;
+                        }
+                    }
+                    write_args(out, args)
+                }
+                _ => write_args(out, args),
+            }
             out.push(')');
         }
         Expr::Cons(a, d) => {

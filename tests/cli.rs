@@ -411,6 +411,39 @@ fn output_that_cannot_be_written_is_an_error() {
 
 // ---- run-time errors ----
 
+/// `(error "message" irritant ...)` reports like any run-time error: the
+/// form's location and source line, the message and the irritants, the call
+/// trace; the program stops with status 1 after what it printed before. In a
+/// derivative the trace has the transformed procedures but not the form's
+/// primitive. `error` with no message first is an unbound variable with a hint.
+#[test]
+fn the_error_form_reports_its_message_where_it_is() {
+    let o = run_bad(
+        "(define (check x) (if (< x 0) (error \"check: negative\" x (list x)) x))\n(write 1)\n(check -2)\n(write 3)\n",
+        &[],
+    );
+    assert_eq!((o.code, o.stdout.as_str()), (1, "1\n1\n"));
+    assert_stderr(
+        &o,
+        "bad.vlad:1:31: error: check: negative -2 (-2)\n\
+         \x20 | (define (check x) (if (< x 0) (error \"check: negative\" x (list x)) x))\n\
+         \x20 |                               ^\n\
+         \x20 in check called at bad.vlad:3:1\n",
+    );
+    let o = run_bad(
+        "(define (check x) (if (< x 0) (error \"check: negative\" x) x))\n((derivative-R check) -2.0)\n",
+        &[],
+    );
+    assert!(o.stderr.starts_with("bad.vlad:1:31: error: check: negative -2.0\n"), "{}", o.stderr);
+    assert!(o.stderr.contains("  in (reverse check)\n") && !o.stderr.contains("%error"), "{}", o.stderr);
+    let o = run_bad("(error 5)\n", &[]);
+    assert!(
+        o.stderr.contains("unbound variable `error` (`error` needs its message first, a string"),
+        "{}",
+        o.stderr
+    );
+}
+
 /// A call with too few arguments fails in the parameters' destructuring; the
 /// message says so (it said "for the pattern `x y`"; for a procedure of no
 /// parameters it named no pattern at all).
@@ -1392,6 +1425,18 @@ fn anf_prints_the_alpha_renamed_a_normal_form() {
     let o = vlad(&d, &["anf", "--reverse", "m.vlad"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stdout.contains(";; reverse transform of f\n"), "{}", o.stdout);
+}
+
+/// The `error` form's primitive is shown with its message, not the index the
+/// code holds it by.
+#[test]
+fn anf_shows_the_message_of_an_error_form() {
+    let d = Dir::new();
+    d.file("m.vlad", "(define (f x) (error \"f: \\\"no\\\" ∂\" x))\n");
+    let o = vlad(&d, &["anf", "m.vlad"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let re = regex::Regex::new(r#"\(%error "f: \\"no\\" ∂" p_\d+\)"#).unwrap();
+    assert!(re.is_match(&o.stdout), "{}", o.stdout);
 }
 
 #[test]
