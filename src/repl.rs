@@ -418,6 +418,8 @@ impl Repl {
     /// Names for completion: keywords, primitives, the prelude and user definitions.
     fn names(&self) -> Vec<String> {
         let mut v: Vec<String> = crate::expand::KEYWORDS.iter().map(|s| s.to_string()).collect();
+        // (a form before a string, a variable otherwise: not among the keywords)
+        v.push("error".to_string());
         v.extend(crate::prims::prims().iter().map(|p| p.name.to_string()));
         v.extend(self.s.scope.keys().map(|k| k.to_string()));
         v.sort();

@@ -85,6 +85,103 @@ const ACCESSORS: [(&str, &[bool]); 7] = [
     ("caddr", &[false, false, true]),
 ];
 
+/// A procedure's parameter list that a call's arguments ran out in (see
+/// [`param_list`]).
+struct ParamList {
+    /// The parameters, as their text (a named `let`'s: its variables).
+    names: Vec<String>,
+    /// How many of them matched (those before the one that did not).
+    matched: usize,
+    /// The named `let`'s name, for one.
+    loop_name: Option<String>,
+}
+
+/// The parameter list of a `lambda`, a `define` or a named `let` that holds
+/// offset `at` of `text`, where the first parameter that did not match starts
+/// (in a named `let`, its variable in its binding).
+fn param_list(text: &str, at: usize) -> Option<ParamList> {
+    let open = enclosing_open(text, at)?;
+    list_at(text, open, at, false).or_else(|| list_at(text, enclosing_open(text, open)?, open, true))
+}
+
+/// The offset of the `(` of the innermost list around offset `at` of `text`.
+fn enclosing_open(text: &str, at: usize) -> Option<usize> {
+    let mut depth = 0;
+    text.get(..at)?.char_indices().rev().find_map(|(i, c)| {
+        match c {
+            ')' => depth += 1,
+            '(' if depth == 0 => return Some(i),
+            '(' => depth -= 1,
+            _ => {}
+        }
+        None
+    })
+}
+
+/// [`param_list`] for the list at offset `open`, with the failing parameter at
+/// `at`: `bindings` for a named `let`'s bindings.
+fn list_at(text: &str, open: usize, at: usize, bindings: bool) -> Option<ParamList> {
+    let keyword = text[..open].trim_end();
+    let named = keyword.ends_with("(define") || keyword.ends_with("(define-reversible");
+    let loop_name = keyword
+        .rsplit_once("(let")
+        .map(|(_, rest)| rest)
+        .filter(|rest| rest.starts_with(char::is_whitespace))
+        .map(str::trim)
+        .filter(|name| !name.is_empty() && !name.contains(|c: char| c.is_whitespace() || "()".contains(c)));
+    if bindings != loop_name.is_some() || !bindings && !named && !keyword.ends_with("(lambda") {
+        return None;
+    }
+    // (the list as the reader reads it: comments skipped)
+    let data = crate::reader::read_all(&text[open..=matching_close(text, open)?], u32::MAX).ok()?;
+    let items = data.first()?.as_list()?;
+    let at = (at - open) as u32;
+    // (a definition's list starts with the procedure's name)
+    let items = &items[usize::from(named).min(items.len())..];
+    let matched = items.iter().filter(|d| d.span.end <= at).count();
+    let names = if bindings {
+        items.iter().map(binding_var).collect::<Option<Vec<_>>>()?
+    } else {
+        items.iter().map(crate::check::datum_text).collect()
+    };
+    Some(ParamList { names, matched, loop_name: loop_name.map(str::to_string) })
+}
+
+/// The offset of the `)` that closes the list opening at offset `open` of
+/// `text` (past strings and `;` comments).
+fn matching_close(text: &str, open: usize) -> Option<usize> {
+    let mut depth = 0;
+    let mut chars = text.get(open..)?.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth == 1 => return Some(open + i),
+            ')' => depth -= 1,
+            ';' => {
+                chars.find(|&(_, c)| c == '\n');
+            }
+            '"' => {
+                let mut escaped = false;
+                chars.find(|&(_, c)| {
+                    let end = c == '"' && !escaped;
+                    escaped = c == '\\' && !escaped;
+                    end
+                });
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The variable of a `let` binding `(x e)`.
+fn binding_var(d: &Datum) -> Option<String> {
+    match d.as_list()? {
+        [x, _] => x.as_symbol().map(str::to_string),
+        _ => None,
+    }
+}
+
 /// The accessor a call's source text names, if it is a call of one of the
 /// prelude's pair accessors (`(car x)`).
 fn accessor_call(text: &str) -> Option<&'static str> {
@@ -611,10 +708,34 @@ impl Session {
         }
         // The location is a pattern's, or a call's that destructures inline (`(car 5)`).
         let is_pattern = !data.is_empty() && data.iter().all(|d| expand::pattern(d).is_ok());
-        if let Some(text) = text.filter(|t| is_pattern && t.chars().count() <= 80) {
+        // (a named `let`'s loop called with too few arguments is located at
+        // its variables, from the first that did not match to the last, which
+        // is no datum: `i 0) (j`)
+        let too_few = e.message.starts_with("pattern mismatch: expected a pair,")
+            && (data.len() > 1 || text.is_some() && data.is_empty());
+        let params = param_list(&file.text, sp.start as usize)
+            .filter(|p| too_few && (is_pattern || p.loop_name.is_some()) && p.names.len() > p.matched + 1);
+        if let Some(p) = params {
+            // All the parameters, and how many arguments came: those the ones
+            // before matched, and the value that is no pair, unless the call
+            // passed none.
+            let given = match p.matched {
+                0 if e.message.starts_with("pattern mismatch: expected a pair, got () ") => {
+                    "none".to_string()
+                }
+                n => (n + 1).to_string(),
+            };
+            let names = p.names.join(" ");
+            let what = match p.loop_name {
+                Some(name) => format!("the variables `{names}` of the named `let` `{name}`"),
+                None => format!("the parameters `{names}`"),
+            };
+            e.message = format!("{}, for {} (too few arguments: {} given)", e.message, what, given);
+        } else if text.is_some_and(|t| is_pattern && t.chars().count() <= 80) {
             // Several patterns are a procedure's parameters (from the one that did
-            // not match on): the argument tuple ended before them.
-            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            // not match on): the argument tuple ended before them. (Shown as the
+            // data read, without any comments among them.)
+            let text = data.iter().map(crate::check::datum_text).collect::<Vec<_>>().join(" ");
             e.message = if data.len() > 1 && e.message.starts_with("pattern mismatch: expected a pair,") {
                 format!("{}, for the parameters `{}` (too few arguments)", e.message, text)
             } else {

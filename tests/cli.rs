@@ -445,15 +445,50 @@ fn the_error_form_reports_its_message_where_it_is() {
 }
 
 /// A call with too few arguments fails in the parameters' destructuring; the
-/// message says so (it said "for the pattern `x y`"; for a procedure of no
-/// parameters it named no pattern at all).
+/// message says so, names all the parameters and counts the arguments (it said
+/// "for the pattern `y z`" of `x y z` given 2; for a procedure of no
+/// parameters it named no pattern at all, nor for a named `let`).
 #[test]
 fn too_few_or_too_many_arguments_are_named_so() {
     for (src, expected) in [
         (
             "(define (f x y) (+ x y))\n(f 1)\n",
             "bad.vlad:1:12: error: pattern mismatch: expected a pair, got 1 (an exact integer), \
-             for the parameters `x y` (too few arguments)\n",
+             for the parameters `x y` (too few arguments: 1 given)\n",
+        ),
+        // the failing parameter is a later one: all are named, and the count
+        // is of those matched and the one that failed
+        (
+            "(define (f x y z) (+ x y))\n(f 1 2)\n",
+            "bad.vlad:1:14: error: pattern mismatch: expected a pair, got 2 (an exact integer), \
+             for the parameters `x y z` (too few arguments: 2 given)\n",
+        ),
+        (
+            "((lambda ((cons a b) c d) a) (cons 1 2) 3)\n",
+            "bad.vlad:1:22: error: pattern mismatch: expected a pair, got 3 (an exact integer), \
+             for the parameters `(cons a b) c d` (too few arguments: 2 given)\n",
+        ),
+        (
+            "(define (f x y z) (+ x y))\n(f)\n",
+            "bad.vlad:1:12: error: pattern mismatch: expected a pair, got () (the empty list), \
+             for the parameters `x y z` (too few arguments: none given)\n",
+        ),
+        // a curried definition's inner list
+        (
+            "(define ((g a) b c) (+ a b))\n((g 1) 2)\n",
+            "bad.vlad:1:16: error: pattern mismatch: expected a pair, got 2 (an exact integer), \
+             for the parameters `b c` (too few arguments: 1 given)\n",
+        ),
+        // a named let's loop (located at its variables), a comment among parameters
+        (
+            "(let loop ((i 0) (j 1) (k 2)) (if (< i 1) (loop 5 6) i))\n",
+            "bad.vlad:1:19: error: pattern mismatch: expected a pair, got 6 (an exact integer), \
+             for the variables `i j k` of the named `let` `loop` (too few arguments: 2 given)\n",
+        ),
+        (
+            "(define (f x ; the first (of two)\n  y) x)\n(f 1)\n",
+            "bad.vlad:1:12: error: pattern mismatch: expected a pair, got 1 (an exact integer), \
+             for the parameters `x y` (too few arguments: 1 given)\n",
         ),
         (
             "(define (f) 1)\n(f 2)\n",

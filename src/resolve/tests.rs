@@ -165,7 +165,7 @@ fn tuple_fast_path_gives_the_same_results_as_the_general_path() {
         ("(g (cons 1 2) 3)", "(g (cons (cons 1 2) 3))", "(1 2 3)"),
         ("(h 0 5)", "(h (cons 0 5))", "5"),
         ("(h 1 5)", "(h (cons 1 5))", "error: pattern mismatch: expected 0, got 1, for the pattern `0`"),
-        ("(f 1 2)", "(f (cons 1 2))", "error: pattern mismatch: expected a pair, got 2 (an exact integer), for the parameters `b c` (too few arguments)"),
+        ("(f 1 2)", "(f (cons 1 2))", "error: pattern mismatch: expected a pair, got 2 (an exact integer), for the parameters `a b c` (too few arguments: 2 given)"),
         ("(g 1 2)", "(g (cons 1 2))", "error: pattern mismatch: expected a pair, got 1 (an exact integer), for the pattern `(cons a b)`"),
         ("(k 1 2 3)", "(k (cons* 1 2 3))", "(1 2 . 3)"),
     ];
