@@ -739,7 +739,16 @@ impl Session {
             e.message = if data.len() > 1 && e.message.starts_with("pattern mismatch: expected a pair,") {
                 format!("{}, for the parameters `{}` (too few arguments)", e.message, text)
             } else {
-                format!("{}, for the pattern `{}`", e.message, text)
+                // (a defined procedure's parameter is named with the procedure: the
+                // call may be a primitive's, `(map car l)`, not in the trace)
+                let of = enclosing_open(&file.text, sp.start as usize)
+                    .filter(|&open| file.text[..open].trim_end().ends_with("(define"))
+                    .and_then(|open| {
+                        let close = matching_close(&file.text, open)?;
+                        let data = crate::reader::read_all(&file.text[open..=close], u32::MAX).ok()?;
+                        Some(format!(" of `{}`", data.first()?.as_list()?.first()?.as_symbol()?))
+                    });
+                format!("{}, for the pattern `{}`{}", e.message, text, of.unwrap_or_default())
             };
         } else if let Some(name) = text.and_then(accessor_call) {
             // A call of a prelude accessor compiled to destructuring in place: name

@@ -530,18 +530,29 @@ fn a_pair_given_to_a_one_argument_primitive_is_explained() {
     }
 }
 
+/// A defined procedure's parameter pattern is named with the procedure (a
+/// call by a primitive, `(map car l)`, is in no trace).
 #[test]
 fn pattern_mismatch() {
     let o = run_bad("(define (f (cons a b)) a)\n(define (g x) (+ 1 (f x)))\n(g 5)\n", &[]);
     assert_eq!(o.code, 1);
     assert_stderr(
         &o,
-        "bad.vlad:1:12: error: pattern mismatch: expected a pair, got 5 (an exact integer), for the pattern `(cons a b)`
+        "bad.vlad:1:12: error: pattern mismatch: expected a pair, got 5 (an exact integer), for the pattern `(cons a b)` of `f`
   | (define (f (cons a b)) a)
   |            ^
   in f called at bad.vlad:2:20
   in g called at bad.vlad:3:1
 ",
+    );
+    let o = run_bad("(map car (list 1 2))\n", &[]);
+    assert!(
+        o.stderr.starts_with(
+            "prelude/base.vlad:4:14: error: pattern mismatch: expected a pair, got 1 (an exact integer), \
+             for the pattern `(cons a d)` of `car`\n"
+        ),
+        "{}",
+        o.stderr
     );
 }
 
