@@ -345,7 +345,7 @@ fn parse_place(d: &Datum) -> Result<Place> {
 }
 
 const STMT_LIST: &str =
-    "+= -= ^= *= /= swap if-rev from-loop local push pop call uncall begin-rev skip with-uncompute";
+    "+= -= ^= *= /= swap if-rev from-loop local push pop call uncall begin-rev skip with-uncompute error";
 
 /// Parses one statement.
 pub fn parse_stmt(d: &Datum) -> Result<Stmt> {
@@ -461,6 +461,15 @@ fn parse_stmt_here(d: &Datum) -> Result<Stmt> {
             need(0, "(skip)")?;
             Stmt::Skip(sp)
         }
+        // (the `error` form as a statement fails where it is run, forwards or
+        // backwards: an `if-rev` whose test and assertion are the form)
+        "error" if matches!(items.get(1).map(|m| &m.kind), Some(DatumKind::Str(_))) => Stmt::If {
+            test: d.clone(),
+            then: Box::new(Stmt::Skip(sp)),
+            els: Box::new(Stmt::Skip(sp)),
+            assert: d.clone(),
+            span: sp,
+        },
         "with-uncompute" => {
             let compute = match items.get(1).and_then(|c| c.as_list()) {
                 Some(c) => c.iter().map(parse_stmt).collect::<Result<Vec<_>>>()?,
