@@ -713,8 +713,10 @@ impl Session {
         // is no datum: `i 0) (j`)
         let too_few = e.message.starts_with("pattern mismatch: expected a pair,")
             && (data.len() > 1 || text.is_some() && data.is_empty());
-        let params = param_list(&file.text, sp.start as usize)
-            .filter(|p| too_few && (is_pattern || p.loop_name.is_some()) && p.names.len() > p.matched + 1);
+        let params = too_few
+            .then(|| param_list(&file.text, sp.start as usize))
+            .flatten()
+            .filter(|p| (is_pattern || p.loop_name.is_some()) && p.names.len() > p.matched + 1);
         if let Some(p) = params {
             // All the parameters, and how many arguments came: those the ones
             // before matched, and the value that is no pair, unless the call
