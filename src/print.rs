@@ -190,6 +190,13 @@ impl<'a> Printer<'a> {
                 self.push_str(")");
             }
             Value::Prim(p) => self.push_str(crate::prims::prim(*p).name),
+            // (on one line where the printing is cut short, for a message)
+            Value::Closure(inst, i) if self.limit != usize::MAX => {
+                let mut code = String::new();
+                crate::show::write_closure(&mut code, inst, *i as usize);
+                let lines: Vec<&str> = code.lines().map(str::trim).collect();
+                self.push_str(&lines.join(" "));
+            }
             Value::Closure(inst, i) => crate::show::write_closure(&mut self.buf, inst, *i as usize),
             Value::Tagged(..) | Value::TReal(..) => {
                 let (t, inner) = v.peel().expect("a tagged value");
