@@ -29,6 +29,7 @@ const SCHEME_ONLY: &[(&[&str], &str)] = &[
         "Scheme vectors are not VLAD data: use lists, or the packed real vectors of `vector-of`, `make-vec`, `vec-ref`, `vec-length`, `list-of`",
     ),
     (&["error"], "`error` needs its message first, a string: `(error \"f: bad input\" x)`"),
+    (&["assert", "raise"], "stop with a message by `(if ok value (error \"f: bad input\" x))`"),
     (&["apply"], "a VLAD procedure takes one argument, several being one tuple: `(f (cons* a b))` is `(f a b)`"),
 ];
 

@@ -120,6 +120,11 @@ fn a_scheme_form_vlad_lacks_or_a_malformed_number_says_what_to_use() {
             "unbound variable `quasiquote` (VLAD has no quasiquote",
         ),
         ("(case 1 ((1) 2) (else 3))\n", "bad.vlad:1:2", "`case` is not VLAD syntax: use `cond`"),
+        (
+            "(define (f x) (assert (> x 0)))\n",
+            "bad.vlad:1:16",
+            "unbound variable `assert` (stop with a message by `(if ok value (error \"f: bad input\" x))`)",
+        ),
     ] {
         let o = run_bad(src, &[]);
         assert!(o.stderr.starts_with(&format!("{at}: error: {hint}")), "{src}: {}", o.stderr);
