@@ -96,82 +96,70 @@ struct ParamList {
     loop_name: Option<String>,
 }
 
-/// The parameter list of a `lambda`, a `define` or a named `let` that holds
-/// offset `at` of `text`, where the first parameter that did not match starts
-/// (in a named `let`, its variable in its binding).
-fn param_list(text: &str, at: usize) -> Option<ParamList> {
-    let open = enclosing_open(text, at)?;
-    list_at(text, open, at, false).or_else(|| list_at(text, enclosing_open(text, open)?, open, true))
+/// The lists of `data` (a source file read) that hold offset `at` inside,
+/// after their opening bracket: from the outermost, one in the other.
+fn lists_around(data: &[Datum], at: u32) -> Vec<&Datum> {
+    let mut path = Vec::new();
+    let mut items = data;
+    while let Some(d) = items.iter().find(|d| d.span.start < at && at < d.span.end && d.as_list().is_some()) {
+        path.push(d);
+        items = d.as_list().unwrap_or_default();
+    }
+    path
 }
 
-/// The offset of the `(` of the innermost list around offset `at` of `text`.
-fn enclosing_open(text: &str, at: usize) -> Option<usize> {
-    let mut depth = 0;
-    text.get(..at)?.char_indices().rev().find_map(|(i, c)| {
-        match c {
-            ')' => depth += 1,
-            '(' if depth == 0 => return Some(i),
-            '(' => depth -= 1,
-            _ => {}
-        }
-        None
+/// Whether `list` is `form`'s second element, as a `lambda`'s or a
+/// `define`'s parameter list is, and `form` starts with one of `heads`.
+fn second_of(form: &Datum, list: &Datum, heads: &[&str]) -> bool {
+    form.as_list().is_some_and(|xs| {
+        xs.first().and_then(Datum::as_symbol).is_some_and(|h| heads.contains(&h))
+            && xs.get(1).is_some_and(|x| std::ptr::eq(x, list))
     })
 }
 
-/// [`param_list`] for the list at offset `open`, with the failing parameter at
-/// `at`: `bindings` for a named `let`'s bindings.
-fn list_at(text: &str, open: usize, at: usize, bindings: bool) -> Option<ParamList> {
-    let keyword = text[..open].trim_end();
-    let named = keyword.ends_with("(define") || keyword.ends_with("(define-reversible");
-    let loop_name = keyword
-        .rsplit_once("(let")
-        .map(|(_, rest)| rest)
-        .filter(|rest| rest.starts_with(char::is_whitespace))
-        .map(str::trim)
-        .filter(|name| !name.is_empty() && !name.contains(|c: char| c.is_whitespace() || "()".contains(c)));
-    if bindings != loop_name.is_some() || !bindings && !named && !keyword.ends_with("(lambda") {
-        return None;
-    }
-    // (the list as the reader reads it: comments skipped)
-    let data = crate::reader::read_all(&text[open..=matching_close(text, open)?], u32::MAX).ok()?;
-    let items = data.first()?.as_list()?;
-    let at = (at - open) as u32;
-    // (a definition's list starts with the procedure's name)
-    let items = &items[usize::from(named).min(items.len())..];
-    let matched = items.iter().filter(|d| d.span.end <= at).count();
-    let names = if bindings {
-        items.iter().map(binding_var).collect::<Option<Vec<_>>>()?
-    } else {
-        items.iter().map(crate::check::datum_text).collect()
+/// The parameter list of a `lambda`, a `define` or a named `let` in source
+/// `text` that holds offset `at`, where the first parameter that did not
+/// match starts (in a named `let`, its variable in its binding).
+fn param_list(text: &str, at: u32) -> Option<ParamList> {
+    let data = crate::reader::read_all(text, u32::MAX).ok()?;
+    let path = lists_around(&data, at);
+    let (list, parent) = match path.as_slice() {
+        [.., parent, list] => (*list, *parent),
+        _ => return None,
     };
-    Some(ParamList { names, matched, loop_name: loop_name.map(str::to_string) })
+    let (items, loop_name) = if second_of(parent, list, &["lambda"]) {
+        (list.as_list()?, None)
+    } else if second_of(parent, list, &["define", "define-reversible"]) {
+        // (a definition's list starts with the procedure's name)
+        (list.as_list()?.get(1..)?, None)
+    } else {
+        // (`list` is a binding of a named `let`: `(let name (binding ...) body)`)
+        let [.., form, _, _] = path.as_slice() else { return None };
+        match form.as_list()? {
+            [h, name, bindings, ..] if h.as_symbol() == Some("let") && std::ptr::eq(bindings, parent) => {
+                (parent.as_list()?, Some(name.as_symbol()?.to_string()))
+            }
+            _ => return None,
+        }
+    };
+    let matched = items.iter().filter(|d| d.span.end <= at).count();
+    let names = match loop_name {
+        Some(_) => items.iter().map(binding_var).collect::<Option<Vec<_>>>()?,
+        None => items.iter().map(crate::check::datum_text).collect(),
+    };
+    Some(ParamList { names, matched, loop_name })
 }
 
-/// The offset of the `)` that closes the list opening at offset `open` of
-/// `text` (past strings and `;` comments).
-fn matching_close(text: &str, open: usize) -> Option<usize> {
-    let mut depth = 0;
-    let mut chars = text.get(open..)?.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '(' => depth += 1,
-            ')' if depth == 1 => return Some(open + i),
-            ')' => depth -= 1,
-            ';' => {
-                chars.find(|&(_, c)| c == '\n');
-            }
-            '"' => {
-                let mut escaped = false;
-                chars.find(|&(_, c)| {
-                    let end = c == '"' && !escaped;
-                    escaped = c == '\\' && !escaped;
-                    end
-                });
-            }
-            _ => {}
-        }
+/// The procedure a `define` in source `text` names whose parameter list holds
+/// offset `at`.
+fn defined_around(text: &str, at: u32) -> Option<String> {
+    let data = crate::reader::read_all(text, u32::MAX).ok()?;
+    let path = lists_around(&data, at);
+    let [.., form, list] = path.as_slice() else { return None };
+    if !second_of(form, list, &["define"]) {
+        return None;
     }
-    None
+    Some(list.as_list()?.first()?.as_symbol()?.to_string())
 }
 
 /// The variable of a `let` binding `(x e)`.
@@ -714,7 +702,7 @@ impl Session {
         let too_few = e.message.starts_with("pattern mismatch: expected a pair,")
             && (data.len() > 1 || text.is_some() && data.is_empty());
         let params = too_few
-            .then(|| param_list(&file.text, sp.start as usize))
+            .then(|| param_list(&file.text, sp.start))
             .flatten()
             .filter(|p| (is_pattern || p.loop_name.is_some()) && p.names.len() > p.matched + 1);
         if let Some(p) = params {
@@ -743,13 +731,7 @@ impl Session {
             } else {
                 // (a defined procedure's parameter is named with the procedure: the
                 // call may be a primitive's, `(map car l)`, not in the trace)
-                let of = enclosing_open(&file.text, sp.start as usize)
-                    .filter(|&open| file.text[..open].trim_end().ends_with("(define"))
-                    .and_then(|open| {
-                        let close = matching_close(&file.text, open)?;
-                        let data = crate::reader::read_all(&file.text[open..=close], u32::MAX).ok()?;
-                        Some(format!(" of `{}`", data.first()?.as_list()?.first()?.as_symbol()?))
-                    });
+                let of = defined_around(&file.text, sp.start).map(|f| format!(" of `{f}`"));
                 format!("{}, for the pattern `{}`{}", e.message, text, of.unwrap_or_default())
             };
         } else if let Some(name) = text.and_then(accessor_call) {

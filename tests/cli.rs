@@ -495,6 +495,12 @@ fn too_few_or_too_many_arguments_are_named_so() {
             "bad.vlad:1:12: error: pattern mismatch: expected a pair, got 1 (an exact integer), \
              for the parameters `x y` (too few arguments: 1 given)\n",
         ),
+        // (brackets in a comment before the parameter that did not match)
+        (
+            "(define (f x ; x) is the first\n  y z) x)\n(f 1 2)\n",
+            "bad.vlad:2:3: error: pattern mismatch: expected a pair, got 2 (an exact integer), \
+             for the parameters `x y z` (too few arguments: 2 given)\n",
+        ),
         (
             "(define (f) 1)\n(f 2)\n",
             "bad.vlad:1:9: error: pattern mismatch: expected (), got 2, for the parameters `()` \
