@@ -528,6 +528,12 @@ impl Machine {
         })
     }
 
+    /// The text of a labelled `write` form, followed by `end`.
+    pub fn write_text(&mut self, text: &str, end: &str) -> Result<()> {
+        let r = self.out.write_all(text.as_bytes()).and_then(|()| self.out.write_all(end.as_bytes()));
+        r.map_err(|e| output_error(&e))
+    }
+
     /// `read-real`: reads the next number from standard input (numbers are
     /// separated by white space or line breaks, as Scheme's `read` sees them).
     pub fn read_real(&mut self) -> Result<Value> {

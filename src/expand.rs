@@ -286,6 +286,28 @@ fn expand_error(d: &Datum, items: &[Datum]) -> Result<Core> {
     ))
 }
 
+/// `(write "label" x)`: a call of the primitive `%write-label` on the label's
+/// index (`prims::intern_message`) and `x`, which prints the label, a space and
+/// `x`'s value, and returns the value; `(write "text")`: of `%write-text`,
+/// which prints the text and returns `()`.
+fn expand_write(d: &Datum, items: &[Datum]) -> Result<Core> {
+    let sp = d.span;
+    let DatumKind::Str(text) = &items[1].kind else { unreachable!("checked by the caller") };
+    let k = Core::Const(ConstVal(DatumKindValue::Int(crate::prims::intern_message(text))), items[1].span);
+    let (name, args) = match &items[2..] {
+        [] => ("%write-text", vec![k]),
+        [x] => ("%write-label", vec![k, expand(x)?]),
+        [_, extra, ..] => {
+            return Err(bad(
+                extra,
+                "`write` with a label prints one value after it: for several, write a list, `(write \"x y:\" (list x y))`",
+            ))
+        }
+    };
+    let prim = crate::prims::lookup(name).expect("the primitives of `write`");
+    Ok(Core::App(Box::new(Core::Const(ConstVal(DatumKindValue::Prim(prim)), items[0].span)), args, sp))
+}
+
 /// Expands one expression.
 pub fn expand(d: &Datum) -> Result<Core> {
     crate::stack::grow(|| expand_here(d))
@@ -362,6 +384,10 @@ fn expand_here(d: &Datum) -> Result<Core> {
                     // (`error` is a variable otherwise: a string is no expression)
                     "error" if matches!(items.get(1).map(|m| &m.kind), Some(DatumKind::Str(_))) => {
                         return expand_error(d, items)
+                    }
+                    // (likewise `write` with a label, a printing form)
+                    "write" if matches!(items.get(1).map(|m| &m.kind), Some(DatumKind::Str(_))) => {
+                        return expand_write(d, items)
                     }
                     "else" => return Err(bad(d, "`else` outside `cond`")),
                     // (Scheme's `case`, which would fail at its `else` clause)

@@ -462,6 +462,30 @@ fn table() -> Vec<PrimDef> {
             rules!("(lambda (x y dx) dx)", "(lambda (x y yb) yb)"),
             Other,
         ),
+        // The labelled `write` form: `(write "label" x)` is `(%write-label k x)`,
+        // `(write "text")` is `(%write-text k)` (strings are no values: `k` is the
+        // text's index, as for `error`).
+        p(
+            "%write-label",
+            2,
+            |m, a| {
+                m.write_text(message(int_index(&a[0])).as_deref().unwrap_or(""), " ")?;
+                m.write_value(&a[1])?;
+                Ok(a[1].clone())
+            },
+            rules!("(lambda ((cons k x) y (cons dk dx)) dx)", "(lambda ((cons k x) y yb) (cons (zero k) yb))"),
+            Other,
+        ),
+        p(
+            "%write-text",
+            1,
+            |m, a| {
+                m.write_text(message(int_index(&a[0])).as_deref().unwrap_or(""), "\n")?;
+                Ok(Value::Nil)
+            },
+            Rule::Predicate,
+            Other,
+        ),
         p(
             "real",
             1,
@@ -605,9 +629,10 @@ fn primal_view(m: &mut Machine, v: &Value, budget: &mut u32) -> Value {
     }
 }
 
-/// The messages of the program's `error` forms, each once: the expander turns
-/// `(error "message" x ...)` into `(%error k (list x ...))`, `k` the message's
-/// index here (VLAD has no strings as values).
+/// The messages of the program's `error` forms and the texts of its labelled
+/// `write` forms, each once: the expander turns `(error "message" x ...)` into
+/// `(%error k (list x ...))`, `k` the message's index here (VLAD has no strings
+/// as values), and `(write "label" x)` into `(%write-label k x)`.
 static MESSAGES: std::sync::Mutex<Vec<std::sync::Arc<str>>> = std::sync::Mutex::new(Vec::new());
 
 /// The index of `msg` among the `error` forms' messages (added if new).
@@ -626,16 +651,21 @@ pub fn message(k: i64) -> Option<std::sync::Arc<str>> {
     usize::try_from(k).ok().and_then(|k| t.get(k).cloned())
 }
 
+/// The index `k` of a message (of [`intern_message`]), -1 if it is none. (It
+/// may come tagged, or as a double, through the AD transforms.)
+fn int_index(k: &Value) -> i64 {
+    match &*ops::strip(k) {
+        Value::Int(k) => *k,
+        Value::Real(r) if r.fract() == 0.0 => *r as i64,
+        _ => -1,
+    }
+}
+
 /// `(%error k irritants)`, the `error` form: fails with message `k` followed by
 /// the irritants as they print (AD tags and tangents stripped), each after a
 /// space, as Scheme's `error` reports them.
 fn raise_error(m: &mut Machine, a: &[Value]) -> Result<Value> {
-    // (the index may come tagged, or as a double, through the AD transforms)
-    let k = match &*ops::strip(&a[0]) {
-        Value::Int(k) => *k,
-        Value::Real(r) if r.fract() == 0.0 => *r as i64,
-        _ => -1,
-    };
+    let k = int_index(&a[0]);
     let mut msg = message(k).map_or_else(|| "error".to_string(), |s| s.to_string());
     let mut budget = 64;
     let mut rest = primal_view(m, &a[1], &mut budget);

@@ -73,8 +73,9 @@ fn write_expr(out: &mut String, e: &Expr, depth: usize) {
             out.push('(');
             out.push_str(crate::prims::prim(*p).name);
             match args {
-                // the `error` form's message (by its index, in the code)
-                Args::Tuple(xs) if crate::prims::prim(*p).name == "%error" => {
+                // the `error` form's message, a labelled `write`'s text (by
+                // their index, in the code)
+                Args::Tuple(xs) if matches!(crate::prims::prim(*p).name, "%error" | "%write-label") => {
                     if let [Atom::Const(Value::Int(k)), rest] = &xs[..] {
                         if let Some(msg) = crate::prims::message(*k) {
                             out.push_str(&format!(" {:?} ", &*msg));
@@ -84,6 +85,12 @@ fn write_expr(out: &mut String, e: &Expr, depth: usize) {
                         }
                     }
                     write_args(out, args)
+                }
+                Args::One(Atom::Const(Value::Int(k))) if crate::prims::prim(*p).name == "%write-text" => {
+                    match crate::prims::message(*k) {
+                        Some(msg) => out.push_str(&format!(" {:?}", &*msg)),
+                        None => write_args(out, args),
+                    }
                 }
                 _ => write_args(out, args),
             }

@@ -129,8 +129,9 @@ fn param_list(text: &str, at: u32) -> Option<ParamList> {
     };
     let (items, loop_name) = if second_of(parent, list, &["lambda"]) {
         (list.as_list()?, None)
-    } else if second_of(parent, list, &["define", "define-reversible"]) {
-        // (a definition's list starts with the procedure's name)
+    } else if header_name(&path, &["define", "define-reversible"]).is_some() {
+        // (a definition's list starts with the procedure's name, or with the
+        // inner list of a curried definition)
         (list.as_list()?.get(1..)?, None)
     } else {
         // (`list` is a binding of a named `let`: `(let name (binding ...) body)`)
@@ -154,12 +155,30 @@ fn param_list(text: &str, at: u32) -> Option<ParamList> {
 /// offset `at`.
 fn defined_around(text: &str, at: u32) -> Option<String> {
     let data = crate::reader::read_all(text, u32::MAX).ok()?;
-    let path = lists_around(&data, at);
-    let [.., form, list] = path.as_slice() else { return None };
-    if !second_of(form, list, &["define"]) {
+    header_name(&lists_around(&data, at), &["define"])
+}
+
+/// The name of the procedure whose definition's header is the last list of
+/// `path` (a path of [`lists_around`]): `(f x y)` of `(define (f x y) ...)`,
+/// a form that starts with one of `heads`; or, of a curried definition
+/// `(define ((g a) b) ...)`, `((g a) b)` and its first element `(g a)`.
+fn header_name(path: &[&Datum], heads: &[&str]) -> Option<String> {
+    let [.., parent, list] = path else { return None };
+    let first_of = |outer: &Datum, inner: &Datum| {
+        outer.as_list().and_then(|xs| xs.first()).is_some_and(|x| std::ptr::eq(x, inner))
+    };
+    let header = second_of(parent, list, heads)
+        || first_of(parent, list) && header_name(&path[..path.len() - 1], heads).is_some();
+    if !header {
         return None;
     }
-    Some(list.as_list()?.first()?.as_symbol()?.to_string())
+    let mut d = *list;
+    loop {
+        d = d.as_list()?.first()?;
+        if let Some(name) = d.as_symbol() {
+            return Some(name.to_string());
+        }
+    }
 }
 
 /// The variable of a `let` binding `(x e)`.

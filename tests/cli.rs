@@ -449,6 +449,47 @@ fn the_error_form_reports_its_message_where_it_is() {
     );
 }
 
+/// `write` with a string: `(write "label" x)` prints the label, a space and
+/// x's value on one line and returns the value (so it wraps any expression,
+/// also one being differentiated, where it prints the primal); `(write
+/// "text")` prints the text and returns `()`. The expected lines are the
+/// labels and the values worked by hand (d/dx x^2 = 2x, d2/dx2 = 2).
+#[test]
+fn write_with_a_label_prints_it_before_the_value() {
+    let d = Dir::new();
+    d.file(
+        "w.vlad",
+        "(define (f x) (write \"f at\" (* x x)))\n\
+         (write \"start\")\n\
+         (+ (f 3) 1)\n\
+         ((derivative-R f) 3.0)\n\
+         ((derivative-F (derivative-R f)) 3.0)\n\
+         (write \"pair:\" (list 1 (cons 2 3)))\n",
+    );
+    for flags in [&[][..], &["--no-tape"][..]] {
+        let mut args = vec!["run", "w.vlad"];
+        args.extend(flags);
+        let o = vlad(&d, &args);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert_eq!(
+            o.stdout, "start\n()\nf at 9\n10\nf at 9.0\n6.0\nf at 9.0\n2.0\npair: (1 (2 . 3))\n(1 (2 . 3))\n",
+            "{flags:?}"
+        );
+    }
+    let o = run_bad("(write \"a b:\" 1 2)\n", &[]);
+    assert!(
+        o.stderr.starts_with("bad.vlad:1:17: error: `write` with a label prints one value after it"),
+        "{}",
+        o.stderr
+    );
+    let o = vlad(&d, &["anf", "w.vlad"]);
+    assert!(
+        o.stdout.contains("(%write-label \"f at\" ") && o.stdout.contains("(%write-text \"start\")"),
+        "{}",
+        o.stdout
+    );
+}
+
 /// A call with too few arguments fails in the parameters' destructuring; the
 /// message says so, names all the parameters and counts the arguments (it said
 /// "for the pattern `y z`" of `x y z` given 2; for a procedure of no
@@ -478,11 +519,17 @@ fn too_few_or_too_many_arguments_are_named_so() {
             "bad.vlad:1:12: error: pattern mismatch: expected a pair, got () (the empty list), \
              for the parameters `x y z` (too few arguments: none given)\n",
         ),
-        // a curried definition's inner list
+        // a curried definition's outer list, and its inner one (which named
+        // only the parameters from the unmatched one on, without the count)
         (
             "(define ((g a) b c) (+ a b))\n((g 1) 2)\n",
             "bad.vlad:1:16: error: pattern mismatch: expected a pair, got 2 (an exact integer), \
              for the parameters `b c` (too few arguments: 1 given)\n",
+        ),
+        (
+            "(define ((g a b) c) (+ a c))\n((g 1) 2)\n",
+            "bad.vlad:1:13: error: pattern mismatch: expected a pair, got 1 (an exact integer), \
+             for the parameters `a b` (too few arguments: 1 given)\n",
         ),
         // a named let's loop (located at its variables), a comment among parameters
         (
@@ -555,6 +602,16 @@ fn pattern_mismatch() {
   in f called at bad.vlad:2:20
   in g called at bad.vlad:3:1
 ",
+    );
+    // (and of a curried definition's inner list: it was named without `g`)
+    let o = run_bad("(define ((g (cons a b)) c) (+ a c))\n((g 5) 3)\n", &[]);
+    assert!(
+        o.stderr.starts_with(
+            "bad.vlad:1:13: error: pattern mismatch: expected a pair, got 5 (an exact integer), \
+             for the pattern `(cons a b)` of `g`\n"
+        ),
+        "{}",
+        o.stderr
     );
     let o = run_bad("(map car (list 1 2))\n", &[]);
     assert!(
