@@ -89,11 +89,13 @@ impl Error {
         }
     }
 
-    /// Records one call frame as the error unwinds through it. (Not the
-    /// `error` form's primitive in a derivative, `(forward %error)`: the form
-    /// is no call in the user's code, and its location is the error's.)
+    /// Records one call frame as the error unwinds through it. (Not that of
+    /// an internal primitive's transformed version, `(forward %error)` or
+    /// `(forward (reverse %real-vjp))`: the prelude's and the `error` form's
+    /// primitives, whose names are none the user wrote.)
     pub fn push_frame(&mut self, name: &str, span: Span) {
-        if name.rsplit(' ').next().is_some_and(|inner| inner.trim_end_matches(')') == "%error") {
+        let inner = name.rsplit(' ').next().unwrap_or(name).trim_end_matches(')');
+        if inner.starts_with('%') && crate::prims::lookup(inner).is_some() {
             return;
         }
         if self.trace.len() < MAX_TRACE {

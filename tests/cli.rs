@@ -449,6 +449,18 @@ fn the_error_form_reports_its_message_where_it_is() {
     );
 }
 
+/// A call trace through nested derivatives names no internal primitive of
+/// the prelude (it showed `in (forward %real-vjp) called at prelude/ad.vlad:..`):
+/// the user wrote none of them.
+#[test]
+fn traces_leave_out_internal_primitives() {
+    let o = run_bad("((derivative-F (derivative-R (lambda (x) (* x (cons x x))))) 3.0)\n", &[]);
+    assert!(o.stderr.starts_with("bad.vlad:1:42: error: *: expected two numbers"), "{}", o.stderr);
+    assert!(o.stderr.contains("  in (forward (reverse lambda))\n"), "{}", o.stderr);
+    assert!(!o.stderr.contains('%'), "{}", o.stderr);
+    assert!(o.stderr.ends_with("  in lambda called at bad.vlad:1:1\n"), "{}", o.stderr);
+}
+
 /// `write` with a string: `(write "label" x)` prints the label, a space and
 /// x's value on one line and returns the value (so it wraps any expression,
 /// also one being differentiated, where it prints the primal); `(write
