@@ -321,7 +321,11 @@ fn expand_here(d: &Datum) -> Result<Core> {
         | DatumKind::Rat(_)
         | DatumKind::Real(_)
         | DatumKind::Bool(_) => Ok(Core::Const(datum_const(d)?, sp)),
-        DatumKind::Str(_) => Err(bad(d, "a string is not a VLAD expression")),
+        DatumKind::Str(_) => Err(bad(
+            d,
+            "a string is not a VLAD expression (a string may only be the message of `(error \"...\" x ...)`, \
+             the label of `(write \"...\" x)` or the file of `(include \"...\")`)",
+        )),
         DatumKind::Symbol(s) => {
             if KEYWORDS.contains(&&**s) {
                 return Err(bad(d, format!("`{}` is syntax and cannot be used as a variable", s)));

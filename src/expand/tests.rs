@@ -242,7 +242,17 @@ fn bad_syntax_is_reported_with_its_location() {
         ("'(1 a b)", "1:5: symbols are not VLAD data: `a` cannot be quoted"),
         ("'(1 . a)", "1:7: symbols are not VLAD data: `a` cannot be quoted"),
         ("'\"s\"", "1:2: strings are not VLAD data"),
-        ("\"str\"", "1:1: a string is not a VLAD expression"),
+        (
+            "\"str\"",
+            "1:1: a string is not a VLAD expression (a string may only be the message of \
+             `(error \"...\" x ...)`, the label of `(write \"...\" x)` or the file of `(include \"...\")`)",
+        ),
+        // (`write-real` takes no label)
+        (
+            "(write-real \"x:\" 1.0)",
+            "1:13: a string is not a VLAD expression (a string may only be the message of \
+             `(error \"...\" x ...)`, the label of `(write \"...\" x)` or the file of `(include \"...\")`)",
+        ),
         ("(f . x)", "1:1: a dotted list is not an expression"),
         ("(cons 1)", "1:1: `cons` takes exactly two expressions"),
         ("(cons 1 2 3)", "1:1: `cons` takes exactly two expressions"),
