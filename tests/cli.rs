@@ -502,6 +502,24 @@ fn write_with_a_label_prints_it_before_the_value() {
     );
 }
 
+/// A labelled `write` as a reversible statement prints where it runs: a
+/// `call` prints forwards, an `uncall` the same lines in reverse order (its
+/// statements run inverted, last first); the state is unchanged by it. The
+/// expected lines follow from the definition: y = 1 + 3*3 = 10.
+#[test]
+fn write_is_a_reversible_statement_that_prints_both_ways() {
+    let d = Dir::new();
+    d.file(
+        "r.vlad",
+        "(define-reversible (add-sq x y) (write \"x\" x) (+= y (* x x)) (write \"y\" y))\n\
+         (call add-sq 3 1)\n\
+         (uncall add-sq 3 10)\n",
+    );
+    let o = vlad(&d, &["run", "r.vlad"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout, "x 3\ny 10\n(3 10)\ny 10\nx 3\n(3 1)\n");
+}
+
 /// A call with too few arguments fails in the parameters' destructuring; the
 /// message says so, names all the parameters and counts the arguments (it said
 /// "for the pattern `y z`" of `x y z` given 2; for a procedure of no

@@ -345,7 +345,7 @@ fn parse_place(d: &Datum) -> Result<Place> {
 }
 
 const STMT_LIST: &str =
-    "+= -= ^= *= /= swap if-rev from-loop local push pop call uncall begin-rev skip with-uncompute error";
+    "+= -= ^= *= /= swap if-rev from-loop local push pop call uncall begin-rev skip with-uncompute error write";
 
 /// Parses one statement.
 pub fn parse_stmt(d: &Datum) -> Result<Stmt> {
@@ -470,6 +470,29 @@ fn parse_stmt_here(d: &Datum) -> Result<Stmt> {
             assert: d.clone(),
             span: sp,
         },
+        // (a labelled `write` as a statement prints where it is run, forwards
+        // or backwards: an `if-rev` whose test is `(if FORM #t #t)`, which
+        // prints and is true, and whose assertion is `#t`, so that each
+        // direction prints once)
+        "write" if matches!(items.get(1).map(|m| &m.kind), Some(DatumKind::Str(_))) => {
+            let atom = |kind| Datum { kind, span: sp };
+            let test = atom(DatumKind::List(
+                vec![
+                    atom(DatumKind::Symbol("if".into())),
+                    d.clone(),
+                    atom(DatumKind::Bool(true)),
+                    atom(DatumKind::Bool(true)),
+                ],
+                None,
+            ));
+            Stmt::If {
+                test,
+                then: Box::new(Stmt::Skip(sp)),
+                els: Box::new(Stmt::Skip(sp)),
+                assert: atom(DatumKind::Bool(true)),
+                span: sp,
+            }
+        }
         "with-uncompute" => {
             let compute = match items.get(1).and_then(|c| c.as_list()) {
                 Some(c) => c.iter().map(parse_stmt).collect::<Result<Vec<_>>>()?,
