@@ -66,33 +66,22 @@ fn write_expr(out: &mut String, e: &Expr, depth: usize) {
         Expr::App(f, args, _) => {
             out.push('(');
             write_atom(out, f);
-            write_args(out, args);
+            // (the forward or reverse version of `error`'s or `write`'s
+            // primitive, on its text's index, tagged by the transform)
+            let rule = match f {
+                Atom::Const(Value::Closure(inst, _)) => rule_prim(&inst.group),
+                _ => None,
+            };
+            if !rule.is_some_and(|p| write_text_args(out, p, args)) {
+                write_args(out, args);
+            }
             out.push(')');
         }
         Expr::Prim(p, args, _) => {
             out.push('(');
             out.push_str(crate::prims::prim(*p).name);
-            match args {
-                // the `error` form's message, a labelled `write`'s text (by
-                // their index, in the code)
-                Args::Tuple(xs) if matches!(crate::prims::prim(*p).name, "%error" | "%write-label") => {
-                    if let [Atom::Const(Value::Int(k)), rest] = &xs[..] {
-                        if let Some(msg) = crate::prims::message(*k) {
-                            out.push_str(&format!(" {:?} ", &*msg));
-                            write_atom(out, rest);
-                            out.push(')');
-                            return;
-                        }
-                    }
-                    write_args(out, args)
-                }
-                Args::One(Atom::Const(Value::Int(k))) if crate::prims::prim(*p).name == "%write-text" => {
-                    match crate::prims::message(*k) {
-                        Some(msg) => out.push_str(&format!(" {:?}", &*msg)),
-                        None => write_args(out, args),
-                    }
-                }
-                _ => write_args(out, args),
+            if !write_text_args(out, *p, args) {
+                write_args(out, args);
             }
             out.push(')');
         }
@@ -229,6 +218,47 @@ pub fn write_group_member(out: &mut String, g: &Group, i: usize, depth: usize) {
 }
 
 /// A closure's name with its transforms, e.g. `(reverse walk)`.
+/// The primitive whose derivative rule `g` is, through any transforms of it
+/// (`(forward (reverse %error))`).
+fn rule_prim(g: &Group) -> Option<crate::prims::PrimId> {
+    match &g.origin {
+        Origin::PrimRule(_, p) => Some(*p),
+        Origin::Transformed(_, parent) => rule_prim(parent),
+        Origin::Source => None,
+    }
+}
+
+/// The arguments of a call of the `error` form's or a labelled `write`'s
+/// primitive `p` (or of its forward or reverse version) with the text it
+/// prints in place of the text's index (the index is the code's constant,
+/// tagged in transformed code); false (nothing written) for other calls.
+fn write_text_args(out: &mut String, p: crate::prims::PrimId, args: &Args) -> bool {
+    fn index(v: &Value) -> Option<i64> {
+        match v {
+            Value::Int(k) => Some(*k),
+            Value::Tagged(_, v) => index(v),
+            Value::Bundle(b) => index(&b.0),
+            _ => None,
+        }
+    }
+    let name = crate::prims::prim(p).name;
+    let (k, rest) = match args {
+        Args::Tuple(xs) if matches!(name, "%error" | "%write-label") => match &xs[..] {
+            [Atom::Const(k), rest] => (k, Some(rest)),
+            _ => return false,
+        },
+        Args::One(Atom::Const(k)) if name == "%write-text" => (k, None),
+        _ => return false,
+    };
+    let Some(msg) = index(k).and_then(crate::prims::message) else { return false };
+    let _ = write!(out, " {:?}", &*msg);
+    if let Some(rest) = rest {
+        out.push(' ');
+        write_atom(out, rest);
+    }
+    true
+}
+
 fn write_closure_name(out: &mut String, g: &Group, i: usize) {
     match &g.origin {
         Origin::PrimRule(k, p) => {

@@ -123,6 +123,23 @@ fn commands_work_without_a_terminal() {
     assert!(o.stderr.contains("usage: :anf EXPR"), "{}", o.stderr);
 }
 
+/// The transforms shown by `:reverse` and `:forward` give the text of an
+/// `error` form or a labelled `write`, not its index under the transform's
+/// tag (they showed `(reverse 5)`, `(forward 5 (perturbation 0))`).
+#[test]
+fn transforms_show_the_text_of_error_and_write() {
+    let o = pipe(
+        "(define (f x) (if (< x 0) (error \"f: negative\" x) (write \"f at\" (* x x))))\n:reverse f\n:forward f\n",
+        &[],
+    );
+    let s = &o.stdout;
+    assert!(s.contains("((reverse %error) \"f: negative\" "), "{}", s);
+    assert!(s.contains("((reverse %write-label) \"f at\" "), "{}", s);
+    assert!(s.contains("((forward %error) \"f: negative\" "), "{}", s);
+    assert!(s.contains("((forward %write-label) \"f at\" "), "{}", s);
+    assert!(!s.contains("%error) (") && !s.contains("%write-label) ("), "{}", s);
+}
+
 #[test]
 fn a_misspelt_command_or_name_gets_a_suggestion() {
     let o = pipe(
