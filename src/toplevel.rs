@@ -181,6 +181,35 @@ fn header_name(path: &[&Datum], heads: &[&str]) -> Option<String> {
     }
 }
 
+/// The `cons*` or `list` pattern in source `text` whose parts hold offset
+/// `at`, as written (without comments).
+fn enclosing_pattern(text: &str, at: u32) -> Option<String> {
+    let data = crate::reader::read_all(text, u32::MAX).ok()?;
+    let list = *lists_around(&data, at).last()?;
+    let head = list.as_list()?.first()?.as_symbol()?;
+    matches!(head, "cons*" | "list").then(|| crate::check::datum_text(list))
+}
+
+/// Where a `(list p ...)` pattern met a list of another length (its spine
+/// ended early, or went on), says so: " (a list of fewer than N elements)".
+fn list_length_note(message: &str, data: &[Datum]) -> String {
+    let n = match data {
+        [d] => match d.as_list() {
+            Some([h, ps @ ..]) if h.as_symbol() == Some("list") => ps.len(),
+            _ => return String::new(),
+        },
+        _ => return String::new(),
+    };
+    let elements = if n == 1 { "element" } else { "elements" };
+    if message.starts_with("pattern mismatch: expected a pair, got () ") {
+        format!(" (a list of fewer than {n} {elements})")
+    } else if message.starts_with("pattern mismatch: expected (), got ") {
+        format!(" (a list of more than {n} {elements})")
+    } else {
+        String::new()
+    }
+}
+
 /// The variable of a `let` binding `(x e)`.
 fn binding_var(d: &Datum) -> Option<String> {
     match d.as_list()? {
@@ -746,12 +775,27 @@ impl Session {
             // data read, without any comments among them.)
             let text = data.iter().map(crate::check::datum_text).collect::<Vec<_>>().join(" ");
             e.message = if data.len() > 1 && e.message.starts_with("pattern mismatch: expected a pair,") {
-                format!("{}, for the parameters `{}` (too few arguments)", e.message, text)
+                // (or the last parts of a `cons*` pattern, `b c` of `(cons* a b c)`)
+                match enclosing_pattern(&file.text, sp.start) {
+                    Some(pat) => {
+                        format!(
+                            "{}, for `{}` of the pattern `{}` (the value ended before them)",
+                            e.message, text, pat
+                        )
+                    }
+                    None => format!("{}, for the parameters `{}` (too few arguments)", e.message, text),
+                }
             } else {
                 // (a defined procedure's parameter is named with the procedure: the
                 // call may be a primitive's, `(map car l)`, not in the trace)
                 let of = defined_around(&file.text, sp.start).map(|f| format!(" of `{f}`"));
-                format!("{}, for the pattern `{}`{}", e.message, text, of.unwrap_or_default())
+                format!(
+                    "{}, for the pattern `{}`{}{}",
+                    e.message,
+                    text,
+                    of.unwrap_or_default(),
+                    list_length_note(&e.message, &data)
+                )
             };
         } else if let Some(name) = text.and_then(accessor_call) {
             // A call of a prelude accessor compiled to destructuring in place: name

@@ -561,6 +561,24 @@ fn too_few_or_too_many_arguments_are_named_so() {
             "bad.vlad:1:13: error: pattern mismatch: expected a pair, got 1 (an exact integer), \
              for the parameters `a b` (too few arguments: 1 given)\n",
         ),
+        // a `list` pattern meeting a shorter or a longer list, and the last
+        // parts of a `cons*` pattern, whose value ended before them (they were
+        // named as "the parameters `b c`")
+        (
+            "((lambda ((list a b c)) a) (list 1))\n",
+            "bad.vlad:1:11: error: pattern mismatch: expected a pair, got () (the empty list), \
+             for the pattern `(list a b c)` (a list of fewer than 3 elements)\n",
+        ),
+        (
+            "(let (((list a b) (list 1 2 3))) a)\n",
+            "bad.vlad:1:8: error: pattern mismatch: expected (), got (3), \
+             for the pattern `(list a b)` (a list of more than 2 elements)\n",
+        ),
+        (
+            "((lambda ((cons* a b c)) a) (list 1))\n",
+            "bad.vlad:1:20: error: pattern mismatch: expected a pair, got () (the empty list), \
+             for `b c` of the pattern `(cons* a b c)` (the value ended before them)\n",
+        ),
         // a named let's loop (located at its variables), a comment among parameters
         (
             "(let loop ((i 0) (j 1) (k 2)) (if (< i 1) (loop 5 6) i))\n",
