@@ -270,6 +270,12 @@ pub fn datum_const(d: &Datum) -> Result<ConstVal> {
     go(d).map(ConstVal)
 }
 
+/// Whether a form `(head "text" ...)` has a string after its head: `error`
+/// and `write` are then the forms that print it (they are variables otherwise).
+pub fn text_form(items: &[Datum]) -> bool {
+    matches!(items.get(1).map(|m| &m.kind), Some(DatumKind::Str(_)))
+}
+
 /// `(error "message" irritant ...)`: a call of the primitive `%error` on the
 /// message's index (`prims::intern_message`) and the list of the irritants,
 /// which fails with the message followed by the irritants' values.
@@ -386,11 +392,11 @@ fn expand_here(d: &Datum) -> Result<Core> {
                     }
                     "include" => return Err(bad(d, "`include` is allowed only at top level")),
                     // (`error` is a variable otherwise: a string is no expression)
-                    "error" if matches!(items.get(1).map(|m| &m.kind), Some(DatumKind::Str(_))) => {
+                    "error" if text_form(items) => {
                         return expand_error(d, items)
                     }
                     // (likewise `write` with a label, a printing form)
-                    "write" if matches!(items.get(1).map(|m| &m.kind), Some(DatumKind::Str(_))) => {
+                    "write" if text_form(items) => {
                         return expand_write(d, items)
                     }
                     "else" => return Err(bad(d, "`else` outside `cond`")),

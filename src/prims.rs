@@ -469,7 +469,7 @@ fn table() -> Vec<PrimDef> {
             "%write-label",
             2,
             |m, a| {
-                m.write_text(message(int_index(&a[0])).as_deref().unwrap_or(""), " ")?;
+                write_message(m, &a[0], " ")?;
                 m.write_value(&a[1])?;
                 Ok(a[1].clone())
             },
@@ -480,7 +480,7 @@ fn table() -> Vec<PrimDef> {
             "%write-text",
             1,
             |m, a| {
-                m.write_text(message(int_index(&a[0])).as_deref().unwrap_or(""), "\n")?;
+                write_message(m, &a[0], "\n")?;
                 Ok(Value::Nil)
             },
             Rule::Predicate,
@@ -653,12 +653,17 @@ pub fn message(k: i64) -> Option<std::sync::Arc<str>> {
 
 /// The index `k` of a message (of [`intern_message`]), -1 if it is none. (It
 /// may come tagged, or as a double, through the AD transforms.)
-fn int_index(k: &Value) -> i64 {
+pub fn int_index(k: &Value) -> i64 {
     match &*ops::strip(k) {
         Value::Int(k) => *k,
         Value::Real(r) if r.fract() == 0.0 => *r as i64,
         _ => -1,
     }
+}
+
+/// Prints message `k` (a labelled `write`'s text) followed by `end`.
+fn write_message(m: &mut Machine, k: &Value, end: &str) -> Result<()> {
+    m.write_text(message(int_index(k)).as_deref().unwrap_or(""), end)
 }
 
 /// `(%error k irritants)`, the `error` form: fails with message `k` followed by

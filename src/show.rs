@@ -217,7 +217,6 @@ pub fn write_group_member(out: &mut String, g: &Group, i: usize, depth: usize) {
     }
 }
 
-/// A closure's name with its transforms, e.g. `(reverse walk)`.
 /// The primitive whose derivative rule `g` is, through any transforms of it
 /// (`(forward (reverse %error))`).
 fn rule_prim(g: &Group) -> Option<crate::prims::PrimId> {
@@ -233,14 +232,6 @@ fn rule_prim(g: &Group) -> Option<crate::prims::PrimId> {
 /// prints in place of the text's index (the index is the code's constant,
 /// tagged in transformed code); false (nothing written) for other calls.
 fn write_text_args(out: &mut String, p: crate::prims::PrimId, args: &Args) -> bool {
-    fn index(v: &Value) -> Option<i64> {
-        match v {
-            Value::Int(k) => Some(*k),
-            Value::Tagged(_, v) => index(v),
-            Value::Bundle(b) => index(&b.0),
-            _ => None,
-        }
-    }
     let name = crate::prims::prim(p).name;
     let (k, rest) = match args {
         Args::Tuple(xs) if matches!(name, "%error" | "%write-label") => match &xs[..] {
@@ -250,7 +241,7 @@ fn write_text_args(out: &mut String, p: crate::prims::PrimId, args: &Args) -> bo
         Args::One(Atom::Const(k)) if name == "%write-text" => (k, None),
         _ => return false,
     };
-    let Some(msg) = index(k).and_then(crate::prims::message) else { return false };
+    let Some(msg) = crate::prims::message(crate::prims::int_index(k)) else { return false };
     let _ = write!(out, " {:?}", &*msg);
     if let Some(rest) = rest {
         out.push(' ');
@@ -259,6 +250,7 @@ fn write_text_args(out: &mut String, p: crate::prims::PrimId, args: &Args) -> bo
     true
 }
 
+/// A closure's name with its transforms, e.g. `(reverse walk)`.
 fn write_closure_name(out: &mut String, g: &Group, i: usize) {
     match &g.origin {
         Origin::PrimRule(k, p) => {

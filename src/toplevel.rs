@@ -117,12 +117,11 @@ fn second_of(form: &Datum, list: &Datum, heads: &[&str]) -> bool {
     })
 }
 
-/// The parameter list of a `lambda`, a `define` or a named `let` in source
-/// `text` that holds offset `at`, where the first parameter that did not
-/// match starts (in a named `let`, its variable in its binding).
-fn param_list(text: &str, at: u32) -> Option<ParamList> {
-    let data = crate::reader::read_all(text, u32::MAX).ok()?;
-    let path = lists_around(&data, at);
+/// The parameter list of a `lambda`, a `define` or a named `let` in a source
+/// file's `data` that holds offset `at`, where the first parameter that did
+/// not match starts (in a named `let`, its variable in its binding).
+fn param_list(data: &[Datum], at: u32) -> Option<ParamList> {
+    let path = lists_around(data, at);
     let (list, parent) = match path.as_slice() {
         [.., parent, list] => (*list, *parent),
         _ => return None,
@@ -151,11 +150,10 @@ fn param_list(text: &str, at: u32) -> Option<ParamList> {
     Some(ParamList { names, matched, loop_name })
 }
 
-/// The procedure a `define` in source `text` names whose parameter list holds
-/// offset `at`.
-fn defined_around(text: &str, at: u32) -> Option<String> {
-    let data = crate::reader::read_all(text, u32::MAX).ok()?;
-    header_name(&lists_around(&data, at), &["define"])
+/// The procedure a `define` in a source file's `data` names whose parameter
+/// list holds offset `at`.
+fn defined_around(data: &[Datum], at: u32) -> Option<String> {
+    header_name(&lists_around(data, at), &["define"])
 }
 
 /// The name of the procedure whose definition's header is the last list of
@@ -181,11 +179,10 @@ fn header_name(path: &[&Datum], heads: &[&str]) -> Option<String> {
     }
 }
 
-/// The `cons*` or `list` pattern in source `text` whose parts hold offset
-/// `at`, as written (without comments).
-fn enclosing_pattern(text: &str, at: u32) -> Option<String> {
-    let data = crate::reader::read_all(text, u32::MAX).ok()?;
-    let list = *lists_around(&data, at).last()?;
+/// The `cons*` or `list` pattern in a source file's `data` whose parts hold
+/// offset `at`, as written (without comments).
+fn enclosing_pattern(data: &[Datum], at: u32) -> Option<String> {
+    let list = *lists_around(data, at).last()?;
     let head = list.as_list()?.first()?.as_symbol()?;
     matches!(head, "cons*" | "list").then(|| crate::check::datum_text(list))
 }
@@ -727,6 +724,12 @@ impl Session {
         let Some(file) = self.sources.file(sp.file) else { return e };
         let text = file.text.get(sp.start as usize..sp.end as usize);
         let data = text.and_then(|t| crate::reader::read_all(t, u32::MAX).ok()).unwrap_or_default();
+        // (the whole file as read, for the forms around the location: read
+        // once, where a message needs them)
+        let file_data = std::cell::OnceCell::new();
+        let whole = || -> &[Datum] {
+            file_data.get_or_init(|| crate::reader::read_all(&file.text, u32::MAX).unwrap_or_default())
+        };
         // (a procedure of no parameters, `(lambda () ...)` or `(define (f) ...)`,
         // given an argument: the text before the location is the keyword)
         let before = file.text.get(..sp.start as usize).unwrap_or("");
@@ -750,7 +753,7 @@ impl Session {
         let too_few = e.message.starts_with("pattern mismatch: expected a pair,")
             && (data.len() > 1 || text.is_some() && data.is_empty());
         let params = too_few
-            .then(|| param_list(&file.text, sp.start))
+            .then(|| param_list(whole(), sp.start))
             .flatten()
             .filter(|p| (is_pattern || p.loop_name.is_some()) && p.names.len() > p.matched + 1);
         if let Some(p) = params {
@@ -776,7 +779,7 @@ impl Session {
             let text = data.iter().map(crate::check::datum_text).collect::<Vec<_>>().join(" ");
             e.message = if data.len() > 1 && e.message.starts_with("pattern mismatch: expected a pair,") {
                 // (or the last parts of a `cons*` pattern, `b c` of `(cons* a b c)`)
-                match enclosing_pattern(&file.text, sp.start) {
+                match enclosing_pattern(whole(), sp.start) {
                     Some(pat) => {
                         format!(
                             "{}, for `{}` of the pattern `{}` (the value ended before them)",
@@ -788,7 +791,7 @@ impl Session {
             } else {
                 // (a defined procedure's parameter is named with the procedure: the
                 // call may be a primitive's, `(map car l)`, not in the trace)
-                let of = defined_around(&file.text, sp.start).map(|f| format!(" of `{f}`"));
+                let of = defined_around(whole(), sp.start).map(|f| format!(" of `{f}`"));
                 format!(
                     "{}, for the pattern `{}`{}{}",
                     e.message,

@@ -518,11 +518,7 @@ impl Compiler<'_> {
                                 return Ok(if h == "and" { RExpr::And(parts) } else { RExpr::Or(parts) });
                             }
                             _ if expand::KEYWORDS.contains(&h) => return self.fallback(d),
-                            "error" | "write"
-                                if matches!(items.get(1).map(|m| &m.kind), Some(DatumKind::Str(_))) =>
-                            {
-                                return self.fallback(d)
-                            }
+                            "error" | "write" if expand::text_form(items) => return self.fallback(d),
                             _ => {}
                         }
                     }

@@ -461,37 +461,25 @@ fn parse_stmt_here(d: &Datum) -> Result<Stmt> {
             need(0, "(skip)")?;
             Stmt::Skip(sp)
         }
-        // (the `error` form as a statement fails where it is run, forwards or
-        // backwards: an `if-rev` whose test and assertion are the form)
-        "error" if matches!(items.get(1).map(|m| &m.kind), Some(DatumKind::Str(_))) => Stmt::If {
-            test: d.clone(),
-            then: Box::new(Stmt::Skip(sp)),
-            els: Box::new(Stmt::Skip(sp)),
-            assert: d.clone(),
-            span: sp,
-        },
-        // (a labelled `write` as a statement prints where it is run, forwards
-        // or backwards: an `if-rev` whose test is `(if FORM #t #t)`, which
-        // prints and is true, and whose assertion is `#t`, so that each
-        // direction prints once)
-        "write" if matches!(items.get(1).map(|m| &m.kind), Some(DatumKind::Str(_))) => {
+        // (the `error` form and a labelled `write` as statements: an `if-rev`
+        // with nothing in its branches. `error` is its test and its assertion,
+        // so it fails where it is run, forwards or backwards; a `write` prints
+        // once each way: its test is `(if FORM #t #t)`, which prints and is
+        // true, and its assertion `#t`)
+        "error" | "write" if crate::expand::text_form(items) => {
             let atom = |kind| Datum { kind, span: sp };
-            let test = atom(DatumKind::List(
-                vec![
+            let (test, assert) = if head == "error" {
+                (d.clone(), d.clone())
+            } else {
+                let if_true = vec![
                     atom(DatumKind::Symbol("if".into())),
                     d.clone(),
                     atom(DatumKind::Bool(true)),
                     atom(DatumKind::Bool(true)),
-                ],
-                None,
-            ));
-            Stmt::If {
-                test,
-                then: Box::new(Stmt::Skip(sp)),
-                els: Box::new(Stmt::Skip(sp)),
-                assert: atom(DatumKind::Bool(true)),
-                span: sp,
-            }
+                ];
+                (atom(DatumKind::List(if_true, None)), atom(DatumKind::Bool(true)))
+            };
+            Stmt::If { test, then: Box::new(Stmt::Skip(sp)), els: Box::new(Stmt::Skip(sp)), assert, span: sp }
         }
         "with-uncompute" => {
             let compute = match items.get(1).and_then(|c| c.as_list()) {
