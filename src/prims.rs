@@ -25,6 +25,12 @@ pub enum Rule {
     /// `(lambda (x y y-bar) x-bar)`, VLAD source over primitives, where `x` is the
     /// (untransformed) argument and `y` the result.
     Rules { jvp: &'static str, vjp: &'static str },
+    /// As `Rules`, but the tangent rule `(lambda (x dx) (cons y dy))` computes the
+    /// result with its tangent, so the forward version does not call the primitive
+    /// first: for primitives whose tangent run recomputes the result anyway (a
+    /// reversible procedure's run, which would otherwise run twice, and print
+    /// its `write`s twice).
+    Joint { jvp: &'static str, vjp: &'static str },
     /// `if-procedure`: selects without computing; sensitivity flows to the branch taken.
     Select,
     /// A type predicate: zero derivative, and a result that depends only on the outer

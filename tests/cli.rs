@@ -520,6 +520,30 @@ fn write_is_a_reversible_statement_that_prints_both_ways() {
     assert_eq!(o.stdout, "x 3\ny 10\n(3 10)\ny 10\nx 3\n(3 1)\n");
 }
 
+/// Forward mode through a reversible procedure runs it once, with tangents:
+/// each `write` statement prints one line per `derivative-F` (it ran the
+/// procedure for its result and again for the tangent, printing each line
+/// twice); reverse mode runs it forward, then backward (the lines again, in
+/// reverse order). The derivative of y = 1 + x^2 at 3 is 6; the printed
+/// values are the primal ones, x = 3 and y = 10. The same with and without
+/// the tape.
+#[test]
+fn forward_mode_runs_a_reversible_procedure_once() {
+    let d = Dir::new();
+    d.file(
+        "r.vlad",
+        "(define-reversible (add-sq x y) (write \"x\" x) (+= y (* x x)) (write \"y\" y))\n\
+         (define (f x) (cadr (call add-sq x 1.0)))\n\
+         ((derivative-F f) 3.0)\n\
+         ((derivative-R f) 3.0)\n",
+    );
+    for flags in [&["run", "r.vlad"][..], &["run", "--no-tape", "r.vlad"]] {
+        let o = vlad(&d, flags);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert_eq!(o.stdout, "x 3.0\ny 10.0\n6.0\nx 3.0\ny 10.0\ny 10.0\nx 3.0\n6.0\n");
+    }
+}
+
 /// A call with too few arguments fails in the parameters' destructuring; the
 /// message says so, names all the parameters and counts the arguments (it said
 /// "for the pattern `y z`" of `x y z` given 2; for a procedure of no

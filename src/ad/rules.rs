@@ -28,13 +28,16 @@ pub fn rule_source(p: PrimId, k: Kind) -> String {
         (Rule::Rules { jvp, .. }, Kind::F) => format!(
             "(lambda (v) (let* ((x (primal v)) (y ({name} x))) (bundle y (perturb ({jvp} x y (unperturb (tangent v)))))))"
         ),
+        (Rule::Joint { jvp, .. }, Kind::F) => format!(
+            "(lambda (v) (let (((cons y dy) ({jvp} (primal v) (unperturb (tangent v))))) (bundle y (perturb dy))))"
+        ),
         // (a vector primitive's backpropagator checks that the sensitivity is shaped like
         // the result: a transpose or a product would silently take a wrong-shaped one)
         (Rule::Rules { vjp, .. }, _) if prims::is_vector_prim(p) => format!(
             "(lambda (v) (let* ((x (*j-inverse v)) (y ({name} x))) \
                (cons (*j y) (lambda (s) (sensitize (cons '() ({vjp} x y (%check-sensitivity y (unsensitize s) {p}))))))))"
         ),
-        (Rule::Rules { vjp, .. }, _) => format!(
+        (Rule::Rules { vjp, .. } | Rule::Joint { vjp, .. }, _) => format!(
             "(lambda (v) (let* ((x (*j-inverse v)) (y ({name} x))) \
                (cons (*j y) (lambda (s) (sensitize (cons '() ({vjp} x y (unsensitize s))))))))"
         ),

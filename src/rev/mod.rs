@@ -643,7 +643,8 @@ pub fn vjp(
 }
 
 /// The tangent rule of `%rev-call` / `%rev-uncall` (`call`/`uncall` when `tuple`):
-/// runs with tangents, returns the tangents of the outputs.
+/// runs once with tangents; returns the outputs (as the run returns them) paired
+/// with their tangents.
 pub fn jvp(m: &mut Machine, p: &Value, flag: &Value, tuple: bool, a: &Value, da: &Value) -> Result<Value> {
     let what = run_name(flag, tuple);
     let rp = expect_rev(p, what)?;
@@ -657,13 +658,15 @@ pub fn jvp(m: &mut Machine, p: &Value, flag: &Value, tuple: bool, a: &Value, da:
     let base = ex.push_frame(&rp.code, vals, Some(ders));
     ex.run(&rp.code, base, d)?;
     let n = rp.code.nparams;
+    let mut ys = Vec::with_capacity(n);
     let mut out = Vec::with_capacity(n);
     for (i, a_i) in ins.iter().enumerate().take(n) {
         let y = exec::repack(val_value(&ex.vals[i]), a_i);
         let dy = val_value(&ex.ders[i]);
         out.push(grad::conform(ex.m, &y, &dy)?);
+        ys.push(y);
     }
-    Ok(Value::list(out))
+    Ok(Value::cons(Value::list(ys), Value::list(out)))
 }
 
 // ----- primitives used by reversible code and by the syntax above -----
@@ -745,7 +748,8 @@ fn int_op(name: &str, a: &Value, b: &Value, f: fn(BigInt, BigInt) -> BigInt) -> 
 // each of these equals a VLAD function of the procedure's translation.
 const VIA_JVP: Rule = Rule::Via {
     f: "(lambda ((cons p (cons flag (cons a (cons da t))))) \
-          (let ((f (%rev-fun (cons p flag)))) (unperturb (tangent ((bundle f (perturb (zero f))) (bundle a (perturb da)))))))",
+          (let* ((f (%rev-fun (cons p flag))) (r ((bundle f (perturb (zero f))) (bundle a (perturb da))))) \
+            (cons (primal r) (unperturb (tangent r)))))",
 };
 const VIA_VJP: Rule = Rule::Via {
     f: "(lambda ((cons p (cons flag (cons x (cons y (cons yb t)))))) \
@@ -754,7 +758,8 @@ const VIA_VJP: Rule = Rule::Via {
 };
 const VIA_JVP_TUPLE: Rule = Rule::Via {
     f: "(lambda ((cons flag (cons x (cons dx t)))) \
-          (let ((f (%rev-fun-tuple (cons x flag)))) (unperturb (tangent ((bundle f (perturb (zero f))) (bundle x (perturb dx)))))))",
+          (let* ((f (%rev-fun-tuple (cons x flag))) (r ((bundle f (perturb (zero f))) (bundle x (perturb dx))))) \
+            (cons (primal r) (unperturb (tangent r)))))",
 };
 const VIA_VJP_TUPLE: Rule = Rule::Via {
     f: "(lambda ((cons flag (cons x (cons y (cons yb t))))) \
@@ -775,8 +780,8 @@ pub fn prims() -> Vec<PrimDef> {
             "%rev-call",
             2,
             |m, a| run(m, &a[0], &a[1], Dir::Fwd),
-            Rule::Rules {
-                jvp: "(lambda ((cons p a) y (cons dp da)) (%rev-jvp p (list #t a da)))",
+            Rule::Joint {
+                jvp: "(lambda ((cons p a) (cons dp da)) (%rev-jvp p (list #t a da)))",
                 vjp: "(lambda ((cons p a) y yb) (cons '() (%rev-vjp p (list #t a y yb))))",
             },
             Class::Other,
@@ -785,8 +790,8 @@ pub fn prims() -> Vec<PrimDef> {
             "%rev-uncall",
             2,
             |m, a| run(m, &a[0], &a[1], Dir::Bwd),
-            Rule::Rules {
-                jvp: "(lambda ((cons p a) y (cons dp da)) (%rev-jvp p (list #f a da)))",
+            Rule::Joint {
+                jvp: "(lambda ((cons p a) (cons dp da)) (%rev-jvp p (list #f a da)))",
                 vjp: "(lambda ((cons p a) y yb) (cons '() (%rev-vjp p (list #f a y yb))))",
             },
             Class::Other,
@@ -804,8 +809,8 @@ pub fn prims() -> Vec<PrimDef> {
                 let hint = improper_last(&p, &xs);
                 run(m, &p, &Value::list(xs), Dir::Fwd).map_err(|e| with_hint(e, hint))
             },
-            Rule::Rules {
-                jvp: "(lambda (x y dx) (%rev-jvp-tuple (list #t x dx)))",
+            Rule::Joint {
+                jvp: "(lambda (x dx) (%rev-jvp-tuple (list #t x dx)))",
                 vjp: "(lambda (x y yb) (%rev-vjp-tuple (list #t x y yb)))",
             },
             Class::Other,
@@ -818,8 +823,8 @@ pub fn prims() -> Vec<PrimDef> {
                 let hint = improper_last(&p, &xs);
                 run(m, &p, &Value::list(xs), Dir::Bwd).map_err(|e| with_hint(e, hint))
             },
-            Rule::Rules {
-                jvp: "(lambda (x y dx) (%rev-jvp-tuple (list #f x dx)))",
+            Rule::Joint {
+                jvp: "(lambda (x dx) (%rev-jvp-tuple (list #f x dx)))",
                 vjp: "(lambda (x y yb) (%rev-vjp-tuple (list #f x y yb)))",
             },
             Class::Other,
@@ -847,9 +852,11 @@ pub fn prims() -> Vec<PrimDef> {
                 let args = force(m, &a[0])?;
                 match list_items(m, &args).as_deref() {
                     Some([flag, x, dx]) => {
-                        let (p, xs) = split_call(m, x, 0, "call")?;
+                        let what = if flag.is_true() { "call" } else { "uncall" };
+                        let (p, xs) = split_call(m, x, 0, what)?;
+                        let hint = improper_last(&p, &xs);
                         let dxs = split_like(dx, xs.len());
-                        jvp(m, &p, flag, true, &Value::list(xs), &Value::list(dxs))
+                        jvp(m, &p, flag, true, &Value::list(xs), &Value::list(dxs)).map_err(|e| with_hint(e, hint))
                     }
                     _ => Err(err("%rev-jvp-tuple: bad arguments".into())),
                 }
