@@ -151,9 +151,12 @@ fn param_list(data: &[Datum], at: u32) -> Option<ParamList> {
 }
 
 /// The procedure a `define` in a source file's `data` names whose parameter
-/// list holds offset `at`.
+/// list holds offset `at`, directly or in a pattern nested in a parameter
+/// (`(list y z)` of `(define (f (list x (list y z))) ...)`: everything inside
+/// a definition's header is its parameters).
 fn defined_around(data: &[Datum], at: u32) -> Option<String> {
-    header_name(&lists_around(data, at), &["define"])
+    let path = lists_around(data, at);
+    (1..=path.len()).rev().find_map(|k| header_name(&path[..k], &["define"]))
 }
 
 /// The name of the procedure whose definition's header is the last list of

@@ -685,6 +685,28 @@ fn pattern_mismatch() {
         "{}",
         o.stderr
     );
+    // (and a pattern nested in a parameter, as a lambda's inside the body is
+    // not: it is no parameter of `h`)
+    for (src, expected) in [
+        (
+            "(define (f (list x (list y z))) (+ x y z))\n(f (list 1 2))\n",
+            "bad.vlad:1:20: error: pattern mismatch: expected a pair, got 2 (an exact integer), \
+             for the pattern `(list y z)` of `f`\n",
+        ),
+        (
+            "(define ((g (cons a (list b c))) d) (+ a b))\n((g (cons 1 (list 2))) 3)\n",
+            "bad.vlad:1:21: error: pattern mismatch: expected a pair, got () (the empty list), \
+             for the pattern `(list b c)` of `g` (a list of fewer than 2 elements)\n",
+        ),
+        (
+            "(define (h x) (map (lambda ((list p (list q r))) p) x))\n(h (list (list 1 2)))\n",
+            "bad.vlad:1:37: error: pattern mismatch: expected a pair, got 2 (an exact integer), \
+             for the pattern `(list q r)`\n",
+        ),
+    ] {
+        let o = run_bad(src, &[]);
+        assert!(o.stderr.starts_with(expected), "{src}: {}", o.stderr);
+    }
     let o = run_bad("(map car (list 1 2))\n", &[]);
     assert!(
         o.stderr.starts_with(
