@@ -542,6 +542,28 @@ fn forward_mode_runs_a_reversible_procedure_once() {
         assert_eq!(o.code, 0, "{}", o.stderr);
         assert_eq!(o.stdout, "x 3.0\ny 10.0\n6.0\nx 3.0\ny 10.0\ny 10.0\nx 3.0\n6.0\n");
     }
+    // Its errors there are the plain run's: the count of values by `uncall`'s
+    // name, the hint when one value too many made the last variable a pair.
+    for (call, message) in [
+        (
+            "(uncall sq! x)",
+            "r.vlad:2:33: error: uncall: sq! takes 2 values (y x), got 1\n",
+        ),
+        (
+            "(call sq! 0.0 x 1.0)",
+            "r.vlad:1:36: error: *: expected two numbers, got (3.0 . 1.0) (a pair) (sq! takes 2 values (y x), \
+             so its last variable x was given the rest, (3.0 . 1.0), a pair that is not a list: were 3 values passed?)\n",
+        ),
+    ] {
+        let d = Dir::new();
+        d.file(
+            "r.vlad",
+            &format!("(define-reversible (sq! y x) (+= y (* x x)))\n((derivative-F (lambda (x) (car {call}))) 3.0)\n"),
+        );
+        let o = vlad(&d, &["run", "r.vlad"]);
+        assert_eq!(o.code, 1);
+        assert!(o.stderr.starts_with(message), "{call}: {}", o.stderr);
+    }
 }
 
 /// A call with too few arguments fails in the parameters' destructuring; the

@@ -852,8 +852,7 @@ pub fn prims() -> Vec<PrimDef> {
                 let args = force(m, &a[0])?;
                 match list_items(m, &args).as_deref() {
                     Some([flag, x, dx]) => {
-                        let what = if flag.is_true() { "call" } else { "uncall" };
-                        let (p, xs) = split_call(m, x, 0, what)?;
+                        let (p, xs) = split_call(m, x, 0, run_name(flag, true))?;
                         let hint = improper_last(&p, &xs);
                         let dxs = split_like(dx, xs.len());
                         jvp(m, &p, flag, true, &Value::list(xs), &Value::list(dxs)).map_err(|e| with_hint(e, hint))
