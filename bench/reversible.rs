@@ -152,6 +152,7 @@ fn gradients(c: &mut Criterion) {
         let a = thunk(&mut s, &format!("(rev-grad rloop 0 0.0 1.3 {n})"));
         let b = thunk(&mut s, &format!("(star-j-grad 1.3 {n})"));
         let d = thunk(&mut s, &format!("(star-j-through-call 1.3 {n})"));
+        let f = thunk(&mut s, &format!("((derivative-F (lambda (x) (car (call rloop 0.0 x {n})))) 1.3)"));
         let p = thunk(&mut s, &format!("(call rloop 0.0 1.3 {n})"));
         let v = thunk(&mut s, &format!("(vloop 1.3 {n})"));
         g.bench_with_input(BenchmarkId::new("primal: call rloop", n), &n, |bch, _| {
@@ -168,6 +169,9 @@ fn gradients(c: &mut Criterion) {
         });
         g.bench_with_input(BenchmarkId::new("*j through call rloop", n), &n, |bch, _| {
             bch.iter(|| black_box(s.run_thunk(&d).unwrap()))
+        });
+        g.bench_with_input(BenchmarkId::new("derivative-F through call rloop", n), &n, |bch, _| {
+            bch.iter(|| black_box(s.run_thunk(&f).unwrap()))
         });
     }
     g.finish();
