@@ -231,3 +231,73 @@ fn ctrl_d_in_an_unfinished_input_ends_the_input() {
     p.send_control('d').unwrap();
     p.exp_eof().expect("Ctrl-D on an empty line leaves");
 }
+
+/// The README's REPL session (the block after `$ vlad`) runs as shown: each
+/// input typed at its prompt, and the lines up to the next prompt printed
+/// exactly, but for the `:time` line's figure; `^C` is Ctrl-C typed while the
+/// input before it runs. (tests/docs.rs checks the README's other examples.)
+#[test]
+fn the_readme_session_runs_as_shown() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let mut lines = readme.lines().skip_while(|l| *l != "$ vlad").skip(1);
+    // (its first line is the banner, printed before the first prompt)
+    let banner = lines.next().unwrap();
+    assert!(banner.starts_with("vlad "), "the README's session starts: {banner}");
+    let session: Vec<&str> = lines.take_while(|l| !l.starts_with("```")).collect();
+    assert!(session.len() > 20, "the README's session is {} lines", session.len());
+    let dir = temp_dir("readme");
+    let Some(mut p) = start(&dir.path().join("history"), false) else { return };
+    let mut i = 0;
+    let mut inputs = 0;
+    while i < session.len() {
+        let input = session[i]
+            .strip_prefix("vlad> ")
+            .or_else(|| session[i].strip_prefix("  ... "))
+            .unwrap_or_else(|| panic!("README.md session line {}: expected an input: {}", i + 1, session[i]));
+        inputs += 1;
+        i += 1;
+        let mut out = Vec::new();
+        while i < session.len() && !session[i].starts_with("vlad> ") && !session[i].starts_with("  ... ") {
+            out.push(session[i]);
+            i += 1;
+        }
+        let last = i == session.len();
+        if session.get(i).is_some_and(|l| l.starts_with("  ... ")) {
+            line(&mut p, input);
+            p.exp_string("  ... ")
+                .unwrap_or_else(|e| panic!("after `{input}`, the continuation prompt: {e}"));
+            continue;
+        }
+        line(&mut p, input);
+        if out.first() == Some(&"^C") {
+            std::thread::sleep(std::time::Duration::from_millis(700));
+            p.send_control('c').unwrap();
+            out.remove(0);
+        }
+        // What it prints, from the end of the echoed input to the next prompt
+        // (the terminal's line ends carry carriage returns where they fall).
+        let eol = "\r*\n\r*";
+        let mut pattern = format!("{eol}(\\^C{eol})?");
+        for l in &out {
+            match l.strip_prefix("time: ") {
+                Some(_) => pattern.push_str("time: [0-9.]+ [^\r\n ]*s"),
+                None => pattern.push_str(&meta_escape(l)),
+            }
+            pattern.push_str(eol);
+        }
+        if !last {
+            pattern.push_str("vlad> ");
+        }
+        p.exp_regex(&pattern)
+            .unwrap_or_else(|e| panic!("after `{input}`, expected\n{}\n: {e}", out.join("\n")));
+    }
+    assert!(inputs >= 10, "{inputs} inputs");
+    quit(p);
+}
+
+/// `s` as a regular expression matching it literally (the `regex` crate's
+/// metacharacters escaped; `regex_escape` escapes every other character too,
+/// which makes `\<` a word boundary).
+fn meta_escape(s: &str) -> String {
+    s.chars().flat_map(|c| if "\\.+*?()|[]{}^$#&-~".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
+}
