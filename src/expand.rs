@@ -295,14 +295,23 @@ fn expand_error(d: &Datum, items: &[Datum]) -> Result<Core> {
 /// `(write "label" x)`: a call of the primitive `%write-label` on the label's
 /// index (`prims::intern_message`) and `x`, which prints the label, a space and
 /// `x`'s value, and returns the value; `(write "text")`: of `%write-text`,
-/// which prints the text and returns `()`.
+/// which prints the text and returns `()`. `(write-real "label" x)` is
+/// `%write-real-label`, the same for a real (`write-real`'s check).
 fn expand_write(d: &Datum, items: &[Datum]) -> Result<Core> {
     let sp = d.span;
+    let real = items[0].as_symbol() == Some("write-real");
     let DatumKind::Str(text) = &items[1].kind else { unreachable!("checked by the caller") };
     let k = Core::Const(ConstVal(DatumKindValue::Int(crate::prims::intern_message(text))), items[1].span);
     let (name, args) = match &items[2..] {
+        [] if real => {
+            return Err(bad(d, "`write-real` with a label prints a real after it: `(write-real \"x:\" x)`"))
+        }
         [] => ("%write-text", vec![k]),
+        [x] if real => ("%write-real-label", vec![k, expand(x)?]),
         [x] => ("%write-label", vec![k, expand(x)?]),
+        [_, extra, ..] if real => {
+            return Err(bad(extra, "`write-real` with a label prints one real after it: `(write-real \"x:\" x)`"))
+        }
         [_, extra, ..] => {
             return Err(bad(
                 extra,
@@ -330,7 +339,7 @@ fn expand_here(d: &Datum) -> Result<Core> {
         DatumKind::Str(_) => Err(bad(
             d,
             "a string is not a VLAD expression (a string may only be the message of `(error \"...\" x ...)`, \
-             the label of `(write \"...\" x)` or the file of `(include \"...\")`)",
+             the label of `(write \"...\" x)` or `(write-real \"...\" x)`, or the file of `(include \"...\")`)",
         )),
         DatumKind::Symbol(s) => {
             if KEYWORDS.contains(&&**s) {
@@ -395,8 +404,8 @@ fn expand_here(d: &Datum) -> Result<Core> {
                     "error" if text_form(items) => {
                         return expand_error(d, items)
                     }
-                    // (likewise `write` with a label, a printing form)
-                    "write" if text_form(items) => {
+                    // (likewise `write` and `write-real` with a label, printing forms)
+                    "write" | "write-real" if text_form(items) => {
                         return expand_write(d, items)
                     }
                     "else" => return Err(bad(d, "`else` outside `cond`")),

@@ -482,6 +482,19 @@ fn table() -> Vec<PrimDef> {
             rules!("(lambda ((cons k x) y (cons dk dx)) dx)", "(lambda ((cons k x) y yb) (cons (zero k) yb))"),
             Other,
         ),
+        // `(write-real "label" x)`: the same for a real.
+        p(
+            "%write-real-label",
+            2,
+            |m, a| {
+                real_arg("write-real", &a[1])?;
+                write_message(m, &a[0], " ")?;
+                m.write_value(&a[1])?;
+                Ok(a[1].clone())
+            },
+            rules!("(lambda ((cons k x) y (cons dk dx)) dx)", "(lambda ((cons k x) y yb) (cons (zero k) yb))"),
+            Other,
+        ),
         p(
             "%write-text",
             1,
@@ -638,7 +651,8 @@ fn primal_view(m: &mut Machine, v: &Value, budget: &mut u32) -> Value {
 /// The messages of the program's `error` forms and the texts of its labelled
 /// `write` forms, each once: the expander turns `(error "message" x ...)` into
 /// `(%error k (list x ...))`, `k` the message's index here (VLAD has no strings
-/// as values), and `(write "label" x)` into `(%write-label k x)`.
+/// as values), `(write "label" x)` into `(%write-label k x)`, and `(write-real
+/// "label" x)` into `(%write-real-label k x)`.
 static MESSAGES: std::sync::Mutex<Vec<std::sync::Arc<str>>> = std::sync::Mutex::new(Vec::new());
 
 /// The index of `msg` among the `error` forms' messages (added if new).

@@ -234,7 +234,7 @@ fn rule_prim(g: &Group) -> Option<crate::prims::PrimId> {
 fn write_text_args(out: &mut String, p: crate::prims::PrimId, args: &Args) -> bool {
     let name = crate::prims::prim(p).name;
     let (k, rest) = match args {
-        Args::Tuple(xs) if matches!(name, "%error" | "%write-label") => match &xs[..] {
+        Args::Tuple(xs) if matches!(name, "%error" | "%write-label" | "%write-real-label") => match &xs[..] {
             [Atom::Const(k), rest] => (k, Some(rest)),
             _ => return false,
         },

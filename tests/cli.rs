@@ -476,7 +476,8 @@ fn write_with_a_label_prints_it_before_the_value() {
          (+ (f 3) 1)\n\
          ((derivative-R f) 3.0)\n\
          ((derivative-F (derivative-R f)) 3.0)\n\
-         (write \"pair:\" (list 1 (cons 2 3)))\n",
+         (write \"pair:\" (list 1 (cons 2 3)))\n\
+         (write-real \"r:\" (f 0.5))\n",
     );
     for flags in [&[][..], &["--no-tape"][..]] {
         let mut args = vec!["run", "w.vlad"];
@@ -484,7 +485,9 @@ fn write_with_a_label_prints_it_before_the_value() {
         let o = vlad(&d, &args);
         assert_eq!(o.code, 0, "{}", o.stderr);
         assert_eq!(
-            o.stdout, "start\n()\nf at 9\n10\nf at 9.0\n6.0\nf at 9.0\n2.0\npair: (1 (2 . 3))\n(1 (2 . 3))\n",
+            o.stdout,
+            "start\n()\nf at 9\n10\nf at 9.0\n6.0\nf at 9.0\n2.0\npair: (1 (2 . 3))\n(1 (2 . 3))\n\
+             f at 0.25\nr: 0.25\n0.25\n",
             "{flags:?}"
         );
     }
@@ -496,7 +499,9 @@ fn write_with_a_label_prints_it_before_the_value() {
     );
     let o = vlad(&d, &["anf", "w.vlad"]);
     assert!(
-        o.stdout.contains("(%write-label \"f at\" ") && o.stdout.contains("(%write-text \"start\")"),
+        o.stdout.contains("(%write-label \"f at\" ")
+            && o.stdout.contains("(%write-text \"start\")")
+            && o.stdout.contains("(%write-real-label \"r:\" "),
         "{}",
         o.stdout
     );
@@ -508,16 +513,21 @@ fn write_with_a_label_prints_it_before_the_value() {
 /// expected lines follow from the definition: y = 1 + 3*3 = 10.
 #[test]
 fn write_is_a_reversible_statement_that_prints_both_ways() {
-    let d = Dir::new();
-    d.file(
-        "r.vlad",
-        "(define-reversible (add-sq x y) (write \"x\" x) (+= y (* x x)) (write \"y\" y))\n\
-         (call add-sq 3 1)\n\
-         (uncall add-sq 3 10)\n",
-    );
-    let o = vlad(&d, &["run", "r.vlad"]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_eq!(o.stdout, "x 3\ny 10\n(3 10)\ny 10\nx 3\n(3 1)\n");
+    // (and `write-real` with a label, the same for reals)
+    for head in ["write", "write-real"] {
+        let d = Dir::new();
+        d.file(
+            "r.vlad",
+            &format!(
+                "(define-reversible (add-sq x y) ({head} \"x\" x) (+= y (* x x)) ({head} \"y\" y))\n\
+                 (call add-sq 3 1)\n\
+                 (uncall add-sq 3 10)\n"
+            ),
+        );
+        let o = vlad(&d, &["run", "r.vlad"]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert_eq!(o.stdout, "x 3\ny 10\n(3 10)\ny 10\nx 3\n(3 1)\n", "{head}");
+    }
 }
 
 /// Forward mode through a reversible procedure runs it once, with tangents:

@@ -245,13 +245,19 @@ fn bad_syntax_is_reported_with_its_location() {
         (
             "\"str\"",
             "1:1: a string is not a VLAD expression (a string may only be the message of \
-             `(error \"...\" x ...)`, the label of `(write \"...\" x)` or the file of `(include \"...\")`)",
+             `(error \"...\" x ...)`, the label of `(write \"...\" x)` or `(write-real \"...\" x)`, \
+             or the file of `(include \"...\")`)",
         ),
-        // (`write-real` takes no label)
+        // (a label goes first: `write-real`'s value is the real)
         (
-            "(write-real \"x:\" 1.0)",
-            "1:13: a string is not a VLAD expression (a string may only be the message of \
-             `(error \"...\" x ...)`, the label of `(write \"...\" x)` or the file of `(include \"...\")`)",
+            "(write-real 1.0 \"x:\")",
+            "1:17: a string is not a VLAD expression (a string may only be the message of \
+             `(error \"...\" x ...)`, the label of `(write \"...\" x)` or `(write-real \"...\" x)`, \
+             or the file of `(include \"...\")`)",
+        ),
+        (
+            "(write-real \"x:\")",
+            "1:1: `write-real` with a label prints a real after it: `(write-real \"x:\" x)`",
         ),
         ("(f . x)", "1:1: a dotted list is not an expression"),
         ("(cons 1)", "1:1: `cons` takes exactly two expressions"),

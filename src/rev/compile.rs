@@ -518,7 +518,9 @@ impl Compiler<'_> {
                                 return Ok(if h == "and" { RExpr::And(parts) } else { RExpr::Or(parts) });
                             }
                             _ if expand::KEYWORDS.contains(&h) => return self.fallback(d),
-                            "error" | "write" if expand::text_form(items) => return self.fallback(d),
+                            "error" | "write" | "write-real" if expand::text_form(items) => {
+                                return self.fallback(d)
+                            }
                             _ => {}
                         }
                     }

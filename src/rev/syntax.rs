@@ -345,7 +345,7 @@ fn parse_place(d: &Datum) -> Result<Place> {
 }
 
 const STMT_LIST: &str =
-    "+= -= ^= *= /= swap if-rev from-loop local push pop call uncall begin-rev skip with-uncompute error write";
+    "+= -= ^= *= /= swap if-rev from-loop local push pop call uncall begin-rev skip with-uncompute error write write-real";
 
 /// Parses one statement.
 pub fn parse_stmt(d: &Datum) -> Result<Stmt> {
@@ -466,7 +466,7 @@ fn parse_stmt_here(d: &Datum) -> Result<Stmt> {
         // so it fails where it is run, forwards or backwards; a `write` prints
         // once each way: its test is `(if FORM #t #t)`, which prints and is
         // true, and its assertion `#t`)
-        "error" | "write" if crate::expand::text_form(items) => {
+        "error" | "write" | "write-real" if crate::expand::text_form(items) => {
             let atom = |kind| Datum { kind, span: sp };
             let (test, assert) = if head == "error" {
                 (d.clone(), d.clone())
