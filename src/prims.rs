@@ -471,28 +471,16 @@ fn table() -> Vec<PrimDef> {
         // The labelled `write` form: `(write "label" x)` is `(%write-label k x)`,
         // `(write "text")` is `(%write-text k)` (strings are no values: `k` is the
         // text's index, as for `error`).
-        p(
-            "%write-label",
-            2,
-            |m, a| {
-                write_message(m, &a[0], " ")?;
-                m.write_value(&a[1])?;
-                Ok(a[1].clone())
-            },
-            rules!("(lambda ((cons k x) y (cons dk dx)) dx)", "(lambda ((cons k x) y yb) (cons (zero k) yb))"),
-            Other,
-        ),
+        p("%write-label", 2, write_labelled, LABEL_RULES, Other),
         // `(write-real "label" x)`: the same for a real.
         p(
             "%write-real-label",
             2,
             |m, a| {
                 real_arg("write-real", &a[1])?;
-                write_message(m, &a[0], " ")?;
-                m.write_value(&a[1])?;
-                Ok(a[1].clone())
+                write_labelled(m, a)
             },
-            rules!("(lambda ((cons k x) y (cons dk dx)) dx)", "(lambda ((cons k x) y yb) (cons (zero k) yb))"),
+            LABEL_RULES,
             Other,
         ),
         p(
@@ -685,6 +673,18 @@ pub fn int_index(k: &Value) -> i64 {
 fn write_message(m: &mut Machine, k: &Value, end: &str) -> Result<()> {
     m.write_text(message(int_index(k)).as_deref().unwrap_or(""), end)
 }
+
+/// `(%write-label k x)`: prints message `k`, a space and `x`'s value; returns `x`.
+fn write_labelled(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    write_message(m, &a[0], " ")?;
+    m.write_value(&a[1])?;
+    Ok(a[1].clone())
+}
+
+/// The rules of a labelled write (`write`'s, identity in the value; the
+/// label's index has none).
+const LABEL_RULES: Rule =
+    rules!("(lambda ((cons k x) y (cons dk dx)) dx)", "(lambda ((cons k x) y yb) (cons (zero k) yb))");
 
 /// `(%error k irritants)`, the `error` form: fails with message `k` followed by
 /// the irritants as they print (AD tags and tangents stripped), each after a
