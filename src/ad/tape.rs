@@ -284,6 +284,37 @@ impl Tape {
         (node, value)
     }
 
+    /// Records `f` (`+ - * /`) on two operands, each a double `(value, NONE,
+    /// exact)` (an exact one a small integer kept as a double marked exact) or
+    /// this tape's real `(value, node, false)`, not both constants: the node
+    /// keeping its doubles unboxed, as `push_doubles_node` records it without
+    /// duals; the result, a real of this tape.
+    #[inline(always)]
+    fn push_plain2(&mut self, f: Formula, x: (f64, u32, bool), y: (f64, u32, bool)) -> Level {
+        let ((a, na, exact_a), (b, nb, exact_b)) = (x, y);
+        let v = match f {
+            Formula::Add => a + b,
+            Formula::Sub => a - b,
+            Formula::Mul => a * b,
+            _ => a / b,
+        };
+        let kept = kept_mask(f, 2);
+        if kept & 1 != 0 {
+            self.reals.push(a);
+        }
+        if kept & 2 != 0 {
+            self.reals.push(b);
+        }
+        if kept & 4 != 0 {
+            self.reals.push(v);
+        }
+        let exact = exact_a as u8 | (exact_b as u8) << 1;
+        let node = self.nodes.len() as u32;
+        let bits = UNBOXED | INEXACT | ((exact & kept) << EXACT_SHIFT);
+        self.nodes.push(Node { parents: [na, nb], f: Some(f), n: 2, bits });
+        reverse_parts(self.id, node, v)
+    }
+
     fn new(id: u32, forward: bool) -> Tape {
         Tape {
             id,
@@ -598,8 +629,14 @@ pub fn record(
         }
     }
     // (the values may be active on an enclosing level: computed there; on
-    // doubles, the primitive's own arithmetic, inline)
+    // doubles, the primitive's own arithmetic, inline; on an enclosing tape's
+    // reals, reverse over reverse, as that tape records the evaluator's)
+    let on_tape = match (&x[..n], forward) {
+        ([a, b], false) => enclosing_tape_arith2(m, f, a, b),
+        _ => None,
+    };
     let y = match (&x[..n], f) {
+        _ if on_tape.is_some() => on_tape,
         ([Value::Real(a)], _) => native::formula_f64(f, &[*a]).map(Value::Real),
         ([Value::Real(a), Value::Real(b)], _) => native::formula_f64(f, &[*a, *b]).map(Value::Real),
         _ => None,
@@ -690,27 +727,7 @@ pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value,
             if na == NONE && nb == NONE {
                 return None;
             }
-            let v = match f {
-                Formula::Add => a + b,
-                Formula::Sub => a - b,
-                Formula::Mul => a * b,
-                _ => a / b,
-            };
-            let kept = kept_mask(f, 2);
-            if kept & 1 != 0 {
-                t.reals.push(a);
-            }
-            if kept & 2 != 0 {
-                t.reals.push(b);
-            }
-            if kept & 4 != 0 {
-                t.reals.push(v);
-            }
-            let exact = exact_a as u8 | (exact_b as u8) << 1;
-            let node = t.nodes.len() as u32;
-            let bits = UNBOXED | INEXACT | ((exact & kept) << EXACT_SHIFT);
-            t.nodes.push(Node { parents: [na, nb], f: Some(f), n: 2, bits });
-            return Some(reverse_parts(id, node, v));
+            return Some(t.push_plain2(f, (a, na, exact_a), (b, nb, exact_b)));
         }
         // (a value, its tangent, whether it is a real of the enclosing forward
         // level `lift` (a dual, forward over reverse), its tape node, and
@@ -1888,7 +1905,10 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
                     (p, Some(t)) => forward_real(tape.lift, Value::Real(p), Value::Real(t)),
                 };
                 let (x, y) = ([value(0), value(1)], value(2));
-                rule(m, f, [&x[0], &x[1]], n, &y, &yb)?
+                match enclosing_reverse_rule(m, f, [&x[0], &x[1]], n, &yb) {
+                    Some(o) => Some(o),
+                    None => rule(m, f, [&x[0], &x[1]], n, &y, &yb)?,
+                }
             }
         } else {
             let yb = yb.into_value(tape.lift);
@@ -1900,13 +1920,104 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
                 }
             }
             let y = if kept & 4 != 0 { tape.vals.get(at) } else { &zero };
-            rule(m, f, x, n, y, &yb)?
+            match enclosing_reverse_rule(m, f, x, n, &yb) {
+                Some(o) => Some(o),
+                None => rule(m, f, x, n, y, &yb)?,
+            }
         };
         let parts = parts.ok_or_else(|| decline("a primitive without a cotangent rule"))?;
         propagate(m, adj, &node, parts, tape.lift)?;
     }
     debug_assert!(reals_at == 0 && vals_at == 0, "each node's values found");
     Ok(any.then_some(tainted))
+}
+
+/// `f` (`+ - * /`) on `a` and `b`, reals of one enclosing tape held as
+/// doubles, or doubles, or small exact integers, not all constants, with
+/// nothing metered: recorded on that tape as the evaluator records its
+/// arithmetic there (`level_arith2`). The general path (`native::lifted_op`,
+/// through `Rv`) records the same node, through more layers. `None`, with
+/// nothing recorded, where that does not apply.
+fn enclosing_tape_arith2(m: &mut Machine, f: Formula, a: &Value, b: &Value) -> Option<Value> {
+    if !matches!(f, Formula::Add | Formula::Sub | Formula::Mul | Formula::Div)
+        || m.meter.is_some()
+        || m.meter_derivative.is_some()
+    {
+        return None;
+    }
+    let id = match (a, b) {
+        (Value::TapeReal(t, ..), _) | (_, Value::TapeReal(t, ..)) => *t as u32,
+        _ => return None,
+    };
+    let (x, y) = (plain_real(a, id)?, plain_real(b, id)?);
+    if x.1 == NONE && y.1 == NONE {
+        return None;
+    }
+    let k = running(m, id)?;
+    let t = &mut m.tape.stack[k];
+    if t.forward {
+        return None;
+    }
+    Some(t.push_plain2(f, x, y).into_value())
+}
+
+/// The id of the level running now (the top of the stack) if it is a reverse
+/// one (a tape) and nothing is metered: the level an inner tape's sweep records
+/// its arithmetic on, reverse over reverse.
+#[inline(always)]
+fn enclosing_tape(m: &Machine) -> Option<u32> {
+    let t = m.tape.stack.last()?;
+    (!t.forward && m.meter.is_none() && m.meter_derivative.is_none()).then_some(t.id)
+}
+
+/// Is `v` a real of tape `id` held as a double (`Some(true)`), or a double
+/// (`Some(false)`)?
+#[inline(always)]
+fn on_tape(v: &Value, id: u32) -> Option<bool> {
+    match v {
+        Value::TapeReal(t, node, _) if *t as u32 == id && *node != NONE => Some(true),
+        Value::Real(_) => Some(false),
+        _ => None,
+    }
+}
+
+/// Reverse over reverse: the cotangent rule of a `*` or `-` node whose kept
+/// operands are reals of the enclosing tape (the level running now) or
+/// doubles, and whose sensitivity `yb` is too (or a small exact integer, as a
+/// gradient's seed 1), recorded on that tape as the evaluator records its
+/// arithmetic (`level_arith2`): the operations of `native::vjp_num`, in its
+/// order, which the general path (`rule`, through `native::lifted_op`) records
+/// as the same nodes, through more layers. `None`, with nothing recorded,
+/// where that does not apply (an operation of two constants among them).
+fn enclosing_reverse_rule(
+    m: &mut Machine,
+    f: Formula,
+    x: [&Value; 2],
+    n: usize,
+    yb: &Value,
+) -> Option<Out<Value>> {
+    use crate::resolve::Op2;
+    let id = enclosing_tape(m)?;
+    let yb_on = match yb {
+        Value::Int(_) => plain_real(yb, id).map(|_| false),
+        _ => on_tape(yb, id),
+    }?;
+    match (f, n) {
+        // (cons (* yb x2) (* yb x1))
+        (Formula::Mul, 2) => {
+            let (x0, x1) = (on_tape(x[0], id)?, on_tape(x[1], id)?);
+            if !(yb_on || x0 && x1) {
+                return None;
+            }
+            let a = level_arith2(&mut m.tape, Op2::Mul, yb, x[1])?;
+            Some(Out::Two(a, level_arith2(&mut m.tape, Op2::Mul, yb, x[0])?))
+        }
+        // (cons yb (- 0 yb))
+        (Formula::Sub, 2) if yb_on => {
+            Some(Out::Two(yb.clone(), level_arith2(&mut m.tape, Op2::Sub, &Value::Int(0), yb)?))
+        }
+        _ => None,
+    }
 }
 
 /// Whether the tangent and cotangent rules of formula `f` multiply or divide
@@ -2056,6 +2167,17 @@ fn add_to(m: &mut Machine, adj: &mut [Option<Sens>], node: u32, c: Value, lift: 
                 m.ad_work += 1;
                 match (&old, &c) {
                     (Value::Real(a), Value::Real(b)) => Value::Real(a + b),
+                    // (reals of the enclosing tape, reverse over reverse: summed
+                    // there, as `add_slow` records the sum, without its layers)
+                    (Value::TapeReal(..), _) | (_, Value::TapeReal(..))
+                        if enclosing_tape(m)
+                            .is_some_and(|id| on_tape(&old, id).is_some() && on_tape(&c, id).is_some()) =>
+                    {
+                        match level_arith2(&mut m.tape, crate::resolve::Op2::Add, &old, &c) {
+                            Some(v) => v,
+                            None => add_slow(m, old, c)?,
+                        }
+                    }
                     // (reals of one forward level, made of doubles: summed there,
                     // as `native::lifted_op` sums them)
                     (Value::Active(a), Value::Active(b))
