@@ -755,7 +755,12 @@ pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value,
                 _ => None,
             }
         };
-        let ((a, da, dual_a, na, exact_a), (b, db, dual_b, nb, exact_b)) = (real(x)?, real(y)?);
+        let (Some((a, da, dual_a, na, exact_a)), Some((b, db, dual_b, nb, exact_b))) = (real(x), real(y))
+        else {
+            // (reverse over reverse: a real of this tape whose value is an
+            // enclosing tape's real)
+            return nested_tape_arith2(tapes, id, f, x, y);
+        };
         if na == NONE && nb == NONE {
             // (no operand is the tape's: perhaps an enclosing forward level's operation)
             return if dual_a || dual_b { enclosing_forward2(tapes, id, f, x, y) } else { None };
@@ -1071,41 +1076,47 @@ pub(super) fn push_op(
     x: [Value; 2],
     y: &Value,
 ) -> u32 {
-    // (the node keeps only the operands and result its cotangent rule reads, so
-    // that the others, on an enclosing level above all, can be freed)
-    let inexact = is_inexact(y) || x[..n].iter().any(is_inexact);
-    let kept = kept_mask(f, n);
-    // unboxed if each is a double or a real of the tape's forward level (the
-    // first it meets, if none yet) made of doubles
-    let t = &mut m.tape.stack[k];
-    let mut lift = t.lift;
-    // (the values a rule may read: the operands, then the result; bit j of `kept`)
-    let vs: [&Value; 3] = [&x[0], &x[1], y];
-    let unboxed = (0..3).all(|j| kept & (1 << j) == 0 || unboxable(vs[j], &mut lift));
-    let node = t.nodes.len() as u32;
-    let mut bits = if inexact { INEXACT } else { 0 };
-    if unboxed {
-        t.lift = lift;
-        bits |= UNBOXED;
-        for (j, v) in vs.into_iter().enumerate() {
-            if kept & (1 << j) != 0 {
-                bits |= push_unboxed(&mut t.reals, v) << j;
+    m.tape.stack[k].push_op(f, n, parents, x, y)
+}
+
+impl Tape {
+    /// [`push_op`] on this tape.
+    fn push_op(&mut self, f: Formula, n: usize, parents: [u32; 2], x: [Value; 2], y: &Value) -> u32 {
+        // (the node keeps only the operands and result its cotangent rule reads, so
+        // that the others, on an enclosing level above all, can be freed)
+        let inexact = is_inexact(y) || x[..n].iter().any(is_inexact);
+        let kept = kept_mask(f, n);
+        // unboxed if each is a double or a real of the tape's forward level (the
+        // first it meets, if none yet) made of doubles
+        let mut lift = self.lift;
+        // (the values a rule may read: the operands, then the result; bit j of `kept`)
+        let vs: [&Value; 3] = [&x[0], &x[1], y];
+        let unboxed = (0..3).all(|j| kept & (1 << j) == 0 || unboxable(vs[j], &mut lift));
+        let node = self.nodes.len() as u32;
+        let mut bits = if inexact { INEXACT } else { 0 };
+        if unboxed {
+            self.lift = lift;
+            bits |= UNBOXED;
+            for (j, v) in vs.into_iter().enumerate() {
+                if kept & (1 << j) != 0 {
+                    bits |= push_unboxed(&mut self.reals, v) << j;
+                }
+            }
+        } else {
+            let [x0, x1] = x;
+            if kept & 1 != 0 {
+                self.vals.push(x0);
+            }
+            if kept & 2 != 0 {
+                self.vals.push(x1);
+            }
+            if kept & 4 != 0 {
+                self.vals.push(y.clone());
             }
         }
-    } else {
-        let [x0, x1] = x;
-        if kept & 1 != 0 {
-            t.vals.push(x0);
-        }
-        if kept & 2 != 0 {
-            t.vals.push(x1);
-        }
-        if kept & 4 != 0 {
-            t.vals.push(y.clone());
-        }
+        self.nodes.push(Node { parents, f: Some(f), n: n as u8, bits });
+        node
     }
-    t.nodes.push(Node { parents, f: Some(f), n: n as u8, bits });
-    node
 }
 
 /// Can a node keep `v` unboxed: a double, or a real of forward level `lift`
@@ -1939,10 +1950,15 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
 /// through `Rv`) records the same node, through more layers. `None`, with
 /// nothing recorded, where that does not apply.
 fn enclosing_tape_arith2(m: &mut Machine, f: Formula, a: &Value, b: &Value) -> Option<Value> {
-    if !matches!(f, Formula::Add | Formula::Sub | Formula::Mul | Formula::Div)
-        || m.meter.is_some()
-        || m.meter_derivative.is_some()
-    {
+    if m.meter.is_some() || m.meter_derivative.is_some() {
+        return None;
+    }
+    tapes_arith2(&mut m.tape, f, a, b)
+}
+
+/// [`enclosing_tape_arith2`], the caller having checked that nothing is metered.
+fn tapes_arith2(tapes: &mut Tapes, f: Formula, a: &Value, b: &Value) -> Option<Value> {
+    if !matches!(f, Formula::Add | Formula::Sub | Formula::Mul | Formula::Div) {
         return None;
     }
     let id = match (a, b) {
@@ -1953,12 +1969,42 @@ fn enclosing_tape_arith2(m: &mut Machine, f: Formula, a: &Value, b: &Value) -> O
     if x.1 == NONE && y.1 == NONE {
         return None;
     }
-    let k = running(m, id)?;
-    let t = &mut m.tape.stack[k];
+    let k = tapes.stack.iter().rposition(|t| t.id == id)?;
+    let t = &mut tapes.stack[k];
     if t.forward {
         return None;
     }
     Some(t.push_plain2(f, x, y).into_value())
+}
+
+/// [`level_arith2`] on tape `id` (the level running now) of operands one of
+/// which at least is a real of it whose value is a real of an enclosing tape
+/// (reverse over reverse), the others constants: the value computed on that
+/// tape ([`tapes_arith2`]), then recorded here (`Tape::push_op`), as `record`
+/// computes and records it. `None`, with nothing recorded, where that does
+/// not apply.
+fn nested_tape_arith2(tapes: &mut Tapes, id: u32, f: Formula, x: &Value, y: &Value) -> Option<Level> {
+    // (an operand's node on this tape, `NONE` for a constant, and its value there)
+    let part = |v: &Value| match v {
+        Value::Active(r) if r.tape == id => Some((r.node, r.value.clone())),
+        Value::TapeReal(t, node, p) if *t as u32 == id => Some((*node, Value::Real(*p))),
+        Value::TapeReal(..) | Value::Real(_) | Value::Int(_) => Some((NONE, v.clone())),
+        _ => None,
+    };
+    let ours =
+        |v: &Value| matches!(v, Value::Active(r) if r.tape == id && matches!(r.value, Value::TapeReal(..)));
+    if !(ours(x) || ours(y)) {
+        return None;
+    }
+    let ((na, a), (nb, b)) = (part(x)?, part(y)?);
+    let v = tapes_arith2(tapes, f, &a, &b)?;
+    let t = tapes.stack.last_mut()?;
+    let node = t.push_op(f, 2, [na, nb], [a, b], &v);
+    Some(match reverse_real(id, node, v) {
+        Value::TapeReal(t, node, p) => Level::Tape(t, node, p),
+        Value::Active(r) => Level::Active(r),
+        _ => unreachable!("reverse_real makes a real of the level"),
+    })
 }
 
 /// The id of the level running now (the top of the stack) if it is a reverse
