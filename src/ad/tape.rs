@@ -1947,8 +1947,9 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
 /// doubles, or doubles, or small exact integers, not all constants, with
 /// nothing metered: recorded on that tape as the evaluator records its
 /// arithmetic there (`level_arith2`). The general path (`native::lifted_op`,
-/// through `Rv`) records the same node, through more layers. `None`, with
-/// nothing recorded, where that does not apply.
+/// through `Rv`) records the same operation on the same parents, through more
+/// layers (see [`enclosing_reverse_rule`] for an exact integer operand).
+/// `None`, with nothing recorded, where that does not apply.
 fn enclosing_tape_arith2(m: &mut Machine, f: Formula, a: &Value, b: &Value) -> Option<Value> {
     if m.meter.is_some() || m.meter_derivative.is_some() {
         return None;
@@ -2033,8 +2034,12 @@ fn on_tape(v: &Value, id: u32) -> Option<bool> {
 /// gradient's seed 1), recorded on that tape as the evaluator records its
 /// arithmetic (`level_arith2`): the operations of `native::vjp_num`, in its
 /// order, which the general path (`rule`, through `native::lifted_op`) records
-/// as the same nodes, through more layers. `None`, with nothing recorded,
-/// where that does not apply (an operation of two constants among them).
+/// on the same parents, through more layers. (Where an operand is a small exact
+/// integer, a gradient's seed 1, that path's node keeps it boxed, this one as a
+/// double marked exact, as the evaluator's own recording does,
+/// `record_doubles`: the backward sweep reads the same number from either.)
+/// `None`, with nothing recorded, where that does not apply (an operation of
+/// two constants among them).
 fn enclosing_reverse_rule(
     m: &mut Machine,
     f: Formula,
