@@ -2038,8 +2038,8 @@ fn on_tape(v: &Value, id: u32) -> Option<bool> {
 /// integer, a gradient's seed 1, that path's node keeps it boxed, this one as a
 /// double marked exact, as the evaluator's own recording does,
 /// `record_doubles`: the backward sweep reads the same number from either.)
-/// `None`, with nothing recorded, where that does not apply (an operation of
-/// two constants among them).
+/// An operation of two constants gives a constant, as the general path
+/// computes it. `None`, with nothing recorded, where that does not apply.
 fn enclosing_reverse_rule(
     m: &mut Machine,
     f: Formula,
@@ -2053,19 +2053,32 @@ fn enclosing_reverse_rule(
         Value::Int(_) => plain_real(yb, id).map(|_| false),
         _ => on_tape(yb, id),
     }?;
+    // (`op` on `a` and `b`, recorded where either is the tape's; of two
+    // constants, a constant, as `X64` computes it: doubles unless both are
+    // exact, then exact)
+    let arith = |m: &mut Machine, op: Op2, (a, a_on): (&Value, bool), (b, b_on): (&Value, bool)| {
+        if a_on || b_on {
+            return level_arith2(&mut m.tape, op, a, b);
+        }
+        let (x, y) = (plain_real(a, id)?, plain_real(b, id)?);
+        Some(match (op, x.2 && y.2) {
+            (Op2::Mul, false) => Value::Real(x.0 * y.0),
+            (Op2::Sub, false) => Value::Real(x.0 - y.0),
+            (Op2::Sub, true) => Value::Int(x.0 as i64 - y.0 as i64),
+            _ => return None,
+        })
+    };
     match (f, n) {
-        // (cons (* yb x2) (* yb x1))
+        // (cons (* yb x2) (* yb x1)) (two doubles at most among the four: no
+        // exact product)
         (Formula::Mul, 2) => {
             let (x0, x1) = (on_tape(x[0], id)?, on_tape(x[1], id)?);
-            if !(yb_on || x0 && x1) {
-                return None;
-            }
-            let a = level_arith2(&mut m.tape, Op2::Mul, yb, x[1])?;
-            Some(Out::Two(a, level_arith2(&mut m.tape, Op2::Mul, yb, x[0])?))
+            let a = arith(m, Op2::Mul, (yb, yb_on), (x[1], x1))?;
+            Some(Out::Two(a, arith(m, Op2::Mul, (yb, yb_on), (x[0], x0))?))
         }
         // (cons yb (- 0 yb))
-        (Formula::Sub, 2) if yb_on => {
-            Some(Out::Two(yb.clone(), level_arith2(&mut m.tape, Op2::Sub, &Value::Int(0), yb)?))
+        (Formula::Sub, 2) => {
+            Some(Out::Two(yb.clone(), arith(m, Op2::Sub, (&Value::Int(0), false), (yb, yb_on))?))
         }
         _ => None,
     }
