@@ -452,6 +452,9 @@ pub struct Tapes {
     /// The sensitivities' store of the last reverse run, emptied (kept for
     /// the next, as `spare` keeps tapes).
     spare_adj: Vec<Option<Sens>>,
+    /// The sweep's marks of nodes below a node no sensitivity reached (see
+    /// `sweep`), kept for the next run as `spare_adj` is.
+    spare_tainted: Vec<bool>,
     /// Runs that gave way because the transform's cotangent could be inexact
     /// where the tape's is exact (see `exactness_may_differ`).
     pub exactness_declined: u64,
@@ -474,6 +477,7 @@ impl Default for Tapes {
             exactness_declined: 0,
             spare: Vec::new(),
             spare_adj: Vec::new(),
+            spare_tainted: Vec::new(),
         }
     }
 }
@@ -1542,7 +1546,10 @@ fn try_tape_with(
         return Ok(gave_way(m, "a result not made of pairs, () and reals shaped like the sensitivity"));
     }
     let mut tape = tape;
-    let tainted = match sweep(m, &mut tape, &mut adj) {
+    let mut tainted = std::mem::take(&mut m.tape.spare_tainted);
+    tainted.clear();
+    tainted.resize(tape.nodes.len(), false);
+    let any_tainted = match sweep(m, &mut tape, &mut adj, &mut tainted) {
         Ok(t) => t,
         Err(e) if e.kind == ErrorKind::Limit => return Err(e),
         // (the transform's backpropagator meets the same error: reported as it
@@ -1552,8 +1559,10 @@ fn try_tape_with(
     // (the tape and the other nodes' sensitivities freed before the cotangent is built)
     let lift = tape.lift;
     m.tape.recycle(tape);
-    let mut sens: SmallVec<[Option<Value>; 8]> =
-        inputs.iter().map(|&n| adj[n as usize].take().map(|s| s.into_value(lift))).collect();
+    let mut sens: SmallVec<[Option<Value>; 8]> = SmallVec::with_capacity(inputs.len());
+    for &n in &inputs {
+        sens.push(adj[n as usize].take().map(|s| s.into_value(lift)));
+    }
     adj.clear();
     if adj.capacity() <= SPARE_ADJ {
         m.tape.spare_adj = adj;
@@ -1564,7 +1573,11 @@ fn try_tape_with(
         Err(e) if e.kind == ErrorKind::Limit => return Err(e),
         Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
     };
-    if tainted.as_ref().is_some_and(|t| exactness_may_differ(t, &inputs, &xb)) {
+    let differ = any_tainted && exactness_may_differ(&tainted, &inputs, &xb);
+    if tainted.capacity() <= SPARE_ADJ {
+        m.tape.spare_tainted = tainted;
+    }
+    if differ {
         m.tape.exactness_declined += 1;
         return Ok(gave_way(m, EXACTNESS));
     }
@@ -1775,24 +1788,25 @@ fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Sens>], real: bool, boo
 
 /// The backward sweep: each node's sensitivity, last node first, through its
 /// formula's cotangent rule to its parents. It frees what it has gone through
-/// of the tape as it goes. Its result: the nodes below a node that no
-/// sensitivity reached and whose operands or result are inexact (see
-/// `exactness_may_differ`), `None` if there are none.
+/// of the tape as it goes. It marks in `tainted` (one `false` a node) the
+/// nodes below a node that no sensitivity reached and whose operands or result
+/// are inexact (see `exactness_may_differ`); its result: whether it marked any.
 /// It makes no procedure calls, so it checks `--timeout` and Ctrl-C itself
 /// (every `SWEEP_CHECK_EVERY` nodes): a long sweep stops as the transform's
 /// backpropagator would, not by the watchdog ending the program (the REPL's
 /// session, `vlad test`'s run).
-fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<Option<Vec<bool>>> {
+fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &mut [bool]) -> Result<bool> {
     // (an operand or result the rule does not read)
     let zero = Value::Real(0.0);
     // (where the values the nodes from `i` on keep start)
     let (mut reals_at, mut vals_at) = (tape.reals.len(), tape.vals.len());
-    let mut tainted = vec![false; tape.nodes.len()];
     let mut any = false;
     // (nothing metered: the doubles cases below apply)
     let plain = m.meter.is_none();
     for i in (0..tape.nodes.len()).rev() {
-        if i % SWEEP_CHECK_EVERY == 0 {
+        // (not at the last node: what is left of a run's sweep there is
+        // one node, and the tape is emptied right after)
+        if i % SWEEP_CHECK_EVERY == 0 && i > 0 {
             m.check_limits()?;
             // (the nodes past `i` are done with)
             tape.nodes.truncate(i + 1);
@@ -1940,7 +1954,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>]) -> Result<O
         propagate(m, adj, &node, parts, tape.lift)?;
     }
     debug_assert!(reals_at == 0 && vals_at == 0, "each node's values found");
-    Ok(any.then_some(tainted))
+    Ok(any)
 }
 
 /// `f` (`+ - * /`) on `a` and `b`, reals of one enclosing tape held as
