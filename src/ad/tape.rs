@@ -635,16 +635,15 @@ pub fn record(
     // (the values may be active on an enclosing level: computed there; on
     // doubles, the primitive's own arithmetic, inline; on an enclosing tape's
     // reals, reverse over reverse, as that tape records the evaluator's)
-    let on_tape = match (&x[..n], forward) {
+    let enclosing = match (&x[..n], forward) {
         ([a, b], false) => enclosing_tape_arith2(m, f, a, b),
         _ => None,
     };
-    let y = match (&x[..n], f) {
-        _ if on_tape.is_some() => on_tape,
+    let y = enclosing.or_else(|| match (&x[..n], f) {
         ([Value::Real(a)], _) => native::formula_f64(f, &[*a]).map(Value::Real),
         ([Value::Real(a), Value::Real(b)], _) => native::formula_f64(f, &[*a, *b]).map(Value::Real),
         _ => None,
-    };
+    });
     let y = match y {
         Some(y) => y,
         None => {
@@ -2015,11 +2014,7 @@ fn nested_tape_arith2(tapes: &mut Tapes, id: u32, f: Formula, x: &Value, y: &Val
     let v = tapes_arith2(tapes, f, &a, &b)?;
     let t = tapes.stack.last_mut()?;
     let node = t.push_op(f, 2, [na, nb], [a, b], &v);
-    Some(match reverse_real(id, node, v) {
-        Value::TapeReal(t, node, p) => Level::Tape(t, node, p),
-        Value::Active(r) => Level::Active(r),
-        _ => unreachable!("reverse_real makes a real of the level"),
-    })
+    Some(reverse_real_level(id, node, v))
 }
 
 /// The id of the level running now (the top of the stack) if it is a reverse
@@ -2068,19 +2063,14 @@ fn enclosing_reverse_rule(
         _ => on_tape(yb, id),
     }?;
     // (`op` on `a` and `b`, recorded where either is the tape's; of two
-    // constants, a constant, as `X64` computes it: doubles unless both are
-    // exact, then exact)
+    // constants, a constant, by the evaluator's inline arithmetic, which
+    // computes it as `X64` does: doubles unless both are exact, then exact)
     let arith = |m: &mut Machine, op: Op2, (a, a_on): (&Value, bool), (b, b_on): (&Value, bool)| {
         if a_on || b_on {
-            return level_arith2(&mut m.tape, op, a, b);
+            level_arith2(&mut m.tape, op, a, b)
+        } else {
+            crate::eval::inline_arith(op, a, b)
         }
-        let (x, y) = (plain_real(a, id)?, plain_real(b, id)?);
-        Some(match (op, x.2 && y.2) {
-            (Op2::Mul, false) => Value::Real(x.0 * y.0),
-            (Op2::Sub, false) => Value::Real(x.0 - y.0),
-            (Op2::Sub, true) => Value::Int(x.0 as i64 - y.0 as i64),
-            _ => return None,
-        })
     };
     match (f, n) {
         // (cons (* yb x2) (* yb x1)) (two doubles at most among the four: no
