@@ -295,6 +295,36 @@ fn forcing_a_lazy_value_is_linear() {
     }
 }
 
+/// A Hessian-vector product of f(x) = Σ x·(x·x) on packed vectors (`hvp`,
+/// forward over reverse) makes no more elementwise products than the rules
+/// call for: the primal's 2, their tangents' 4 (a product of two bundles
+/// takes two), the reverse pass's 4 (two for each of the primal's products)
+/// and those 4's tangents, 8: 18 `vec*` in all, whatever the length. Its
+/// value: the Hessian is diag(6 x_i), so the product with v = (1 ... 1) sums
+/// to 6 Σ x_i.
+fn vector_hvp_makes_the_rules_products() {
+    let mut s = session();
+    run_in(
+        &mut s,
+        "defs",
+        "(define x (vec-scale 0.001 (vec-iota 100)))\n(define v (make-vec 100 1.0))\n\
+         (define (f x) (vec-sum (vec* x (vec* x x))))\nx\nv",
+    );
+    let mul = vlad::prims::lookup("vec*").expect("vec* is a primitive") as usize;
+    s.m.meter = Some(vec![0; prims().len()].into());
+    let h = run_in(&mut s, "hvp", "(vec-sum (hvp f x v))");
+    let counts = s.m.meter.take().unwrap();
+    // (vec-sum of the product: no vec*)
+    let want = 6.0 * 0.001 * (0..100).sum::<i32>() as f64;
+    assert!(close(num(&h[0]), want, 1e-12), "HVP sum {} against {}", num(&h[0]), want);
+    assert!(counts[mul] > 0 && counts[mul] <= 18, "{} vec* in a vector HVP (the rules: 18)", counts[mul]);
+}
+
+#[test]
+fn vector_hvp_makes_no_more_products_than_its_rules() {
+    vector_hvp_makes_the_rules_products();
+}
+
 /// The tests above that count operations or build sessions at two sizes, with
 /// the prelude's `jvp`/`vjp` by the closure transforms only (`--no-tape`).
 #[test]
@@ -306,5 +336,6 @@ fn all_of_the_above_by_the_transform() {
         forward_over_reverse_on_a_list_is_linear,
         reverse_over_reverse_and_gradients_on_a_list_are_linear,
         walking_a_lazy_gradient_with_type_predicates_is_linear,
+        vector_hvp_makes_the_rules_products,
     ]);
 }
