@@ -507,6 +507,7 @@ impl Machine {
     /// (a full disk; a closed pipe ends the process by SIGPIPE, `main`) is an
     /// error: the rest of the output would be lost too.
     pub fn write_value(&mut self, v: &Value) -> Result<()> {
+        self.io_allowed()?;
         let mut limit = Ok(());
         let mut failed = None;
         crate::print::stream(v, &mut |piece| {
@@ -528,8 +529,19 @@ impl Machine {
         })
     }
 
+    /// Fails while input and output are off (`ad::tape::NO_IO`: a run that
+    /// is to be made again if it reads or writes).
+    #[inline]
+    fn io_allowed(&self) -> Result<()> {
+        if self.tape.no_io {
+            return Err(Error::runtime(None, crate::ad::tape::NO_IO));
+        }
+        Ok(())
+    }
+
     /// The text of a labelled `write` form, followed by `end`.
     pub fn write_text(&mut self, text: &str, end: &str) -> Result<()> {
+        self.io_allowed()?;
         let r = self.out.write_all(text.as_bytes()).and_then(|()| self.out.write_all(end.as_bytes()));
         r.map_err(|e| output_error(&e))
     }
@@ -537,6 +549,7 @@ impl Machine {
     /// `read-real`: reads the next number from standard input (numbers are
     /// separated by white space or line breaks, as Scheme's `read` sees them).
     pub fn read_real(&mut self) -> Result<Value> {
+        self.io_allowed()?;
         let _ = self.out.flush();
         while self.input_pending.is_empty() {
             let mut line = String::new();

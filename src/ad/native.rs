@@ -1308,7 +1308,7 @@ fn jvp(m: &mut Machine, f: Formula, x: &[Value], y: &Value, d: &[Value]) -> Resu
 
 /// The tangent rule of a scalar primitive, on numbers or dual numbers.
 #[inline(always)]
-fn jvp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: &N, d: &[N]) -> Result<N> {
+pub(super) fn jvp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: &N, d: &[N]) -> Result<N> {
     let i = &RULE_OPS;
     let op = |m: &mut Machine, f: Formula, a: &N, b: &N| N::op(m, f, &[a.clone(), b.clone()]);
     let two = N::int(2);
@@ -1368,7 +1368,7 @@ fn jvp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: &N, d: &[N]) -> Resu
 /// Numbers the cotangent rules compute with: plain numbers, or forward bundles
 /// of them (for the forward transform of a backpropagator), whose operations are
 /// the primitives' forward versions.
-trait Num: Sized + Clone {
+pub(super) trait Num: Sized + Clone {
     /// The primitive of scalar formula `f` on `args`.
     fn op(m: &mut Machine, f: Formula, args: &[Self]) -> Result<Self>;
     /// An exact integer constant of the rule's source.
@@ -2184,9 +2184,9 @@ fn exact_meets_doubles(f: Formula, n: usize, ex: [u8; 2], ed: [u8; 2]) -> bool {
 /// integers, which meet only doubles there and are converted as `as f64`
 /// converts them, so the results are the same bits.)
 #[derive(Clone, Copy)]
-struct L1 {
-    p: f64,
-    t: Option<f64>,
+pub(super) struct L1 {
+    pub(super) p: f64,
+    pub(super) t: Option<f64>,
 }
 
 impl L1 {
@@ -2238,7 +2238,7 @@ impl L1 {
     }
 
     /// As a value (a real of forward level `level` if it has a tangent).
-    fn value(self, level: Option<u32>) -> Value {
+    pub(super) fn value(self, level: Option<u32>) -> Value {
         match (self.t, level) {
             (Some(t), Some(id)) => super::tape::forward_real(id, Value::Real(self.p), Value::Real(t)),
             _ => Value::Real(self.p),

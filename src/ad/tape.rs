@@ -177,7 +177,11 @@ fn shallow_nested(v: &Value) -> bool {
 struct Node {
     parents: [u32; 2],
     f: Option<Formula>,
-    /// How many operands it has.
+    /// How many operands it has (`ARITY`), and, above, which of them are
+    /// exact constants (bit `j + CONST_SHIFT` for operand `j`; for forward
+    /// sweeps, `sweep_forward`, as a `+` or `-` keeps no operand), or
+    /// `UNKNOWN` where the node does not tell (`push_op`'s, on a tape not
+    /// recorded for forward sweeps, or a constant of another kind).
     n: u8,
     /// `UNBOXED` if its kept values are in `reals`, then bit `j` (0, 1: an
     /// operand, 2: the result) set if that one is a dual of level `lift`, and
@@ -185,6 +189,13 @@ struct Node {
     /// if an operand or the result is inexact (see `exactness_may_differ`).
     bits: u8,
 }
+
+/// `Node::n`: the operand count.
+const ARITY: u8 = 0x03;
+/// `Node::n`: where the exact constant operands' bits start.
+const CONST_SHIFT: u8 = 2;
+/// `Node::n`: the exact constant operands are not noted.
+const UNKNOWN: u8 = 0x10;
 
 /// `Node::bits`: the node's kept values are doubles in `reals`.
 const UNBOXED: u8 = 0x80;
@@ -211,6 +222,9 @@ struct Tape {
     vals: Chunks<Value>,
     /// The values nodes keep unboxed (a double; a dual's value and tangent).
     reals: Chunks<f64>,
+    /// Recorded for forward sweeps (`gradient_by_sweeps`): `push_op`'s nodes
+    /// note their exact constants too (see `Node::n`).
+    sweeps: bool,
 }
 
 /// An operation on doubles that a tape records with its kept values unboxed
@@ -280,7 +294,7 @@ impl Tape {
         };
         // (the result is a double, or has one: inexact)
         let bits = UNBOXED | INEXACT | (duals & kept) | ((exact & kept) << EXACT_SHIFT);
-        self.nodes.push(Node { parents, f: Some(f), n: n as u8, bits });
+        self.nodes.push(Node { parents, f: Some(f), n: n as u8 | exact << CONST_SHIFT, bits });
         (node, value)
     }
 
@@ -311,7 +325,7 @@ impl Tape {
         let exact = exact_a as u8 | (exact_b as u8) << 1;
         let node = self.nodes.len() as u32;
         let bits = UNBOXED | INEXACT | ((exact & kept) << EXACT_SHIFT);
-        self.nodes.push(Node { parents: [na, nb], f: Some(f), n: 2, bits });
+        self.nodes.push(Node { parents: [na, nb], f: Some(f), n: 2 | exact << CONST_SHIFT, bits });
         reverse_parts(self.id, node, v)
     }
 
@@ -323,6 +337,7 @@ impl Tape {
             nodes: Chunks::default(),
             vals: Chunks::default(),
             reals: Chunks::default(),
+            sweeps: false,
         }
     }
 }
@@ -458,6 +473,14 @@ pub struct Tapes {
     /// Runs that gave way because the transform's cotangent could be inexact
     /// where the tape's is exact (see `exactness_may_differ`).
     pub exactness_declined: u64,
+    /// Set while `gradient_by_sweeps` records its one run: input and output
+    /// fail (and the gradient is then taken by its runs, which do them).
+    pub no_io: bool,
+    /// Gradients (`gradient-F`) taken by `gradient_by_sweeps`.
+    pub swept: u64,
+    /// The functions (member of a group, as `declined`) whose gradient
+    /// `gradient_by_sweeps` left to the runs: not tried that way again.
+    sweeps_declined: FxHashMap<usize, Rc<crate::anf::Group>>,
 }
 
 /// Why a run gives way when its exact cotangent might be the transform's inexact one.
@@ -478,6 +501,9 @@ impl Default for Tapes {
             spare: Vec::new(),
             spare_adj: Vec::new(),
             spare_tainted: Vec::new(),
+            no_io: false,
+            swept: 0,
+            sweeps_declined: FxHashMap::default(),
         }
     }
 }
@@ -506,7 +532,7 @@ impl Tapes {
     fn fresh(&mut self, id: u32, forward: bool) -> Box<Tape> {
         match self.spare.pop() {
             Some(mut t) => {
-                (t.id, t.forward, t.lift) = (id, forward, NONE);
+                (t.id, t.forward, t.lift, t.sweeps) = (id, forward, NONE, false);
                 t
             }
             None => Box::new(Tape::new(id, forward)),
@@ -1088,6 +1114,8 @@ impl Tape {
         // (the node keeps only the operands and result its cotangent rule reads, so
         // that the others, on an enclosing level above all, can be freed)
         let inexact = is_inexact(y) || x[..n].iter().any(is_inexact);
+        // (its constants' exactness, for a forward sweep: see `Node::n`)
+        let consts = if self.sweeps { const_exactness(&x[..n], &parents) } else { UNKNOWN };
         let kept = kept_mask(f, n);
         // unboxed if each is a double or a real of the tape's forward level (the
         // first it meets, if none yet) made of doubles
@@ -1117,9 +1145,33 @@ impl Tape {
                 self.vals.push(y.clone());
             }
         }
-        self.nodes.push(Node { parents, f: Some(f), n: n as u8, bits });
+        self.nodes.push(Node { parents, f: Some(f), n: n as u8 | consts, bits });
         node
     }
+}
+
+/// Which of the constant operands `x` of a node (those whose `parents` are
+/// `NONE`) are exact, as `Node::n` notes them (bit `j + CONST_SHIFT`): as an
+/// enclosing forward level takes a constant's zero tangent, exact where the
+/// constant is an exact number or a dual number whose value is one; `UNKNOWN`
+/// if one is neither that nor a double or a dual number whose value is one.
+fn const_exactness(x: &[Value], parents: &[u32; 2]) -> u8 {
+    let mut bits = 0;
+    for (j, v) in x.iter().enumerate() {
+        if parents[j] != NONE {
+            continue;
+        }
+        let value = match v {
+            Value::Active(a) if a.node == NONE => &a.value,
+            v => v,
+        };
+        bits |= match value {
+            Value::Int(_) | Value::Big(_) | Value::Rat(_) => 1 << (j as u8 + CONST_SHIFT),
+            Value::Real(_) => 0,
+            _ => UNKNOWN,
+        };
+    }
+    bits
 }
 
 /// Can a node keep `v` unboxed: a double, or a real of forward level `lift`
@@ -1335,6 +1387,23 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
         Some(n) if m.tape.enabled && shallow(x) => n,
         _ => return Ok(None),
     };
+    // (a function whose gradient the sweeps left to the runs is not
+    // recorded for them again: the run would be lost again, most likely)
+    let key = group_key(f, Want::Jvp);
+    if n >= 2 && sweeps_apply(m) && !key.is_some_and(|k| m.tape.sweeps_declined.contains_key(&k)) {
+        match gradient_by_sweeps(m, f, x, n)? {
+            Some(ds) => {
+                m.tape.swept += 1;
+                let mut k = 0;
+                return Ok(Some(fill(x, &mut ds.into_iter(), &mut k)));
+            }
+            None => {
+                if let (Some(k), Value::Closure(inst, _)) = (key, f) {
+                    m.tape.sweeps_declined.insert(k, inst.group.clone());
+                }
+            }
+        }
+    }
     let mut ds = Vec::with_capacity(n);
     for i in 0..n {
         // (the one-hot tangent is not built: the activation makes it, `activate_one_hot`)
@@ -1346,6 +1415,167 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
     }
     let mut k = 0;
     Ok(Some(fill(x, &mut ds.into_iter(), &mut k)))
+}
+
+/// Whether `gradient_by_sweeps` is tried: at the top level or under forward
+/// levels only (under a tape, the tangents would have to be recorded on it),
+/// nothing metered (the runs' operations are what `--metered` counts).
+fn sweeps_apply(m: &Machine) -> bool {
+    let levels = &m.tape.stack;
+    levels.len() < 63 && levels.iter().all(|t| t.forward) && m.meter.is_none()
+}
+
+/// Why a run recorded for forward sweeps stops at input or output.
+pub const NO_IO: &str = "input or output while a gradient-F is recorded once for its forward sweeps";
+
+/// `gradient-F`'s `n` forward runs (`gradient_runs`) done by one: `f` run
+/// once on a tape, which is then swept forward once per real of `x`, each
+/// node's tangent by the primitive's tangent rule on the numbers the node
+/// keeps (`native::jvp_num` on `L1`s: a double with its tangent on the
+/// enclosing forward level the tape keeps, as a forward level over that one
+/// computes it: `native::lifted_arith2` and the `L1` path of
+/// `record_forward_lifted`), so the same tangents, run by run, with the
+/// interpreter's work done once. Tangents are kept exact as the forward runs
+/// keep them: the seed 1 and an exact real's zero are exact, and a sum or
+/// difference of exact tangents is (an exact constant's zero tangent is
+/// exact); any other rule meets a double. `None` (nothing done but the run)
+/// wherever that does not hold: a node keeping a boxed value or of another
+/// kind (`zero`, a vector, a nested level's), a sum with a constant of unknown
+/// exactness meeting an exact tangent, input or output in the run (`NO_IO`),
+/// a result that is not a real of the tape, an error.
+fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result<Option<Vec<Value>>> {
+    use native::L1;
+    if m.tape.next_id == NONE {
+        return Ok(None);
+    }
+    // (each input's tangent when it is not the one seeded: its zero, as
+    // `activate_one_hot` makes it (`zero_active`); and whether exact)
+    let Some(reals) = reals_in_order(x) else { return Ok(None) };
+    let mut zeros: SmallVec<[(L1, bool); 8]> = SmallVec::with_capacity(n);
+    for v in reals {
+        zeros.push(match v {
+            Value::Int(_) => (L1 { p: 0.0, t: None }, true),
+            Value::Real(_) => (L1 { p: 0.0, t: None }, false),
+            Value::Active(a)
+                if a.node == NONE && matches!((&a.value, &a.tangent), (Value::Real(_), Value::Real(_))) =>
+            {
+                (L1 { p: 0.0, t: Some(0.0) }, false)
+            }
+            _ => return Ok(None),
+        });
+    }
+    let id = m.tape.next_id;
+    m.tape.next_id += 1;
+    let mut level = m.tape.fresh(id, false);
+    level.sweeps = true;
+    m.tape.stack.push(level);
+    let mut inputs = Inputs::new();
+    let mut bools = false;
+    let xa = activate(m, x, id, &mut inputs, &mut bools);
+    let no_io = std::mem::replace(&mut m.tape.no_io, true);
+    let r = match xa {
+        Some(xa) => m.apply_value(f.clone(), xa, None).map(Some),
+        None => Ok(None),
+    };
+    m.tape.no_io = no_io;
+    let tape = m.tape.stack.pop().expect("the level pushed above");
+    let y = match r {
+        Ok(Some(y)) => Some(y),
+        Ok(None) => None,
+        Err(e) if e.kind == ErrorKind::Limit => {
+            m.tape.recycle(tape);
+            return Err(e);
+        }
+        Err(_) => None,
+    };
+    let out = y.and_then(|y| sweep_forward(m, &tape, &inputs, &zeros, &y, id));
+    m.tape.recycle(tape);
+    Ok(out)
+}
+
+/// The sweeps of [`gradient_by_sweeps`] over `tape` (level `id`) whose inputs
+/// are `inputs`, result `y`: one tangent of `y` per input.
+fn sweep_forward(
+    m: &mut Machine,
+    tape: &Tape,
+    inputs: &[u32],
+    zeros: &[(native::L1, bool)],
+    y: &Value,
+    id: u32,
+) -> Option<Vec<Value>> {
+    use native::L1;
+    let out_node = match y {
+        Value::TapeReal(t, node, _) if *t as u32 == id => *node,
+        Value::Active(r) if r.tape == id => r.node,
+        _ => return None,
+    } as usize;
+    if inputs.len() != zeros.len() {
+        return None;
+    }
+    let lift = (tape.lift != NONE).then_some(tape.lift);
+    let len = tape.nodes.len();
+    let none = L1 { p: 0.0, t: None };
+    let mut tan: Vec<(L1, bool)> = vec![(none, false); len];
+    let mut out = Vec::with_capacity(inputs.len());
+    for dir in 0..inputs.len() {
+        for (k, &node) in inputs.iter().enumerate() {
+            tan[node as usize] = if k == dir { (L1 { p: 1.0, t: None }, true) } else { zeros[k] };
+        }
+        let mut at = 0usize;
+        for i in 0..len {
+            let node = *tape.nodes.get(i);
+            let Some(f) = node.f else { continue };
+            if node.bits & UNBOXED == 0 || matches!(f, Formula::Zero | Formula::Struct(_)) {
+                return None;
+            }
+            let n = (node.n & ARITY) as usize;
+            let kept = kept_mask(f, n);
+            let duals = node.bits & DUALS;
+            // (the values the node keeps: those its rules read)
+            let mut vals = [none; 3];
+            for (j, v) in vals.iter_mut().enumerate() {
+                if kept & (1 << j) != 0 {
+                    let p = *tape.reals.get(at);
+                    at += 1;
+                    let t = (duals & (1 << j) != 0).then(|| {
+                        at += 1;
+                        *tape.reals.get(at - 1)
+                    });
+                    *v = L1 { p, t };
+                }
+            }
+            let mut d = [none; 2];
+            let mut exact = [false; 2];
+            for j in 0..n {
+                match node.parents[j] {
+                    NONE => exact[j] = node.n & (1 << (j as u8 + CONST_SHIFT)) != 0,
+                    p => (d[j], exact[j]) = tan[p as usize],
+                }
+            }
+            // (a sum's tangent is exact if both are; any other rule meets a double)
+            let exact_out = if matches!(f, Formula::Add | Formula::Sub) && exact[..n].iter().any(|&e| e) {
+                if n != 2 || node.n & UNKNOWN != 0 {
+                    // (an exact tangent and a constant whose exactness is not known)
+                    return None;
+                }
+                exact[0] && exact[1]
+            } else {
+                false
+            };
+            let dy = native::jvp_num::<L1>(m, f, &vals[..n], &vals[2], &d[..n]).ok()?;
+            tan[i] = (dy, exact_out);
+        }
+        let (t, exact) = tan[out_node];
+        out.push(if exact {
+            if t.p.fract() != 0.0 || t.p.abs() > EXACT_AS_DOUBLE as f64 {
+                return None;
+            }
+            Value::Int(t.p as i64)
+        } else {
+            t.value(lift)
+        });
+    }
+    Some(out)
 }
 
 /// `x` with each real made a real of forward level `id` whose tangent is 1 for
@@ -1827,7 +2057,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &m
                 }
             }
         }
-        let n = node.n as usize;
+        let n = (node.n & ARITY) as usize;
         let kept = kept_mask(f, n);
         let unboxed = node.bits & UNBOXED != 0;
         let mut at = if unboxed {

@@ -759,3 +759,107 @@ fn comparisons_of_reals_on_levels_take_the_transforms_branches() {
     assert_eq!(alike("((derivative-F (lambda (y) ((derivative-R (lambda (x) (if (> x y) (* x y) (- x y)))) 2.0))) 1.0)").0.replace(".0", ""), "1");
     assert_eq!(alike("((derivative-F (lambda (y) ((derivative-R (lambda (x) (if (>= y x) (* x y) (- x y)))) 2.0))) 1.0)").0.replace(".0", ""), "0");
 }
+
+/// `gradient-F` under a forward level (forward over forward, as in the
+/// particle's and the saddle's FF solves; at the top level too) takes its
+/// gradient from one run of the function recorded on a tape and swept forward
+/// once per real of its argument (`gradient_by_sweeps`): the same numbers and exactness as its
+/// runs, so as the transform, and the closed forms. It leaves the gradient to
+/// the runs where the function reads or writes (which must happen once a
+/// run), where its result is not the tape's, and where the tape keeps a value
+/// boxed.
+#[test]
+fn gradient_f_under_a_forward_level_by_one_recorded_run() {
+    let f = |x: f64| format!("{x:?}");
+    // f(v; w) = (v1 - w)(v2 + w^2): its gradient (v2 + w^2, v1 - w), whose
+    // derivatives in w are (2w, -1)
+    let pf = "(lambda (v) (* (- (car v) w) (+ (cadr v) (* w w))))";
+    // g(v; w) = sin(w v1) + exp(v2 / w): dg/dv1 = w cos(w v1), whose derivative
+    // in w is cos(w v1) - w v1 sin(w v1); dg/dv2 = exp(v2 / w) / w, whose is
+    // -exp(v2 / w) (v2 / w + 1) / w^2
+    let (w, v1, v2) = (0.9f64, 0.3f64, 0.7f64);
+    let g1 = (w * v1).cos() - w * v1 * (w * v1).sin();
+    let g2 = -(v2 / w).exp() * (v2 / w + 1.0) / (w * w);
+    let pg = "(lambda (v) (+ (sin (* w (car v))) (exp (/ (cadr v) w))))";
+    let swept: Vec<(String, Option<String>)> = vec![
+        (format!("((derivative-F (lambda (w) (car ((gradient-F {pf}) (list 1.0 2.0))))) 0.5)"), Some(f(1.0))),
+        (format!("((derivative-F (lambda (w) (cadr ((gradient-F {pf}) (list 1.0 2.0))))) 0.5)"), Some(f(-1.0))),
+        // (w made a dual whose tangent is a double, 1.0: a product keeps its
+        // operands, and a dual with an exact tangent, the seed 1, is kept
+        // boxed, which a sweep does not read: see below)
+        (format!("((derivative-F (lambda (u) (let ((w (* 1.0 u))) (car ((gradient-F {pg}) (list 0.3 0.7)))))) 0.9)"), Some(f(g1))),
+        (format!("((derivative-F (lambda (u) (let ((w (* 1.0 u))) (cadr ((gradient-F {pg}) (list 0.3 0.7)))))) 0.9)"), Some(f(g2))),
+        // a nested argument: h = v11 w v2, dh/dv11 = w v2 and dh/dv2 = v11 w,
+        // whose derivatives in w are v2 = 3 and v11 = 1
+        (
+            "((derivative-F (lambda (u) (let ((w (* 1.0 u))) (caar ((gradient-F (lambda (v) (* (caar v) (* w (cadr v))))) (list (list 1.0 2.0) 3.0)))))) 0.5)".into(),
+            Some(f(3.0)),
+        ),
+        (
+            "((derivative-F (lambda (u) (let ((w (* 1.0 u))) (cadr ((gradient-F (lambda (v) (* (caar v) (* w (cadr v))))) (list (list 1.0 2.0) 3.0)))))) 0.5)".into(),
+            Some(f(1.0)),
+        ),
+        // exact reals summed with an exact constant: the gradient (1 1), exact
+        ("((derivative-F (lambda (w) (* w (car ((gradient-F (lambda (v) (+ (+ (car v) (cadr v)) 3))) (list 1 2)))))) 0.5)".into(), Some(f(1.0))),
+        // every rule
+        (
+            "((derivative-F (lambda (u) (let ((w (+ u 0.0))) (cadr ((gradient-F (lambda (v) (atan (* w (log (car v))) (sqrt (- (cadr v) (/ w 3)))))) (list 1.5 2.0)))))) 0.5)".into(),
+            None,
+        ),
+    ];
+    for (src, want) in &swept {
+        let (got, _, declined) = alike(src);
+        if let Some(w) = want {
+            let last = got.lines().last().unwrap_or("");
+            assert_close(last.parse::<f64>().unwrap_or(f64::NAN), w.parse().unwrap(), 1e-13, src);
+        }
+        let (_, s) = outcome(src, true);
+        assert!(declined == 0 && s.m.tape.swept > 0, "{src}: swept {}, gave way {declined}", s.m.tape.swept);
+    }
+    // the derivative, in an enclosing level's variable u that the function
+    // does not read, of a gradient's component: the zero of that component,
+    // exact where it is: the seed 1 and exact zeros, summed or differenced with
+    // exact constants, stay exact (the first and third: 1), and meeting a
+    // double they do not (the second: the zero of the real 2.0, and 0.0 + 0)
+    for (src, want) in [
+        ("((derivative-F (lambda (u) (car ((gradient-F (lambda (v) (- (+ (car v) 5) 3))) (list 1.0 2.0))))) 0.5)", "0"),
+        ("((derivative-F (lambda (u) (cadr ((gradient-F (lambda (v) (- (+ (car v) 5) 3))) (list 1.0 2.0))))) 0.5)", "0.0"),
+        ("((derivative-F (lambda (u) (cadr ((gradient-F (lambda (v) (+ (car v) (cadr v)))) (list 1 2))))) 0.5)", "0"),
+    ] {
+        let (got, _, declined) = alike(src);
+        assert_eq!(got, want, "{src}");
+        let (_, s) = outcome(src, true);
+        assert!(declined == 0 && s.m.tape.swept > 0, "{src}: swept {}, gave way {declined}", s.m.tape.swept);
+    }
+    // the inner gradient written whole (outside the function; the outer
+    // derivative then gives way to the transform, which writing its reals
+    // does): exact where exact numbers meet, the seed 1 and exact constants
+    // in sums
+    for src in [
+        "((derivative-F (lambda (w) (* w (car (write ((gradient-F (lambda (v) (- (+ (car v) 5) 3))) (list 1.0 2.0))))))) 0.5)",
+        "((derivative-F (lambda (w) (* w (cadr (write ((gradient-F (lambda (v) (cadr v))) (list 1.0 2.0))))))) 0.5)",
+    ] {
+        let (got, _, _) = alike(src);
+        let (_, s) = outcome(src, true);
+        assert!(s.m.tape.swept > 0, "{src}: {got}");
+    }
+    // left to the runs, the same way as the transform: output in the
+    // function (written once a run), a result that is not the tape's, a
+    // product with a dual whose tangent is exact (kept boxed), the duals of
+    // two enclosing levels (forward over forward over forward)
+    let fff = format!("((derivative-F (lambda (u) ((derivative-F (lambda (w) (car ((gradient-F {pf}) (list u 2.0))))) 0.5))) 1.0)");
+    let runs = [
+        fff.as_str(),
+        // (a Hessian: `jacobian-F`'s tangents, the exact basis, make duals
+        // with exact tangents)
+        "((jacobian-F (gradient-F (lambda (l) (- (+ (car l) 5) (cadr l))))) (list 2.0 3.0))",
+        "((derivative-F (lambda (w) (car ((gradient-F (lambda (v) (* w (car v)))) (list 1.0 2.0))))) 0.5)",
+        "((derivative-F (lambda (w) (car ((gradient-F (lambda (v) (write (* w (car v))))) (list 1.0 2.0))))) 0.5)",
+        "((derivative-F (lambda (w) (car ((gradient-F (lambda (v) w)) (list 1.0 2.0))))) 0.5)",
+    ];
+    for src in runs {
+        alike(src);
+        let (_, s) = outcome(src, true);
+        assert_eq!(s.m.tape.swept, 0, "{src}");
+    }
+}

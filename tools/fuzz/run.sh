@@ -7,6 +7,8 @@
 #   tools/fuzz/run.sh A B N [FLAGS]         binaries A and B, seeds 1..N, both with FLAGS
 #   tools/fuzz/run.sh A B FIRST-LAST ...    seeds FIRST..LAST instead
 #   tools/fuzz/run.sh A A N "" --no-tape    one binary: the tape against the transforms
+#   GEN=gen_sweeps.py tools/fuzz/run.sh ...   programs aimed at gradient-F's forward
+#                                             sweeps (gen_sweeps.py) instead of gen.py's
 #
 # Programs that differ are kept as $TMPDIR/vlad-fuzz-SEED.vlad. Before a change
 # that must not change values, run the previous build against the new one (a few
@@ -22,7 +24,7 @@ case $N in
 esac
 for s in $(seq "$first" "$last"); do
   f="$tmp/vlad-fuzz-$s.vlad"
-  python3 "$dir/gen.py" "$s" > "$f"
+  python3 "$dir/${GEN:-gen.py}" "$s" > "$f"
   # shellcheck disable=SC2086
   oa=$(timeout 20 "$A" $FA "$f" 2>&1 < /dev/null)
   # shellcheck disable=SC2086
