@@ -528,6 +528,24 @@ impl Tapes {
         !self.stack.is_empty()
     }
 
+    /// Starts a new innermost level (a tape unless `forward`) with a new
+    /// identity, which it returns; `None` if none is left.
+    #[inline(always)]
+    fn push_level(&mut self, forward: bool) -> Option<u32> {
+        if self.stack.is_empty() {
+            // (no active real is left from an earlier run: identities start again)
+            self.next_id = 0;
+        }
+        if self.next_id == NONE {
+            return None;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let level = self.fresh(id, forward);
+        self.stack.push(level);
+        Some(id)
+    }
+
     /// A new level: an emptied spare tape if there is one (see `recycle`).
     fn fresh(&mut self, id: u32, forward: bool) -> Box<Tape> {
         match self.spare.pop() {
@@ -1445,9 +1463,6 @@ pub const NO_IO: &str = "input or output while a gradient-F is recorded once for
 /// a result that is not a real of the tape, an error.
 fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result<Option<Vec<Value>>> {
     use native::L1;
-    if m.tape.next_id == NONE {
-        return Ok(None);
-    }
     // (each input's tangent when it is not the one seeded: its zero, as
     // `activate_one_hot` makes it (`zero_active`); and whether exact)
     let Some(reals) = reals_in_order(x) else { return Ok(None) };
@@ -1464,11 +1479,8 @@ fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result
             _ => return Ok(None),
         });
     }
-    let id = m.tape.next_id;
-    m.tape.next_id += 1;
-    let mut level = m.tape.fresh(id, false);
-    level.sweeps = true;
-    m.tape.stack.push(level);
+    let Some(id) = m.tape.push_level(false) else { return Ok(None) };
+    m.tape.stack.last_mut().expect("the level pushed").sweeps = true;
     let mut inputs = Inputs::new();
     let mut bools = false;
     let xa = activate(m, x, id, &mut inputs, &mut bools);
@@ -1531,17 +1543,17 @@ fn sweep_forward(
             let n = (node.n & ARITY) as usize;
             let kept = kept_mask(f, n);
             let duals = node.bits & DUALS;
-            // (the values the node keeps: those its rules read)
+            // (the values the node keeps: those its rules read, laid out as
+            // `sweep` reads them)
             let mut vals = [none; 3];
             for (j, v) in vals.iter_mut().enumerate() {
                 if kept & (1 << j) != 0 {
-                    let p = *tape.reals.get(at);
+                    v.p = *tape.reals.get(at);
                     at += 1;
-                    let t = (duals & (1 << j) != 0).then(|| {
+                    if duals & (1 << j) != 0 {
+                        v.t = Some(*tape.reals.get(at));
                         at += 1;
-                        *tape.reals.get(at - 1)
-                    });
-                    *v = L1 { p, t };
+                    }
                 }
             }
             let mut d = [none; 2];
@@ -1704,20 +1716,12 @@ fn try_tape_with(
         args
     };
     let (f, x) = (&args[0], &args[1]);
-    if m.tape.stack.is_empty() {
-        // (no active real is left from an earlier run: identities start again)
-        m.tape.next_id = 0;
-    }
-    if m.tape.next_id == NONE {
+    let forward = want == Want::Jvp;
+    let Some(id) = m.tape.push_level(forward) else {
         // (a level's identity is a `u32` below `NONE`: past 2^32 - 1 levels in
         // one top-level run, the transform)
         return Ok(gave_way(m, "no level identity left"));
-    }
-    let id = m.tape.next_id;
-    m.tape.next_id += 1;
-    let forward = want == Want::Jvp;
-    let level = m.tape.fresh(id, forward);
-    m.tape.stack.push(level);
+    };
     let mut inputs = Inputs::new();
     let mut bools = false;
     let xa = match one_hot {
