@@ -2150,6 +2150,11 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &m
                 }
                 continue;
             }
+            if let (Formula::Sub, 2, true, Sens::Boxed(Value::Int(k))) = (f, n, plain, &yb) {
+                if sub_exact(m, adj, &node, *k, tape.lift)? {
+                    continue;
+                }
+            }
             let yb = yb.into_value(tape.lift);
             if let Some(o) =
                 ready.then(|| native::cotangent_duals(m, f, tape.lift, &vs[..n], vs[2], &yb)).flatten()
@@ -2188,6 +2193,24 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &m
     }
     debug_assert!(reals_at == 0 && vals_at == 0, "each node's values found");
     Ok(any)
+}
+
+/// `-`'s rule, (cons yb (- 0 yb)), in the sweep, on an exact sensitivity `yb`
+/// = `k`, such as a gradient's seed 1 reaching `(- 0.0 (f x))`: `(- 0 yb)` as
+/// the rule computes it, exact, added to the node's parents; `false` (nothing
+/// done) at its one overflow, -2^63, left to the rule. (Out of `sweep`'s loop,
+/// whose other cases it would make slower.)
+#[inline(never)]
+fn sub_exact(m: &mut Machine, adj: &mut [Option<Sens>], node: &Node, k: i64, lift: u32) -> Result<bool> {
+    let Some(neg) = k.checked_neg() else { return Ok(false) };
+    for (p, c) in [(node.parents[0], k), (node.parents[1], neg)] {
+        match adj.get_mut(p as usize) {
+            // (the first sensitivity to reach the parent: `add_to`'s first case)
+            Some(slot @ None) => *slot = Some(Sens::Boxed(Value::Int(c))),
+            _ => add_to(m, adj, p, Value::Int(c), lift)?,
+        }
+    }
+    Ok(true)
 }
 
 /// `f` (`+ - * /`) on `a` and `b`, reals of one enclosing tape held as

@@ -507,6 +507,19 @@ fn exact_and_dual_sensitivities_at_doubles_print_as_the_transform() {
             format!("({} {})", f(0.5f64.exp() / 4.0), f(2.0 * 0.5f64.exp())),
         ),
         ("((derivative-F (lambda (x) (- (+ x x) x))) 1.5)", "1".into()),
+        // the seed through differences (the sweep's `-` on an exact
+        // sensitivity): d/d(x, y) -(x^2 + 3y) at (1.5, 2) = (-2x, -3); d/d(x, y)
+        // (x - y) and (x - x) at exact (5, 7): (1 -1) and (0 0), exact;
+        // d/dx c (0.5 - x), c = -2^63, whose sensitivity of `-` is c, and -c
+        // is 2^63, past a fixnum
+        (
+            "((gradient-R (lambda (l) (- 0.0 (+ (* (car l) (car l)) (* 3.0 (cadr l)))))) (list 1.5 2.0))",
+            format!("({:?} {:?})", -2.0 * 1.5, -3.0),
+        ),
+        ("((gradient-R (lambda (l) (- (car l) (cadr l)))) (list 5 7))", "(1 -1)".into()),
+        ("((gradient-R (lambda (l) (- (car l) (car l)))) (list 5 7))", "(0 0)".into()),
+        ("((gradient-R (lambda (l) (- 0 (- 0 (- (car l) 1))))) (list 2.0))", "(1)".into()),
+        ("((gradient-R (lambda (l) (* -9223372036854775808 (- 0.5 (car l))))) (list 2.0))", "(9223372036854775808)".into()),
         // and with exact constants: d/dx (x/4)(3x) = 1.5x, d/dx 0x + atan(x, 2) = 2/(x^2 + 4)
         ("((derivative-F (lambda (x) (* (/ x 4) (* 3 x)))) 1.5)", "2.25".into()),
         ("((derivative-F (lambda (x) (+ (* x 0) (atan x 2)))) -1.5)", f(2.0 / 6.25)),
