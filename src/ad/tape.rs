@@ -805,8 +805,10 @@ pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value,
         let (Some((a, da, dual_a, na, exact_a)), Some((b, db, dual_b, nb, exact_b))) = (real(x), real(y))
         else {
             // (reverse over reverse: a real of this tape whose value is an
-            // enclosing tape's real)
-            return nested_tape_arith2(tapes, id, f, x, y);
+            // enclosing tape's real, or which meets one; or no real of this
+            // tape but an enclosing tape's, recorded there as `record` records
+            // it: the outer variable's own arithmetic in an inner function)
+            return nested_tape_arith2(tapes, id, f, x, y).or_else(|| tapes_arith2_parts(tapes, f, x, y));
         };
         if na == NONE && nb == NONE {
             // (no operand is the tape's: perhaps an enclosing forward level's operation)
@@ -857,7 +859,14 @@ pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value,
             return if other_dual(id, x) || other_dual(id, y) {
                 enclosing_forward2(tapes, id, f, x, y)
             } else {
-                None
+                // (no real of this level but an enclosing tape's, perhaps:
+                // recorded there, as `record` records it)
+                let mine = |v: &Value| matches!(v, Value::Active(r) if r.tape == id);
+                if mine(x) || mine(y) {
+                    None
+                } else {
+                    tapes_arith2_parts(tapes, f, x, y)
+                }
             };
         }
         return native::lifted_arith2(tapes, id, f, [x, y]).map(Level::Active);
@@ -2168,7 +2177,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &m
                     (p, Some(t)) => forward_real(tape.lift, Value::Real(p), Value::Real(t)),
                 };
                 let (x, y) = ([value(0), value(1)], value(2));
-                match enclosing_reverse_rule(m, f, [&x[0], &x[1]], n, &yb) {
+                match enclosing_reverse_rule(m, f, [&x[0], &x[1]], n, &y, &yb) {
                     Some(o) => Some(o),
                     None => rule(m, f, [&x[0], &x[1]], n, &y, &yb)?,
                 }
@@ -2183,7 +2192,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &m
                 }
             }
             let y = if kept & 4 != 0 { tape.vals.get(at) } else { &zero };
-            match enclosing_reverse_rule(m, f, x, n, &yb) {
+            match enclosing_reverse_rule(m, f, x, n, y, &yb) {
                 Some(o) => Some(o),
                 None => rule(m, f, x, n, y, &yb)?,
             }
@@ -2229,6 +2238,11 @@ fn enclosing_tape_arith2(m: &mut Machine, f: Formula, a: &Value, b: &Value) -> O
 
 /// [`enclosing_tape_arith2`], the caller having checked that nothing is metered.
 fn tapes_arith2(tapes: &mut Tapes, f: Formula, a: &Value, b: &Value) -> Option<Value> {
+    tapes_arith2_parts(tapes, f, a, b).map(Level::into_value)
+}
+
+/// [`tapes_arith2`], its result as parts.
+fn tapes_arith2_parts(tapes: &mut Tapes, f: Formula, a: &Value, b: &Value) -> Option<Level> {
     if !matches!(f, Formula::Add | Formula::Sub | Formula::Mul | Formula::Div) {
         return None;
     }
@@ -2245,15 +2259,16 @@ fn tapes_arith2(tapes: &mut Tapes, f: Formula, a: &Value, b: &Value) -> Option<V
     if t.forward {
         return None;
     }
-    Some(t.push_plain2(f, x, y).into_value())
+    Some(t.push_plain2(f, x, y))
 }
 
 /// [`level_arith2`] on tape `id` (the level running now) of operands one of
-/// which at least is a real of it whose value is a real of an enclosing tape
-/// (reverse over reverse), the others constants: the value computed on that
-/// tape ([`tapes_arith2`]), then recorded here (`Tape::push_op`), as `record`
-/// computes and records it. `None`, with nothing recorded, where that does
-/// not apply.
+/// which at least is a real of it, and one at least an enclosing tape's real
+/// or a real of this tape whose value is one (reverse over reverse: a
+/// function that closes over the enclosing level's variable, say), the others
+/// constants: the value computed on that tape ([`tapes_arith2`]), then
+/// recorded here (`Tape::push_op`), as `record` computes and records it.
+/// `None`, with nothing recorded, where that does not apply.
 fn nested_tape_arith2(tapes: &mut Tapes, id: u32, f: Formula, x: &Value, y: &Value) -> Option<Level> {
     // (an operand's node on this tape, `NONE` for a constant, and its value there)
     let part = |v: &Value| match v {
@@ -2262,9 +2277,17 @@ fn nested_tape_arith2(tapes: &mut Tapes, id: u32, f: Formula, x: &Value, y: &Val
         Value::TapeReal(..) | Value::Real(_) | Value::Int(_) => Some((NONE, v.clone())),
         _ => None,
     };
-    let ours =
-        |v: &Value| matches!(v, Value::Active(r) if r.tape == id && matches!(r.value, Value::TapeReal(..)));
-    if !(ours(x) || ours(y)) {
+    let ours = |v: &Value| match v {
+        Value::Active(r) => r.tape == id,
+        Value::TapeReal(t, ..) => *t as u32 == id,
+        _ => false,
+    };
+    let enclosing = |v: &Value| match v {
+        Value::Active(r) => r.tape == id && matches!(r.value, Value::TapeReal(..)),
+        Value::TapeReal(t, ..) => *t as u32 != id,
+        _ => false,
+    };
+    if !((ours(x) || ours(y)) && (enclosing(x) || enclosing(y))) {
         return None;
     }
     let ((na, a), (nb, b)) = (part(x)?, part(y)?);
@@ -2294,10 +2317,10 @@ fn on_tape(v: &Value, id: u32) -> Option<bool> {
     }
 }
 
-/// Reverse over reverse: the cotangent rule of a `*` or `-` node whose kept
-/// operands are reals of the enclosing tape (the level running now) or
-/// doubles, and whose sensitivity `yb` is too (or a small exact integer, as a
-/// gradient's seed 1), recorded on that tape as the evaluator records its
+/// Reverse over reverse: the cotangent rule of a `*`, `-`, `/` or `sqrt` node
+/// whose kept operands and result (`y`) are reals of the enclosing tape (the
+/// level running now) or doubles, and whose sensitivity `yb` is too (or a
+/// small exact integer, as a gradient's seed 1), recorded on that tape as the evaluator records its
 /// arithmetic (`level_arith2`): the operations of `native::vjp_num`, in its
 /// order, which the general path (`rule`, through `native::lifted_op`) records
 /// on the same parents, through more layers. (Where an operand is a small exact
@@ -2311,6 +2334,7 @@ fn enclosing_reverse_rule(
     f: Formula,
     x: [&Value; 2],
     n: usize,
+    y: &Value,
     yb: &Value,
 ) -> Option<Out<Value>> {
     use crate::resolve::Op2;
@@ -2340,6 +2364,23 @@ fn enclosing_reverse_rule(
         // (cons yb (- 0 yb))
         (Formula::Sub, 2) => {
             Some(Out::Two(yb.clone(), arith(m, Op2::Sub, (&Value::Int(0), false), (yb, yb_on))?))
+        }
+        // (cons (/ yb x2) (- 0 (/ (* yb y) x2)))
+        (Formula::Div, 2) => {
+            let (x1, y_on) = (on_tape(x[1], id)?, on_tape(y, id)?);
+            let a = arith(m, Op2::Div, (yb, yb_on), (x[1], x1))?;
+            let b = arith(m, Op2::Mul, (yb, yb_on), (y, y_on))?;
+            let b_on = on_tape(&b, id)?;
+            let c = arith(m, Op2::Div, (&b, b_on), (x[1], x1))?;
+            let c_on = on_tape(&c, id)?;
+            Some(Out::Two(a, arith(m, Op2::Sub, (&Value::Int(0), false), (&c, c_on))?))
+        }
+        // (/ yb (* 2 y))
+        (Formula::Sqrt, 1) => {
+            let y_on = on_tape(y, id)?;
+            let a = arith(m, Op2::Mul, (&Value::Int(2), false), (y, y_on))?;
+            let a_on = on_tape(&a, id)?;
+            Some(Out::One(arith(m, Op2::Div, (yb, yb_on), (&a, a_on))?))
         }
         _ => None,
     }

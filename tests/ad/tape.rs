@@ -431,6 +431,34 @@ fn nested_reverse_arithmetic_prints_as_the_transform() {
         ("((derivative-R (lambda (y) ((derivative-R (lambda (x) (/ y x))) 3))) 2)", None),
         ("((derivative-R (lambda (x) ((derivative-F (lambda (y) (* 2.5 (* x y)))) x))) 1)", Some("2.5")),
         ("(vjp (gradient-R (lambda (x) (* (* (car x) (car x)) (cadr x)))) '(1.5 -2.0) '(1 -1))", Some("(-7.0 3.0)")),
+        // `/` and `sqrt` on doubles, their rules recorded on the enclosing tape
+        // directly: d2/dx2 1/x = 2/x^3, d2/dx2 sqrt x = -x^(-3/2)/4, d/dy
+        // d/dx y/sqrt(x) = -x^(-3/2)/2, d/dw d/dx (x^2 + w^2)^(-1/2) = 3xw (x^2 +
+        // w^2)^(-5/2), and H v of a/b at (3, 4), v = (1, 1): (-1/b^2, -1/b^2 + 2a/b^3)
+        ("((derivative-R (derivative-R (lambda (x) (/ 1.0 x)))) 2.0)", Some("0.25")),
+        ("((derivative-R (derivative-R (lambda (x) (sqrt x)))) 4.0)", Some("-0.03125")),
+        ("((derivative-R (lambda (y) ((derivative-R (lambda (x) (/ y (sqrt x)))) 4.0))) 2.0)", Some("-0.0625")),
+        (
+            "((derivative-R (lambda (w) ((derivative-R (lambda (x) (/ 1.0 (sqrt (+ (* x x) (* w w)))))) 3.0))) 4.0)",
+            Some("0.01152"),
+        ),
+        ("(hvp-RR (lambda (x) (/ (car x) (cadr x))) '(3.0 4.0) '(1.0 1.0))", Some("(-0.0625 0.03125)")),
+        // an inner function closing over the outer variable: its own arithmetic
+        // (w - 0.5, w (w - 0.5)) recorded on the outer tape, and the inner reals
+        // meeting it: d/dw d/dx ((w - 0.5) w x - x/w) = 2w - 0.5 + 1/w^2 at w =
+        // 2, inner reverse or forward; and the gradient in (a, b) of d/dx ((a -
+        // b) x - x/a), (1 + 1/a^2, -1), at (2, 0.5), the outer tape recorded for
+        // gradient-F's sweeps
+        ("((derivative-R (lambda (w) ((derivative-R (lambda (x) (- (* (* (- w 0.5) w) x) (/ x w)))) 3.0))) 2.0)", Some("3.75")),
+        ("((derivative-R (lambda (w) ((derivative-F (lambda (x) (- (* (* (- w 0.5) w) x) (/ x w)))) 3.0))) 2.0)", Some("3.75")),
+        (
+            "((gradient-F (lambda (v) ((derivative-R (lambda (x) (- (* (- (car v) (cadr v)) x) (/ x (car v))))) 3.0))) (list 2.0 0.5))",
+            Some("(1.25 -1.0)"),
+        ),
+        (
+            "((gradient-F (lambda (v) ((derivative-F (lambda (x) (- (* (- (car v) (cadr v)) x) (/ x (car v))))) 3.0))) (list 2.0 0.5))",
+            Some("(1.25 -1.0)"),
+        ),
     ];
     on_levels_alike(cases.iter().copied(), 1e-15);
 }
