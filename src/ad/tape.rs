@@ -1515,7 +1515,11 @@ fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result
 }
 
 /// The sweeps of [`gradient_by_sweeps`] over `tape` (level `id`) whose inputs
-/// are `inputs`, result `y`: one tangent of `y` per input.
+/// are `inputs`, result `y`: one tangent of `y` per input. On plain doubles
+/// where no enclosing forward level is in play (no node keeps a dual, no
+/// input's zero is one): `L1`s whose tangents are all `None` compute as
+/// `f64`s do, operation for operation (`L1::arith2`, `L1::op`), so the same
+/// bits with less to test.
 fn sweep_forward(
     m: &mut Machine,
     tape: &Tape,
@@ -1533,14 +1537,47 @@ fn sweep_forward(
     if inputs.len() != zeros.len() {
         return None;
     }
+    // (an exact tangent as the runs give it: an integer)
+    let exact =
+        |p: f64| (p.fract() == 0.0 && p.abs() <= EXACT_AS_DOUBLE as f64).then(|| Value::Int(p as i64));
+    if tape.lift == NONE && zeros.iter().all(|(z, _)| z.t.is_none()) {
+        let zeros: SmallVec<[(f64, bool); 8]> = zeros.iter().map(|&(z, e)| (z.p, e)).collect();
+        let ts = sweep_forward_on::<f64>(m, tape, inputs, &zeros, out_node, 0.0, 1.0, |p, t| {
+            t.is_none().then_some(p)
+        })?;
+        return ts.into_iter().map(|(t, e)| if e { exact(t) } else { Some(Value::Real(t)) }).collect();
+    }
     let lift = (tape.lift != NONE).then_some(tape.lift);
-    let len = tape.nodes.len();
     let none = L1 { p: 0.0, t: None };
-    let mut tan: Vec<(L1, bool)> = vec![(none, false); len];
+    let ts =
+        sweep_forward_on::<L1>(m, tape, inputs, zeros, out_node, none, L1 { p: 1.0, t: None }, |p, t| {
+            Some(L1 { p, t })
+        })?;
+    ts.into_iter().map(|(t, e)| if e { exact(t.p) } else { Some(t.value(lift)) }).collect()
+}
+
+/// [`sweep_forward`]'s sweeps on numbers `N` (`kept_value` makes one of a
+/// node's kept double and, where the node keeps a dual, its tangent's double;
+/// `None` gives the sweeps up): the result's tangent in each input's
+/// direction and whether it is exact.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn sweep_forward_on<N: native::Num + Copy>(
+    m: &mut Machine,
+    tape: &Tape,
+    inputs: &[u32],
+    zeros: &[(N, bool)],
+    out_node: usize,
+    none: N,
+    one: N,
+    kept_value: impl Fn(f64, Option<f64>) -> Option<N>,
+) -> Option<Vec<(N, bool)>> {
+    let len = tape.nodes.len();
+    let mut tan: Vec<(N, bool)> = vec![(none, false); len];
     let mut out = Vec::with_capacity(inputs.len());
     for dir in 0..inputs.len() {
         for (k, &node) in inputs.iter().enumerate() {
-            tan[node as usize] = if k == dir { (L1 { p: 1.0, t: None }, true) } else { zeros[k] };
+            tan[node as usize] = if k == dir { (one, true) } else { zeros[k] };
         }
         let mut at = 0usize;
         for i in 0..len {
@@ -1557,12 +1594,15 @@ fn sweep_forward(
             let mut vals = [none; 3];
             for (j, v) in vals.iter_mut().enumerate() {
                 if kept & (1 << j) != 0 {
-                    v.p = *tape.reals.get(at);
+                    let p = *tape.reals.get(at);
                     at += 1;
-                    if duals & (1 << j) != 0 {
-                        v.t = Some(*tape.reals.get(at));
+                    let t = if duals & (1 << j) != 0 {
                         at += 1;
-                    }
+                        Some(*tape.reals.get(at - 1))
+                    } else {
+                        None
+                    };
+                    *v = kept_value(p, t)?;
                 }
             }
             let mut d = [none; 2];
@@ -1583,18 +1623,10 @@ fn sweep_forward(
             } else {
                 false
             };
-            let dy = native::jvp_num::<L1>(m, f, &vals[..n], &vals[2], &d[..n]).ok()?;
+            let dy = native::jvp_num::<N>(m, f, &vals[..n], &vals[2], &d[..n]).ok()?;
             tan[i] = (dy, exact_out);
         }
-        let (t, exact) = tan[out_node];
-        out.push(if exact {
-            if t.p.fract() != 0.0 || t.p.abs() > EXACT_AS_DOUBLE as f64 {
-                return None;
-            }
-            Value::Int(t.p as i64)
-        } else {
-            t.value(lift)
-        });
+        out.push(tan[out_node]);
     }
     Some(out)
 }

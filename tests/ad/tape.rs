@@ -857,6 +857,41 @@ fn gradient_f_under_a_forward_level_by_one_recorded_run() {
         let (_, s) = outcome(src, true);
         assert!(declined == 0 && s.m.tape.swept > 0, "{src}: swept {}, gave way {declined}", s.m.tape.swept);
     }
+    // at the top level (no enclosing forward level: the sweeps on doubles),
+    // every rule, against the closed forms: the gradient of atan(u, s), u =
+    // 0.5 log x, s = sqrt(y - 1/3), at (x, y) = (1.5, 2): (s (0.5/x), -u/(2s))
+    // / (u^2 + s^2); of sin(x) cos(y) + exp(x y); and of 2 + (x + y) - 5 at
+    // exact (1, 2), exact
+    let (x, y) = (1.5f64, 2.0f64);
+    let (u, s2) = (0.5 * x.ln(), (y - 1.0 / 3.0).sqrt());
+    let r = u * u + s2 * s2;
+    let top: Vec<(String, String)> = vec![
+        (
+            "((gradient-F (lambda (v) (atan (* 0.5 (log (car v))) (sqrt (- (cadr v) (/ 1.0 3)))))) (list 1.5 2.0))".into(),
+            format!("{} {}", s2 * (0.5 / x) / r, -u / (2.0 * s2) / r),
+        ),
+        (
+            "((gradient-F (lambda (v) (+ (* (sin (car v)) (cos (cadr v))) (exp (* (car v) (cadr v)))))) (list 1.5 2.0))".into(),
+            format!(
+                "{} {}",
+                x.cos() * y.cos() + y * (x * y).exp(),
+                -x.sin() * y.sin() + x * (x * y).exp()
+            ),
+        ),
+        ("((gradient-F (lambda (v) (- (+ 2 (+ (car v) (cadr v))) 5))) (list 1 2))".into(), "1 1".into()),
+    ];
+    for (src, want) in &top {
+        let (got, _, declined) = alike(src);
+        let got: Vec<&str> = got.trim_matches(|c| c == '(' || c == ')').split(' ').collect();
+        for (g, w) in got.iter().zip(want.split(' ')) {
+            match (g.parse::<f64>(), w.parse::<f64>()) {
+                (Ok(g), Ok(v)) if w.contains('.') => assert_close(g, v, 1e-13, src),
+                _ => assert_eq!(*g, w, "{src}"),
+            }
+        }
+        let (_, s) = outcome(src, true);
+        assert!(declined == 0 && s.m.tape.swept > 0, "{src}: swept {}, gave way {declined}", s.m.tape.swept);
+    }
     // the derivative, in an enclosing level's variable u that the function
     // does not read, of a gradient's component: the zero of that component,
     // exact where it is: the seed 1 and exact zeros, summed or differenced with
