@@ -615,8 +615,12 @@ pub fn record(
     }
     if let Some(t) = m.tape.stack.last().filter(|t| t.forward) {
         let id = t.id;
-        if let Some(y) = native::record_forward_lifted(m, id, f, args) {
-            return Ok(y);
+        // (a tape's real among the numbers, reverse over forward, which
+        // `record_forward_lifted` declines, only after trying its cases)
+        if !args.iter().any(|a| tape_part(id, a)) {
+            if let Some(y) = native::record_forward_lifted(m, id, f, args) {
+                return Ok(y);
+            }
         }
         if let Some(y) = native::record_forward_rev(m, id, f, args) {
             return Ok(y);
@@ -710,6 +714,20 @@ pub fn record(
     }
     let node = push_op(m, k, f, n, parents, x, &y);
     Ok(reverse_real(level, node, y))
+}
+
+/// Is operand `a` of an operation on forward level `id` a tape's real, or a
+/// real of `id` whose value or tangent is one?
+fn tape_part(id: u32, a: &Value) -> bool {
+    let tape = |v: &Value| match v {
+        Value::TapeReal(..) => true,
+        Value::Active(r) => r.node != NONE,
+        _ => false,
+    };
+    match a {
+        Value::Active(r) if r.tape == id && r.node == NONE => tape(&r.value) || tape(&r.tangent),
+        _ => tape(a),
+    }
 }
 
 /// The commonest operation of a level, read in place (no operand cloned; the
