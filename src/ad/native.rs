@@ -1927,7 +1927,9 @@ fn values_and_tangents<T: Copy>(
 /// does (a constant's tangent its zero), without their checks per value.
 /// `None` where that does not apply (nothing done).
 pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
-    if !forward_op(m, id, f, args) {
+    // (a tape's real among the numbers, reverse over forward, which none of
+    // the cases below takes: `record_forward_rev` does)
+    if !forward_op(m, id, f, args) || args.iter().any(|a| super::tape::tape_part(id, a)) {
         return None;
     }
     // (doubles first: that instance is the smaller and faster; exact integers
@@ -1939,16 +1941,6 @@ pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: 
         if let Some(y) = forward_lifted_exact(m, id, f, args) {
             return Some(y);
         }
-    }
-    // (a real of the level whose value is a tape's real: reverse over forward,
-    // which `lift_all` declines; `record_forward_rev` takes it)
-    let on_tape = |a: &Value| {
-        matches!(a, Value::Active(r) if r.tape == id
-            && (matches!(&r.value, Value::TapeReal(..))
-                || matches!(&r.value, Value::Active(w) if w.node != super::tape::NONE)))
-    };
-    if args.iter().any(on_tape) {
-        return None;
     }
     let n = args.len();
     let (parts, constants) = operand_parts(id, args);

@@ -615,12 +615,8 @@ pub fn record(
     }
     if let Some(t) = m.tape.stack.last().filter(|t| t.forward) {
         let id = t.id;
-        // (a tape's real among the numbers, reverse over forward, which
-        // `record_forward_lifted` declines, only after trying its cases)
-        if !args.iter().any(|a| tape_part(id, a)) {
-            if let Some(y) = native::record_forward_lifted(m, id, f, args) {
-                return Ok(y);
-            }
+        if let Some(y) = native::record_forward_lifted(m, id, f, args) {
+            return Ok(y);
         }
         if let Some(y) = native::record_forward_rev(m, id, f, args) {
             return Ok(y);
@@ -717,8 +713,9 @@ pub fn record(
 }
 
 /// Is operand `a` of an operation on forward level `id` a tape's real, or a
-/// real of `id` whose value or tangent is one?
-fn tape_part(id: u32, a: &Value) -> bool {
+/// real of `id` whose value or tangent is one? (Reverse over forward:
+/// `native::record_forward_lifted` declines it.)
+pub(super) fn tape_part(id: u32, a: &Value) -> bool {
     let tape = |v: &Value| match v {
         Value::TapeReal(..) => true,
         Value::Active(r) => r.node != NONE,
