@@ -1849,3 +1849,38 @@ fn a_file_that_is_not_utf8_is_an_error_at_the_bad_byte() {
         );
     }
 }
+
+/// Data with shared structure: `(big n)` is `n` pairs each holding the one
+/// before twice (2^n reals as a tree). The derivatives take it in time of its
+/// size, on a tape or by the transform (AD.md: `zero`, `plus`... keep the
+/// sharing). The tape's walks took each pair as often as it is reached, so
+/// gradient-R, vjp and jvp of such data ran for ever (here: past the timeout);
+/// forcing a lazy zero of it did too. Values: the derivative of `leftmost`
+/// (the one real it reads) is 1 there, the others' zeros; of x*x at 1.5, 3.
+#[test]
+fn derivatives_of_data_with_shared_structure_take_time_in_its_size() {
+    let src = "(define (big n) (let loop ((i 0) (v 1.5)) (if (= i n) v (loop (+ i 1) (cons v v)))))\n\
+               (define (big2 n) (if (= n 0) 1.5 (let ((v (big2 (- n 1)))) (list v v))))\n\
+               (define (leftmost v) (if (pair? v) (leftmost (car v)) v))\n\
+               (define (rightmost v) (if (pair? v) (rightmost (cdr v)) v))\n\
+               (define (sq v) (* (leftmost v) (leftmost v)))\n\
+               (define g ((gradient-R leftmost) (big 60)))\n\
+               (list (leftmost g) (rightmost g))\n\
+               (leftmost (vjp leftmost (big 60) 2.0))\n\
+               (leftmost (cdr (jvp (lambda (x) (cons x (big 60))) 1.0 1.0)))\n\
+               (rightmost (jvp (lambda (v) (cons (leftmost v) v)) (big 60) (big 60)))\n\
+               (define h (vjp leftmost (big2 40) 2.0))\n\
+               (leftmost ((gradient-R sq) h))\n\
+               (leftmost ((gradient-R sq) (big2 40)))\n\
+               (leftmost (vjp (lambda (x) (cons x (big2 40))) 1.0 (cons 1.0 (big2 40))))\n";
+    let d = Dir::new();
+    d.file("s.vlad", src);
+    let want = "(1 0.0)\n2.0\n0.0\n1.5\n4.0\n3.0\n1.0\n";
+    for extra in [&[][..], &["--no-tape"][..]] {
+        let mut args = vec!["--timeout", "60"];
+        args.extend(extra);
+        args.push("s.vlad");
+        let o = vlad(&d, &args);
+        assert_eq!((o.code, o.stdout.as_str()), (0, want), "{extra:?}: {}", o.stderr);
+    }
+}

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::eval::Machine;
 use crate::num;
 use crate::value::{Inst, InstBuilder, InstRc, Lazy, LazyOp, Tag, Value};
+use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::rc::Rc;
 
@@ -248,7 +249,12 @@ fn hnf_step(m: &mut Machine, z: &Lazy) -> Result<Value> {
     match &base {
         Value::Pair(p) => {
             let car = make_lazy(m, &p.car, z.zero, SmallVec::from_slice(&z.ops))?;
-            let cdr = make_lazy(m, &p.cdr, z.zero, SmallVec::from_slice(&z.ops))?;
+            // (a pair holding one value twice, as `(cons v v)`, gives one lazy
+            // value twice: expanded once, its expansion shared as `v` is)
+            let cdr = match (p.car.ptr_id(), p.cdr.ptr_id()) {
+                (Some(a), Some(d)) if a == d => car.clone(),
+                _ => make_lazy(m, &p.cdr, z.zero, SmallVec::from_slice(&z.ops))?,
+            };
             Ok(Value::cons(car, cdr))
         }
         Value::Closure(inst, i) if !is_prim_based(&base) => {
@@ -291,22 +297,60 @@ pub fn force(m: &mut Machine, v: &Value) -> Result<Value> {
             return Ok(v.clone());
         }
     }
-    Ok(match force_changed(m, v)? {
-        Some(f) => f,
-        None => v.clone(),
-    })
+    let mut memo = ForceMemo { pairs: 0, limit: usize::MAX, done: None };
+    Ok(force_changed(m, v, &mut memo)?.unwrap_or_else(|| v.clone()))
 }
 
-/// [`force`], or `None` where `v` holds no lazy value.
-fn force_changed(m: &mut Machine, v: &Value) -> Result<Option<Value>> {
+/// [`force`], or `None` if that builds more than `limit` pairs (then what it
+/// built so far is dropped; the lazy values it expanded keep their expansions).
+pub fn force_within(m: &mut Machine, v: &Value, limit: usize) -> Result<Option<Value>> {
+    if let Value::Pair(_) = v {
+        if !has_lazy(v) {
+            return Ok(Some(v.clone()));
+        }
+    }
+    let mut memo = ForceMemo { pairs: 0, limit, done: None };
+    let r = force_changed(m, v, &mut memo)?;
+    if memo.pairs > limit {
+        return Ok(None);
+    }
+    Ok(Some(r.unwrap_or_else(|| v.clone())))
+}
+
+/// How many pairs a walk of data takes as they come (a tree's) before it
+/// remembers those that something else holds too, so as to take each once:
+/// data with shared structure (`n` pairs each holding the one before twice)
+/// then take time in their size, not in their size as a tree (2^n), at the
+/// cost of a table only in walks that long.
+pub const SHARING_WATCHED_AFTER: usize = 4096;
+
+/// [`force_changed`]'s count of the pairs walked, and what the values that
+/// something else holds too became, by identity (past `SHARING_WATCHED_AFTER`
+/// pairs), each kept beside so that its address is not reused during the walk.
+struct ForceMemo {
+    pairs: usize,
+    /// (past it, the walk stops: see [`force_within`])
+    limit: usize,
+    done: Option<FxHashMap<usize, (Value, Option<Value>)>>,
+}
+
+/// [`force`], or `None` where `v` holds no lazy value. Past
+/// `SHARING_WATCHED_AFTER` pairs, [`force_long`] takes over.
+fn force_changed(m: &mut Machine, v: &Value, memo: &mut ForceMemo) -> Result<Option<Value>> {
+    if let Value::Pair(_) = v {
+        memo.pairs += 1;
+        if memo.pairs > SHARING_WATCHED_AFTER {
+            return force_long(m, v, memo);
+        }
+    }
     crate::stack::try_grow(RED_ZONE, SEGMENT, || match v {
         Value::Lazy(_) => {
             let h = hnf(m, v)?;
-            Ok(Some(force_changed(m, &h)?.unwrap_or(h)))
+            Ok(Some(force_changed(m, &h, memo)?.unwrap_or(h)))
         }
         Value::Pair(p) => {
-            let a = force_changed(m, &p.car)?;
-            let d = force_changed(m, &p.cdr)?;
+            let a = force_changed(m, &p.car, memo)?;
+            let d = force_changed(m, &p.cdr, memo)?;
             if a.is_none() && d.is_none() {
                 return Ok(None);
             }
@@ -315,6 +359,43 @@ fn force_changed(m: &mut Machine, v: &Value) -> Result<Option<Value>> {
         }
         _ => Ok(None),
     })
+}
+
+/// [`force_changed`] of a long walk: a value that something else holds too is
+/// forced once (`memo`), and what it becomes is shared as it was; past
+/// `memo.limit` pairs, the walk stops.
+fn force_long(m: &mut Machine, v: &Value, memo: &mut ForceMemo) -> Result<Option<Value>> {
+    if memo.pairs > memo.limit {
+        return Ok(None);
+    }
+    let key = match v {
+        Value::Pair(_) | Value::Lazy(_) if shared(v) => v.ptr_id(),
+        _ => None,
+    };
+    if let Some((_, r)) = key.and_then(|k| memo.done.as_ref()?.get(&k)) {
+        return Ok(r.clone());
+    }
+    let r = crate::stack::try_grow(RED_ZONE, SEGMENT, || match v {
+        Value::Lazy(_) => {
+            let h = hnf(m, v)?;
+            Ok(Some(force_long(m, &h, memo)?.unwrap_or(h)))
+        }
+        Value::Pair(p) => {
+            memo.pairs += 1;
+            let a = force_long(m, &p.car, memo)?;
+            let d = force_long(m, &p.cdr, memo)?;
+            if a.is_none() && d.is_none() {
+                return Ok(None);
+            }
+            m.ad_work += 1;
+            Ok(Some(Value::cons(a.unwrap_or_else(|| p.car.clone()), d.unwrap_or_else(|| p.cdr.clone()))))
+        }
+        _ => Ok(None),
+    })?;
+    if let Some(k) = key {
+        memo.done.get_or_insert_default().insert(k, (v.clone(), r.clone()));
+    }
+    Ok(r)
 }
 
 /// Does `v` hold a lazy value anywhere in its pairs? (An explicit work list:
@@ -340,10 +421,19 @@ fn has_lazy(v: &Value) -> bool {
 #[inline(never)]
 fn has_lazy_nested(v: &Value) -> bool {
     let mut work: SmallVec<[&Value; 16]> = smallvec::smallvec![v];
+    // (past `SHARING_WATCHED_AFTER` pairs, a pair that something else holds
+    // too is looked into once: data with shared structure take time in their
+    // size, not in their size as a tree)
+    let mut seen = rustc_hash::FxHashSet::default();
+    let mut pairs = 0usize;
     while let Some(v) = work.pop() {
         match v {
             Value::Lazy(_) => return true,
             Value::Pair(p) => {
+                pairs += 1;
+                if pairs > SHARING_WATCHED_AFTER && Rc::strong_count(p) > 1 && !seen.insert(Rc::as_ptr(p)) {
+                    continue;
+                }
                 work.push(&p.cdr);
                 work.push(&p.car);
             }
@@ -609,7 +699,8 @@ fn bundle_step(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
         (Value::Pair(a), Value::Pair(b)) => {
             Value::cons(bundle(m, &a.car, &b.car)?, bundle(m, &a.cdr, &b.cdr)?)
         }
-        (Value::Prim(q), _) => rules::prim_rule(m, *q, Kind::F)?,
+        // (a primitive's tangent is its zero, `()`)
+        (Value::Prim(q), Value::Nil) => rules::prim_rule(m, *q, Kind::F)?,
         (Value::Closure(i1, k1), Value::Closure(i2, k2)) if k1 == k2 && i1.env.len() == i2.env.len() => {
             match &i2.group.origin {
                 Origin::Transformed(Kind::P, g) if Rc::ptr_eq(g, &i1.group) => {}
@@ -621,9 +712,8 @@ fn bundle_step(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
             }
             Value::Closure(env.finish(), *k1)
         }
-        (Value::Pair(_) | Value::Closure(..), _) | (_, Value::Pair(_) | Value::Closure(..)) => {
-            return Err(bundle_mismatch(p, t))
-        }
+        (Value::Pair(_) | Value::Closure(..) | Value::Prim(_), _)
+        | (_, Value::Pair(_) | Value::Closure(..)) => return Err(bundle_mismatch(p, t)),
         (_, Value::Tagged(..) | Value::TReal(..))
             if t.outer_tag() == Some(Tag::Perturbation) && leaves_conform(p, t) =>
         {
@@ -633,13 +723,18 @@ fn bundle_step(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
     })
 }
 
-/// Can `t` (a perturbation) be the tangent of the leaf `p`? A vector's tangent is a
-/// vector of the same shape, and nothing else's is a vector (a value still pending
-/// is checked when it is reached).
+/// Can `t` (a perturbation) be the tangent of the leaf `p`, seen through their
+/// tags? A vector's tangent is a vector of the same shape, a number's a number,
+/// a boolean's a boolean (its zero is itself), and `()`'s is `()` (a value
+/// still pending is checked when it is reached).
 fn leaves_conform(p: &Value, t: &Value) -> bool {
     match (&*strip(p), &*strip(t)) {
         (Value::Vector(a), Value::Vector(b)) => a.len() == b.len() && a.shape() == b.shape(),
-        (Value::Vector(_), x) | (x, Value::Vector(_)) => matches!(x, Value::Lazy(_)),
+        (Value::Lazy(_), _) | (_, Value::Lazy(_)) => true,
+        (Value::Vector(_), _) | (_, Value::Vector(_)) => false,
+        (x, y) if x.is_number() || y.is_number() => x.is_number() && y.is_number(),
+        (Value::Bool(_), y) | (y, Value::Bool(_)) => matches!(y, Value::Bool(_)),
+        (Value::Nil, y) | (y, Value::Nil) => matches!(y, Value::Nil),
         _ => true,
     }
 }

@@ -127,12 +127,23 @@ fn level(m: &Machine, id: u32) -> Result<usize> {
     running(m, id).ok_or_else(|| decline("a finished level's real"))
 }
 
+/// The most pairs a run builds of its lazy arguments (a lazy zero of data
+/// with shared structure, say, whose expansion may be far larger than the
+/// data): past that, the transform, which takes them as they are.
+const FORCED_PAIRS: usize = 1 << 16;
+
 /// The deepest nesting (of lists in the car of lists) of an argument or result
 /// walked here (recursively, on the evaluator's stack); deeper ones go to the
 /// transform, whose walks grow the stack.
 const MAX_NESTING: usize = 1000;
 
-/// Is `v` nested at most `MAX_NESTING` deep in the cars of its pairs?
+/// Is `v` nested at most `MAX_NESTING` deep in the cars of its pairs, and not
+/// a large structure with sharing (a pair reached twice past
+/// `ops::SHARING_WATCHED_AFTER` pairs)? The tape's walks of an argument,
+/// tangent, sensitivity, result and cotangent take each pair as often as it is
+/// reached, so data with shared structure (a list of `n` pairs each holding
+/// the one before twice: 2^n reals as a tree) go to the transform, whose
+/// `zero`, `plus` and sensitivities keep the sharing.
 fn shallow(v: &Value) -> bool {
     // (a list of atoms, the commonest, in one walk down its spine)
     let mut l = v;
@@ -145,13 +156,26 @@ fn shallow(v: &Value) -> bool {
     true
 }
 
-/// [`shallow`] of any data.
+/// [`shallow`] of any data. (A list down its spine holds no pair twice: only
+/// a pair in a car can be one reached before.)
 #[inline(never)]
 fn shallow_nested(v: &Value) -> bool {
     let mut work: SmallVec<[(&Value, usize); 16]> = smallvec::smallvec![(v, 0usize)];
+    // (past `SHARING_WATCHED_AFTER` pairs, those met that something else
+    // holds too: one of them met again is shared; a pair held once is held by
+    // the pair it was reached from)
+    let mut held_twice = rustc_hash::FxHashSet::default();
+    let mut pairs = 0usize;
     while let Some((v, d)) = work.pop() {
         if let Value::Pair(p) = v {
             if d > MAX_NESTING {
+                return false;
+            }
+            pairs += 1;
+            if pairs > super::ops::SHARING_WATCHED_AFTER
+                && Rc::strong_count(p) > 1
+                && !held_twice.insert(Rc::as_ptr(p))
+            {
                 return false;
             }
             work.push((&p.car, d + 1));
@@ -1425,10 +1449,10 @@ pub fn gradient_forward(m: &mut Machine, args: &[Value]) -> Result<Value> {
 
 /// The gradient by forward runs, or `None` where one gives way.
 fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>> {
-    let n = match real_count(x) {
-        Some(n) if m.tape.enabled && shallow(x) => n,
-        _ => return Ok(None),
-    };
+    if !m.tape.enabled || !shallow(x) {
+        return Ok(None);
+    }
+    let Some(n) = real_count(x) else { return Ok(None) };
     // (a function whose gradient the sweeps left to the runs is not
     // recorded for them again: the run would be lost again, most likely)
     let key = group_key(f, Want::Jvp);
@@ -1763,7 +1787,18 @@ fn try_tape_with(
     let args = if args[1..].iter().any(super::ops::is_or_has_lazy) {
         for (i, a) in args.iter().enumerate() {
             built.push(match a {
-                Value::Pair(_) | Value::Lazy(_) if i > 0 => super::ops::force(m, a)?,
+                // (one that would build more than the tape takes: see `shallow`)
+                Value::Pair(_) | Value::Lazy(_) if i > 0 => {
+                    match super::ops::force_within(m, a, FORCED_PAIRS)? {
+                        Some(v) => v,
+                        None => {
+                            return Ok(gave_way(
+                                m,
+                                "an argument (or tangent, or sensitivity) too large to build",
+                            ))
+                        }
+                    }
+                }
                 _ => a.clone(),
             });
         }
@@ -1772,6 +1807,12 @@ fn try_tape_with(
         args
     };
     let (f, x) = (&args[0], &args[1]);
+    if !args[1..].iter().all(shallow) {
+        return Ok(gave_way(
+            m,
+            "an argument (or tangent, or sensitivity) nested too deeply or sharing structure",
+        ));
+    }
     let forward = want == Want::Jvp;
     let Some(id) = m.tape.push_level(forward) else {
         // (a level's identity is a `u32` below `NONE`: past 2^32 - 1 levels in
@@ -1812,7 +1853,7 @@ fn try_tape_with(
         }
     };
     if !shallow(&y) {
-        return Ok(gave_way(m, "a result nested too deeply"));
+        return Ok(gave_way(m, "a result nested too deeply or sharing structure"));
     }
     if forward {
         m.tape.recycle(tape);
