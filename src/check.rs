@@ -1,7 +1,8 @@
 //! `vlad test`: checks `EXPR ===> EXPECTED` annotations.
 //!
 //! The value is printed and read back, then compared with the expected datum:
-//! numbers within 1e-10 relative to their magnitude (exact and inexact by value),
+//! numbers within 1e-10 relative to their magnitude, absolute below magnitude 1
+//! (`numbers_close`; exact and inexact by value),
 //! everything else structurally. `EXPR ===> (error "REGEX")` expects an error
 //! whose message matches REGEX; an expression with no annotation must be `#t`.
 
@@ -52,6 +53,8 @@ pub fn datum_matches(actual: &Datum, expected: &Datum) -> bool {
     }
 }
 
+/// Within `TOLERANCE` relative to the larger magnitude, or absolute where
+/// both are below 1 (a result that cancels to a rounding error matches 0).
 pub fn numbers_close(a: f64, b: f64) -> bool {
     if a == b || (a.is_nan() && b.is_nan()) {
         return true;
