@@ -37,6 +37,13 @@ pub fn datum_matches(actual: &Datum, expected: &Datum) -> bool {
         (DatumKind::Bool(a), DatumKind::Bool(b)) => a == b,
         (DatumKind::Symbol(a), DatumKind::Symbol(b)) => a == b,
         (DatumKind::Str(a), DatumKind::Str(b)) => a == b,
+        // A packed vector (printed `(vector x ...)`, `(matrix (x ...) ...)`)
+        // matches the list of its numbers (its rows) too, as `list-of` gives them.
+        (DatumKind::List(a, None), DatumKind::List(b, None))
+            if packed(a) && !packed(b) && a.len() == b.len() + 1 =>
+        {
+            a[1..].iter().zip(b).all(|(x, y)| datum_matches(x, y))
+        }
         (DatumKind::List(a, ta), DatumKind::List(b, tb)) => crate::stack::grow(|| {
             a.len() == b.len()
                 && a.iter().zip(b).all(|(x, y)| datum_matches(x, y))
@@ -51,6 +58,11 @@ pub fn datum_matches(actual: &Datum, expected: &Datum) -> bool {
             _ => false,
         },
     }
+}
+
+/// Is a printed list a packed vector's or matrix's (headed `vector`, `matrix`)?
+fn packed(items: &[Datum]) -> bool {
+    matches!(items.first().and_then(|h| h.as_symbol()), Some("vector" | "matrix"))
 }
 
 /// Within `TOLERANCE` relative to the larger magnitude, or absolute where

@@ -142,3 +142,26 @@ fn infinities_match_only_themselves() {
     assert_eq!(r.failures, expected);
     assert_eq!((r.passed, r.failed), (3, 5));
 }
+
+/// A packed vector (printed `(vector x ...)`) or matrix (`(matrix (x ...) ...)`)
+/// matches the list `list-of` gives of it, as well as its printed form; not a list
+/// of other numbers, of another length, or of a matrix's elements unrowed.
+#[test]
+fn a_vector_matches_the_list_of_its_numbers() {
+    let (r, name) = check_text(
+        5,
+        "(vector-of (list 1 2 3)) ===> (1 2 3)\n(vector-of (list 1 2 3)) ===> (vector 1 2 3)\n\
+         (vector-of (list (list 1 2) (list 3 4))) ===> ((1 2) (3 4))\n(vector-of '()) ===> ()\n\
+         (perturb (vector-of (list 1 2))) ===> (perturbation (1 2))\n\
+         (vector-of (list 1 2 3)) ===> (1 2)\n(vector-of (list 1 2 3)) ===> (1 2 4)\n\
+         (vector-of (list (list 1 2) (list 3 4))) ===> (1 2 3 4)\n(vector-of (list 1 2)) ===> (vector 1 3)\n",
+    );
+    let expected = [
+        format!("{name}:6: expected (1 2), got (vector 1.0 2.0 3.0)"),
+        format!("{name}:7: expected (1 2 4), got (vector 1.0 2.0 3.0)"),
+        format!("{name}:8: expected (1 2 3 4), got (matrix (1.0 2.0) (3.0 4.0))"),
+        format!("{name}:9: expected (vector 1 3), got (vector 1.0 2.0)"),
+    ];
+    assert_eq!(r.failures, expected);
+    assert_eq!((r.passed, r.failed), (5, 4));
+}
