@@ -347,10 +347,16 @@ fn member_name(g: &Group, idx: u32) -> String {
 #[cold]
 #[inline(never)]
 fn not_a_procedure(v: &Value, span: Option<Span>) -> Error {
-    Error::runtime(
-        span,
-        format!("cannot apply {} ({}): not a procedure", crate::print::brief(v, 60), v.kind_name()),
-    )
+    let shown = crate::print::brief(v, 60);
+    if let Value::Rev(r) = v {
+        // (a procedure to `procedure?`, but one that runs one way or the other)
+        let n = if r.inverted { format!("(rev-inverse {})", r.name()) } else { r.name().to_string() };
+        return Error::runtime(
+            span,
+            format!("cannot apply {shown} directly: a reversible procedure runs by (call {n} arg ...) or (uncall {n} arg ...)"),
+        );
+    }
+    Error::runtime(span, format!("cannot apply {} ({}): not a procedure", shown, v.kind_name()))
 }
 
 #[cold]

@@ -597,7 +597,8 @@ fn type_and_arity_errors_are_clear() {
         ("(call)", "call: expected a reversible procedure"),
         ("(call p #t 1)", "not a number"),
         ("(call car 1 2)", "expected a reversible procedure"),
-        ("(p 1 2)", "cannot apply #<reversible p>"),
+        ("(p 1 2)", "cannot apply #<reversible p> directly: a reversible procedure runs by (call p arg ...) or (uncall p arg ...)"),
+        ("((rev-inverse p) 1 2)", "runs by (call (rev-inverse p) arg ...) or (uncall (rev-inverse p) arg ...)"),
         ("(call m -1)", "mod32 procedure"),
         ("(rev-grad p 5 1.0 2.0)", "exact integer from 0 to 1"),
     ] {
