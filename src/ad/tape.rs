@@ -127,6 +127,10 @@ fn level(m: &Machine, id: u32) -> Result<usize> {
     running(m, id).ok_or_else(|| decline("a finished level's real"))
 }
 
+/// The most levels running at once (nested derivatives); a run deeper gives way
+/// to the transform.
+const MAX_LEVELS: usize = 1024;
+
 /// The most pairs a run builds of its lazy arguments (a lazy zero of data
 /// with shared structure, say, whose expansion may be far larger than the
 /// data): past that, the transform, which takes them as they are.
@@ -1775,7 +1779,7 @@ fn try_tape_with(
     args: &[Value],
     one_hot: Option<usize>,
 ) -> Result<Option<Value>> {
-    if !m.tape.enabled || m.tape.stack.len() >= 64 {
+    if !m.tape.enabled || m.tape.stack.len() >= MAX_LEVELS {
         return Ok(None);
     }
     let key = group_key(&args[0], want);
