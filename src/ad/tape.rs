@@ -1811,11 +1811,10 @@ fn try_tape_with(
         args
     };
     let (f, x) = (&args[0], &args[1]);
-    if !args[1..].iter().all(shallow) {
-        return Ok(gave_way(
-            m,
-            "an argument (or tangent, or sensitivity) nested too deeply or sharing structure",
-        ));
+    // (a tangent or sensitivity is walked in step with the argument or the
+    // result, so within their size)
+    if !shallow(x) {
+        return Ok(gave_way(m, "an argument nested too deeply or sharing structure"));
     }
     let forward = want == Want::Jvp;
     let Some(id) = m.tape.push_level(forward) else {
