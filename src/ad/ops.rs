@@ -298,7 +298,7 @@ pub fn force(m: &mut Machine, v: &Value) -> Result<Value> {
         }
     }
     let mut memo = ForceMemo { pairs: 0, limit: usize::MAX, done: None };
-    Ok(force_changed(m, v, &mut memo)?.unwrap_or_else(|| v.clone()))
+    Ok(force_changed::<false>(m, v, &mut memo)?.unwrap_or_else(|| v.clone()))
 }
 
 /// [`force`], or `None` if that builds more than `limit` pairs (then what it
@@ -310,7 +310,7 @@ pub fn force_within(m: &mut Machine, v: &Value, limit: usize) -> Result<Option<V
         }
     }
     let mut memo = ForceMemo { pairs: 0, limit, done: None };
-    let r = force_changed(m, v, &mut memo)?;
+    let r = force_changed::<false>(m, v, &mut memo)?;
     if memo.pairs > limit {
         return Ok(None);
     }
@@ -322,11 +322,11 @@ pub fn force_within(m: &mut Machine, v: &Value, limit: usize) -> Result<Option<V
 /// data with shared structure (`n` pairs each holding the one before twice)
 /// then take time in their size, not in their size as a tree (2^n), at the
 /// cost of a table only in walks that long.
-pub const SHARING_WATCHED_AFTER: usize = 4096;
+const SHARING_WATCHED_AFTER: usize = 4096;
 
 /// [`force_changed`]'s count of the pairs walked, and what the values that
-/// something else holds too became, by identity (past `SHARING_WATCHED_AFTER`
-/// pairs), each kept beside so that its address is not reused during the walk.
+/// something else holds too became, by identity (in a long walk), each kept
+/// beside so that its address is not reused during the walk.
 struct ForceMemo {
     pairs: usize,
     /// (past it, the walk stops: see [`force_within`])
@@ -335,40 +335,22 @@ struct ForceMemo {
 }
 
 /// [`force`], or `None` where `v` holds no lazy value. Past
-/// `SHARING_WATCHED_AFTER` pairs, [`force_long`] takes over.
-fn force_changed(m: &mut Machine, v: &Value, memo: &mut ForceMemo) -> Result<Option<Value>> {
-    if let Value::Pair(_) = v {
-        memo.pairs += 1;
-        if memo.pairs > SHARING_WATCHED_AFTER {
-            return force_long(m, v, memo);
-        }
+/// `SHARING_WATCHED_AFTER` pairs the walk is a long one (`LONG`): a value that
+/// something else holds too is forced once (`memo`), and what it becomes is
+/// shared as it was; past `memo.limit` pairs, the walk stops.
+fn force_changed<const LONG: bool>(
+    m: &mut Machine,
+    v: &Value,
+    memo: &mut ForceMemo,
+) -> Result<Option<Value>> {
+    let pair = matches!(v, Value::Pair(_));
+    if !LONG && pair && memo.pairs >= SHARING_WATCHED_AFTER {
+        return force_changed::<true>(m, v, memo);
     }
-    crate::stack::try_grow(RED_ZONE, SEGMENT, || match v {
-        Value::Lazy(_) => {
-            let h = hnf(m, v)?;
-            Ok(Some(force_changed(m, &h, memo)?.unwrap_or(h)))
-        }
-        Value::Pair(p) => {
-            let a = force_changed(m, &p.car, memo)?;
-            let d = force_changed(m, &p.cdr, memo)?;
-            if a.is_none() && d.is_none() {
-                return Ok(None);
-            }
-            m.ad_work += 1;
-            Ok(Some(Value::cons(a.unwrap_or_else(|| p.car.clone()), d.unwrap_or_else(|| p.cdr.clone()))))
-        }
-        _ => Ok(None),
-    })
-}
-
-/// [`force_changed`] of a long walk: a value that something else holds too is
-/// forced once (`memo`), and what it becomes is shared as it was; past
-/// `memo.limit` pairs, the walk stops.
-fn force_long(m: &mut Machine, v: &Value, memo: &mut ForceMemo) -> Result<Option<Value>> {
-    if memo.pairs > memo.limit {
-        return Ok(None);
-    }
+    memo.pairs += pair as usize;
     let key = match v {
+        _ if !LONG => None,
+        _ if memo.pairs > memo.limit => return Ok(None),
         Value::Pair(_) | Value::Lazy(_) if shared(v) => v.ptr_id(),
         _ => None,
     };
@@ -378,12 +360,11 @@ fn force_long(m: &mut Machine, v: &Value, memo: &mut ForceMemo) -> Result<Option
     let r = crate::stack::try_grow(RED_ZONE, SEGMENT, || match v {
         Value::Lazy(_) => {
             let h = hnf(m, v)?;
-            Ok(Some(force_long(m, &h, memo)?.unwrap_or(h)))
+            Ok(Some(force_changed::<LONG>(m, &h, memo)?.unwrap_or(h)))
         }
         Value::Pair(p) => {
-            memo.pairs += 1;
-            let a = force_long(m, &p.car, memo)?;
-            let d = force_long(m, &p.cdr, memo)?;
+            let a = force_changed::<LONG>(m, &p.car, memo)?;
+            let d = force_changed::<LONG>(m, &p.cdr, memo)?;
             if a.is_none() && d.is_none() {
                 return Ok(None);
             }
@@ -396,6 +377,23 @@ fn force_long(m: &mut Machine, v: &Value, memo: &mut ForceMemo) -> Result<Option
         memo.done.get_or_insert_default().insert(k, (v.clone(), r.clone()));
     }
     Ok(r)
+}
+
+/// Past `SHARING_WATCHED_AFTER` pairs of a walk of data, the pairs met that
+/// something else holds too, so as to tell one met again (a pair held once is
+/// held by the pair it was reached from: it cannot be).
+#[derive(Default)]
+pub struct SharingWatch {
+    pairs: usize,
+    seen: rustc_hash::FxHashSet<*const crate::value::Pair>,
+}
+
+impl SharingWatch {
+    /// Counts pair `p`, met in the walk: has it been met before?
+    pub fn again(&mut self, p: &Rc<crate::value::Pair>) -> bool {
+        self.pairs += 1;
+        self.pairs > SHARING_WATCHED_AFTER && Rc::strong_count(p) > 1 && !self.seen.insert(Rc::as_ptr(p))
+    }
 }
 
 /// Does `v` hold a lazy value anywhere in its pairs? (An explicit work list:
@@ -421,17 +419,14 @@ fn has_lazy(v: &Value) -> bool {
 #[inline(never)]
 fn has_lazy_nested(v: &Value) -> bool {
     let mut work: SmallVec<[&Value; 16]> = smallvec::smallvec![v];
-    // (past `SHARING_WATCHED_AFTER` pairs, a pair that something else holds
-    // too is looked into once: data with shared structure take time in their
-    // size, not in their size as a tree)
-    let mut seen = rustc_hash::FxHashSet::default();
-    let mut pairs = 0usize;
+    // (a pair met again is not looked into again: data with shared structure
+    // take time in their size, not in their size as a tree)
+    let mut watch = SharingWatch::default();
     while let Some(v) = work.pop() {
         match v {
             Value::Lazy(_) => return true,
             Value::Pair(p) => {
-                pairs += 1;
-                if pairs > SHARING_WATCHED_AFTER && Rc::strong_count(p) > 1 && !seen.insert(Rc::as_ptr(p)) {
+                if watch.again(p) {
                     continue;
                 }
                 work.push(&p.cdr);

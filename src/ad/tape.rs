@@ -165,21 +165,10 @@ fn shallow(v: &Value) -> bool {
 #[inline(never)]
 fn shallow_nested(v: &Value) -> bool {
     let mut work: SmallVec<[(&Value, usize); 16]> = smallvec::smallvec![(v, 0usize)];
-    // (past `SHARING_WATCHED_AFTER` pairs, those met that something else
-    // holds too: one of them met again is shared; a pair held once is held by
-    // the pair it was reached from)
-    let mut held_twice = rustc_hash::FxHashSet::default();
-    let mut pairs = 0usize;
+    let mut watch = super::ops::SharingWatch::default();
     while let Some((v, d)) = work.pop() {
         if let Value::Pair(p) = v {
-            if d > MAX_NESTING {
-                return false;
-            }
-            pairs += 1;
-            if pairs > super::ops::SHARING_WATCHED_AFTER
-                && Rc::strong_count(p) > 1
-                && !held_twice.insert(Rc::as_ptr(p))
-            {
+            if d > MAX_NESTING || watch.again(p) {
                 return false;
             }
             work.push((&p.car, d + 1));
