@@ -723,6 +723,11 @@ fn bundle_step(m: &mut Machine, p: &Value, t: &Value) -> Result<Value> {
 /// a boolean's a boolean (its zero is itself), and `()`'s is `()` (a value
 /// still pending is checked when it is reached).
 fn leaves_conform(p: &Value, t: &Value) -> bool {
+    let inner = t.peel_if(Tag::Perturbation);
+    match (leaf_tags(p), inner.as_ref().and_then(leaf_tags)) {
+        (Some(a), Some(b)) if a != b => return false,
+        _ => {}
+    }
     match (&*strip(p), &*strip(t)) {
         (Value::Vector(a), Value::Vector(b)) => a.len() == b.len() && a.shape() == b.shape(),
         (Value::Lazy(_), _) | (_, Value::Lazy(_)) => true,
@@ -731,6 +736,27 @@ fn leaves_conform(p: &Value, t: &Value) -> bool {
         (Value::Bool(_), y) | (y, Value::Bool(_)) => matches!(y, Value::Bool(_)),
         (Value::Nil, y) | (y, Value::Nil) => matches!(y, Value::Nil),
         _ => true,
+    }
+}
+
+/// The tags around a leaf, outermost first, seen through bundles' primals
+/// (`None` where a value still pending hides them): the tangent of a leaf
+/// under `*j` is under `*j` too (`(zero (*j 3))` is `(reverse 0)`).
+fn leaf_tags(v: &Value) -> Option<SmallVec<[Tag; 4]>> {
+    let mut tags = SmallVec::new();
+    let mut v = v.clone();
+    loop {
+        v = match &v {
+            Value::Bundle(b) => b.0.clone(),
+            Value::Lazy(_) => return None,
+            _ => match v.peel() {
+                Some((t, x)) => {
+                    tags.push(t);
+                    x
+                }
+                None => return Some(tags),
+            },
+        }
     }
 }
 
