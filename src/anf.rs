@@ -438,6 +438,12 @@ pub trait GlobalScope {
     /// Every top-level name it binds, for the hint of an unbound variable
     /// (`suggest`): passed to `f` one by one.
     fn each_name(&self, _f: &mut dyn FnMut(&str)) {}
+    /// An unbound `name` read at `span` (`hint`: the unbound-variable error's
+    /// hint, or empty): where top-level names may be defined later (the REPL's
+    /// later inputs), the global it is to be, instead of the error.
+    fn forward(&self, _name: &str, _span: Span, _hint: &str) -> Option<Atom> {
+        None
+    }
 }
 
 /// The names in scope where an unbound one is met, for its hint: those of
@@ -522,18 +528,23 @@ impl<'a> Normalizer<'a> {
         if let Some(&i) = self.index.get(name).and_then(|v| v.last()) {
             return Ok(self.scope[i].1.clone());
         }
-        self.globals.lookup(name).ok_or_else(|| self.unbound(name, span))
+        if let Some(a) = self.globals.lookup(name) {
+            return Ok(a);
+        }
+        let hint = self.unbound_hint(name);
+        self.globals
+            .forward(name, span, &hint)
+            .ok_or_else(|| Error::syntax(span, format!("unbound variable `{name}`{hint}")))
     }
 
-    /// The error for an unbound `name`, with a hint where there is one (a
-    /// Scheme form VLAD lacks, a misspelling of a name in scope or a keyword).
+    /// The hint for an unbound `name` (` (...)`), where there is one: a
+    /// Scheme form VLAD lacks, a misspelling of a name in scope or a keyword.
     #[cold]
-    fn unbound(&self, name: &str, span: Span) -> Error {
+    fn unbound_hint(&self, name: &str) -> String {
         let mut bound = names_in_scope(&self.index, self.globals);
         bound.extend(crate::expand::KEYWORDS.iter().map(|&k| Rc::from(k)));
         let hint = crate::suggest::unbound_hint(name, bound.iter().map(|n| &**n));
-        let hint = hint.map(|h| format!(" ({h})")).unwrap_or_default();
-        Error::syntax(span, format!("unbound variable `{name}`{hint}"))
+        hint.map(|h| format!(" ({h})")).unwrap_or_default()
     }
 
     /// The parts a call of `f` takes, if `f` names a prelude pair accessor.

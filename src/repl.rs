@@ -80,6 +80,7 @@ pub fn run(opts: &Opts) -> i32 {
     let interactive = std::io::stdin().is_terminal();
     let color = interactive && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let mut s = Session::new();
+    s.late_binding = true;
     s.include_dirs = opts.include.clone();
     s.m.set_max_depth(opts.max_depth);
     s.m.tape.enabled = !opts.no_tape;
@@ -494,6 +495,9 @@ impl Repl {
             Ok(u) => u,
             Err(e) => return self.report(&e),
         };
+        for note in &unit.notes {
+            self.note(note);
+        }
         for step in unit.steps {
             let r = match step {
                 Step::Define(g, _) => {
@@ -501,9 +505,13 @@ impl Repl {
                     if r.is_err() {
                         let name = self.s.m.globals[g as usize].name.clone();
                         match before.get(&name) {
-                            Some(&old) => self.s.scope.insert(name, old),
+                            Some(&old) => self.s.scope.insert(name.clone(), old),
                             None => self.s.scope.remove(&name),
                         };
+                        // (a name earlier definitions use is undefined again)
+                        if unit.filled.iter().any(|(_, h)| *h == g) {
+                            self.s.unfill(name, g);
+                        }
                     }
                     r
                 }
@@ -568,6 +576,18 @@ impl Repl {
     fn say(&mut self, text: &str) {
         let _ = writeln!(self.s.m.out, "{}", text);
         let _ = self.s.m.out.flush();
+    }
+
+    /// A note on an input (not an error: the input still runs), on standard error.
+    fn note(&mut self, e: &Error) {
+        let _ = self.s.m.out.flush();
+        let text = e.render(&self.s.sources).replacen(": error: ", ": note: ", 1);
+        if self.color_err {
+            let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
+            eprint!("\x1b[1;33m{}\x1b[0m\n{}", first, rest);
+        } else {
+            eprint!("{}", text);
+        }
     }
 
     fn report(&mut self, e: &Error) {

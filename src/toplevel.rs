@@ -72,6 +72,12 @@ pub struct Session {
     /// Arm the `--timeout` watchdog ([`crate::watchdog`]) for each evaluation
     /// (set by the command line only).
     pub watchdog: bool,
+    /// The REPL: a definition may use a name that a later input defines (a
+    /// global is made for it, [`Session::pending`], which that definition
+    /// fills; until then, reading it is an error).
+    pub late_binding: bool,
+    /// The names definitions use that no input has defined yet, and their globals.
+    pub pending: FxHashMap<Rc<str>, u32>,
 }
 
 /// The prelude's pair accessors and the parts they take, innermost first (`true` = car).
@@ -230,6 +236,11 @@ fn accessor_call(text: &str) -> Option<&'static str> {
 /// A compiled unit, ready to run.
 pub struct Unit {
     pub steps: Vec<Step>,
+    /// With [`Session::late_binding`]: notes on the names its definitions use
+    /// that are not defined yet (see [`Session::pending`]).
+    pub notes: Vec<Error>,
+    /// The pending globals its definitions fill, by name.
+    pub filled: Vec<(Rc<str>, u32)>,
 }
 
 pub enum Step {
@@ -246,6 +257,40 @@ struct Scope<'a> {
     base: &'a FxHashMap<Rc<str>, u32>,
     local: &'a FxHashMap<Rc<str>, u32>,
     accessors: &'a FxHashMap<u32, &'static [bool]>,
+    /// For a definition with [`Session::late_binding`]: its unbound names.
+    forward: Option<&'a std::cell::RefCell<Forward>>,
+}
+
+/// The unbound names of a definition being compiled with
+/// [`Session::late_binding`]: those pending from earlier inputs, and the new
+/// ones, whose globals (numbered from `next`) are made once it is compiled.
+struct Forward {
+    pending: FxHashMap<Rc<str>, u32>,
+    next: u32,
+    new: Vec<(Rc<str>, Span)>,
+    notes: Vec<Error>,
+}
+
+impl Forward {
+    fn lookup(&mut self, name: &str, span: Span, hint: &str) -> u32 {
+        if let Some(&g) = self.pending.get(name) {
+            return g;
+        }
+        if let Some(i) = self.new.iter().position(|(n, _)| &**n == name) {
+            return self.next + i as u32;
+        }
+        self.new.push((name.into(), span));
+        self.notes.push(Error::syntax(
+            span,
+            format!("`{name}` is not defined yet{hint}: a later input may define it; until then, using it is an error"),
+        ));
+        self.next + self.new.len() as u32 - 1
+    }
+}
+
+/// The error of reading a pending global (see [`Session::pending`]).
+fn not_defined_yet(name: &str, span: Span) -> GState {
+    GState::Failed(Error::runtime(Some(span), format!("unbound variable `{name}` (it has not been defined)")))
 }
 
 impl GlobalScope for Scope<'_> {
@@ -261,6 +306,10 @@ impl GlobalScope for Scope<'_> {
     fn each_name(&self, f: &mut dyn FnMut(&str)) {
         self.local.keys().chain(self.base.keys()).for_each(|n| f(n));
         crate::prims::prims().iter().for_each(|p| f(p.name));
+    }
+    fn forward(&self, name: &str, span: Span, hint: &str) -> Option<Atom> {
+        let g = self.forward?.borrow_mut().lookup(name, span, hint);
+        Some(Atom::Global(g))
     }
 }
 
@@ -305,6 +354,8 @@ impl Session {
             loading_prelude: false,
             defer_errors: false,
             watchdog: false,
+            late_binding: false,
+            pending: FxHashMap::default(),
         }
     }
 
@@ -521,6 +572,55 @@ impl Session {
     /// Compiles items: allocates globals, checks duplicates and scopes, and
     /// converts every definition and expression. Nothing runs.
     pub fn compile(&mut self, items: Vec<Item>) -> Result<Unit> {
+        let mut filled = Vec::new();
+        let r = self.compile_unit(items, &mut filled);
+        match r {
+            Ok(mut unit) => {
+                unit.filled = filled.into_iter().map(|(name, g, _)| (name, g)).collect();
+                Ok(unit)
+            }
+            Err(e) => {
+                // The pending globals it was to define stay pending.
+                for (name, g, (span, state)) in filled {
+                    let global = &mut self.m.globals[g as usize];
+                    (global.span, global.state) = (span, state);
+                    self.pending.insert(name, g);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Resolves a pending global as a definition of this unit (`filled`: each
+    /// one, with what it held, to put back if the unit fails to compile).
+    fn fill_pending(
+        &mut self,
+        name: &Rc<str>,
+        span: Span,
+        filled: &mut Vec<(Rc<str>, u32, (Span, GState))>,
+    ) -> Option<u32> {
+        let g = self.pending.remove(name)?;
+        let global = &mut self.m.globals[g as usize];
+        let old = (
+            std::mem::replace(&mut global.span, span),
+            std::mem::replace(&mut global.state, GState::Forcing),
+        );
+        filled.push((name.clone(), g, old));
+        Some(g)
+    }
+
+    /// Pending again: a global that a definition filled, whose evaluation failed (the REPL).
+    pub fn unfill(&mut self, name: Rc<str>, g: u32) {
+        let global = &mut self.m.globals[g as usize];
+        global.state = not_defined_yet(&name, global.span);
+        self.pending.insert(name, g);
+    }
+
+    fn compile_unit(
+        &mut self,
+        items: Vec<Item>,
+        filled: &mut Vec<(Rc<str>, u32, (Span, GState))>,
+    ) -> Result<Unit> {
         // A library file included from the prelude directory behaves like the
         // prelude: the program's own definition of a name replaces the library's.
         let from_prelude =
@@ -564,7 +664,10 @@ impl Session {
                     };
                     return Err(Error::syntax(*name_span, message));
                 }
-                let g = self.m.add_global(name.clone(), *name_span, GState::Forcing);
+                let g = match self.fill_pending(name, *name_span, filled) {
+                    Some(g) => g,
+                    None => self.m.add_global(name.clone(), *name_span, GState::Forcing),
+                };
                 defined.insert(name.clone(), (g, *name_span));
                 full.insert(name.clone(), g);
             }
@@ -583,28 +686,50 @@ impl Session {
         let mut visible: FxHashMap<Rc<str>, u32> = FxHashMap::default();
         let mut steps = Vec::new();
         let mut errors: Vec<Error> = Vec::new();
+        let mut notes: Vec<Error> = Vec::new();
         for it in items {
             match it {
                 Item::Define { name, value, lambda, span, .. } => {
                     let g = defined[&name].0;
                     visible.insert(name.clone(), g);
-                    let scope = Scope { base: &self.scope, local: &full, accessors: &self.accessors };
-                    let mut n = Normalizer::new(&scope);
-                    let r = (|| -> Result<()> {
+                    let forward = std::cell::RefCell::new(Forward {
+                        pending: if self.late_binding { self.pending.clone() } else { FxHashMap::default() },
+                        next: self.m.globals.len() as u32,
+                        new: Vec::new(),
+                        notes: Vec::new(),
+                    });
+                    let r = (|| -> Result<GState> {
+                        let scope = Scope {
+                            base: &self.scope,
+                            local: &full,
+                            accessors: &self.accessors,
+                            forward: self.late_binding.then_some(&forward),
+                        };
+                        let mut n = Normalizer::new(&scope);
                         if lambda {
                             let list = value.as_list().unwrap();
                             let l = expand::expand_lambda(&value, list, Some(name.clone()))?;
                             let grp = n.lambda(&l)?;
-                            let v = Value::Closure(InstRc::empty(grp), 0);
-                            self.m.globals[g as usize].state = GState::Value(v);
+                            Ok(GState::Value(Value::Closure(InstRc::empty(grp), 0)))
                         } else {
                             let core = expand::expand(&value)?;
                             let grp = n.lambda(&thunk(core, Some(name.clone())))?;
-                            self.m.globals[g as usize].state = GState::Thunk(grp);
+                            Ok(GState::Thunk(grp))
+                        }
+                    })();
+                    // (names it uses that no input has defined yet: globals to fill later)
+                    let forward = forward.into_inner();
+                    for (name, span) in forward.new {
+                        let h = self.m.add_global(name.clone(), span, not_defined_yet(&name, span));
+                        self.pending.insert(name, h);
+                    }
+                    notes.extend(forward.notes);
+                    let r = r.map(|state| {
+                        if let GState::Thunk(_) = state {
                             steps.push(Step::Define(g, span));
                         }
-                        Ok(())
-                    })();
+                        self.m.globals[g as usize].state = state;
+                    });
                     if let Err(e) = r {
                         if self.defer_errors {
                             self.m.globals[g as usize].state = GState::Failed(e);
@@ -616,7 +741,8 @@ impl Session {
                 Item::DefineReversible { name, def, .. } => {
                     let g = defined[&name].0;
                     visible.insert(name.clone(), g);
-                    let scope = Scope { base: &self.scope, local: &full, accessors: &self.accessors };
+                    let scope =
+                        Scope { base: &self.scope, local: &full, accessors: &self.accessors, forward: None };
                     match crate::rev::define(*def, &scope) {
                         Ok(v) => self.m.globals[g as usize].state = GState::Value(v),
                         Err(e) if self.defer_errors => self.m.globals[g as usize].state = GState::Failed(e),
@@ -635,7 +761,12 @@ impl Session {
                     }
                 },
                 Item::Expr { datum, expected } => {
-                    let scope = Scope { base: &self.scope, local: &visible, accessors: &self.accessors };
+                    let scope = Scope {
+                        base: &self.scope,
+                        local: &visible,
+                        accessors: &self.accessors,
+                        forward: None,
+                    };
                     let mut n = Normalizer::new(&scope);
                     let r = expand::expand(&datum).and_then(|core| n.lambda(&thunk(core, None)));
                     match r {
@@ -654,7 +785,7 @@ impl Session {
         for (name, (g, _)) in defined {
             self.scope.insert(name, g);
         }
-        Ok(Unit { steps })
+        Ok(Unit { steps, notes, filled: Vec::new() })
     }
 
     /// Evaluates a constant definition (a `Step::Define`) from a clean stack.
@@ -857,7 +988,7 @@ impl Session {
             (None, _) => return Err(Error::new(ErrorKind::Syntax, None, "expected an expression")),
         };
         let empty = FxHashMap::default();
-        let scope = Scope { base: &self.scope, local: &empty, accessors: &self.accessors };
+        let scope = Scope { base: &self.scope, local: &empty, accessors: &self.accessors, forward: None };
         let mut n = Normalizer::new(&scope);
         let core = expand::expand(&datum)?;
         n.lambda(&thunk(core, None))

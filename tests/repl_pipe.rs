@@ -294,3 +294,48 @@ fn command_errors_are_located_in_the_line_as_typed() {
     assert_eq!(o.stderr, expected.concat());
     assert_eq!(o.code, 1);
 }
+
+#[test]
+fn a_definition_may_use_a_name_a_later_input_defines() {
+    // LANGUAGE.md: each expression sees every definition before it, as one
+    // `letrec`, in the REPL as in a file: mutually recursive procedures may
+    // be typed one input at a time. Until the name is defined, a call that
+    // reaches it fails (and the definition that uses it gets a note).
+    let o = pipe(
+        "(define (ev? n) (if (= n 0) #t (od? (- n 1))))\n(ev? 0)\n(ev? 3)\n\
+         (define (od? n) (if (= n 0) #f (ev? (- n 1))))\n(ev? 10)\n(od? 7)\n(ev? 7)\n",
+        &[],
+    );
+    assert_eq!(o.stdout, "#t\n#t\n#t\n#f\n", "{}", o.stderr);
+    assert!(o.stderr.contains("<stdin>:1:33: note: `od?` is not defined yet"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("<stdin>:1:33: error: unbound variable `od?` (it has not been defined)"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("in ev? called at <stdin>:3:1"), "{}", o.stderr);
+    assert_eq!(o.stderr.matches("error:").count(), 1, "{}", o.stderr);
+    assert_ne!(o.code, 0);
+
+    // Derivatives of a procedure whose helper comes later: d/dx x sin x = sin x + x cos x.
+    let o = pipe(
+        "(define (u x) (* x (w x)))\n(define (w x) (sin x))\n((derivative u) 2.0)\n((gradient-R u) 2.0)\n",
+        &[],
+    );
+    let want = 2f64.sin() + 2.0 * 2f64.cos();
+    let got: Vec<f64> = o.stdout.lines().map(|l| l.parse().unwrap()).collect();
+    assert!(got.len() == 2 && got.iter().all(|g| (g - want).abs() < 1e-12), "{:?} {}", got, o.stderr);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+
+    // A name an expression uses directly must be defined before it; a
+    // definition that fails (to compile or to evaluate) leaves the name
+    // undefined for the definitions that use it, until one succeeds.
+    let o = pipe(
+        "(q)\n(define (f) (q))\n(define (q) (if))\n(f)\n(define q (car 5))\n(f)\n(define (q) 4)\n(f)\n",
+        &[],
+    );
+    assert_eq!(o.stdout, "4\n", "{}", o.stderr);
+    assert!(o.stderr.contains("<stdin>:1:2: error: unbound variable `q`\n"), "{}", o.stderr);
+    assert_eq!(o.stderr.matches("unbound variable `q` (it has not been defined)").count(), 2, "{}", o.stderr);
+    assert_ne!(o.code, 0);
+}
