@@ -133,9 +133,13 @@ pub fn options_after_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::f
 /// subcommand, or the program file, or `--`); `None` if there is none, or if an
 /// argument before it is not UTF-8.
 fn first_operand(args: &[std::ffi::OsString]) -> Option<usize> {
+    next_operand(args, 1)
+}
+
+/// [`first_operand`] from `args[i]` on.
+fn next_operand(args: &[std::ffi::OsString], mut i: usize) -> Option<usize> {
     const WITH_VALUE: [&str; 7] =
         ["-I", "--include", "--max-steps", "--timeout", "--max-depth", "--backend", "--repeat"];
-    let mut i = 1;
     while i < args.len() {
         let a = args[i].to_str()?;
         if WITH_VALUE.contains(&a) {
@@ -153,11 +157,29 @@ fn first_operand(args: &[std::ffi::OsString]) -> Option<usize> {
 /// named like a subcommand misspelt (clap would take it for the file and then
 /// refuse `FILE` as a subcommand, or report the file missing), if that is so.
 pub fn misspelt_command(args: &[std::ffi::OsString]) -> Option<String> {
-    let a = args[first_operand(args)?].to_str()?;
-    if a == "--" || a == "help" || SUBCOMMANDS.contains(&a) || Path::new(a).exists() {
+    let i = first_operand(args)?;
+    let a = args[i].to_str()?;
+    if a == "--" || a == "help" || SUBCOMMANDS.contains(&a) {
         return None;
     }
-    let hint = crate::suggest::nearest_hint(a, SUBCOMMANDS.into_iter().chain(["help"]));
+    // (clap would refuse the second as "the subcommand 'X' cannot be used with '[FILE]'")
+    let another = next_operand(args, i + 1).map(|j| args[j].to_string_lossy());
+    if Path::new(a).exists() {
+        return another
+            .map(|b| format!("error: vlad runs one program file at a time; after `{a}` there is `{b}`"));
+    }
+    let commands = SUBCOMMANDS.into_iter().chain(["help"]);
+    let mut hint = crate::suggest::nearest_hint(a, commands.clone());
+    if hint.is_empty() && !a.is_empty() {
+        // (a command's name cut short: `ru`, `an`)
+        let mut starting = commands.clone().filter(|c| c.starts_with(a));
+        if let (Some(c), None) = (starting.next(), starting.next()) {
+            hint = format!(" (did you mean `{c}`?)");
+        }
+    }
+    if hint.is_empty() && another.is_some() {
+        hint = format!(" (the commands are {})", commands.collect::<Vec<_>>().join(", "));
+    }
     (!hint.is_empty()).then(|| format!("error: `{a}` is neither a program file nor a command{hint}"))
 }
 

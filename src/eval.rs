@@ -24,6 +24,8 @@ pub struct Global {
     pub name: Rc<str>,
     pub span: Span,
     pub state: GState,
+    /// A constant definition's code (kept once evaluated, for the REPL's `:anf`).
+    pub thunk: Option<Rc<Group>>,
 }
 
 pub enum GState {
@@ -516,12 +518,19 @@ impl Machine {
         self.io_allowed()?;
         let mut limit = Ok(());
         let mut failed = None;
+        let mut first = true;
         crate::print::stream(v, &mut |piece| {
+            // (checked between pieces: a value printed whole was not stopped)
+            if !std::mem::take(&mut first) {
+                limit = self.check_limits();
+                if limit.is_err() {
+                    return false;
+                }
+            }
             if let Err(e) = self.out.write_all(piece.as_bytes()) {
                 failed = Some(e);
             }
-            limit = self.check_limits();
-            failed.is_none() && limit.is_ok()
+            failed.is_none()
         });
         if failed.is_none() {
             failed = self.out.write_all(b"\n").err();
@@ -588,7 +597,7 @@ impl Machine {
     pub fn add_global(&mut self, name: Rc<str>, span: Span, state: GState) -> u32 {
         let id = self.globals.len() as u32;
         crate::show::set_global_name(id, name.clone());
-        self.globals.push(Global { name, span, state });
+        self.globals.push(Global { name, span, state, thunk: None });
         id
     }
 

@@ -99,6 +99,7 @@ pub fn run(opts: &Opts) -> i32 {
         evaluating: Arc::new(AtomicBool::new(false)),
         prelude,
         command_text: String::new(),
+        steps_total: 0,
     };
     if interactive {
         repl.interactive()
@@ -131,6 +132,9 @@ struct Repl {
     prelude: FxHashMap<Rc<str>, u32>,
     /// The input of the command being run (shown under errors in its argument).
     command_text: String,
+    /// Procedure calls of the evaluations so far (each counts from 0, for its
+    /// `--max-steps`): `--metered`'s total at the end.
+    steps_total: u64,
 }
 
 /// The command at the start of an input, and the byte offset where its argument starts.
@@ -251,7 +255,7 @@ impl Repl {
             }
         }
         let _ = self.s.m.out.flush();
-        crate::cli::print_meter(&self.s);
+        self.print_meter();
         if self.failed {
             1
         } else {
@@ -388,7 +392,14 @@ impl Repl {
         if let Some(p) = &hist {
             let _ = rl.append_history(p);
         }
+        self.print_meter();
         0
+    }
+
+    /// `--metered`'s counts for the whole session.
+    fn print_meter(&mut self) {
+        self.s.m.set_steps(self.steps_total);
+        crate::cli::print_meter(&self.s);
     }
 
     /// Ctrl-C while evaluating sets the machine's interrupt flag (reading, the
@@ -509,8 +520,8 @@ impl Repl {
                             None => self.s.scope.remove(&name),
                         };
                         // (a name earlier definitions use is undefined again)
-                        if unit.filled.iter().any(|(_, h)| *h == g) {
-                            self.s.unfill(name, g);
+                        if let Some(&(_, _, span)) = unit.filled.iter().find(|(_, h, _)| *h == g) {
+                            self.s.unfill(name, g, span);
                         }
                     }
                     r
@@ -550,6 +561,7 @@ impl Repl {
         let s = &mut self.s;
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(s)));
         self.evaluating.store(false, Ordering::SeqCst);
+        self.steps_total += self.s.m.steps();
         crate::watchdog::disarm();
         self.s.m.interrupt.store(false, Ordering::SeqCst);
         let _ = self.s.m.out.flush();
@@ -574,8 +586,10 @@ impl Repl {
 
     /// Prints a line of output.
     fn say(&mut self, text: &str) {
-        let _ = writeln!(self.s.m.out, "{}", text);
-        let _ = self.s.m.out.flush();
+        let r = writeln!(self.s.m.out, "{}", text).and_then(|()| self.s.m.out.flush());
+        if let Err(e) = r {
+            self.report(&crate::eval::output_error(&e));
+        }
     }
 
     /// A note on an input (not an error: the input still runs), on standard error.
@@ -736,14 +750,16 @@ impl Repl {
         // A name: show its definition.
         if let Some(&g) = self.s.scope.get(arg) {
             let mut out = String::new();
-            match &self.s.m.globals[g as usize].state {
-                GState::Value(Value::Closure(inst, i)) => {
-                    crate::show::write_closure(&mut out, inst, *i as usize)
-                }
-                GState::Thunk(grp) => {
-                    if let Some(ms) = grp.members.get() {
+            let global = &self.s.m.globals[g as usize];
+            match &global.state {
+                // A constant definition (evaluated or not): its code.
+                _ if global.thunk.is_some() => {
+                    if let Some(ms) = global.thunk.as_ref().and_then(|t| t.members.get()) {
                         out = crate::show::block_to_string(&ms[0].body);
                     }
+                }
+                GState::Value(Value::Closure(inst, i)) => {
+                    crate::show::write_closure(&mut out, inst, *i as usize)
                 }
                 // A reversible procedure: its definition, as `vlad anf` shows it.
                 GState::Value(Value::Rev(r)) => {

@@ -239,8 +239,9 @@ pub struct Unit {
     /// With [`Session::late_binding`]: notes on the names its definitions use
     /// that are not defined yet (see [`Session::pending`]).
     pub notes: Vec<Error>,
-    /// The pending globals its definitions fill, by name.
-    pub filled: Vec<(Rc<str>, u32)>,
+    /// The pending globals its definitions fill, by name, with the place
+    /// of the first use that made each (see [`Session::unfill`]).
+    pub filled: Vec<(Rc<str>, u32, Span)>,
 }
 
 pub enum Step {
@@ -576,7 +577,7 @@ impl Session {
         let r = self.compile_unit(items, &mut filled);
         match r {
             Ok(mut unit) => {
-                unit.filled = filled.into_iter().map(|(name, g, _)| (name, g)).collect();
+                unit.filled = filled.into_iter().map(|(name, g, (span, _))| (name, g, span)).collect();
                 Ok(unit)
             }
             Err(e) => {
@@ -609,10 +610,11 @@ impl Session {
         Some(g)
     }
 
-    /// Pending again: a global that a definition filled, whose evaluation failed (the REPL).
-    pub fn unfill(&mut self, name: Rc<str>, g: u32) {
+    /// Pending again: a global that a definition filled, whose evaluation
+    /// failed (the REPL); `span`: the use that made it.
+    pub fn unfill(&mut self, name: Rc<str>, g: u32, span: Span) {
         let global = &mut self.m.globals[g as usize];
-        global.state = not_defined_yet(&name, global.span);
+        (global.state, global.span, global.thunk) = (not_defined_yet(&name, span), span, None);
         self.pending.insert(name, g);
     }
 
@@ -723,12 +725,18 @@ impl Session {
                         let h = self.m.add_global(name.clone(), span, not_defined_yet(&name, span));
                         self.pending.insert(name, h);
                     }
-                    notes.extend(forward.notes);
+                    // (a constant is evaluated at once: an error, not a note, if it reads one)
+                    if lambda {
+                        notes.extend(forward.notes);
+                    }
                     let r = r.map(|state| {
-                        if let GState::Thunk(_) = state {
+                        let global = &mut self.m.globals[g as usize];
+                        global.thunk = None;
+                        if let GState::Thunk(grp) = &state {
                             steps.push(Step::Define(g, span));
+                            global.thunk = Some(grp.clone());
                         }
-                        self.m.globals[g as usize].state = state;
+                        global.state = state;
                     });
                     if let Err(e) = r {
                         if self.defer_errors {

@@ -335,6 +335,9 @@ fn a_misspelt_command_is_not_taken_for_a_program_file() {
         (&["tset", "x.vlad"][..], "tset", "test"),
         (&["--timeout", "5", "rnu", "x.vlad"], "rnu", "run"),
         (&["ann"], "ann", "anf"),
+        // a command's name cut short
+        (&["ru", "x.vlad"], "ru", "run"),
+        (&["an", "x.vlad"], "an", "anf"),
     ] {
         let o = vlad(&d, args);
         assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
@@ -342,6 +345,26 @@ fn a_misspelt_command_is_not_taken_for_a_program_file() {
             format!("error: `{word}` is neither a program file nor a command (did you mean `{near}`?)\n");
         assert!(o.stderr.starts_with(&first), "{args:?}: {}", o.stderr);
     }
+    // clap said "the subcommand 'x.vlad' cannot be used with '[FILE]'" for these
+    let o = vlad(&d, &["xyz", "x.vlad"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.starts_with(
+            "error: `xyz` is neither a program file nor a command (the commands are run, test, anf, repl, help)\n"
+        ),
+        "{}",
+        o.stderr
+    );
+    let o = vlad(&d, &["x.vlad", "--timeout", "5", "x.vlad"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .starts_with("error: vlad runs one program file at a time; after `x.vlad` there is `x.vlad`\n"),
+        "{}",
+        o.stderr
+    );
+    let o = vlad(&d, &["x.vlad", "--timeout", "5"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "3\n"), "{}", o.stderr);
     // a file of that name is run
     d.file("tset", "(+ 1 2)\n");
     let o = vlad(&d, &["tset"]);
@@ -401,6 +424,21 @@ fn output_that_cannot_be_written_is_an_error() {
         assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains("error: cannot write the output: "), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // the REPL's commands (they printed nothing and the session ended with status 0)
+    for input in [":help\n", ":env\n", ":anf car\n", ":reverse sin\n"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vlad"))
+            .env("VLAD_HISTORY", "")
+            .stdin(std::process::Stdio::piped())
+            .stdout(full.try_clone().unwrap())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{input:?}: {err}");
+        assert!(err.contains("error: cannot write the output: "), "{input:?}: {err}");
     }
     // an error that cannot be reported (standard error full) still exits 1, not
     // as an internal error (70)
@@ -1038,6 +1076,12 @@ fn huge_timeouts_mean_no_limit_and_nan_is_refused() {
         let o = vlad(&d, &["--timeout", t, "p.vlad"]);
         assert_eq!((o.code, o.stdout.as_str(), o.stderr.as_str()), (0, "3\n", ""), "--timeout {t}");
     }
+    // A limit is checked now and then (every few thousand calls, between the
+    // pieces of a value printed): a program that ends before any check is not
+    // stopped. With 0, the value was printed whole and then reported as
+    // stopped "while printing a value".
+    let o = vlad(&d, &["--timeout", "0", "p.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str(), o.stderr.as_str()), (0, "3\n", ""), "--timeout 0");
     for t in ["nan", "-1"] {
         let o = vlad(&d, &[&format!("--timeout={t}"), "p.vlad"]);
         assert_eq!(o.code, 2, "--timeout={t}: {}", o.stderr);

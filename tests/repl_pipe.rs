@@ -339,3 +339,24 @@ fn a_definition_may_use_a_name_a_later_input_defines() {
     assert_eq!(o.stderr.matches("unbound variable `q` (it has not been defined)").count(), 2, "{}", o.stderr);
     assert_ne!(o.code, 0);
 }
+
+#[test]
+fn metered_counts_the_whole_session() {
+    // Each input's count starts from 0 (for its --max-steps); the total at the
+    // end said 0 procedure calls. d(100) makes 101 calls of d, plus the input's own.
+    let o = pipe("(define (d n) (if (= n 0) 0 (+ 1 (d (- n 1)))))\n(d 100)\n(d 100)\n", &["--metered"]);
+    assert_eq!(o.stdout, "100\n100\n", "{}", o.stderr);
+    assert!(o.stderr.contains("metered: 602 primitive operations (+ 200, - 200, = 202)\n"), "{}", o.stderr);
+    assert!(o.stderr.contains("metered: 204 procedure calls, "), "{}", o.stderr);
+}
+
+#[test]
+fn anf_of_a_constant_shows_its_definition() {
+    // Once evaluated, `:anf x` printed only `x` (the value replaced the code).
+    let o = pipe("(define x (+ 2 3))\n:anf x\nx\n:anf x\n", &[]);
+    let def = "(define x\n  (let* ((t_";
+    assert_eq!(o.stdout.matches(def).count(), 2, "{}", o.stdout);
+    assert!(o.stdout.contains(" (+ 2 3)))\n"), "{}", o.stdout);
+    assert!(o.stdout.contains("\n5\n"), "{}", o.stdout);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}
