@@ -1928,3 +1928,36 @@ fn derivatives_of_data_with_shared_structure_take_time_in_its_size() {
         assert_eq!((o.code, o.stdout.as_str()), (0, want), "{extra:?}: {}", o.stderr);
     }
 }
+
+/// A second derivative through a recursive reversible procedure, reverse
+/// mode inside: the nested derivative of each `call` ran the callee's whole
+/// derivative (its `%rev-vjp` rule), so a recursion n deep cost n² (4000
+/// deep: 18 s; 20000 deep: past this test's timeout). The translation that
+/// nested derivatives go through now applies the callee's translation, so the
+/// cost is linear. G(x) = Σ 0.001 sin x over n levels: G'' = -0.001 n sin x.
+#[test]
+fn second_derivatives_through_a_deep_reversible_recursion_are_linear() {
+    let n = 20000;
+    let src = format!(
+        "(define ((dR f) x) (cdr (unsensitize ((cdr ((*j f) (*j x))) (sensitize 1)))))\n\
+         (define-reversible (rp y x n) (if-rev (= n 0) (skip)\n\
+           (begin-rev (-= n 1) (call rp y x n) (+= y (* 0.001 (sin x))) (+= n 1)) (= n 0)))\n\
+         (define (G x) (car (call rp 0.0 x {n})))\n\
+         ((dR (dR G)) 1.0)\n((derivative (dR G)) 1.0)\n"
+    );
+    let d = Dir::new();
+    d.file("r.vlad", &src);
+    let want = -0.001 * n as f64 * 1f64.sin();
+    for extra in [&[][..], &["--no-tape"][..]] {
+        let mut args = vec!["--timeout", "60"];
+        args.extend(extra);
+        args.push("r.vlad");
+        let o = vlad(&d, &args);
+        assert_eq!(o.code, 0, "{extra:?}: {}", o.stderr);
+        let got: Vec<f64> = o.stdout.lines().map(|l| l.parse().unwrap()).collect();
+        assert_eq!(got.len(), 2, "{}", o.stdout);
+        for g in got {
+            assert!((g - want).abs() <= 1e-9 * want.abs(), "{extra:?}: {g} against {want}");
+        }
+    }
+}

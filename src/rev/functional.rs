@@ -16,8 +16,8 @@
 //! packed vector with `%rev-set`; a branch or loop returns the list of the variables
 //! in scope and the rest destructures it; a loop is a local recursive function; an
 //! ancilla is a `let` whose variable is dropped after the body; `call`/`uncall` of
-//! another procedure stays a `%rev-call`/`%rev-uncall` (differentiated by the same
-//! rules, one level at a time). The backward direction translates the inverted
+//! another procedure applies that procedure's translation (`%rev-fun`), so a
+//! derivative goes through every level of a recursion as through one. The backward direction translates the inverted
 //! statements ([`super::invert`]). The run-time reversibility checks (assertions,
 //! `delocal`, `pop` into zero) are left out: this function is only differentiated at
 //! arguments where the executor has just run the procedure, checks included.
@@ -397,9 +397,15 @@ impl Tr<'_> {
                 self.let_star(vec![(pat, self.sym(&stack.0))], rest)
             }
             Stmt::Call { uncall, callee, args, .. } => {
+                // The callee's own translation, applied: a derivative of this
+                // goes through the callee's statements as through these (a
+                // `%rev-call` would be differentiated by its rule, whose nested
+                // derivative runs the callee's whole derivative at each call:
+                // a recursive procedure n deep cost n² under a second derivative).
                 let names: Vec<Rc<str>> = args.iter().map(|(n, _)| n.clone()).collect();
-                let prim = if *uncall { "%rev-uncall" } else { "%rev-call" };
-                let run = self.call(prim, vec![self.sym(&callee.0), self.names(&names)]);
+                let entry =
+                    self.form(vec![self.sym("cons"), self.sym(&callee.0), self.d(DatumKind::Bool(!*uncall))]);
+                let run = self.form(vec![self.call("%rev-fun", vec![entry]), self.names(&names)]);
                 self.let_star(vec![(self.names(&names), run)], rest)
             }
             Stmt::Begin(v, _) => self.seq(v.iter(), vars, rest),
