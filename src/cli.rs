@@ -307,16 +307,33 @@ pub(crate) fn check_backend(opts: &Opts) -> Result<(), i32> {
 fn dispatch(cli: Cli) -> i32 {
     match cli.cmd {
         Some(Cmd::Run { file, opts }) => run_file(&file, &opts),
-        Some(Cmd::Test { files, opts }) => test_files(&files, &opts),
-        Some(Cmd::Anf { file, reverse, forward, inverse, opts }) => {
-            anf_file(&file, reverse, forward, inverse, &opts)
+        Some(Cmd::Test { files, opts }) => {
+            only_run_times(&opts, "vlad test").unwrap_or_else(|| test_files(&files, &opts))
         }
-        Some(Cmd::Repl { opts }) => crate::repl::run(&opts),
+        Some(Cmd::Anf { file, reverse, forward, inverse, opts }) => only_run_times(&opts, "vlad anf")
+            .unwrap_or_else(|| anf_file(&file, reverse, forward, inverse, &opts)),
+        Some(Cmd::Repl { opts }) => {
+            only_run_times(&opts, "the REPL").unwrap_or_else(|| crate::repl::run(&opts))
+        }
         None => match cli.file {
             Some(f) => run_file(&f, &cli.opts),
-            None => crate::repl::run(&cli.opts),
+            None => only_run_times(&cli.opts, "the REPL").unwrap_or_else(|| crate::repl::run(&cli.opts)),
         },
     }
+}
+
+/// `--time` and `--repeat` apply to running a program file: elsewhere they
+/// are refused (they were accepted and did nothing); the exit status then.
+fn only_run_times(opts: &Opts, what: &str) -> Option<i32> {
+    let given = match (opts.time, opts.repeat != 1) {
+        (true, true) => "--time and --repeat apply",
+        (true, false) => "--time applies",
+        (false, true) => "--repeat applies",
+        (false, false) => return None,
+    };
+    let hint = if what == "the REPL" { " (there, `:time EXPR` times an expression)" } else { "" };
+    eprintln!("error: {given} to running a program (`vlad FILE`, `vlad run FILE`), not to {what}{hint}");
+    Some(2)
 }
 
 fn report_error(s: &Session, e: &Error) {

@@ -1539,6 +1539,22 @@ fn repeat_evaluates_each_expression_n_times_and_prints_its_value_once() {
     assert_eq!((e.code, e.stdout.as_str()), (1, "1\n"), "{}", e.stderr);
     assert_eq!(vlad(&d, &["--repeat", "0", "t.vlad"]).code, 2);
     assert_eq!(vlad(&d, &["--repeat", "1000001", "t.vlad"]).code, 2);
+    // accepted and ignored by `test`, `anf` and the REPL before
+    for args in [
+        &["test", "--time", "t.vlad"][..],
+        &["anf", "--repeat", "2", "t.vlad"],
+        &["repl", "--time"],
+        &["--repeat", "2"],
+    ] {
+        let o = vlad(&d, args);
+        assert_eq!((o.code, o.stdout.as_str()), (2, ""), "{args:?}: {}", o.stderr);
+        assert!(
+            o.stderr.contains("apply to running a program (`vlad FILE`, `vlad run FILE`)")
+                || o.stderr.contains("applies to running a program (`vlad FILE`, `vlad run FILE`)"),
+            "{args:?}: {}",
+            o.stderr
+        );
+    }
 }
 
 // ---- vlad test ----
