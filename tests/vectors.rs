@@ -491,6 +491,30 @@ fn vectors_larger_than_memory_are_refused() {
         );
         assert!(got.starts_with(&want), "{}: got {}", expr, got);
     }
+    // An r x 0 (or 0 x c) matrix holds no numbers, whatever r: its product with
+    // a vector has r (c), and its list r rows. These panicked ("capacity
+    // overflow", exit 70) or were allocated until the process was killed.
+    let rows = "(vec-reshape (vec-iota 0) 4611686018427387904 0)";
+    let cols = "(vec-reshape (vec-iota 0) 0 4000000000000)";
+    for (expr, want) in [
+        (
+            format!("(mat-vec {rows} (vec-iota 0))"),
+            "error: mat-vec: a result of 4611686018427387904 numbers needs ",
+        ),
+        (
+            format!("(vec-mat (vec-iota 0) {cols})"),
+            "error: vec-mat: a result of 4000000000000 numbers needs 32000.0 GB",
+        ),
+        (
+            format!("(length (list-of {rows}))"),
+            "error: list-of: the 4611686018427387904 rows of a 4611686018427387904x0 matrix need ",
+        ),
+    ] {
+        let got = run1(&expr);
+        assert!(got.starts_with(want), "{}: got {}", expr, got);
+    }
+    assert_eq!(run1("(list-of (mat-vec (vec-reshape (vec-iota 0) 3 0) (vec-iota 0)))"), "(0.0 0.0 0.0)");
+    assert_eq!(run1("(list-of (vec-reshape (vec-iota 0) 2 0))"), "(() ())");
 }
 
 #[test]

@@ -111,7 +111,24 @@ fn list_of(_: &mut Machine, a: &[Value]) -> Result<Value> {
     let list = |s: &[f64]| Value::list(s.iter().map(|x| Value::Real(*x)));
     Ok(match v.shape() {
         Shape::Vector => list(xs),
-        Shape::Matrix(r, c) => Value::list((0..r).map(|i| list(&xs[i * c..(i + 1) * c]))),
+        Shape::Matrix(r, c) => {
+            // (an r x 0 matrix has no numbers but r rows: `()` each, a pair
+            // each in the list, of about five words)
+            let need = r as u128 * 40;
+            if let Some(total) = memory_bytes().filter(|&t| c == 0 && need > t as u128) {
+                return Err(err(
+                    "list-of",
+                    format!(
+                        "the {} rows of a {}x0 matrix need {:.1} GB as a list, more than this machine's {:.1} GB of memory",
+                        r,
+                        r,
+                        need as f64 * 1e-9,
+                        total as f64 * 1e-9
+                    ),
+                ));
+            }
+            Value::list((0..r).map(|i| list(&xs[i * c..(i + 1) * c])))
+        }
     })
 }
 
@@ -288,11 +305,18 @@ fn vec_shape_like(_: &mut Machine, a: &[Value]) -> Result<Value> {
 
 fn mat_vec(m: &mut Machine, a: &[Value]) -> Result<Value> {
     let (x, y) = (vec_arg("mat-vec", &a[0])?, vec_arg("mat-vec", &a[1])?);
+    // (an r x 0 matrix holds no numbers, whatever r: the result has r)
+    if let Shape::Matrix(r, _) = x.shape() {
+        fits("mat-vec", "a result", r as u128)?;
+    }
     out("mat-vec", ops::mat_vec(be(m), x, y))
 }
 
 fn vec_mat(m: &mut Machine, a: &[Value]) -> Result<Value> {
     let (x, y) = (vec_arg("vec-mat", &a[0])?, vec_arg("vec-mat", &a[1])?);
+    if let Shape::Matrix(_, c) = y.shape() {
+        fits("vec-mat", "a result", c as u128)?;
+    }
     out("vec-mat", ops::vec_mat(be(m), x, y))
 }
 
