@@ -674,7 +674,12 @@ impl Repl {
             ":meter" => self.meter(&padded, name, first_line),
             _ => Ok(()),
         };
-        if let Err(e) = r {
+        if let Err(mut e) = r {
+            // (an error about the argument's value as a whole: placed at the argument)
+            if e.span.is_none() && e.trace.is_empty() && command_takes_expr(cmd) {
+                let start = text.len() - text[arg..].trim_start().len();
+                e.span = Some(self.span_in(name, text, first_line, start, start + arg_text.len()));
+            }
             self.report(&e);
         }
         Flow::Continue
