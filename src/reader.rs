@@ -532,7 +532,7 @@ impl<'a> Reader<'a> {
                 }
             }
             _ => {
-                if end == start + 1 && end < self.bytes.len() {
+                if end == start + 1 && end < self.bytes.len() && !self.bytes[end].is_ascii_whitespace() {
                     // `#(`, `#'`, `#"`...: show the delimiter that follows.
                     end += self.char_len(end);
                 }
@@ -1031,7 +1031,9 @@ mod tests {
         check_err("#q1", ReadErrorKind::Syntax, (0, 3), "bad `#` syntax: #q1");
         check_err("#t1", ReadErrorKind::Syntax, (0, 3), "bad `#` syntax: #t1");
         check_err("#", ReadErrorKind::Syntax, (0, 1), "bad `#` syntax: #");
-        check_err("# a", ReadErrorKind::Syntax, (0, 2), "bad `#` syntax");
+        check_err("# a", ReadErrorKind::Syntax, (0, 1), "bad `#` syntax: #");
+        // (the line break that follows was put in the message)
+        assert_eq!(err("#\n").message, "bad `#` syntax: #");
         check_err("#λ", ReadErrorKind::Syntax, (0, 3), "bad `#` syntax: #λ");
         // `#` inside a symbol is fine.
         check("a#b", "a#b");
