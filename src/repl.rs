@@ -596,12 +596,7 @@ impl Repl {
     fn note(&mut self, e: &Error) {
         let _ = self.s.m.out.flush();
         let text = e.render(&self.s.sources).replacen(": error: ", ": note: ", 1);
-        if self.color_err {
-            let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
-            eprint!("\x1b[1;33m{}\x1b[0m\n{}", first, rest);
-        } else {
-            eprint!("{}", text);
-        }
+        self.to_stderr(&text, "33");
     }
 
     fn report(&mut self, e: &Error) {
@@ -612,11 +607,17 @@ impl Repl {
             // After the terminal's `^C`.
             text.insert(0, '\n');
         }
+        self.to_stderr(&text, "31");
+    }
+
+    /// A rendered error or note on standard error, its first line in bold
+    /// `color` (an ANSI colour code) where standard error takes colours.
+    fn to_stderr(&self, text: &str, color: &str) {
         if self.color_err {
-            let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
-            eprint!("\x1b[1;31m{}\x1b[0m\n{}", first, rest);
+            let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
+            eprint!("\x1b[1;{color}m{first}\x1b[0m\n{rest}");
         } else {
-            eprint!("{}", text);
+            eprint!("{text}");
         }
     }
 
@@ -624,6 +625,8 @@ impl Repl {
 
     fn command(&mut self, cmd: &str, text: &str, arg: usize, name: &str, first_line: usize) -> Flow {
         let arg_text = text[arg..].trim();
+        // (where the argument starts in the input)
+        let arg_start = text.len() - text[arg..].trim_start().len();
         // The argument with everything before it blanked out (byte for byte), so
         // that error locations point into the input as typed (which is shown under
         // them: `compile_one`).
@@ -653,8 +656,7 @@ impl Repl {
             return at(self, cmd_start, arg, "usage: :load FILE".to_string());
         }
         if !command_takes_expr(cmd) && cmd != ":load" && !arg_text.is_empty() {
-            let start = text.len() - text[arg..].trim_start().len();
-            return at(self, start, start + arg_text.len(), format!("`{}` takes no argument", cmd));
+            return at(self, arg_start, arg_start + arg_text.len(), format!("`{}` takes no argument", cmd));
         }
         let r = match cmd {
             ":quit" | ":q" | ":exit" => return Flow::Quit,
@@ -677,8 +679,7 @@ impl Repl {
         if let Err(mut e) = r {
             // (an error about the argument's value as a whole: placed at the argument)
             if e.span.is_none() && e.trace.is_empty() && command_takes_expr(cmd) {
-                let start = text.len() - text[arg..].trim_start().len();
-                e.span = Some(self.span_in(name, text, first_line, start, start + arg_text.len()));
+                e.span = Some(self.span_in(name, text, first_line, arg_start, arg_start + arg_text.len()));
             }
             self.report(&e);
         }
@@ -756,18 +757,18 @@ impl Repl {
         if let Some(&g) = self.s.scope.get(arg) {
             let mut out = String::new();
             let global = &self.s.m.globals[g as usize];
-            match &global.state {
+            match (&global.thunk, &global.state) {
                 // A constant definition (evaluated or not): its code.
-                _ if global.thunk.is_some() => {
-                    if let Some(ms) = global.thunk.as_ref().and_then(|t| t.members.get()) {
+                (Some(grp), _) => {
+                    if let Some(ms) = grp.members.get() {
                         out = crate::show::block_to_string(&ms[0].body);
                     }
                 }
-                GState::Value(Value::Closure(inst, i)) => {
+                (None, GState::Value(Value::Closure(inst, i))) => {
                     crate::show::write_closure(&mut out, inst, *i as usize)
                 }
                 // A reversible procedure: its definition, as `vlad anf` shows it.
-                GState::Value(Value::Rev(r)) => {
+                (None, GState::Value(Value::Rev(r))) => {
                     self.say(crate::rev::proc_text(r).trim_end());
                     return Ok(());
                 }

@@ -258,15 +258,18 @@ struct Scope<'a> {
     base: &'a FxHashMap<Rc<str>, u32>,
     local: &'a FxHashMap<Rc<str>, u32>,
     accessors: &'a FxHashMap<u32, &'static [bool]>,
-    /// For a definition with [`Session::late_binding`]: its unbound names.
-    forward: Option<&'a std::cell::RefCell<Forward>>,
+    /// For a definition with [`Session::late_binding`]: the names pending
+    /// from earlier inputs, and its own new unbound names.
+    forward: Option<Unbound<'a>>,
 }
 
-/// The unbound names of a definition being compiled with
-/// [`Session::late_binding`]: those pending from earlier inputs, and the new
-/// ones, whose globals (numbered from `next`) are made once it is compiled.
+/// See [`Scope::forward`].
+type Unbound<'a> = (&'a FxHashMap<Rc<str>, u32>, &'a std::cell::RefCell<Forward>);
+
+/// The new unbound names of a definition being compiled with
+/// [`Session::late_binding`], whose globals (numbered from `next`) are made
+/// once it is compiled.
 struct Forward {
-    pending: FxHashMap<Rc<str>, u32>,
     next: u32,
     new: Vec<(Rc<str>, Span)>,
     notes: Vec<Error>,
@@ -274,9 +277,6 @@ struct Forward {
 
 impl Forward {
     fn lookup(&mut self, name: &str, span: Span, hint: &str) -> u32 {
-        if let Some(&g) = self.pending.get(name) {
-            return g;
-        }
         if let Some(i) = self.new.iter().position(|(n, _)| &**n == name) {
             return self.next + i as u32;
         }
@@ -309,7 +309,11 @@ impl GlobalScope for Scope<'_> {
         crate::prims::prims().iter().for_each(|p| f(p.name));
     }
     fn forward(&self, name: &str, span: Span, hint: &str) -> Option<Atom> {
-        let g = self.forward?.borrow_mut().lookup(name, span, hint);
+        let (pending, new) = self.forward?;
+        let g = match pending.get(name) {
+            Some(&g) => g,
+            None => new.borrow_mut().lookup(name, span, hint),
+        };
         Some(Atom::Global(g))
     }
 }
@@ -695,7 +699,6 @@ impl Session {
                     let g = defined[&name].0;
                     visible.insert(name.clone(), g);
                     let forward = std::cell::RefCell::new(Forward {
-                        pending: if self.late_binding { self.pending.clone() } else { FxHashMap::default() },
                         next: self.m.globals.len() as u32,
                         new: Vec::new(),
                         notes: Vec::new(),
@@ -705,7 +708,7 @@ impl Session {
                             base: &self.scope,
                             local: &full,
                             accessors: &self.accessors,
-                            forward: self.late_binding.then_some(&forward),
+                            forward: self.late_binding.then_some((&self.pending, &forward)),
                         };
                         let mut n = Normalizer::new(&scope);
                         if lambda {

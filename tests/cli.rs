@@ -346,23 +346,20 @@ fn a_misspelt_command_is_not_taken_for_a_program_file() {
         assert!(o.stderr.starts_with(&first), "{args:?}: {}", o.stderr);
     }
     // clap said "the subcommand 'x.vlad' cannot be used with '[FILE]'" for these
-    let o = vlad(&d, &["xyz", "x.vlad"]);
-    assert_eq!(o.code, 2, "{}", o.stderr);
-    assert!(
-        o.stderr.starts_with(
-            "error: `xyz` is neither a program file nor a command (the commands are run, test, anf, repl, help)\n"
+    for (args, first) in [
+        (
+            &["xyz", "x.vlad"][..],
+            "error: `xyz` is neither a program file nor a command (the commands are run, test, anf, repl, help)\n",
         ),
-        "{}",
-        o.stderr
-    );
-    let o = vlad(&d, &["x.vlad", "--timeout", "5", "x.vlad"]);
-    assert_eq!(o.code, 2, "{}", o.stderr);
-    assert!(
-        o.stderr
-            .starts_with("error: vlad runs one program file at a time; after `x.vlad` there is `x.vlad`\n"),
-        "{}",
-        o.stderr
-    );
+        (
+            &["x.vlad", "--timeout", "5", "x.vlad"],
+            "error: vlad runs one program file at a time; after `x.vlad` there is `x.vlad`\n",
+        ),
+    ] {
+        let o = vlad(&d, args);
+        assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.starts_with(first), "{args:?}: {}", o.stderr);
+    }
     let o = vlad(&d, &["x.vlad", "--timeout", "5"]);
     assert_eq!((o.code, o.stdout.as_str()), (0, "3\n"), "{}", o.stderr);
     // a file of that name is run
