@@ -14,10 +14,10 @@ mod helper;
 use crate::cli::Opts;
 use crate::error::{Error, ErrorKind, Result};
 use crate::eval::GState;
-use crate::toplevel::{Item, Session, Step};
+use crate::toplevel::{Item, Session, Step, MAX_SOURCE, MAX_SOURCE_TEXT};
 use crate::value::Value;
 use rustc_hash::FxHashMap;
-use std::io::{IsTerminal, Write};
+use std::io::{BufRead, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -100,6 +100,7 @@ pub fn run(opts: &Opts) -> i32 {
         prelude,
         command_text: String::new(),
         steps_total: 0,
+        after_expr: false,
     };
     if interactive {
         repl.interactive()
@@ -135,6 +136,10 @@ struct Repl {
     /// Procedure calls of the evaluations so far (each counts from 0, for its
     /// `--max-steps`): `--metered`'s total at the end.
     steps_total: u64,
+    /// Whether the last input ended with an expression: an input that starts
+    /// with `===> EXPECTED` is then that expression's annotation, as in a file
+    /// (ignored, as `vlad run` ignores it).
+    after_expr: bool,
 }
 
 /// The command at the start of an input, and the byte offset where its argument starts.
@@ -175,7 +180,31 @@ pub fn needs_more(text: &str) -> bool {
         Some(_) => return false,
         None => text,
     };
-    matches!(crate::reader::read_all(code, u32::MAX), Err(e) if e.kind == crate::reader::ReadErrorKind::Incomplete)
+    match crate::reader::read_all(code, u32::MAX) {
+        Err(e) => e.kind == crate::reader::ReadErrorKind::Incomplete,
+        // (an annotation's expected value is on the next line)
+        Ok(data) => data.last().is_some_and(is_arrow),
+    }
+}
+
+fn is_arrow(d: &crate::datum::Datum) -> bool {
+    d.as_symbol() == Some("===>")
+}
+
+/// `text` with a leading annotation, `===> EXPECTED`, blanked out (line breaks
+/// kept, so that what follows keeps its place); `None` if it has none.
+fn strip_annotation(text: &str) -> Option<String> {
+    let data = crate::reader::read_all(text, u32::MAX).ok()?;
+    let [arrow, expected, ..] = data.as_slice() else { return None };
+    if !is_arrow(arrow) {
+        return None;
+    }
+    let end = expected.span.end as usize;
+    let blank: String = text[..end]
+        .chars()
+        .map(|c| if c == '\n' { "\n".to_string() } else { " ".repeat(c.len_utf8()) })
+        .collect();
+    Some(blank + &text[end..])
 }
 
 fn format_duration(d: Duration) -> String {
@@ -212,7 +241,16 @@ impl Repl {
         let mut poisoned = false;
         loop {
             let mut bytes = Vec::new();
-            let n = match self.s.m.input.read_until(b'\n', &mut bytes) {
+            let read = (&mut self.s.m.input).take(MAX_SOURCE + 1).read_until(b'\n', &mut bytes);
+            let n = match read {
+                Ok(n) if n as u64 > MAX_SOURCE || (pending.len() + n) as u64 > MAX_SOURCE => {
+                    self.report(&Error::new(
+                        ErrorKind::Syntax,
+                        None,
+                        format!("reading standard input: an input larger than {MAX_SOURCE_TEXT}"),
+                    ));
+                    break;
+                }
                 Ok(n) => n,
                 Err(e) => {
                     self.report(&Error::new(
@@ -455,10 +493,14 @@ impl Repl {
                 3
             }),
         );
+        let after_expr = std::mem::take(&mut self.after_expr);
         let flow = match split_command(text) {
             Some((cmd, arg)) => self.command(cmd, text, arg, name, first_line),
             None => {
-                self.eval_text(text, name, first_line);
+                match strip_annotation(text).filter(|_| after_expr) {
+                    Some(rest) => self.eval_text(&rest, name, first_line),
+                    None => self.eval_text(text, name, first_line),
+                }
                 Flow::Continue
             }
         };
@@ -509,6 +551,7 @@ impl Repl {
         for note in &unit.notes {
             self.note(note);
         }
+        self.after_expr = matches!(unit.steps.last(), Some(Step::Expr { .. }));
         for step in unit.steps {
             let r = match step {
                 Step::Define(g, _) => {

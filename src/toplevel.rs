@@ -102,6 +102,12 @@ struct ParamList {
     loop_name: Option<String>,
 }
 
+/// The largest source file (or input line of the REPL) read: far beyond any
+/// program, and a bound on what reading a device or a runaway file takes.
+pub const MAX_SOURCE: u64 = 1 << 30;
+/// [`MAX_SOURCE`] in words, for messages.
+pub const MAX_SOURCE_TEXT: &str = "1 GiB, the most vlad reads";
+
 /// The lists of `data` (a source file read) that hold offset `at` inside,
 /// after their opening bracket: from the outermost, one in the other.
 fn lists_around(data: &[Datum], at: u32) -> Vec<&Datum> {
@@ -377,9 +383,23 @@ impl Session {
     /// leading byte-order mark (as some editors write) is not part of the text:
     /// it was read as a symbol, "unbound variable" with the name invisible.
     fn read_source(&mut self, path: &Path, at: Option<Span>) -> Result<String> {
-        let mut bytes = std::fs::read(path).map_err(|e| {
+        use std::io::Read;
+        let cannot = |e: std::io::Error| {
             Error::new(ErrorKind::Syntax, at, format!("cannot read {}: {}", path.display(), e))
-        })?;
+        };
+        // (at most one byte past the limit: a device such as /dev/zero, or a
+        // file still being written, is not read until memory runs out)
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_SOURCE + 1).read_to_end(&mut bytes))
+            .map_err(cannot)?;
+        if bytes.len() as u64 > MAX_SOURCE {
+            return Err(Error::new(
+                ErrorKind::Syntax,
+                at,
+                format!("cannot read {}: it is larger than {}", path.display(), MAX_SOURCE_TEXT),
+            ));
+        }
         if bytes.starts_with("\u{FEFF}".as_bytes()) {
             bytes.drain(..3);
         }

@@ -368,3 +368,17 @@ fn anf_of_a_constant_shows_its_definition() {
     assert!(o.stdout.contains("\n5\n"), "{}", o.stdout);
     assert_eq!(o.code, 0, "{}", o.stderr);
 }
+
+#[test]
+fn an_annotation_may_follow_its_expression_on_a_later_line() {
+    // As in a file: `===> EXPECTED` on the next line, or the expected value on
+    // the line after the arrow, belongs to the expression before (and is
+    // ignored, as `vlad run` ignores it); after a definition it is an error.
+    let o = pipe("(+ 1 2)\n===> 3\n(* 2\n 3) ===>\n 6 (- 9 1)\n(car 1)\n===> (error \"pair\")\n", &[]);
+    assert_eq!(o.stdout, "3\n6\n8\n", "stderr: {}", o.stderr);
+    assert_eq!(o.stderr.matches("error:").count(), 1, "{}", o.stderr);
+    let o = pipe("(define x 1)\n===> 1\nx\n", &[]);
+    assert_eq!(o.stdout, "1\n");
+    assert!(o.stderr.contains("<stdin>:2:1: error: `===>` must follow an expression"), "{}", o.stderr);
+    assert_eq!(o.code, 1);
+}
