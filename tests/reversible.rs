@@ -959,6 +959,36 @@ fn mod32_derivatives_agree_at_every_order() {
     }
 }
 
+/// A call between a mod32 procedure and one that is not checks the range the
+/// mod32 side requires, both ways, as `call` from VLAD does on entry (wrapping
+/// would not be reversible); in range, the round trip is exact.
+#[test]
+fn calls_between_mod32_and_other_procedures_check_the_range() {
+    let mut s = session();
+    run(
+        &mut s,
+        "(define-reversible (m8 x) (declare mod32) (+= x 10))
+         (define-reversible (pl x) (call m8 x))
+         (define-reversible (plain x) (+= x 10))
+         (define-reversible (m7 x) (declare mod32) (call plain x))",
+    )
+    .unwrap();
+    assert_eq!(last(&mut s, "(call pl 5)"), "(15)");
+    assert_eq!(last(&mut s, "(uncall pl 3)"), "(4294967289)");
+    assert_eq!(last(&mut s, "(uncall pl (car (call pl 4294967290)))"), "(4294967290)");
+    assert_eq!(last(&mut s, "(uncall m7 (car (call m7 7)))"), "(7)");
+    for (e, msg) in [
+        ("(call pl -5)", "m8 is a mod32 procedure: its variables hold integers in [0, 2^32), but x is -5"),
+        ("(uncall pl 4294967296)", "but x is 4294967296"),
+        ("(call m7 4294967295)", "plain (not mod32) returned x = 4294967305 to this mod32 procedure"),
+        ("(uncall m7 3)", "plain (not mod32) returned x = -7 to this mod32 procedure"),
+    ] {
+        let err = error_of(&mut s, e);
+        assert!(err.message.contains("mod32 range"), "{e}: {}", err.message);
+        assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);
+    }
+}
+
 /// A derivative of `rev-grad`, `call` or `uncall` with a malformed argument tuple fails as
 /// the plain primitive does (the VLAD translation's pattern would only report a mismatch
 /// at the definition), at the call.
@@ -1014,6 +1044,49 @@ fn derivatives_of_rev_grad_keep_the_run_time_checks() {
     ] {
         let err = error_of(&mut s, e);
         assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);
+    }
+}
+
+/// Second derivatives through `call` and `uncall`, in every mix of modes, fail
+/// as the plain call fails: the VLAD translation they differentiate leaves the
+/// run-time checks out, so the procedure is run with them on the primal values.
+/// (Forward mode inside, FF and RF, used to return a number.)
+#[test]
+fn nested_derivatives_through_call_keep_the_run_time_checks() {
+    let mut s = session();
+    run(&mut s, NESTED_DEFS).unwrap();
+    run(
+        &mut s,
+        "(define-reversible (dl y x) (local (t x) (+= y (* t t)) (delocal t 0.0)))
+         (define-reversible (dz y x) (/= y x))
+         (define-reversible (ia y x) (if-rev (> x 0) (+= y (* x x)) (skip) (> y 100)))
+         (define-reversible (pp y x) (local (t x) (local (st '()) (push t st) (pop y st) (delocal st '())) (delocal t 0)))",
+    )
+    .unwrap();
+    let cases = [
+        ("(car (call dl 0.0 x))", "delocal mismatch"),
+        ("(car (uncall dl 0.0 x))", "delocal mismatch"),
+        ("(car (call dz 1.0 (- x 3.0)))", "division by zero"),
+        ("(car (call ia 0.0 x))", "if-rev exit assertion failed"),
+        ("(car (call pp 1.0 x))", "pop"),
+    ];
+    for (body, msg) in cases {
+        // the plain call fails so, and every derivative of it must
+        let plain = error_of(&mut s, &format!("((lambda (x) {body}) 3.0)"));
+        assert!(plain.message.contains(msg), "{body}: plain call gave {}", plain.message);
+        for (outer, inner) in [("F", "F"), ("F", "R"), ("R", "F"), ("R", "R")] {
+            for e in [
+                format!("(({inner} (lambda (x) {body})) 3.0)"),
+                format!("(({outer} ({inner} (lambda (x) {body}))) 3.0)"),
+            ] {
+                let err = error_of(&mut s, &e);
+                assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);
+            }
+        }
+    }
+    // a procedure whose checks pass: second derivatives as before (y + x^2: 2)
+    for (o, i) in [("F", "F"), ("F", "R"), ("R", "F"), ("R", "R")] {
+        assert_eq!(num(&last(&mut s, &format!("(({o} ({i} (lambda (x) (car (call sq 1.0 x))))) 3.0)"))), 2.0);
     }
 }
 

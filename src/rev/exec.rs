@@ -792,10 +792,20 @@ impl<'m> Exec<'m> {
                 self.ders[nb + i] = std::mem::take(&mut self.ders[f.base + *a as usize]);
             }
         }
+        // Between a mod32 procedure and one that is not, the values must be in
+        // the mod32 one's range both ways (as `call` from VLAD checks them on
+        // entry): wrapping them instead would not be reversible.
+        let crossing = code.options.mod32 != f.code.options.mod32;
+        if crossing && code.options.mod32 {
+            self.mod32_range(f, dir, span, p, nb)?;
+        }
         self.depth += 1;
         let d = dir.xor(p.inverted);
-        let r = crate::stack::try_grow(256 * 1024, 16 * 1024 * 1024, || self.run(code, nb, d));
+        let mut r = crate::stack::try_grow(256 * 1024, 16 * 1024 * 1024, || self.run(code, nb, d));
         self.depth -= 1;
+        if crossing && r.is_ok() && f.code.options.mod32 {
+            r = self.mod32_range(f, dir, span, p, nb);
+        }
         match r {
             Ok(()) => {
                 for (i, a) in args.iter().enumerate() {
@@ -823,6 +833,33 @@ impl<'m> Exec<'m> {
                 Err(e)
             }
         }
+    }
+
+    /// Checks that the variables of a call of `p` (its frame at `nb`) are
+    /// integers in [0, 2^32), as a mod32 procedure's are: on entry to `p` if it
+    /// is mod32, on its return to the running mod32 procedure if it is not.
+    fn mod32_range(&self, f: Frame, dir: Dir, span: Span, p: &RevProc, nb: usize) -> Result<()> {
+        let code = &p.code;
+        let Some(i) = (0..code.nparams).find(|&i| !super::check_mod32(&self.vals[nb + i])) else {
+            return Ok(());
+        };
+        let (name, value) = (&code.def.params[i].0, describe_val(&self.vals[nb + i]));
+        let detail = if code.options.mod32 {
+            format!(
+                "{} is a mod32 procedure: its variables hold integers in [0, 2^32), but {} is {}",
+                p.display_name(),
+                name,
+                value
+            )
+        } else {
+            format!(
+                "{} (not mod32) returned {} = {} to this mod32 procedure, whose variables hold integers in [0, 2^32)",
+                p.display_name(),
+                name,
+                value
+            )
+        };
+        Err(self.err(f, dir, span, "mod32 range", detail))
     }
 
     #[allow(clippy::too_many_arguments)]

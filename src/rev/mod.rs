@@ -104,7 +104,7 @@ fn list_items(m: &mut Machine, v: &Value) -> Option<Vec<Value>> {
     }
 }
 
-fn check_mod32(v: &Val) -> bool {
+pub(super) fn check_mod32(v: &Val) -> bool {
     match v {
         Val::S(Value::Int(i)) => (0..1i64 << 32).contains(i),
         Val::S(x) => !x.is_number(),
@@ -746,24 +746,32 @@ fn int_op(name: &str, a: &Value, b: &Value, f: fn(BigInt, BigInt) -> BigInt) -> 
 
 // Nested differentiation goes through the procedure as VLAD code (`functional`):
 // each of these equals a VLAD function of the procedure's translation.
+// The translation leaves out the run-time checks (assertions, `delocal`, `pop`,
+// division by zero): `%rev-checked`, whose derivative is zero, runs the procedure
+// with them on the primal values first (its transformed versions reach the plain
+// values), as `call`'s own rule does at one level, and errors as that run would.
 const VIA_JVP: Rule = Rule::Via {
     f: "(lambda ((cons p (cons flag (cons a (cons da t))))) \
-          (let* ((f (%rev-fun (cons p flag))) (r ((bundle f (perturb (zero f))) (bundle a (perturb da))))) \
+          (let* ((checked (%rev-checked (cons flag #f) (cons p a))) \
+                 (f (%rev-fun (cons p flag))) (r ((bundle f (perturb (zero f))) (bundle a (perturb da))))) \
             (cons (primal r) (unperturb (tangent r)))))",
 };
 const VIA_VJP: Rule = Rule::Via {
     f: "(lambda ((cons p (cons flag (cons x (cons y (cons yb t)))))) \
-          (let* ((f (%rev-fun (cons p flag))) ((cons fy bp) ((*j f) (*j x))) \
+          (let* ((checked (%rev-checked (cons flag #f) (cons p x))) \
+                 (f (%rev-fun (cons p flag))) ((cons fy bp) ((*j f) (*j x))) \
                  ((cons fb xb) (unsensitize (bp (sensitize yb)))))  xb))",
 };
 const VIA_JVP_TUPLE: Rule = Rule::Via {
     f: "(lambda ((cons flag (cons x (cons dx t)))) \
-          (let* ((f (%rev-fun-tuple (cons x flag))) (r ((bundle f (perturb (zero f))) (bundle x (perturb dx))))) \
+          (let* ((checked (%rev-checked (cons flag #t) x)) \
+                 (f (%rev-fun-tuple (cons x flag))) (r ((bundle f (perturb (zero f))) (bundle x (perturb dx))))) \
             (cons (primal r) (unperturb (tangent r)))))",
 };
 const VIA_VJP_TUPLE: Rule = Rule::Via {
     f: "(lambda ((cons flag (cons x (cons y (cons yb t))))) \
-          (let* ((f (%rev-fun-tuple (cons x flag))) ((cons fy bp) ((*j f) (*j x))) \
+          (let* ((checked (%rev-checked (cons flag #t) x)) \
+                 (f (%rev-fun-tuple (cons x flag))) ((cons fy bp) ((*j f) (*j x))) \
                  ((cons fb xb) (unsensitize (bp (sensitize yb))))) xb))",
 };
 // (The translation leaves out the run-time checks: `%rev-grad-checked` runs the
@@ -834,6 +842,37 @@ pub fn prims() -> Vec<PrimDef> {
             1,
             |m, a| rev_grad(m, &a[0]),
             VIA_GRAD,
+            Class::Other,
+        ),
+        // `call`/`uncall` (first argument `(cons flag tuple?)`; the second the
+        // call's tuple, or `(cons p args)`) as a primitive with a zero
+        // derivative, for the checks the translation leaves out (see `VIA_JVP`).
+        p(
+            "%rev-checked",
+            2,
+            |m, a| {
+                let how = force(m, &a[0])?;
+                let (flag, tuple) = match &how {
+                    Value::Pair(h) => (h.car.clone(), h.cdr.is_true()),
+                    _ => return Err(err("%rev-checked: bad arguments".into())),
+                };
+                let dir = if flag.is_true() { Dir::Fwd } else { Dir::Bwd };
+                let (p, args) = if tuple {
+                    let (p, xs) = split_call(m, &a[1], 0, run_name(&flag, true))?;
+                    (p, Value::list(xs))
+                } else {
+                    match force(m, &a[1])? {
+                        Value::Pair(pa) => (pa.car.clone(), pa.cdr.clone()),
+                        _ => return Err(err("%rev-checked: bad arguments".into())),
+                    }
+                };
+                // (its `write` statements print once, from the translation)
+                let out = std::mem::replace(&mut m.out, Box::new(std::io::sink()));
+                let r = run(m, &p, &args, dir);
+                m.out = out;
+                r
+            },
+            ZERO,
             Class::Other,
         ),
         // `rev-grad` as a primitive with a zero derivative: its transformed versions
