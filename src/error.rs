@@ -125,7 +125,8 @@ impl Error {
             }
             None => out.push_str(&format!("error: {}\n", self.message)),
         }
-        let elided = format!("  ... {} more frames\n", self.trace_elided);
+        let plural = if self.trace_elided == 1 { "" } else { "s" };
+        let elided = format!("  ... {} more frame{}\n", self.trace_elided, plural);
         let mut elided_shown = self.trace_elided == 0;
         for (name, sp) in &self.trace {
             if name.is_empty() {

@@ -596,7 +596,7 @@ fn forward_mode_runs_a_reversible_procedure_once() {
         ),
         (
             "(call sq! 0.0 x 1.0)",
-            "r.vlad:1:36: error: *: expected two numbers, got (3.0 . 1.0) (a pair) (sq! takes 2 values (y x), \
+            "r.vlad:1:36: error: *: expected two numbers, got (3.0 . 1.0) (a pair) (forward, in sq!) (sq! takes 2 values (y x), \
              so its last variable x was given the rest, (3.0 . 1.0), a pair that is not a list: were 3 values passed?)\n",
         ),
     ] {

@@ -496,12 +496,12 @@ fn run_time_errors_fire_in_both_directions_with_their_location() {
             s.m.set_max_depth(200);
             run(&mut s, defs).unwrap();
             let e = error_of(&mut s, expr);
-            let want = if *rule == "division by zero" && e.message.starts_with("/:") {
-                "/: division by zero".to_string()
-            } else {
-                format!("{} ({}, in ", rule, dir)
-            };
+            // (a right-hand side's division: the primitive's message, then the
+            // direction and procedure)
+            let rhs = *rule == "division by zero" && e.message.starts_with("/:");
+            let want = if rhs { format!("({}, in p)", dir) } else { format!("{} ({}, in ", rule, dir) };
             assert!(e.message.contains(&want), "{expr}: expected `{want}`, got: {}", e.message);
+            assert!(!rhs || e.message.starts_with("/: division by zero"), "{expr}: {}", e.message);
             assert_eq!(e.kind, ErrorKind::Runtime);
             let l = line_of(&s, &e);
             assert_eq!(l, *line, "{expr}: wrong line for {}", e.render(&s.sources));
@@ -583,8 +583,12 @@ fn static_rules_are_checked_at_definition_time() {
 #[test]
 fn type_and_arity_errors_are_clear() {
     let mut s = session();
-    run(&mut s, "(define-reversible (p x y) (+= x y))\n(define-reversible (m x) (declare mod32) (+= x 1))")
-        .unwrap();
+    run(
+        &mut s,
+        "(define-reversible (p x y) (+= x y))\n(define-reversible (m x) (declare mod32) (+= x 1))
+         (define-reversible (z) (skip))\n(define-reversible (one x) (+= x 1))",
+    )
+    .unwrap();
     for (e, msg) in [
         ("(call p 1)", "p takes 2 values (x y), got 1"),
         ("(call p)", "p takes 2 values (x y), got none"),
@@ -601,6 +605,13 @@ fn type_and_arity_errors_are_clear() {
         ("((rev-inverse p) 1 2)", "runs by (call (rev-inverse p) arg ...) or (uncall (rev-inverse p) arg ...)"),
         ("(call m -1)", "mod32 procedure"),
         ("(rev-grad p 5 1.0 2.0)", "exact integer from 0 to 1"),
+        ("(rev-grad z 0)", "rev-grad: the procedure has no variables to differentiate"),
+        ("(call one)", "one takes 1 value (x), got none"),
+        // one value too many: the last variable got a pair, as for `call`
+        ("(rev-grad p 0 1.0 2.0 3.0)", "p takes 2 values (x y), so its last variable y was given the rest, (2.0 . 3.0)"),
+        // a right-hand side's primitive names the direction and procedure
+        ("(call p 1 car)", "(forward, in p)"),
+        ("(uncall p 1 car)", "(backward, in p)"),
     ] {
         let err = error_of(&mut s, e);
         assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);

@@ -452,7 +452,7 @@ impl<'m> Exec<'m> {
             }
             RExpr::Prim(p, _, args, sp) => {
                 let xs = self.eval_all(f, args)?;
-                let y = self.call_prim(*p, xs, *sp)?;
+                let y = self.call_prim(f, *p, xs, *sp)?;
                 if f.code.options.mod32 && matches!(y, Value::Int(_) | Value::Big(_)) {
                     // Janus: every arithmetic operation is modulo 2^32.
                     return wrap32(&y).map_err(|v| self.violation(f, self.dir, *sp, v));
@@ -492,8 +492,10 @@ impl<'m> Exec<'m> {
 
     /// Calls a primitive on its arguments, as `Machine::call_prim` does (metering,
     /// forcing lazy arguments), without going through the value stack.
+    /// An error names the direction and the procedure, as a rule's does.
     pub fn call_prim(
         &mut self,
+        f: Frame,
         p: crate::prims::PrimId,
         mut xs: SmallVec<[Value; 3]>,
         sp: Span,
@@ -511,7 +513,12 @@ impl<'m> Exec<'m> {
                 }
             }
         }
-        (def.imp)(self.m, &xs).map_err(|e| e.at(sp))
+        (def.imp)(self.m, &xs).map_err(|mut e| {
+            if e.kind == ErrorKind::Runtime && e.span.is_none() {
+                e.message = format!("{} ({}, in {})", e.message, self.dir.name(), f.code.name);
+            }
+            e.at(sp)
+        })
     }
 
     pub fn eval_all(&mut self, f: Frame, es: &[RExpr]) -> Result<SmallVec<[Value; 3]>> {

@@ -395,7 +395,7 @@ impl Exec<'_> {
                     xs.push(x);
                     dxs.push(dx);
                 }
-                let mut y = self.call_prim(*p, xs.clone(), *sp)?;
+                let mut y = self.call_prim(f, *p, xs.clone(), *sp)?;
                 if f.code.options.mod32 && matches!(y, Value::Int(_) | Value::Big(_)) {
                     // as in a plain run (the wrap is the identity locally: same derivative)
                     y = super::exec::wrap32(&y).map_err(|v| self.violation(f, self.dir, *sp, v))?;
@@ -478,7 +478,7 @@ impl Exec<'_> {
                     return Ok(());
                 }
                 let xs = self.eval_all(f, args)?;
-                let y = if needs_result(*dv) { self.call_prim(*p, xs.clone(), *sp)? } else { Value::Nil };
+                let y = if needs_result(*dv) { self.call_prim(f, *p, xs.clone(), *sp)? } else { Value::Nil };
                 let ps = partials(self.m, *dv, &xs, &y).map_err(|e| e.at(*sp))?;
                 for (a, pd) in args.iter().zip(ps.iter()) {
                     if !is_zero_der(pd) {

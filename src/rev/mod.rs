@@ -119,10 +119,10 @@ fn in_vals(m: &mut Machine, p: &RevProc, args: &Value, what: &str) -> Result<Vec
     let code = &p.code;
     if items.len() != code.nparams {
         return Err(err(format!(
-            "{}: {} takes {} values ({}), got {}",
+            "{}: {} takes {} ({}), got {}",
             what,
             p.display_name(),
-            code.nparams,
+            values(code.nparams),
             code.def.params.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>().join(" "),
             items.len()
         )));
@@ -178,11 +178,11 @@ fn split_call(m: &mut Machine, tuple: &Value, extra: usize, what: &str) -> Resul
             Some(g) => g.to_string(),
         };
         err(format!(
-            "{}: {} takes {}{} values ({}), got {}",
+            "{}: {} takes {}{} ({}), got {}",
             what,
             rp.display_name(),
             k,
-            rp.code.nparams,
+            values(rp.code.nparams),
             names,
             got
         ))
@@ -225,15 +225,20 @@ fn improper_last(p: &Value, xs: &[Value]) -> Option<String> {
     let Value::Rev(rp) = p else { return None };
     let names = rp.code.def.params.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>().join(" ");
     Some(format!(
-        " ({} takes {} values ({}), so its last variable {} was given the rest, {}, \
+        " ({} takes {} ({}), so its last variable {} was given the rest, {}, \
          a pair that is not a list: were {} values passed?)",
         rp.display_name(),
-        rp.code.nparams,
+        values(rp.code.nparams),
         names,
         rp.code.def.params.last().map(|(n, _)| n.to_string()).unwrap_or_default(),
         describe(last),
         rp.code.nparams + n
     ))
+}
+
+/// "1 value", "2 values".
+fn values(n: usize) -> String {
+    format!("{} value{}", n, if n == 1 { "" } else { "s" })
 }
 
 fn with_hint(mut e: Error, hint: Option<String>) -> Error {
@@ -455,8 +460,9 @@ fn pack_like(v: &Value, like: &Value) -> Value {
 /// `(rev-grad p k a ...)` on its tuple `(cons* p k a ...)`.
 fn rev_grad(m: &mut Machine, tuple: &Value) -> Result<Value> {
     let (p, mut xs) = split_call(m, tuple, 1, "rev-grad")?;
+    let hint = improper_last(&p, &xs[1..]);
     let k = xs.remove(0);
-    grad(m, &p, &k, &Value::list(xs))
+    grad(m, &p, &k, &Value::list(xs)).map_err(|e| with_hint(e, hint))
 }
 
 fn make_tuple(head: Value, xs: Vec<Value>) -> Value {
@@ -471,6 +477,7 @@ fn make_tuple(head: Value, xs: Vec<Value>) -> Value {
 fn grad_index(k: &Value, n: usize) -> Result<usize> {
     match k {
         Value::Int(i) if *i >= 0 && (*i as usize) < n => Ok(*i as usize),
+        _ if n == 0 => Err(err("rev-grad: the procedure has no variables to differentiate".to_string())),
         other => Err(err(format!(
             "rev-grad: the variable to differentiate is given by its position, an exact integer from 0 to {}; got {}",
             n.saturating_sub(1),
@@ -692,7 +699,7 @@ fn floor_div(a: &Value, b: &Value) -> Result<Value> {
     }
     if let Some((x, y)) = int_pair(a, b) {
         if num_traits::Zero::is_zero(&y) {
-            return Err(err("/: division by zero (integer division in reversible code)".into()));
+            return Err(err("/: division by zero (floored integer division)".into()));
         }
         return Ok(crate::num::from_big(x.div_floor(&y)));
     }
