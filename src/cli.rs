@@ -109,7 +109,19 @@ pub fn main() -> i32 {
         eprintln!("{e}\n\nFor more information, try '--help'.");
         return 2;
     }
-    let cli = Cli::parse_from(args);
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        // `--help`, `--version` (status 0) or a bad command line (2); help that
+        // cannot be written is an error, as any output is.
+        Err(e) => {
+            let code = e.exit_code();
+            let written = e.print().and_then(|()| std::io::stdout().flush());
+            return match written {
+                Err(io) if code == 0 => output_failed(&io),
+                _ => code,
+            };
+        }
+    };
     run_on_big_stack(move || dispatch(cli))
 }
 

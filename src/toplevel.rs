@@ -597,6 +597,33 @@ impl Session {
     /// Compiles items: allocates globals, checks duplicates and scopes, and
     /// converts every definition and expression. Nothing runs.
     pub fn compile(&mut self, items: Vec<Item>) -> Result<Unit> {
+        // The definitions of a library file included from the prelude directory
+        // (`(include "optimize")`) are compiled first, as a unit of their own: as
+        // with the built-in prelude, the library's uses of its names keep its
+        // definitions, and the program's own definition of one of those names
+        // replaces it for the program's code only.
+        let from_prelude = |it: &Item| {
+            let span = match it {
+                Item::Define { name_span, .. } | Item::DefineReversible { name_span, .. } => *name_span,
+                Item::Broken { name: Some((_, span)), .. } => *span,
+                _ => return false,
+            };
+            self.sources.file(span.file).is_some_and(|f| f.name.starts_with("prelude/"))
+        };
+        let (library, items): (Vec<Item>, Vec<Item>) = items.into_iter().partition(from_prelude);
+        if library.is_empty() {
+            return self.compile_part(items);
+        }
+        let mut unit = self.compile_part(library)?;
+        let rest = self.compile_part(items)?;
+        unit.steps.extend(rest.steps);
+        unit.notes.extend(rest.notes);
+        unit.filled.extend(rest.filled);
+        Ok(unit)
+    }
+
+    /// [`Session::compile`] of a part of the items.
+    fn compile_part(&mut self, items: Vec<Item>) -> Result<Unit> {
         let mut filled = Vec::new();
         let r = self.compile_unit(items, &mut filled);
         match r {
@@ -647,28 +674,6 @@ impl Session {
         items: Vec<Item>,
         filled: &mut Vec<(Rc<str>, u32, (Span, GState))>,
     ) -> Result<Unit> {
-        // A library file included from the prelude directory behaves like the
-        // prelude: the program's own definition of a name replaces the library's.
-        let from_prelude =
-            |sm: &SourceMap, sp: Span| sm.file(sp.file).is_some_and(|f| f.name.starts_with("prelude/"));
-        let user_names: rustc_hash::FxHashSet<Rc<str>> = items
-            .iter()
-            .filter_map(|it| match it {
-                Item::Define { name, name_span, .. } if !from_prelude(&self.sources, *name_span) => {
-                    Some(name.clone())
-                }
-                _ => None,
-            })
-            .collect();
-        let items: Vec<Item> = items
-            .into_iter()
-            .filter(|it| match it {
-                Item::Define { name, name_span, .. } => {
-                    !(from_prelude(&self.sources, *name_span) && user_names.contains(name))
-                }
-                _ => true,
-            })
-            .collect();
         let mut defined: FxHashMap<Rc<str>, (u32, Span)> = FxHashMap::default();
         let mut full: FxHashMap<Rc<str>, u32> = FxHashMap::default();
         for it in &items {

@@ -410,7 +410,8 @@ fn output_that_cannot_be_written_is_an_error() {
     let d = Dir::new();
     d.file("p.vlad", "(write 1)\n(+ 1 2)\n");
     d.file("t.vlad", "(+ 1 2) ===> 3\n");
-    for args in [&["p.vlad"][..], &["test", "t.vlad"], &["anf", "t.vlad"]] {
+    // (`--help` and `--version` too: clap's own output)
+    for args in [&["p.vlad"][..], &["test", "t.vlad"], &["anf", "t.vlad"], &["--help"], &["--version"]] {
         let o = Command::new(env!("CARGO_BIN_EXE_vlad"))
             .args(args)
             .current_dir(d.path())
@@ -1509,6 +1510,38 @@ fn optimize_transpose_takes_lists_of_rows_and_packed_matrices() {
         "{}",
         o.stderr
     );
+}
+
+/// A program that includes prelude/optimize.vlad may define one of its names, as
+/// it may a built-in prelude name: its definition is the program's, while the
+/// library's procedures keep using their own (m*v's dot products here: (11)),
+/// and an expression before the program's definition sees the library's.
+#[test]
+fn a_program_may_redefine_a_name_of_an_included_prelude_library() {
+    let d = Dir::new();
+    d.file(
+        "t.vlad",
+        "(include \"optimize\")\n         (magnitude (list 3 4))\n         (define (dot a b) 100)\n         (define (magnitude v) 7)\n         (dot (list 1 2) (list 3 4))\n         (m*v (list (list 1 2)) (list 3 4))\n         (distance (list 0 0) (list 3 4))\n         (magnitude (list 3 4))\n",
+    );
+    let o = vlad(&d, &["t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "5\n100\n(11)\n5\n7\n"), "{}", o.stderr);
+}
+
+/// Every optimiser of prelude/optimize.vlad that takes a derivative has a plain
+/// form using reverse mode beside its `-by` form (README): `newton-argmin` too.
+/// Newton's method on the quadratic (x - 3)^2 + 1 lands on its minimum, 3, in a step.
+#[test]
+fn newton_argmin_has_a_plain_form() {
+    let d = Dir::new();
+    d.file(
+        "t.vlad",
+        "(include \"optimize\")\n\
+         (define (f x) (+ (* (- x 3) (- x 3)) 1))\n\
+         (newton-argmin f 0.0 1e-12)\n\
+         ((newton-argmin-by derivative-F) f 10.0 1e-12)\n",
+    );
+    let o = vlad(&d, &["t.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "3.0\n3.0\n"), "{}", o.stderr);
 }
 
 /// `--repeat N` evaluates each top-level expression N times (definitions once) and

@@ -350,6 +350,34 @@ fn inverter_is_an_involution_on_the_examples() {
     assert!(n >= 15);
 }
 
+/// `error` and labelled `write` statements (an `if-rev` inside) print as they
+/// were written, in a procedure and in its inverse; the printed text reads back
+/// as the same statements.
+#[test]
+fn text_statements_print_as_written() {
+    let src = "(define-reversible (p x y)\n  (write \"at\" x)\n  (+= x y)\n  (write-real \"y\" y)\n  (error \"bad\" y))";
+    let d = vlad::reader::read_all(src, 0).unwrap().remove(0);
+    let def = vlad::rev::syntax::parse_define(&d).unwrap();
+    let t = |p: &vlad::rev::syntax::ProcDef| vlad::rev::syntax::proc_text(p, "p").trim_end().to_string();
+    assert_eq!(t(&def), src);
+    let once = vlad::rev::invert::invert_proc(&def);
+    assert_eq!(
+        t(&once),
+        "(define-reversible (p x y)\n  (error \"bad\" y)\n  (write-real \"y\" y)\n  (-= x y)\n  (write \"at\" x))"
+    );
+    let back = vlad::reader::read_all(&t(&once), 0).unwrap().remove(0);
+    let again = vlad::rev::syntax::parse_define(&back).unwrap();
+    assert_eq!(t(&vlad::rev::invert::invert_proc(&again)), src);
+    // an `if-rev` with something in a branch is not one
+    let src = "(define-reversible (q x)\n  (if-rev (if (write \"w\" x) #t #t)\n          (+= x 1)\n          (skip)\n          #t))";
+    let d = vlad::reader::read_all(src, 0).unwrap().remove(0);
+    assert_eq!(
+        t(&vlad::rev::syntax::parse_define(&d).unwrap())
+            .replace("(define-reversible (p", "(define-reversible (q"),
+        src
+    );
+}
+
 #[test]
 fn show_inverse_and_anf_inverse_print_the_inverse() {
     #[derive(Clone, Default)]

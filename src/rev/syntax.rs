@@ -762,6 +762,41 @@ fn indent(out: &mut String, n: usize) {
     }
 }
 
+/// The `error` or labelled `write` form an `if-rev` stands for, as `parse_stmt`
+/// writes those statements (and as their inverses are): nothing in the branches,
+/// and the form as test and assertion (`error`), or `(if FORM #t #t)` as one and
+/// `#t` as the other (`write`, `write-real`).
+fn text_statement<'d>(test: &'d Datum, then: &Stmt, els: &Stmt, assert: &'d Datum) -> Option<&'d Datum> {
+    if !matches!((then, els), (Stmt::Skip(_), Stmt::Skip(_))) {
+        return None;
+    }
+    let text_form = |d: &Datum, heads: &[&str]| {
+        d.as_list().is_some_and(|xs| {
+            xs.first().and_then(Datum::as_symbol).is_some_and(|h| heads.contains(&h))
+                && crate::expand::text_form(xs)
+        })
+    };
+    if text_form(test, &["error"]) && datum_text(test) == datum_text(assert) {
+        return Some(test);
+    }
+    let printed = |d: &'d Datum| match d.as_list() {
+        Some([h, form, t, e])
+            if h.as_symbol() == Some("if")
+                && matches!((&t.kind, &e.kind), (DatumKind::Bool(true), DatumKind::Bool(true)))
+                && text_form(form, &["write", "write-real"]) =>
+        {
+            Some(form)
+        }
+        _ => None,
+    };
+    let is_true = |d: &Datum| matches!(d.kind, DatumKind::Bool(true));
+    match (printed(test), printed(assert)) {
+        (Some(form), None) if is_true(assert) => Some(form),
+        (None, Some(form)) if is_true(test) => Some(form),
+        _ => None,
+    }
+}
+
 /// Prints a statement as source, indented by `ind` after line breaks.
 pub fn write_stmt(out: &mut String, s: &Stmt, ind: usize) {
     crate::stack::grow(|| write_stmt_here(out, s, ind))
@@ -774,6 +809,9 @@ fn write_stmt_here(out: &mut String, s: &Stmt, ind: usize) {
         }
         Stmt::Swap { a, b, .. } => out.push_str(&format!("(swap {} {})", a.text(), b.text())),
         Stmt::If { test, then, els, assert, .. } => {
+            if let Some(form) = text_statement(test, then, els, assert) {
+                return out.push_str(&datum_text(form));
+            }
             out.push_str(&format!("(if-rev {}", datum_text(test)));
             indent(out, ind + 8);
             write_stmt(out, then, ind + 8);
