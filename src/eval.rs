@@ -1140,8 +1140,23 @@ impl Machine {
                     let fpos = len - n - 1;
                     let f = std::mem::replace(&mut self.stack[fpos], Value::Nil);
                     self.remove_below(base, fpos + 1);
+                    // (a lazily tagged closure, as a transformed procedure's
+                    // call of a global procedure is: built here, so that the
+                    // call stays a tail call; but code with no place in the
+                    // source, as a primitive's derivative rule, is called as a
+                    // primitive is, from here, so that an error in it is placed
+                    // at the call)
+                    let (f, forced) = match f {
+                        Value::Lazy(_) => match self.force_procedure(f) {
+                            Ok(f) => (f, true),
+                            Err(e) => break e,
+                        },
+                        f => (f, false),
+                    };
                     match f {
-                        Value::Closure(i2, k2) => {
+                        Value::Closure(i2, k2)
+                            if !forced || i2.group.spans.get(k2 as usize).is_some_and(|s| s.is_known()) =>
+                        {
                             inst = i2;
                             idx = k2;
                             tail_site = Some(site);

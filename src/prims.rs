@@ -930,6 +930,7 @@ fn walk(
     l: &Value,
     mut each: impl FnMut(&mut Machine, &Value) -> Result<()>,
 ) -> Result<()> {
+    let whole = l;
     let mut l = l;
     let mut n = 0usize;
     // (the rest of the list, built, once a lazy tail was met)
@@ -952,7 +953,7 @@ fn walk(
                 built = build_rest(m, l)?;
                 l = &built;
             }
-            other => return Err(not_a_list(name, other)),
+            other => return Err(not_a_list(name, whole, other, n)),
         }
     }
 }
@@ -967,8 +968,16 @@ fn build_rest(m: &mut Machine, l: &Value) -> Result<Value> {
 /// [`walk`]'s error for a list ending in `other`.
 #[cold]
 #[inline(never)]
-fn not_a_list(name: &str, other: &Value) -> Error {
-    err(format!("{name}: expected a list, got {} ({})", describe(other), other.kind_name()))
+fn not_a_list(name: &str, whole: &Value, other: &Value, n: usize) -> Error {
+    if n == 0 {
+        return err(format!("{name}: expected a list, got {} ({})", describe(other), other.kind_name()));
+    }
+    err(format!(
+        "{name}: expected a list, got {} (not a list: after {n} element{} it ends in {}, not ())",
+        describe(whole),
+        if n == 1 { "" } else { "s" },
+        describe(other)
+    ))
 }
 
 /// `f` called with `args` (pushed as a call's arguments are).
@@ -1026,7 +1035,7 @@ fn list_ref_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
                     if k == 1 { "" } else { "s" }
                 )))
             }
-            other => return Err(not_a_list("list-ref", other)),
+            other => return Err(not_a_list("list-ref", &a[0], other, k as usize)),
         }
     }
 }
@@ -1144,20 +1153,16 @@ fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
         built = ops::force(m, l2)?;
         l2 = &built;
     }
+    let mut n2 = 0;
     walk(m, "map2", &a[1], |m, x| {
         let p = match l2 {
             Value::Pair(p) => p,
             Value::Nil => return Err(err("map2: the second list is shorter than the first".into())),
-            other => {
-                return Err(err(format!(
-                    "map2: expected a list, got {} ({})",
-                    describe(other),
-                    other.kind_name()
-                )))
-            }
+            other => return Err(not_a_list("map2", &a[2], other, n2)),
         };
         out.push(call_with2(m, &a[0], op, x, &p.car)?);
         l2 = &p.cdr;
+        n2 += 1;
         Ok(())
     })?;
     Ok(out.finish(Value::Nil))

@@ -215,8 +215,17 @@ fn list_length_note(message: &str, data: &[Datum]) -> String {
     let elements = if n == 1 { "element" } else { "elements" };
     if message.starts_with("pattern mismatch: expected a pair, got () ") {
         format!(" (a list of fewer than {n} {elements})")
-    } else if message.starts_with("pattern mismatch: expected (), got ") {
-        format!(" (a list of more than {n} {elements})")
+    } else if let Some(got) = message.strip_prefix("pattern mismatch: expected (), got ") {
+        // (past the n elements, a pair: the list goes on; anything else ends
+        // the spine of what is not a list)
+        match (got.starts_with('('), n) {
+            (true, _) => format!(" (a list of more than {n} {elements})"),
+            (false, 0) => " (not a list)".to_string(),
+            (false, _) => {
+                let end = got.split(", for the pattern").next().unwrap_or(got);
+                format!(" (not a list: after {n} {elements} it ends in {end}, not ())")
+            }
+        }
     } else {
         String::new()
     }

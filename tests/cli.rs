@@ -1527,6 +1527,32 @@ fn a_program_may_redefine_a_name_of_an_included_prelude_library() {
     assert_eq!((o.code, o.stdout.as_str()), (0, "5\n100\n(11)\n5\n7\n"), "{}", o.stderr);
 }
 
+/// Tail calls run in constant stack (LANGUAGE.md) in forward-transformed code too:
+/// a transformed procedure's call of a global procedure (itself, or a mutually
+/// recursive one) calls a lazily transformed closure, which used to be called
+/// through a nested call: 10^5 iterations under `--max-depth 1000` failed with
+/// "recursion too deep". d/dx of x through the loop is 1; of x^2 through the
+/// mutual recursion at 3, 6; the second derivative of x^3 at 2, 12.
+#[test]
+fn forward_mode_keeps_tail_calls_between_global_procedures() {
+    let d = Dir::new();
+    d.file(
+        "t.vlad",
+        "(define (loop n acc) (if (= n 0) acc (loop (- n 1) (+ acc 0.0))))\n\
+         (define (ev n x) (if (= n 0) x (od (- n 1) (* x 1.0))))\n\
+         (define (od n x) (if (= n 0) x (ev (- n 1) (* x 1.0))))\n\
+         (define ((deriv-F f) x) (unperturb (tangent ((j* f) (bundle x (perturb 1))))))\n\
+         ((deriv-F (lambda (x) (loop 100000 x))) 1.0)\n\
+         ((deriv-F (lambda (x) (ev 100001 (* x x)))) 3.0)\n\
+         ((deriv-F (deriv-F (lambda (x) (ev 100000 (* x (* x x)))))) 2.0)\n\
+         ((derivative-F (lambda (x) (od 100000 (* x x)))) 3.0)\n",
+    );
+    for flags in [&["--max-depth", "1000", "t.vlad"][..], &["--no-tape", "--max-depth", "1000", "t.vlad"]] {
+        let o = vlad(&d, flags);
+        assert_eq!((o.code, o.stdout.as_str()), (0, "1.0\n6.0\n12.0\n6.0\n"), "{flags:?}: {}", o.stderr);
+    }
+}
+
 /// Every optimiser of prelude/optimize.vlad that takes a derivative has a plain
 /// form using reverse mode beside its `-by` form (README): `newton-argmin` too.
 /// Newton's method on the quadratic (x - 3)^2 + 1 lands on its minimum, 3, in a step.
