@@ -568,11 +568,22 @@ impl Session {
                     continue;
                 }
                 let canon = std::fs::canonicalize(&p).unwrap_or(p.clone());
-                if stack.contains(&canon) {
-                    return Err(Error::syntax(
-                        span,
-                        format!("include cycle: {} includes itself", p.display()),
-                    ));
+                if let Some(i) = stack.iter().position(|q| *q == canon) {
+                    // (the files of the cycle, by name: a.vlad includes b.vlad, ...)
+                    let name = |q: &PathBuf| {
+                        q.file_name().map_or(q.display().to_string(), |n| n.to_string_lossy().into())
+                    };
+                    let message = if i + 1 == stack.len() {
+                        format!("include cycle: {} includes itself", p.display())
+                    } else {
+                        let chain: Vec<String> = stack[i..].iter().map(name).collect();
+                        format!(
+                            "include cycle: {}, which includes {} again",
+                            chain.join(" includes "),
+                            name(&canon)
+                        )
+                    };
+                    return Err(Error::syntax(span, message));
                 }
                 let text = self.read_source(&p, Some(span))?;
                 stack.push(canon);

@@ -292,7 +292,9 @@ fn include_cycle() {
     assert_eq!(o.code, 1);
     assert_eq!(o.stdout, "");
     assert!(
-        o.stderr.starts_with("b.vlad:2:3: error: include cycle: a.vlad includes itself\n"),
+        o.stderr.starts_with(
+            "b.vlad:2:3: error: include cycle: a.vlad includes b.vlad, which includes a.vlad again\n"
+        ),
         "{}",
         o.stderr
     );
