@@ -1173,6 +1173,12 @@ fn check_name(d: &Datum, name: &str) -> Result<()> {
 /// ([`Error::push_top_level`]).
 fn anchor(mut e: Error, at: Option<Span>) -> Error {
     let Some(at) = at.filter(|s| s.is_known()) else { return e };
+    if e.span.is_none() && e.trace.is_empty() {
+        // (no place at all, as a limit of 0 met before the first call: the
+        // expression is the place)
+        e.span = Some(at);
+        return e;
+    }
     let inside = |s: &Span| s.file == at.file && at.start <= s.start && s.end <= at.end;
     if !e.span.iter().chain(e.trace.iter().map(|(_, s)| s)).any(inside) {
         e.push_top_level(at);

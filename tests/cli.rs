@@ -1555,6 +1555,27 @@ fn forward_mode_keeps_tail_calls_between_global_procedures() {
     }
 }
 
+/// A limit of 0 is met before the first call has a place: the error is placed
+/// at the top-level expression (it had no location line at all).
+#[test]
+fn a_limit_of_zero_is_placed_at_the_expression() {
+    let src = "(define (f x) (+ x 1))\n(f 2)\n";
+    let o = run_bad(src, &["--max-steps", "0"]);
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    assert!(
+        o.stderr.starts_with("bad.vlad:2:1: error: step limit of 0 exceeded (--max-steps)\n  | (f 2)\n"),
+        "{}",
+        o.stderr
+    );
+    let o = run_bad(src, &["--max-depth", "0"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.starts_with("bad.vlad:2:1: error: recursion too deep (more than 0 nested calls"),
+        "{}",
+        o.stderr
+    );
+}
+
 /// Every optimiser of prelude/optimize.vlad that takes a derivative has a plain
 /// form using reverse mode beside its `-by` form (README): `newton-argmin` too.
 /// Newton's method on the quadratic (x - 3)^2 + 1 lands on its minimum, 3, in a step.
