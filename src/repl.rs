@@ -243,7 +243,8 @@ impl Repl {
             let mut bytes = Vec::new();
             let read = (&mut self.s.m.input).take(MAX_SOURCE + 1).read_until(b'\n', &mut bytes);
             let n = match read {
-                Ok(n) if n as u64 > MAX_SOURCE || (pending.len() + n) as u64 > MAX_SOURCE => {
+                // (the line, or the input it ends, past the bound)
+                Ok(n) if (pending.len() + n) as u64 > MAX_SOURCE => {
                     self.report(&Error::new(
                         ErrorKind::Syntax,
                         None,

@@ -1523,7 +1523,14 @@ fn a_program_may_redefine_a_name_of_an_included_prelude_library() {
     let d = Dir::new();
     d.file(
         "t.vlad",
-        "(include \"optimize\")\n         (magnitude (list 3 4))\n         (define (dot a b) 100)\n         (define (magnitude v) 7)\n         (dot (list 1 2) (list 3 4))\n         (m*v (list (list 1 2)) (list 3 4))\n         (distance (list 0 0) (list 3 4))\n         (magnitude (list 3 4))\n",
+        "(include \"optimize\")\n\
+         (magnitude (list 3 4))\n\
+         (define (dot a b) 100)\n\
+         (define (magnitude v) 7)\n\
+         (dot (list 1 2) (list 3 4))\n\
+         (m*v (list (list 1 2)) (list 3 4))\n\
+         (distance (list 0 0) (list 3 4))\n\
+         (magnitude (list 3 4))\n",
     );
     let o = vlad(&d, &["t.vlad"]);
     assert_eq!((o.code, o.stdout.as_str()), (0, "5\n100\n(11)\n5\n7\n"), "{}", o.stderr);

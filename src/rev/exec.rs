@@ -850,19 +850,14 @@ impl<'m> Exec<'m> {
         let Some(i) = (0..code.nparams).find(|&i| !super::check_mod32(&self.vals[nb + i])) else {
             return Ok(());
         };
-        let (name, value) = (&code.def.params[i].0, describe_val(&self.vals[nb + i]));
+        let value = describe_val(&self.vals[nb + i]);
         let detail = if code.options.mod32 {
-            format!(
-                "{} is a mod32 procedure: its variables hold integers in [0, 2^32), but {} is {}",
-                p.display_name(),
-                name,
-                value
-            )
+            super::mod32_entry(p, i, &value)
         } else {
             format!(
                 "{} (not mod32) returned {} = {} to this mod32 procedure, whose variables hold integers in [0, 2^32)",
                 p.display_name(),
-                name,
+                code.def.params[i].0,
                 value
             )
         };

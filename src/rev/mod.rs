@@ -112,6 +112,16 @@ pub(super) fn check_mod32(v: &Val) -> bool {
     }
 }
 
+/// Why variable `i` of mod32 procedure `p`, holding `value`, cannot enter it.
+pub(super) fn mod32_entry(p: &RevProc, i: usize, value: &str) -> String {
+    format!(
+        "{} is a mod32 procedure: its variables hold integers in [0, 2^32), but {} is {}",
+        p.display_name(),
+        p.code.def.params[i].0,
+        value
+    )
+}
+
 /// The argument list of a run as store values (arity and mod32 range checked).
 fn in_vals(m: &mut Machine, p: &RevProc, args: &Value, what: &str) -> Result<Vec<Val>> {
     let items = list_items(m, args)
@@ -131,13 +141,7 @@ fn in_vals(m: &mut Machine, p: &RevProc, args: &Value, what: &str) -> Result<Vec
     for (i, v) in items.iter().enumerate() {
         let sv = to_val(m, v)?;
         if code.options.mod32 && !check_mod32(&sv) {
-            return Err(err(format!(
-                "{}: {} is a mod32 procedure: its variables hold integers in [0, 2^32), but {} is {}",
-                what,
-                p.display_name(),
-                code.def.params[i].0,
-                describe(v)
-            )));
+            return Err(err(format!("{}: {}", what, mod32_entry(p, i, &describe(v)))));
         }
         vals.push(sv);
     }
