@@ -1451,16 +1451,18 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
     let key = group_key(f, Want::Jvp);
     if n >= 2 && sweeps_apply(m) && !key.is_some_and(|k| m.tape.sweeps_declined.contains_key(&k)) {
         match gradient_by_sweeps(m, f, x, n)? {
-            Some(ds) => {
+            Swept::Done(ds) => {
                 m.tape.swept += 1;
                 let mut k = 0;
                 return Ok(Some(fill(x, &mut ds.into_iter(), &mut k)));
             }
-            None => {
+            Swept::Lost => {
                 if let (Some(k), Value::Closure(inst, _)) = (key, f) {
                     m.tape.sweeps_declined.insert(k, inst.group.clone());
                 }
             }
+            // (nothing run: the next call, on other inputs, may suit)
+            Swept::Unfit => {}
         }
     }
     let mut ds = Vec::with_capacity(n);
@@ -1476,12 +1478,25 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
     Ok(Some(fill(x, &mut ds.into_iter(), &mut k)))
 }
 
-/// Whether `gradient_by_sweeps` is tried: at the top level or under forward
-/// levels only (under a tape, the tangents would have to be recorded on it),
-/// nothing metered (the runs' operations are what `--metered` counts).
+/// Whether `gradient_by_sweeps` is tried: with nothing metered (the runs'
+/// operations are what `--metered` counts). Under an enclosing tape too: a
+/// tangent that depends on that tape's reals is one whose rule reads a value
+/// that is one (a kept operand or result: kept boxed, so the sweeps give way)
+/// or an input that is one (`gradient_by_sweeps` gives way before the run);
+/// the tangents the sweeps compute from doubles alone are constants to it, as
+/// the runs' are.
 fn sweeps_apply(m: &Machine) -> bool {
-    let levels = &m.tape.stack;
-    levels.len() < 63 && levels.iter().all(|t| t.forward) && m.meter.is_none()
+    m.tape.stack.len() < 63 && m.meter.is_none()
+}
+
+/// What [`gradient_by_sweeps`] did.
+enum Swept {
+    /// The tangents, one per real of `x`, in order.
+    Done(Vec<Value>),
+    /// `f` ran on the tape, but the sweeps gave way (its run was lost).
+    Lost,
+    /// Nothing was run: the inputs do not suit the sweeps.
+    Unfit,
 }
 
 /// Why a run recorded for forward sweeps stops at input or output.
@@ -1502,11 +1517,11 @@ pub const NO_IO: &str = "input or output while a gradient-F is recorded once for
 /// kind (`zero`, a vector, a nested level's), a sum with a constant of unknown
 /// exactness meeting an exact tangent, input or output in the run (`NO_IO`),
 /// a result that is not a real of the tape, an error.
-fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result<Option<Vec<Value>>> {
+fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result<Swept> {
     use native::L1;
     // (each input's tangent when it is not the one seeded: its zero, as
     // `activate_one_hot` makes it (`zero_active`); and whether exact)
-    let Some(reals) = reals_in_order(x) else { return Ok(None) };
+    let Some(reals) = reals_in_order(x) else { return Ok(Swept::Unfit) };
     let mut zeros: SmallVec<[(L1, bool); 8]> = SmallVec::with_capacity(n);
     for v in reals {
         zeros.push(match v {
@@ -1517,10 +1532,10 @@ fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result
             {
                 (L1 { p: 0.0, t: Some(0.0) }, false)
             }
-            _ => return Ok(None),
+            _ => return Ok(Swept::Unfit),
         });
     }
-    let Some(id) = m.tape.push_level(false) else { return Ok(None) };
+    let Some(id) = m.tape.push_level(false) else { return Ok(Swept::Unfit) };
     m.tape.stack.last_mut().expect("the level pushed").sweeps = true;
     let mut inputs = Inputs::new();
     let mut bools = false;
@@ -1543,7 +1558,7 @@ fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result
     };
     let out = y.and_then(|y| sweep_forward(m, &tape, &inputs, &zeros, &y, id));
     m.tape.recycle(tape);
-    Ok(out)
+    Ok(out.map_or(Swept::Lost, Swept::Done))
 }
 
 /// The sweeps of [`gradient_by_sweeps`] over `tape` (level `id`) whose inputs

@@ -940,6 +940,61 @@ fn gradient_f_under_a_forward_level_by_one_recorded_run() {
     }
 }
 
+/// `gradient-F` under an enclosing tape (reverse over forward, as in the
+/// saddle's RF solve; forward over forward's outer level records on a tape
+/// too) takes its gradient from one recorded run swept forward where no
+/// tangent depends on the tape's reals: the function meets them only in sums
+/// and differences (which keep no operand) and in operations of their own,
+/// and its argument holds none. The outer derivative flows through the
+/// function's value, as by the runs and the transform. Where a tangent's rule
+/// reads such a real (a product of it and the argument's real), or the
+/// argument holds one, the runs take the gradient.
+#[test]
+fn gradient_f_under_a_tape_by_one_recorded_run() {
+    // F(w) = w g1 + w^2, g = grad of v -> w^2 + v1 v2 - 3 v2 at (1, 2):
+    // (v2, v1 - 3) = (2, -2), so F = 2w + w^2, F'(0.5) = 3; and with g2, F =
+    // -2w + w^2, F'(0.5) = -1
+    let inner = "(lambda (v) (- (+ (* w w) (* (car v) (cadr v))) (* 3.0 (cadr v))))";
+    let swept = [
+        (format!("((derivative-R (lambda (w) (+ (* w (car ((gradient-F {inner}) (list 1.0 2.0)))) (* w w)))) 0.5)"), 3.0),
+        (format!("((derivative-R (lambda (w) (+ (* w (cadr ((gradient-F {inner}) (list 1.0 2.0)))) (* w w)))) 0.5)"), -1.0),
+        // the saddle's shape: the value at a point the inner gradient found
+        // (one step of ascent on -(v1^2 + v2^2) + w^2 from (1, 1), rate 0.25:
+        // v = (0.5, 0.5)), differentiated in w through it: 2w = 1 (v's step
+        // does not depend on w)
+        (
+            "((derivative-R (lambda (w) (let* ((f (lambda (v) (- (* w w) (+ (* (car v) (car v)) (* (cadr v) (cadr v)))))) (v (map2 + (list 1.0 1.0) (map (lambda (g) (* 0.25 g)) ((gradient-F f) (list 1.0 1.0)))))) (f v)))) 0.5)".into(),
+            1.0,
+        ),
+        // gradient-R outside: d/du of u1 u2 + u1 g1 + u2 g2, g = (2, -2) as above
+        // with w = u1: (u2 + 2, u1 - 2) at (0.5, 3)
+        (
+            format!("((gradient-R (lambda (u) (let* ((w (car u)) (g ((gradient-F {inner}) (list 1.0 2.0)))) (+ (* (car u) (cadr u)) (+ (* (car u) (car g)) (* (cadr u) (cadr g))))))) (list 0.5 3.0))"),
+            5.0,
+        ),
+    ];
+    for (src, want) in &swept {
+        let (got, _, declined) = alike(src);
+        let first = got.trim_start_matches('(').split([' ', ')']).next().unwrap_or("");
+        assert_close(first.parse::<f64>().unwrap_or(f64::NAN), *want, 1e-13, &format!("{src}: {got}"));
+        let (_, s) = outcome(src, true);
+        assert!(declined == 0 && s.m.tape.swept > 0, "{src}: swept {}, gave way {declined}", s.m.tape.swept);
+    }
+    // a tangent that depends on w: d/dv1 of w v1^2 at v1 = 1 is 2w, whose
+    // derivative is 2; the argument holding w: d/dv1 of v1 v2 at (w, 2) is 2,
+    // of w^2 v1 + v2 ... at v1 = w: 2 + 2w = 3
+    for (src, want) in [
+        ("((derivative-R (lambda (w) (car ((gradient-F (lambda (v) (* w (* (car v) (car v))))) (list 1.0 2.0))))) 0.5)", "2.0"),
+        ("((derivative-R (lambda (w) (cadr ((gradient-F (lambda (v) (+ (* (car v) (cadr v)) (* (car v) (car v))))) (list w 2.0))))) 0.5)", "1.0"),
+        ("((derivative-R (lambda (w) (* w (car ((gradient-F (lambda (v) (* (car v) (cadr v)))) (list w 2.0)))))) 0.5)", "2.0"),
+    ] {
+        let (got, _, _) = alike(src);
+        assert_eq!(got, want, "{src}");
+        let (_, s) = outcome(src, true);
+        assert_eq!(s.m.tape.swept, 0, "{src}");
+    }
+}
+
 /// Nested derivatives hundreds of levels deep run on dual numbers at every level
 /// (up to 1024 running levels; past 64 they went to the transform, whose cost
 /// grows about ninefold a level on such a nesting: 65 levels ran for minutes).
