@@ -496,8 +496,13 @@ pub struct Tapes {
     /// Gradients (`gradient-F`) taken by `gradient_by_sweeps`.
     pub swept: u64,
     /// The functions (member of a group, as `declined`) whose gradient
-    /// `gradient_by_sweeps` left to the runs: not tried that way again.
+    /// `gradient_by_sweeps` left to the runs: not tried that way again, at
+    /// the top level and under forward levels only (`sweeps_declined`), or
+    /// under a tape (`sweeps_declined_taped`: there the function meets the
+    /// tape's reals, which the sweeps often cannot take, where elsewhere it
+    /// meets doubles).
     sweeps_declined: FxHashMap<usize, Rc<crate::anf::Group>>,
+    sweeps_declined_taped: FxHashMap<usize, Rc<crate::anf::Group>>,
 }
 
 /// Why a run gives way when its exact cotangent might be the transform's inexact one.
@@ -521,6 +526,7 @@ impl Default for Tapes {
             no_io: false,
             swept: 0,
             sweeps_declined: FxHashMap::default(),
+            sweeps_declined_taped: FxHashMap::default(),
         }
     }
 }
@@ -561,6 +567,15 @@ impl Tapes {
         let level = self.fresh(id, forward);
         self.stack.push(level);
         Some(id)
+    }
+
+    /// The functions whose sweeps gave way under a tape (`taped`) or not.
+    fn sweeps_declined(&mut self, taped: bool) -> &mut FxHashMap<usize, Rc<crate::anf::Group>> {
+        if taped {
+            &mut self.sweeps_declined_taped
+        } else {
+            &mut self.sweeps_declined
+        }
     }
 
     /// A new level: an emptied spare tape if there is one (see `recycle`).
@@ -1449,7 +1464,8 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
     // (a function whose gradient the sweeps left to the runs is not
     // recorded for them again: the run would be lost again, most likely)
     let key = group_key(f, Want::Jvp);
-    if n >= 2 && sweeps_apply(m) && !key.is_some_and(|k| m.tape.sweeps_declined.contains_key(&k)) {
+    let taped = m.tape.stack.iter().any(|t| !t.forward);
+    if n >= 2 && sweeps_apply(m) && !key.is_some_and(|k| m.tape.sweeps_declined(taped).contains_key(&k)) {
         match gradient_by_sweeps(m, f, x, n)? {
             Swept::Done(ds) => {
                 m.tape.swept += 1;
@@ -1458,7 +1474,7 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
             }
             Swept::Lost => {
                 if let (Some(k), Value::Closure(inst, _)) = (key, f) {
-                    m.tape.sweeps_declined.insert(k, inst.group.clone());
+                    m.tape.sweeps_declined(taped).insert(k, inst.group.clone());
                 }
             }
             // (nothing run: the next call, on other inputs, may suit)

@@ -993,6 +993,15 @@ fn gradient_f_under_a_tape_by_one_recorded_run() {
         let (_, s) = outcome(src, true);
         assert_eq!(s.m.tape.swept, 0, "{src}");
     }
+    // a function whose sweeps gave way under a tape is still swept where it
+    // meets doubles: h(w) = d/dv1 of w v1 v2 at (1, 2) = 2w, its derivative 2
+    // (by the runs), then h at 0.5 and 0.75 at the top level (swept)
+    let src = "(define (h w) (car ((gradient-F (lambda (v) (* w (* (car v) (cadr v))))) (list 1.0 2.0))))\n\
+               ((derivative-R h) 0.5)\n(h 0.5)\n(h 0.75)";
+    let (got, _, _) = alike(src);
+    assert_eq!(got, "2.0\n1.0\n1.5", "{src}");
+    let (_, s) = outcome(src, true);
+    assert_eq!(s.m.tape.swept, 2, "{src}");
 }
 
 /// Nested derivatives hundreds of levels deep run on dual numbers at every level
