@@ -883,7 +883,24 @@ pub fn spread(
 ) -> Result<()> {
     let def = prim(id);
     match def.arity {
-        0 => Ok(()),
+        // (no arguments: the empty tuple, `()`, as `(read-real)` passes it)
+        0 => match arg {
+            Value::Nil => Ok(()),
+            Value::Lazy(_) if matches!(ops::hnf(m, &arg)?, Value::Nil) => Ok(()),
+            other => {
+                // (a pair is also what more than one argument make)
+                let kind = match &other {
+                    Value::Pair(_) => "a pair, which is also what more than one argument make".to_string(),
+                    _ => other.kind_name().to_string(),
+                };
+                Err(err(format!(
+                    "{}: expected no arguments (the empty list), got {} ({kind}): `{}` takes none",
+                    def.name,
+                    describe(&other),
+                    def.name
+                )))
+            }
+        },
         1 => {
             out.push(arg);
             Ok(())

@@ -1911,6 +1911,43 @@ fn read_real_reads_number_by_number() {
     assert!(err.starts_with("rr.vlad:5:1: error: read-real: not a number: foo\n"), "{err}");
 }
 
+/// `read-real` takes no arguments (the empty list, which `(read-real)` passes):
+/// given any, it says so, before reading anything; `(read-real '())` reads.
+#[test]
+fn read_real_with_arguments_is_an_arity_error() {
+    let o = run_bad("(read-real 5)\n", &[]);
+    assert_eq!(o.code, 1);
+    assert_stderr(
+        &o,
+        "bad.vlad:1:1: error: read-real: expected no arguments (the empty list), got 5 (an exact integer): \
+         `read-real` takes none\n  | (read-real 5)\n  | ^\n",
+    );
+    let o = run_bad("(read-real 1 2)\n", &[]);
+    assert!(
+        o.stderr.starts_with(
+            "bad.vlad:1:1: error: read-real: expected no arguments (the empty list), got (1 . 2) (a pair, \
+             which is also what more than one argument make): `read-real` takes none\n"
+        ),
+        "{}",
+        o.stderr
+    );
+    // (the empty list is no argument: read as `(read-real)` reads)
+    let d = Dir::new();
+    d.file("rr.vlad", "(read-real '())\n");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vlad"))
+        .args(["run", "rr.vlad"])
+        .current_dir(d.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"2.5\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!((o.status.code(), String::from_utf8_lossy(&o.stdout).as_ref()), (Some(0), "2.5\n"));
+}
+
 /// Runs `vlad ARGS` in `dir` with its address space limited to `kib` KiB
 /// (`ulimit -v`), as a sandbox or a small machine would.
 fn vlad_limited(dir: &Dir, kib: u64, args: &[&str]) -> Out {
