@@ -815,7 +815,37 @@ pub enum OuterTag {
     R,
 }
 
+/// A pair's is that of its first part, in order, that is not `()` or a
+/// reversible procedure (the same at every tag depth: `(cons '() x)` tagged
+/// is tagged by its `x`), found without recursion (a long list of `()` is
+/// walked in a loop).
 pub fn outer_tag(v: &Value) -> Option<OuterTag> {
+    match v {
+        Value::Pair(_) | Value::Lazy(_) => {
+            let mut work: Vec<Value> = vec![v.clone()];
+            while let Some(x) = work.pop() {
+                match x {
+                    Value::Pair(p) => {
+                        work.push(p.cdr.clone());
+                        work.push(p.car.clone());
+                    }
+                    Value::Lazy(_) => match hnf_detached(&x) {
+                        Ok(Value::Lazy(_)) | Err(_) => {}
+                        Ok(h) => work.push(h),
+                    },
+                    // (the same at every tag depth: no answer there)
+                    Value::Nil | Value::Rev(_) => {}
+                    other => return outer_tag_of_part(&other),
+                }
+            }
+            None
+        }
+        _ => outer_tag_of_part(v),
+    }
+}
+
+/// [`outer_tag`] of a value that is not a pair nor lazy.
+fn outer_tag_of_part(v: &Value) -> Option<OuterTag> {
     match v {
         Value::Tagged(..) | Value::TReal(..) => v.outer_tag().map(|t| match t {
             Tag::Perturbation => OuterTag::P,
@@ -823,8 +853,6 @@ pub fn outer_tag(v: &Value) -> Option<OuterTag> {
             Tag::Reverse => OuterTag::R,
         }),
         Value::Bundle(_) => Some(OuterTag::F),
-        Value::Pair(p) => outer_tag(&p.car),
-        Value::Lazy(_) => hnf_detached(v).ok().and_then(|h| outer_tag(&h)),
         Value::Closure(inst, _) => inst.group.outer_kind().map(|k| match k {
             Kind::F => OuterTag::F,
             Kind::P => OuterTag::P,

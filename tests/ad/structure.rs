@@ -43,6 +43,20 @@ fn predicates_see_the_outer_tag() {
         ),
         ["#t", "#f", "#t", "#t", "#t", "#f", "#t", "#t", "#t", "#t", "#t", "#f"]
     );
+    // `()` is the same at every tag depth: a tagged pair whose first part is
+    // `()` is tagged by the parts after it (a list of 10^5 `()` before the
+    // tagged part is walked in a loop); all `()` is tagged by nothing
+    assert_eq!(
+        shown(
+            "(perturbation? (perturb (cons '() 3.0)))\n(reverse? (*j (list '() '() 2.0)))\n\
+             (forward? (bundle (cons '() 1.0) (perturb (cons '() 3.0))))\n\
+             (sensitivity? (sensitize (cons (list '() '()) 1)))\n(reverse? (*j (list '() '())))\n\
+             (perturbation? (cons '() (*j 1)))\n\
+             (define (nils n acc) (if (= n 0) acc (nils (- n 1) (cons '() acc))))\n\
+             (reverse? (*j (nils 100000 (list 5))))"
+        ),
+        ["#t", "#t", "#t", "#t", "#f", "#f", "#t"]
+    );
 }
 
 #[test]
