@@ -689,9 +689,35 @@ fn expand_cond_here(d: &Datum, clauses: &[Datum]) -> Result<Core> {
     match parts.len() {
         // (cond (test) ...) yields the test's value when true.
         1 => Ok(or2(test, restc, first.span)),
+        2 if parts[1].as_symbol() == Some("=>") => {
+            Err(bad(first, "a `cond` clause `(test => receiver)` needs a receiver after `=>`"))
+        }
         2 => Ok(Core::If(Box::new(test), Box::new(expand(&parts[1])?), Box::new(restc), first.span)),
-        _ => Err(bad(first, "a `cond` clause has exactly one expression after its test")),
+        // (cond (test => receiver) ...) applies the receiver to the test's
+        // value when true, as Scheme's does.
+        3 if parts[1].as_symbol() == Some("=>") => {
+            let receiver = expand(&parts[2])?;
+            Ok(cond_arrow(test, receiver, restc, first.span))
+        }
+        _ => Err(bad(first, "a `cond` clause has exactly one expression after its test (or `=> receiver`)")),
     }
+}
+
+/// `(cond (test => receiver) rest ...)`: the test's value bound to a name no
+/// program can write (as `or2`'s), the receiver applied to it where true.
+fn cond_arrow(test: Core, receiver: Core, rest: Core, span: Span) -> Core {
+    let t: Rc<str> = " cond".into();
+    Core::Let(
+        Pat::Var(t.clone(), span),
+        Box::new(test),
+        Box::new(Core::If(
+            Box::new(Core::Var(t.clone(), span)),
+            Box::new(Core::App(Box::new(receiver), vec![Core::Var(t, span)], span)),
+            Box::new(rest),
+            span,
+        )),
+        span,
+    )
 }
 
 fn or2(a: Core, b: Core, span: Span) -> Core {

@@ -182,6 +182,8 @@ fn if_cond_and_or() {
     assert_eq!(ex("(cond (a 1) (b 2) (else 3))"), "(if a 1 (if b 2 3))");
     // a clause without an expression yields its test's value
     assert_eq!(ex("(cond (a) (else 3))"), "(let (%or a) (if %or %or 3))");
+    // `(test => receiver)` applies the receiver to the test's value
+    assert_eq!(ex("(cond (a => f) (else 3))"), "(let (%cond a) (if %cond (f %cond) 3))");
     assert_eq!(ex("(and)"), "#t");
     assert_eq!(ex("(and a)"), "a");
     assert_eq!(ex("(and a b c)"), "(if a (if b c #f) #f)");
@@ -233,7 +235,15 @@ fn bad_syntax_is_reported_with_its_location() {
         ("(cond (1 2))", "1:1: `cond` needs a final `else` clause"),
         ("(cond (else 1) (#t 2))", "1:7: `else` must be the last `cond` clause"),
         ("(cond (else))", "1:7: `else` takes exactly one expression"),
-        ("(cond (1 2 3) (else 4))", "1:7: a `cond` clause has exactly one expression after its test"),
+        (
+            "(cond (1 2 3) (else 4))",
+            "1:7: a `cond` clause has exactly one expression after its test (or `=> receiver`)",
+        ),
+        (
+            "(cond (1 => f g) (else 4))",
+            "1:7: a `cond` clause has exactly one expression after its test (or `=> receiver`)",
+        ),
+        ("(cond (1 =>) (else 4))", "1:7: a `cond` clause `(test => receiver)` needs a receiver after `=>`"),
         ("(cond 5 (else 4))", "1:7: a `cond` clause is `(test expression)`"),
         ("(quote)", "1:1: `quote` takes one datum"),
         ("(quote 1 2)", "1:1: `quote` takes one datum"),
