@@ -2071,12 +2071,15 @@ fn derivatives_of_data_with_shared_structure_take_time_in_its_size() {
 /// A second derivative through a recursive reversible procedure, reverse
 /// mode inside: the nested derivative of each `call` ran the callee's whole
 /// derivative (its `%rev-vjp` rule), so a recursion n deep cost n² (4000
-/// deep: 18 s; 20000 deep: past this test's timeout). The translation that
-/// nested derivatives go through now applies the callee's translation, so the
-/// cost is linear. G(x) = Σ 0.001 sin x over n levels: G'' = -0.001 n sin x.
+/// deep: 18 s in a release build; 10000 deep: ~110 s, past this test's
+/// timeout). The translation that nested derivatives go through now applies
+/// the callee's translation, so the cost is linear (10000 deep: ~2 s in a
+/// release build, ~24 s in the debug build `cargo test` makes; 20000 deep took
+/// 57 s there, too near the timeout). G(x) = Σ 0.001 sin x over n levels: G''
+/// = -0.001 n sin x.
 #[test]
 fn second_derivatives_through_a_deep_reversible_recursion_are_linear() {
-    let n = 20000;
+    let n = 10000;
     let src = format!(
         "(define ((dR f) x) (cdr (unsensitize ((cdr ((*j f) (*j x))) (sensitize 1)))))\n\
          (define-reversible (rp y x n) (if-rev (= n 0) (skip)\n\
