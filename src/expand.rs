@@ -703,32 +703,28 @@ fn expand_cond_here(d: &Datum, clauses: &[Datum]) -> Result<Core> {
     }
 }
 
-/// `(cond (test => receiver) rest ...)`: the test's value bound to a name no
-/// program can write (as `or2`'s), the receiver applied to it where true.
+/// `(cond (test => receiver) rest ...)`: the receiver applied to the test's
+/// value where true.
 fn cond_arrow(test: Core, receiver: Core, rest: Core, span: Span) -> Core {
-    let t: Rc<str> = " cond".into();
+    test_bound(" cond", test, |t| Core::App(Box::new(receiver), vec![t], span), rest, span)
+}
+
+/// `(or a b)`: `a`'s value where true, else `b`.
+fn or2(a: Core, b: Core, span: Span) -> Core {
+    test_bound(" or", a, |t| t, b, span)
+}
+
+/// `test`'s value bound to `name` (one no program can write: it has a space),
+/// then `then` of it where true, `rest` where not.
+fn test_bound(name: &str, test: Core, then: impl FnOnce(Core) -> Core, rest: Core, span: Span) -> Core {
+    let t: Rc<str> = name.into();
     Core::Let(
         Pat::Var(t.clone(), span),
         Box::new(test),
         Box::new(Core::If(
             Box::new(Core::Var(t.clone(), span)),
-            Box::new(Core::App(Box::new(receiver), vec![Core::Var(t, span)], span)),
+            Box::new(then(Core::Var(t, span))),
             Box::new(rest),
-            span,
-        )),
-        span,
-    )
-}
-
-fn or2(a: Core, b: Core, span: Span) -> Core {
-    let t: Rc<str> = " or".into();
-    Core::Let(
-        Pat::Var(t.clone(), span),
-        Box::new(a),
-        Box::new(Core::If(
-            Box::new(Core::Var(t.clone(), span)),
-            Box::new(Core::Var(t, span)),
-            Box::new(b),
             span,
         )),
         span,

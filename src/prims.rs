@@ -884,9 +884,8 @@ pub fn spread(
     let def = prim(id);
     match def.arity {
         // (no arguments: the empty tuple, `()`, as `(read-real)` passes it)
-        0 => match arg {
+        0 => match if let Value::Lazy(_) = arg { ops::hnf(m, &arg)? } else { arg } {
             Value::Nil => Ok(()),
-            Value::Lazy(_) if matches!(ops::hnf(m, &arg)?, Value::Nil) => Ok(()),
             other => {
                 // (a pair is also what more than one argument make)
                 let kind = match &other {

@@ -1892,23 +1892,13 @@ fn only_the_built_in_prelude_s_car_is_compiled_in_place() {
 /// or one, and says which datum is not a number.
 #[test]
 fn read_real_reads_number_by_number() {
-    use std::io::Write;
     let d = Dir::new();
     d.file("rr.vlad", "(read-real)\n(+ (read-real) 1)\n(read-real)\n(read-real)\n(read-real)\n");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vlad"))
-        .args(["run", "rr.vlad"])
-        .current_dir(d.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"1 2 3\n\n  4/3\nfoo 5\n").unwrap();
-    let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "1\n3\n3\n4/3\n");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.starts_with("rr.vlad:5:1: error: read-real: not a number: foo\n"), "{err}");
+    let o = vlad_within(&d, &["run", "rr.vlad"], "1 2 3\n\n  4/3\nfoo 5\n", Duration::from_secs(60))
+        .expect("vlad hung");
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stdout, "1\n3\n3\n4/3\n");
+    assert!(o.stderr.starts_with("rr.vlad:5:1: error: read-real: not a number: foo\n"), "{}", o.stderr);
 }
 
 /// `read-real` takes no arguments (the empty list, which `(read-real)` passes):
@@ -1934,18 +1924,8 @@ fn read_real_with_arguments_is_an_arity_error() {
     // (the empty list is no argument: read as `(read-real)` reads)
     let d = Dir::new();
     d.file("rr.vlad", "(read-real '())\n");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vlad"))
-        .args(["run", "rr.vlad"])
-        .current_dir(d.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(b"2.5\n").unwrap();
-    let o = child.wait_with_output().unwrap();
-    assert_eq!((o.status.code(), String::from_utf8_lossy(&o.stdout).as_ref()), (Some(0), "2.5\n"));
+    let o = vlad_within(&d, &["run", "rr.vlad"], "2.5\n", Duration::from_secs(60)).expect("vlad hung");
+    assert_eq!((o.code, o.stdout.as_str()), (0, "2.5\n"), "{}", o.stderr);
 }
 
 /// Runs `vlad ARGS` in `dir` with its address space limited to `kib` KiB
