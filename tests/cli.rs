@@ -2051,8 +2051,8 @@ fn derivatives_of_data_with_shared_structure_take_time_in_its_size() {
 /// A second derivative through a recursive reversible procedure, reverse
 /// mode inside: the nested derivative of each `call` ran the callee's whole
 /// derivative (its `%rev-vjp` rule), so a recursion n deep cost n² (4000
-/// deep: 18 s in a release build; 10000 deep: ~110 s, past this test's
-/// timeout). The translation that nested derivatives go through now applies
+/// deep: 18 s in a release build; 10000 deep: ~110 s by that growth, past
+/// this test's timeout). The translation that nested derivatives go through now applies
 /// the callee's translation, so the cost is linear (10000 deep: ~2 s in a
 /// release build, ~24 s in the debug build `cargo test` makes; 20000 deep took
 /// 57 s there, too near the timeout). G(x) = Σ 0.001 sin x over n levels: G''
