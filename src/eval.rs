@@ -7,7 +7,7 @@ use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimDef, PrimId};
 use crate::resolve::{
-    CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Inline, Moves, Op2, Param, Retag, Split,
+    CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Inline, Loop, Moves, Op2, Param, Retag, Split,
 };
 use crate::source::Span;
 use crate::value::{Inst, InstBuilder, InstRc, Value};
@@ -338,6 +338,21 @@ fn mixed_arith(op: Op2, a: f64, b: f64) -> Option<Num> {
 
 /// The name of member `idx` of a group for a call trace: a member's second
 /// entry (`LambdaCode::untagged`) has its member's name.
+/// The error of a loop's iteration (see [`Machine::run_block`]): the loop is
+/// named, with where it was called last, as a procedure reached by a tail
+/// call is (unless the error arose in a call run in place in tail position
+/// of the loop, which replaces it as a tail call does).
+#[cold]
+#[inline(never)]
+fn loop_failed(mut e: Error, at: Option<(&Loop, Span)>) -> Error {
+    if let Some((lp, s)) = at {
+        if e.tail_frame.is_none() {
+            e.tail_frame = Some((lp.name.to_string(), s));
+        }
+    }
+    e
+}
+
 fn member_name(g: &Group, idx: u32) -> String {
     let n = g.members.get().map_or(0, |m| m.len());
     match g.code.get().and_then(|c| c.members.get(idx as usize)) {
@@ -1332,6 +1347,41 @@ impl Machine {
         block: &CBlock,
         start: usize,
     ) -> Result<Next> {
+        self.run_blocks::<INNER, false>(base, inst, block, start, &mut None)
+    }
+
+    /// Runs a named `let`'s loop (see `resolve::Loop`), entered in tail
+    /// position of a procedure's body, and the rest of that body: it counts
+    /// as the call it stands for; its frame extends the procedure's. An error
+    /// in it names it and where it was called last.
+    #[inline(never)]
+    fn run_loop(&mut self, base: usize, inst: &InstRc, lp: &Loop) -> Result<Next> {
+        let mut at = Some((lp, lp.site));
+        let r = match self.tick() {
+            Ok(()) => {
+                self.push_nils(base + lp.body.frame as usize);
+                match self.assign(base, inst, &lp.init, lp.init_moves, &lp.params) {
+                    Ok(()) => self.run_blocks::<false, true>(base, inst, &lp.body, 0, &mut at),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        };
+        r.map_err(|e| loop_failed(e, at))
+    }
+
+    /// [`Machine::run_block`]; with `LOOP`, the body of a loop and the blocks
+    /// it runs (`at`: the loop running and where it was called last, set by
+    /// each call of it).
+    #[inline(always)]
+    fn run_blocks<'b, const INNER: bool, const LOOP: bool>(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        block: &'b CBlock,
+        start: usize,
+        at: &mut Option<(&'b Loop, Span)>,
+    ) -> Result<Next> {
         let mut block = block;
         let mut start = start;
         loop {
@@ -1428,9 +1478,49 @@ impl Machine {
                     self.ret_slot(base, base + *s as usize);
                     return Ok(Next::Return);
                 }
+                CExpr::Loop(lp) if !INNER && !LOOP => return self.run_loop(base, inst, lp),
+                // (a loop entered in tail position of another's body: that
+                // one is not called again)
+                CExpr::Loop(lp) if !INNER => {
+                    *at = Some((lp, lp.site));
+                    self.tick()?;
+                    self.push_nils(base + lp.body.frame as usize);
+                    self.assign(base, inst, &lp.init, lp.init_moves, &lp.params)?;
+                    block = &lp.body;
+                    continue;
+                }
+                CExpr::Again(a) if !INNER => {
+                    let Some((lp, _)) = *at else {
+                        return Err(Error::runtime(Some(a.site), "internal error: a loop's call outside it"));
+                    };
+                    *at = Some((lp, a.site));
+                    self.tick()?;
+                    self.assign(base, inst, &a.args, a.moves, &a.params)?;
+                    block = &lp.body;
+                    continue;
+                }
                 other => return self.tail_slow::<INNER>(base, inst, other),
             }
         }
+    }
+
+    /// Sets the variables of a loop (`params`, slots) to the arguments of a
+    /// call of it, all read before any is set (an argument may be in a slot
+    /// of a variable); `moves` as for a tail call's.
+    #[inline(always)]
+    fn assign(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        args: &CArgs,
+        moves: Moves,
+        params: &[u32],
+    ) -> Result<()> {
+        self.push_tail_args(base, inst, args, moves)?;
+        for p in params.iter().rev() {
+            self.pop_into(base + *p as usize);
+        }
+        Ok(())
     }
 
     /// The member that global `g` holds if it is a closure of instance `inst`
@@ -2277,6 +2367,11 @@ impl Machine {
             }
             CExpr::BpCall(c) => self.bp_call(base, inst, c),
             CExpr::Inline(il) => self.eval_inline(base, inst, il),
+            // (the resolver makes these the last expressions of blocks in
+            // tail position only, which `run_block` runs itself)
+            CExpr::Loop(_) | CExpr::Again(_) => {
+                Err(Error::runtime(None, "internal error: a loop outside tail position"))
+            }
             CExpr::Plus(a, b, p, span) => {
                 let av = atom!(self, base, inst, a);
                 let bv = atom!(self, base, inst, b);

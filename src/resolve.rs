@@ -68,6 +68,46 @@ pub enum CExpr {
     /// A call of a small procedure held by a global, its body resolved in
     /// the caller's frame (see [`Inline`]).
     Inline(Box<Inline>),
+    /// A named `let`'s loop entered, in the frame of the procedure it is in
+    /// (see [`Loop`]). Only in tail position.
+    Loop(Box<Loop>),
+    /// The innermost [`Loop`]'s procedure called again (a call of it in tail
+    /// position of its body): its variables set, its body run from the top.
+    Again(Box<Again>),
+}
+
+/// A procedure bound by a `letrec` of its own (a named `let`'s loop) that is
+/// only ever called, never used as a value: by the `letrec`'s body, once, in
+/// tail position of a procedure's body, and by itself in tail position of its
+/// own body, each call with the same number of arguments. It is then run as
+/// a loop in the frame of the procedure it is in (its variables in slots of
+/// that frame, the values it captures read where they are) instead of as a
+/// closure that each iteration calls: no closure built, no frame pushed and
+/// dropped. Each entry counts as the call would (a step for `--max-steps` and
+/// `--metered`); an error in the loop names it and where it was called last,
+/// as that call's frame would have been named (see `Resolver::loop_plan`).
+pub struct Loop {
+    /// The first call's arguments, and those of them that may be moved.
+    pub init: CArgs,
+    pub init_moves: Moves,
+    /// The slots of the loop's variables (its parameter, or the parts of the
+    /// tuple it destructures at once), in order.
+    pub params: Box<[u32]>,
+    pub body: CBlock,
+    pub name: Rc<str>,
+    /// Where the first call is.
+    pub site: Span,
+}
+
+/// A call of the innermost [`Loop`] (see [`CExpr::Again`]).
+pub struct Again {
+    pub args: CArgs,
+    /// The arguments that may be moved (the loop's own variables: the
+    /// values it captures are read again by the next iteration).
+    pub moves: Moves,
+    /// The loop's [`Loop::params`].
+    pub params: Box<[u32]>,
+    pub site: Span,
 }
 
 /// A call of a small procedure defined at the top level (`(sqr x)`, `(v- u
@@ -241,12 +281,16 @@ pub struct CBlock {
 impl Drop for CBlock {
     fn drop(&mut self) {
         fn take(e: &mut CExpr, out: &mut Vec<CBlock>) {
-            if let CExpr::If(_, t, f) = e {
-                for b in [t, f] {
-                    let empty =
-                        CBlock { binds: Vec::new(), tail: CExpr::Atom(CAtom::Const(Value::Nil)), frame: 0 };
-                    out.push(std::mem::replace(&mut **b, empty));
+            let empty =
+                || CBlock { binds: Vec::new(), tail: CExpr::Atom(CAtom::Const(Value::Nil)), frame: 0 };
+            match e {
+                CExpr::If(_, t, f) => {
+                    for b in [t, f] {
+                        out.push(std::mem::replace(&mut **b, empty()));
+                    }
                 }
+                CExpr::Loop(l) => out.push(std::mem::replace(&mut l.body, empty())),
+                _ => {}
             }
         }
         fn take_parts(b: &mut CBlock, out: &mut Vec<CBlock>) {
@@ -394,6 +438,7 @@ pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>
             group: g,
             inlining: Vec::new(),
             tail: true,
+            loops: Vec::new(),
         };
         let param = tuple_param(l, &mut r);
         let body = r.block(&l.body);
@@ -630,6 +675,66 @@ struct Resolver<'g> {
     /// position. (An `if`'s branches are in tail position only if the `if`
     /// is; a branch of one bound to a variable is not.)
     tail: bool,
+    /// The loops whose bodies are being resolved (see [`Loop`]), innermost last.
+    loops: Vec<LoopScope>,
+}
+
+/// A [`Loop`] whose body is being resolved: its procedure's variable (a call
+/// of it is an [`Again`]), its variables' slots, and the values it captures
+/// (variables of the enclosing code, which an iteration may not move).
+struct LoopScope {
+    var: VarId,
+    params: Box<[u32]>,
+    free: Vec<VarId>,
+}
+
+/// How a [`Loop`] is entered: its procedure, the variables the arguments of
+/// a call go to, and how many leading bindings of its body take the tuple of
+/// arguments apart (not run: the arguments go to the parts at once).
+struct LoopPlan<'a> {
+    lambda: &'a Lambda,
+    vars: Vec<VarId>,
+    skip: usize,
+}
+
+/// The calls of `v` in tail position of a block (its last binding, if it is
+/// the block's result, or the branches of a conditional there), if each
+/// passes arguments as `args` does (one, or a tuple as long); `None` if one
+/// passes them otherwise.
+fn tail_calls(b: &Block, v: VarId, args: &Args) -> Option<u32> {
+    crate::stack::grow(|| {
+        let Some(Bind::Let(x, e)) = b.binds.last() else { return Some(0) };
+        if !matches!(&b.result, Atom::Var(r) if r == x) {
+            return Some(0);
+        }
+        match e {
+            Expr::App(Atom::Var(f), a, _) if *f == v => match (a, args) {
+                (Args::One(_), Args::One(_)) => Some(1),
+                (Args::Tuple(xs), Args::Tuple(ys)) if xs.len() == ys.len() => Some(1),
+                _ => None,
+            },
+            Expr::If(_, t, f) => Some(tail_calls(t, v, args)? + tail_calls(f, v, args)?),
+            _ => Some(0),
+        }
+    })
+}
+
+/// The arguments of a call that may be moved into a loop's variables: slots
+/// (`Local`) of variables not in `keep` that no later argument reads.
+fn loop_moves(args: &Args, atoms: &CArgs, keep: &[VarId]) -> Moves {
+    let xs: &[Atom] = match args {
+        Args::One(x) => std::slice::from_ref(x),
+        Args::Tuple(xs) => xs,
+    };
+    let mut bits = 0u32;
+    for (i, (x, c)) in xs.iter().zip(atoms.atoms()).enumerate().take(32) {
+        if let (Atom::Var(v), CAtom::Local(_)) = (x, c) {
+            if !keep.contains(v) && !xs[i + 1..].iter().any(|y| matches!(y, Atom::Var(w) if w == v)) {
+                bits |= 1 << i;
+            }
+        }
+    }
+    Moves(bits)
 }
 
 /// At most this many calls run in place one inside another.
@@ -701,6 +806,11 @@ fn ends_in_call(b: &CBlock) -> bool {
 /// in a block nested in it; the block's length if that is its result. One walk of
 /// the body, so that deeply nested blocks resolve in linear time.
 fn last_reads(l: &Lambda) -> FxHashMap<VarId, usize> {
+    last_reads_in(&l.body, &[l.param])
+}
+
+/// [`last_reads`] of a block whose variables `params` are bound before it.
+fn last_reads_in(body: &Block, params: &[VarId]) -> FxHashMap<VarId, usize> {
     struct Walk {
         /// The nesting depth of the block binding each variable.
         depth: FxHashMap<VarId, usize>,
@@ -743,8 +853,10 @@ fn last_reads(l: &Lambda) -> FxHashMap<VarId, usize> {
         }
     }
     let mut w = Walk { depth: FxHashMap::default(), at: Vec::new(), last: FxHashMap::default() };
-    w.depth.insert(l.param, 0);
-    w.block(&l.body);
+    for p in params {
+        w.depth.insert(*p, 0);
+    }
+    w.block(body);
     w.last
 }
 
@@ -842,6 +954,109 @@ impl Resolver<'_> {
         }
         self.free.extend((start..end).rev());
         Some(CExpr::Inline(Box::new(Inline { body: block, name: callee.display_name(0).into(), site, tail })))
+    }
+
+    /// The [`Loop`] that bindings `i` and `i + 1`, the last, of block `b` (in
+    /// tail position) make, if they are `(letrec ((lp lambda)) (lp args ...))`
+    /// with `lp` a procedure that may run as one (see [`Resolver::loop_plan`]):
+    /// the slots the block needs before the loop's (its frame), and the loop.
+    fn loop_at(
+        &mut self,
+        b: &Block,
+        i: usize,
+        names: &[VarId],
+        g: &Group,
+        dying: &mut [Vec<VarId>],
+    ) -> Option<(u32, CExpr)> {
+        if i + 2 != b.binds.len() {
+            return None;
+        }
+        let Some(Bind::Let(r, Expr::App(Atom::Var(f), args, site))) = b.binds.get(i + 1) else { return None };
+        if names != [*f] || !matches!(&b.result, Atom::Var(x) if x == r) {
+            return None;
+        }
+        let plan = self.loop_plan(*f, g, args)?;
+        let init = self.args(args);
+        let init_moves = loop_moves(args, &init, &g.free);
+        // (what the two bindings read last is free now, but for the values
+        // the loop captures: every iteration reads them)
+        for k in [i, i + 1] {
+            for v in std::mem::take(&mut dying[k]) {
+                if !g.free.contains(&v) {
+                    self.release(v);
+                }
+            }
+        }
+        let frame = self.nslots;
+        let l = plan.lambda;
+        let body = Block { binds: l.body.binds[plan.skip..].to_vec(), result: l.body.result.clone() };
+        let mut uses = FxHashMap::default();
+        count_uses_block(&body, &mut uses);
+        uses.retain(|v, _| v != f && !g.free.contains(v));
+        self.uses.extend(uses);
+        self.last.extend(last_reads_in(&body, &plan.vars));
+        let params: Box<[u32]> = plan.vars.iter().map(|v| self.bind(*v)).collect();
+        // (released where the body reads them last, as a procedure's parameter)
+        self.params = plan.vars;
+        self.loops.push(LoopScope { var: *f, params: params.clone(), free: g.free.clone() });
+        let outer_tail = std::mem::replace(&mut self.tail, true);
+        let body = self.block(&body);
+        self.tail = outer_tail;
+        self.loops.pop();
+        let name = g.display_name(0).into();
+        Some((frame, CExpr::Loop(Box::new(Loop { init, init_moves, params, body, name, site: *site }))))
+    }
+
+    /// How the procedure `g` bound by a `letrec` to `lp` alone, and called
+    /// by the `letrec`'s body with `args`, runs as a [`Loop`], if it may: the
+    /// code being resolved and `g` are source code (a transformed procedure's
+    /// argument is checked as it is entered), `lp` is read by that call alone
+    /// there and in `g`'s body only by calls of it in tail position passing
+    /// their arguments as that call does, and the code is not a call run in
+    /// place (whose variables are forgotten after it). With a tuple of n
+    /// arguments, `g`'s body must take its parameter apart at once (the
+    /// chain `tuple_param` finds), as a call run in place does.
+    fn loop_plan<'a>(&self, lp: VarId, g: &'a Group, args: &Args) -> Option<LoopPlan<'a>> {
+        let plain = !self.group.is_derivative_code()
+            && !g.is_derivative_code()
+            && !g.is_shape()
+            && g.native.get().is_none()
+            && g.names == [lp]
+            && self.inlining.is_empty()
+            && self.uses.get(&lp).copied() == Some(1);
+        if !plain {
+            return None;
+        }
+        let [l] = g.members.get()?.as_slice() else { return None };
+        let mut uses = FxHashMap::default();
+        count_uses_block(&l.body, &mut uses);
+        if uses.get(&lp).copied().unwrap_or(0) != tail_calls(&l.body, lp, args)? {
+            return None;
+        }
+        let (vars, skip) = match args {
+            Args::One(_) => (vec![l.param], 0),
+            Args::Tuple(xs) => {
+                let k = xs.len().checked_sub(1).filter(|k| *k > 0)?;
+                let chain = skippable_chain(l, &uses);
+                if chain.len() < k {
+                    return None;
+                }
+                let mut parts: Vec<VarId> = chain[..k].iter().map(|(a, _)| *a).collect();
+                parts.push(chain[k - 1].1);
+                (parts, k)
+            }
+        };
+        Some(LoopPlan { lambda: l, vars, skip })
+    }
+
+    /// `e`, in tail position, as an [`Again`] if it is a call of the
+    /// innermost loop.
+    fn again(&self, e: &Expr) -> Option<CExpr> {
+        let Expr::App(Atom::Var(f), args, site) = e else { return None };
+        let l = self.loops.last().filter(|l| l.var == *f)?;
+        let atoms = self.args(args);
+        let moves = loop_moves(args, &atoms, &l.free);
+        Some(CExpr::Again(Box::new(Again { args: atoms, moves, params: l.params.clone(), site: *site })))
     }
 
     /// Binds `x` to the value of `ce` (resolved already: the blocks nested in
@@ -1093,8 +1308,24 @@ impl Resolver<'_> {
                 }
                 continue;
             }
+            if let Bind::Letrec(names, g) = bind {
+                if outer_tail {
+                    if let Some((f, ce)) = self.loop_at(b, i, names, g, &mut dying) {
+                        frame = f;
+                        tail = Some(ce);
+                        break;
+                    }
+                }
+            }
             match bind {
                 Bind::Let(x, e) => {
+                    if self.tail {
+                        if let Some(ce) = self.again(e) {
+                            frame = self.nslots;
+                            tail = Some(ce);
+                            continue;
+                        }
+                    }
                     let is_tail = i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x);
                     let inline = match e {
                         Expr::App(Atom::Global(g), args, s) => self.inline_call(*g, args, *s, self.tail),

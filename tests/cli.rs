@@ -1036,6 +1036,37 @@ fn max_steps_stops_an_infinite_loop() {
     );
 }
 
+/// A named `let`'s loop (run in its procedure's frame) is named in a trace
+/// as the procedure it is would be: reached by a tail call, from the call
+/// that entered it last.
+#[test]
+fn an_error_in_a_named_let_names_the_loop_and_its_last_call() {
+    let o = run_bad(
+        "(define (f n) (let loop ((i 0) (acc '())) (if (= i n) (car acc) (loop (+ i 1) (cons i acc)))))
+(define (g n) (+ 1 (f n)))
+(g 0)
+(g 2)
+",
+        &[],
+    );
+    assert_stderr(
+        &o,
+        "bad.vlad:1:55: error: pattern mismatch: expected a pair, got () (the empty list), for the pattern `(cons a d)` of `car`
+  | (define (f n) (let loop ((i 0) (acc '())) (if (= i n) (car acc) (loop (+ i 1) (cons i acc)))))
+  |                                                       ^
+  in loop called at bad.vlad:1:15
+  in f called at bad.vlad:2:20
+  in g called at bad.vlad:3:1
+",
+    );
+    let o = run_bad("(define (f n) (let loop ((i 0)) (if (= i n) (+ i ()) (loop (+ i 1)))))\n(f 2)\n", &[]);
+    assert!(o.stderr.contains("  in loop called at bad.vlad:1:54\n  from the top-level"), "{}", o.stderr);
+    let o = run_bad("(define (f n) (let loop ((i 0)) (loop (+ i 1))))\n(f 0)\n", &["--max-steps", "1000"]);
+    assert_eq!(o.code, 3);
+    assert!(o.stderr.contains("step limit of 1000 exceeded"), "{}", o.stderr);
+    assert!(o.stderr.contains("  in loop called at bad.vlad:1:33\n"), "{}", o.stderr);
+}
+
 #[test]
 fn timeout_stops_an_infinite_loop() {
     let t = Instant::now();

@@ -98,6 +98,11 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
         }
         CExpr::MakeEnvSens(..) | CExpr::MakeEnvSensLike(..) => {}
         CExpr::Inline(il) => atoms(&il.body, out),
+        CExpr::Loop(l) => {
+            args(&l.init, out);
+            atoms(&l.body, out)
+        }
+        CExpr::Again(g) => args(&g.args, out),
     };
     for bind in &b.binds {
         match bind {
@@ -307,4 +312,102 @@ fn shape_tests_read_only_by_an_if_are_fused_into_it() {
     assert_eq!(if_condition("(lambda (l) (let ((t (null? l))) (if t t 1)))"), "atom");
     assert_eq!(if_condition("(lambda (l) (if (real? l) 0 1))"), "atom");
     assert_eq!(if_condition("(lambda (l) (if (< l 1) 0 1))"), "comparison");
+}
+
+/// (loops, calls of loops, `letrec` bindings left) in a block and the blocks in it.
+fn loop_counts(b: &CBlock, n: &mut (usize, usize, usize)) {
+    let expr = |e: &CExpr, n: &mut (usize, usize, usize)| match e {
+        CExpr::If(_, t, f) => {
+            loop_counts(t, n);
+            loop_counts(f, n);
+        }
+        CExpr::Loop(l) => {
+            n.0 += 1;
+            loop_counts(&l.body, n);
+        }
+        CExpr::Again(_) => n.1 += 1,
+        CExpr::Inline(il) => loop_counts(&il.body, n),
+        _ => {}
+    };
+    for bind in &b.binds {
+        match bind {
+            CBind::Let(_, e) | CBind::Split(e, ..) => expr(e, n),
+            CBind::Letrec(..) => n.2 += 1,
+            _ => {}
+        }
+    }
+    expr(&b.tail, n);
+}
+
+fn loops(src: &str) -> (usize, usize, usize) {
+    let g = group(src);
+    let mut n = (0, 0, 0);
+    loop_counts(&code(&g).members[0].body, &mut n);
+    n
+}
+
+#[test]
+fn named_lets_called_only_in_tail_position_run_as_loops() {
+    // a loop of several variables, of one, called from two places
+    assert_eq!(
+        loops("(lambda (n) (let loop ((i 0) (a 0)) (if (= i n) a (loop (+ i 1) (+ a i)))))"),
+        (1, 1, 0)
+    );
+    assert_eq!(loops("(lambda (n) (let loop ((i n)) (if (= i 0) i (loop (- i 1)))))"), (1, 1, 0));
+    assert_eq!(
+        loops("(lambda (n) (let loop ((i 0)) (cond ((= i n) i) ((< i 3) (loop (+ i 1))) (else (loop (+ i 2))))))"),
+        (1, 2, 0)
+    );
+    // one loop calling the loop around it: that one stays a procedure, the
+    // inner one is a loop in its code
+    let src =
+        "(lambda (n) (let o ((i 0)) (if (= i n) i (let p ((j 0)) (if (= j i) (o (+ i 1)) (p (+ j 1)))))))";
+    assert_eq!(loops(src), (0, 0, 1));
+    let g = group(src);
+    let o = g.members.get().unwrap()[0]
+        .body
+        .binds
+        .iter()
+        .find_map(|b| match b {
+            crate::anf::Bind::Letrec(_, g) => Some(g.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let mut n = (0, 0, 0);
+    loop_counts(&code(&o).members[0].body, &mut n);
+    assert_eq!(n, (1, 1, 0));
+    // one loop in tail position of another's body
+    assert_eq!(
+        loops("(lambda (n) (let o ((i 0)) (if (< i n) (o (+ i 1)) (let p ((j i)) (if (= j 0) j (p (- j 1)))))))"),
+        (2, 2, 0)
+    );
+    // not loops: the procedure used as a value, called in no tail position,
+    // the named let not in tail position, the calls passing different tuples
+    assert_eq!(loops("(lambda (n) (let loop ((i 0)) (if (< i n) (loop (+ i 1)) loop)))"), (0, 0, 1));
+    assert_eq!(loops("(lambda (n) (let loop ((i 0)) (if (< i n) (+ 1 (loop (+ i 1))) i)))"), (0, 0, 1));
+    assert_eq!(loops("(lambda (n) (+ 1 (let loop ((i 0)) (if (< i n) (loop (+ i 1)) i))))"), (0, 0, 1));
+    assert_eq!(
+        loops("(lambda (n f) (let loop ((i 0)) (if (< i n) (f (lambda (j) (loop j))) i)))"),
+        (0, 0, 1)
+    );
+    assert_eq!(
+        loops("(lambda (n) (let loop ((a 0) (b 0)) (if (= a n) b (loop (cons (+ a 1) b)))))"),
+        (0, 0, 1)
+    );
+}
+
+#[test]
+fn loops_give_what_their_procedures_give() {
+    // (values worked out by hand: each loop's result in closed form)
+    let src = "(define (swap n) (let loop ((a 1) (b 2) (i 0)) (if (= i n) (list a b) (loop b a (+ i 1)))))
+               (swap 3)
+               (define (rot n) (let loop ((a 1) (b 2) (c 3) (i 0)) (if (= i n) (list a b c) (loop c a b (+ i 1)))))
+               (rot 4)
+               (define (fib n) (let loop ((a 0) (b 1) (i 0)) (if (= i n) a (loop b (+ a b) (+ i 1)))))
+               (fib 30)
+               (define (tri n) (let o ((i 0) (s 0)) (if (> i n) s (o (+ i 1) (let p ((j 0) (t s)) (if (= j i) t (p (+ j 1) (+ t 1))))))))
+               (tri 4)
+               (define (sq k xs) (let loop ((xs xs) (acc '())) (if (null? xs) acc (loop (cdr xs) (cons (* k (car xs)) acc)))))
+               (sq 3 (list 1 2 3))";
+    assert_eq!(eval_all(src), ["(2 1)", "(3 1 2)", "832040", "10", "(9 6 3)"]);
 }
