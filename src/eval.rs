@@ -1359,9 +1359,12 @@ impl Machine {
         let mut at = Some((lp, lp.site));
         let r = match self.tick() {
             Ok(()) => {
-                self.push_nils(base + lp.body.frame as usize);
-                match self.assign(base, inst, &lp.init, lp.init_moves, &lp.params) {
-                    Ok(()) => self.run_blocks::<false, true>(base, inst, &lp.body, 0, &mut at),
+                self.push_nils(base + lp.frame as usize);
+                match self.assign(base, inst, &lp.init, lp.init_moves, &lp.params, lp.init_in_order) {
+                    Ok(()) => {
+                        self.clear_slots(base, &lp.dead);
+                        self.run_blocks::<false, true>(base, inst, &lp.body, 0, &mut at)
+                    }
                     Err(e) => Err(e),
                 }
             }
@@ -1484,8 +1487,9 @@ impl Machine {
                 CExpr::Loop(lp) if !INNER => {
                     *at = Some((lp, lp.site));
                     self.tick()?;
-                    self.push_nils(base + lp.body.frame as usize);
-                    self.assign(base, inst, &lp.init, lp.init_moves, &lp.params)?;
+                    self.push_nils(base + lp.frame as usize);
+                    self.assign(base, inst, &lp.init, lp.init_moves, &lp.params, lp.init_in_order)?;
+                    self.clear_slots(base, &lp.dead);
                     block = &lp.body;
                     continue;
                 }
@@ -1495,7 +1499,8 @@ impl Machine {
                     };
                     *at = Some((lp, a.site));
                     self.tick()?;
-                    self.assign(base, inst, &a.args, a.moves, &a.params)?;
+                    self.assign(base, inst, &a.args, a.moves, &a.params, a.in_order)?;
+                    self.clear_slots(base, &a.clear);
                     block = &lp.body;
                     continue;
                 }
@@ -1505,8 +1510,8 @@ impl Machine {
     }
 
     /// Sets the variables of a loop (`params`, slots) to the arguments of a
-    /// call of it, all read before any is set (an argument may be in a slot
-    /// of a variable); `moves` as for a tail call's.
+    /// call of it: one by one if `in_order` (see `resolve::Again`), else all
+    /// read before any is set; `moves` as for a tail call's.
     #[inline(always)]
     fn assign(
         &mut self,
@@ -1515,12 +1520,41 @@ impl Machine {
         args: &CArgs,
         moves: Moves,
         params: &[u32],
+        in_order: bool,
     ) -> Result<()> {
-        self.push_tail_args(base, inst, args, moves)?;
-        for p in params.iter().rev() {
-            self.pop_into(base + *p as usize);
+        if !in_order {
+            self.push_tail_args(base, inst, args, moves)?;
+            for p in params.iter().rev() {
+                self.pop_into(base + *p as usize);
+            }
+        } else {
+            let mut m = moves.0;
+            for (a, p) in args.atoms().iter().zip(params) {
+                let take = m & 1 != 0;
+                m >>= 1;
+                let v = match a {
+                    CAtom::Local(s) if s == p => continue,
+                    CAtom::Local(s) if take => {
+                        std::mem::replace(self.slot_mut(base + *s as usize), Value::Nil)
+                    }
+                    a => atom!(self, base, inst, a),
+                };
+                self.set(base + *p as usize, v);
+            }
         }
         Ok(())
+    }
+
+    /// Empties slots `dead` of the frame at `base` (see `resolve::Loop::dead`
+    /// and `resolve::Again::clear`).
+    #[inline(always)]
+    fn clear_slots(&mut self, base: usize, dead: &[u32]) {
+        for s in dead {
+            let i = base + *s as usize;
+            if self.slot(i).needs_drop() {
+                self.clear_slot(i);
+            }
+        }
     }
 
     /// The member that global `g` holds if it is a closure of instance `inst`

@@ -90,9 +90,20 @@ pub struct Loop {
     /// The first call's arguments, and those of them that may be moved.
     pub init: CArgs,
     pub init_moves: Moves,
+    /// Whether the first call's arguments may be stored one by one (see
+    /// [`Again::in_order`]).
+    pub init_in_order: bool,
     /// The slots of the loop's variables (its parameter, or the parts of the
     /// tuple it destructures at once), in order.
     pub params: Box<[u32]>,
+    /// The other slots of the frame but those of values the loop captures:
+    /// emptied once the first call's arguments are read, as a tail call
+    /// drops the frame it leaves (what the procedure held but no longer
+    /// reads is not kept while the loop runs).
+    pub dead: Box<[u32]>,
+    /// The slots the frame needs while the loop runs (its body's and its
+    /// branches', and the `dead` ones).
+    pub frame: u32,
     pub body: CBlock,
     pub name: Rc<str>,
     /// Where the first call is.
@@ -107,7 +118,24 @@ pub struct Again {
     pub moves: Moves,
     /// The loop's [`Loop::params`].
     pub params: Box<[u32]>,
+    /// Whether each argument may be stored in its variable before the next
+    /// is read: no argument is a slot of a variable set before it (else they
+    /// are all read first).
+    pub in_order: bool,
+    /// The slots the loop's body binds before this call, but its variables'
+    /// and the arguments moved: emptied once the arguments are read (an
+    /// iteration's values are not kept while the next runs). (A slot bound
+    /// only on another path is emptied by the call ending that path, or by
+    /// the frame's end.)
+    pub clear: Box<[u32]>,
     pub site: Span,
+}
+
+/// Whether the arguments of a call of a loop may be stored in its variables
+/// (`params`) one by one (see [`Again::in_order`]).
+fn in_order(args: &CArgs, params: &[u32]) -> bool {
+    let xs = args.atoms();
+    xs.iter().enumerate().all(|(j, x)| !matches!(x, CAtom::Local(s) if params[..j].contains(s)))
 }
 
 /// A call of a small procedure defined at the top level (`(sqr x)`, `(v- u
@@ -686,6 +714,9 @@ struct LoopScope {
     var: VarId,
     params: Box<[u32]>,
     free: Vec<VarId>,
+    /// The slots its body has bound so far, but its variables' (see
+    /// [`Again::clear`]).
+    temps: Vec<u32>,
 }
 
 /// How a [`Loop`] is entered: its procedure, the variables the arguments of
@@ -998,13 +1029,36 @@ impl Resolver<'_> {
         let params: Box<[u32]> = plan.vars.iter().map(|v| self.bind(*v)).collect();
         // (released where the body reads them last, as a procedure's parameter)
         self.params = plan.vars;
-        self.loops.push(LoopScope { var: *f, params: params.clone(), free: g.free.clone() });
+        self.loops.push(LoopScope {
+            var: *f,
+            params: params.clone(),
+            free: g.free.clone(),
+            temps: Vec::new(),
+        });
         let outer_tail = std::mem::replace(&mut self.tail, true);
         let body = self.block(&body);
         self.tail = outer_tail;
-        self.loops.pop();
+        // (a slot bound by a call tried in place and then not run so may be
+        // past the frame, yet in a call's `clear`)
+        let top = self.loops.pop().and_then(|l| l.temps.iter().max().map(|s| s + 1)).unwrap_or(0);
         let name = g.display_name(0).into();
-        Some((frame, CExpr::Loop(Box::new(Loop { init, init_moves, params, body, name, site: *site }))))
+        let init_in_order = in_order(&init, &params);
+        // (every slot of the frame but the loop's variables' and the values
+        // it captures: dead once a call of the loop has read its arguments)
+        let kept: Vec<u32> = g
+            .free
+            .iter()
+            .filter_map(|v| match self.atom(&Atom::Var(*v)) {
+                CAtom::Local(s) => Some(s),
+                _ => None,
+            })
+            .chain(params.iter().copied())
+            .collect();
+        let dead: Box<[u32]> = (0..self.nslots).filter(|s| !kept.contains(s)).collect();
+        let frame_all = self.nslots.max(top);
+        let lp =
+            Loop { init, init_moves, init_in_order, params, dead, frame: frame_all, body, name, site: *site };
+        Some((frame, CExpr::Loop(Box::new(lp))))
     }
 
     /// How the procedure `g` bound by a `letrec` to `lp` alone, and called
@@ -1056,7 +1110,21 @@ impl Resolver<'_> {
         let l = self.loops.last().filter(|l| l.var == *f)?;
         let atoms = self.args(args);
         let moves = loop_moves(args, &atoms, &l.free);
-        Some(CExpr::Again(Box::new(Again { args: atoms, moves, params: l.params.clone(), site: *site })))
+        let in_order = in_order(&atoms, &l.params);
+        let moved: Vec<u32> = atoms
+            .atoms()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| match a {
+                CAtom::Local(s) if i < 32 && moves.0 & (1 << i) != 0 => Some(*s),
+                _ => None,
+            })
+            .collect();
+        let mut clear: Vec<u32> = l.temps.iter().copied().filter(|s| !moved.contains(s)).collect();
+        clear.sort_unstable();
+        let params = l.params.clone();
+        let again = Again { args: atoms, moves, params, in_order, clear: clear.into(), site: *site };
+        Some(CExpr::Again(Box::new(again)))
     }
 
     /// Binds `x` to the value of `ce` (resolved already: the blocks nested in
@@ -1080,6 +1148,11 @@ impl Resolver<'_> {
             }
         };
         self.map.insert(v, CAtom::Local(s));
+        if let Some(l) = self.loops.last_mut() {
+            if !l.temps.contains(&s) && !l.params.contains(&s) {
+                l.temps.push(s);
+            }
+        }
         s
     }
 

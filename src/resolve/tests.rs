@@ -411,3 +411,44 @@ fn loops_give_what_their_procedures_give() {
                (sq 3 (list 1 2 3))";
     assert_eq!(eval_all(src), ["(2 1)", "(3 1 2)", "832040", "10", "(9 6 3)"]);
 }
+
+/// The loop of member 0's body (its tail), and the calls of it in its body's branches.
+fn the_loop(c: &GroupCode) -> (&Loop, Vec<&Again>) {
+    let CExpr::Loop(l) = &c.members[0].body.tail else { panic!("no loop") };
+    fn agains<'a>(b: &'a CBlock, out: &mut Vec<&'a Again>) {
+        match &b.tail {
+            CExpr::Again(a) => out.push(a),
+            CExpr::If(_, t, f) => {
+                agains(t, out);
+                agains(f, out);
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    agains(&l.body, &mut out);
+    (l, out)
+}
+
+#[test]
+fn a_loop_keeps_its_variables_and_what_it_captures_and_empties_the_rest() {
+    let g = group("(lambda (n) (let loop ((i 0) (a 0)) (if (= i n) a (loop (+ i 1) (+ (* i i) (* a 2))))))");
+    let c = code(&g);
+    let (l, calls) = the_loop(&c);
+    assert_eq!(calls.len(), 1);
+    // n (the parameter, slot 0) is captured: kept, as are the loop's variables
+    assert!(!l.dead.contains(&0), "{:?}", l.dead);
+    for p in l.params.iter() {
+        assert!(!l.dead.contains(p) && !calls[0].clear.contains(p));
+    }
+    // `(* i i)` and `(* a 2)` are bound in the body, one slot then reused by
+    // their sum: the other is emptied by the call (the two arguments are
+    // moved into the variables, so their slots need no emptying)
+    assert_eq!(calls[0].clear.len(), 1, "{:?}", calls[0].clear);
+    assert!(l.frame as usize > l.params.len());
+    // arguments read from slots set before them are all read first
+    assert!(calls[0].in_order);
+    let g = group("(lambda (n) (let loop ((a 1) (b 2) (i 0)) (if (= i n) (cons a b) (loop b a (+ i 1)))))");
+    let c = code(&g);
+    assert!(!the_loop(&c).1[0].in_order);
+}
