@@ -41,6 +41,18 @@ fn tail_loop(c: &mut Criterion) {
     c.bench_function("tail loop 10^6", |b| b.iter(|| black_box(run(&mut s, &t))));
 }
 
+fn named_let(c: &mut Criterion) {
+    // A named `let` (run as a loop in its procedure's frame) walking a list:
+    // the dot product of (1 ... n) with itself is n(n+1)(2n+1)/6.
+    let (mut s, t) = setup(
+        "(define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))
+         (define xs (let loop ((i 1000) (acc '())) (if (= i 0) acc (loop (- i 1) (cons i acc)))))",
+        "(dot xs xs)",
+    );
+    assert_eq!(shown(&run(&mut s, &t)), "333833500");
+    c.bench_function("named let over a list of 10^3", |b| b.iter(|| black_box(run(&mut s, &t))));
+}
+
 fn closures(c: &mut Criterion) {
     // Each iteration makes a closure capturing n and calls it: sum of 1..n = n(n+1)/2.
     let (mut s, t) = setup(
@@ -85,5 +97,5 @@ fn big_integers(c: &mut Criterion) {
     c.bench_function("big integers: fib 10000 by addition", |b| b.iter(|| black_box(run(&mut s, &t))));
 }
 
-criterion_group!(benches, fib, tail_loop, closures, real_arithmetic, deep_recursion, big_integers);
+criterion_group!(benches, fib, tail_loop, named_let, closures, real_arithmetic, deep_recursion, big_integers);
 criterion_main!(benches);

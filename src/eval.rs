@@ -456,6 +456,10 @@ pub struct Machine {
     /// Whether calls of small procedures held by globals run in place
     /// (`resolve::Inline`; on by default; set before any code is resolved).
     pub inline_calls: bool,
+    /// Whether named `let`s called only in tail position run as loops in
+    /// their procedure's frame (`resolve::Loop`; on by default; set before any
+    /// code is resolved; off, each is a procedure, which a test compares).
+    pub named_let_loops: bool,
     /// Whether a primitive's call of a closure whose body is one arithmetic
     /// operation (`map` of `(lambda (x) (* k x))`) computes it without a frame
     /// (`Machine::call_arith_body`; on by default; off, the call is made, which
@@ -509,6 +513,7 @@ impl Machine {
             native_rr: true,
             untagged_entries: true,
             inline_calls: true,
+            named_let_loops: true,
             arith_bodies: true,
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
@@ -673,7 +678,7 @@ impl Machine {
             };
             let callees: Option<crate::resolve::Callees<'_>> =
                 if self.inline_calls { Some(&callees) } else { None };
-            let _ = g.code.set(crate::resolve::resolve_group(g, members, callees));
+            let _ = g.code.set(crate::resolve::resolve_group(g, members, callees, self.named_let_loops));
         }
         Ok(g.code.get().unwrap())
     }

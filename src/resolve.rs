@@ -440,8 +440,9 @@ pub type Callees<'a> = &'a dyn Fn(GlobalId) -> Option<Rc<Group>>;
 
 /// Resolves every member of a group whose A-normal form is known. `callees`
 /// (the globals' procedures) lets calls of small ones run in place; `None`
-/// resolves every call as a call.
-pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>) -> GroupCode {
+/// resolves every call as a call. `loops` lets named `let`s run as loops
+/// (see [`Loop`]); false makes each a procedure.
+pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>, loops: bool) -> GroupCode {
     // (only in source code: the transforms' code calls no globals directly,
     // and code run for a derivative is metered apart from the code it calls)
     let callees = callees.filter(|_| !g.is_derivative_code());
@@ -467,6 +468,7 @@ pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>
             inlining: Vec::new(),
             tail: true,
             loops: Vec::new(),
+            make_loops: loops,
         };
         let param = tuple_param(l, &mut r);
         let body = r.block(&l.body);
@@ -705,6 +707,8 @@ struct Resolver<'g> {
     tail: bool,
     /// The loops whose bodies are being resolved (see [`Loop`]), innermost last.
     loops: Vec<LoopScope>,
+    /// Whether named `let`s may run as loops (else every one is a procedure).
+    make_loops: bool,
 }
 
 /// A [`Loop`] whose body is being resolved: its procedure's variable (a call
@@ -1071,7 +1075,8 @@ impl Resolver<'_> {
     /// arguments, `g`'s body must take its parameter apart at once (the
     /// chain `tuple_param` finds), as a call run in place does.
     fn loop_plan<'a>(&self, lp: VarId, g: &'a Group, args: &Args) -> Option<LoopPlan<'a>> {
-        let plain = !self.group.is_derivative_code()
+        let plain = self.make_loops
+            && !self.group.is_derivative_code()
             && !g.is_derivative_code()
             && !g.is_shape()
             && g.native.get().is_none()

@@ -337,3 +337,105 @@ fn one_operation_bodies_are_recognised() {
         assert_eq!(vlad::eval::has_arith_body(&v), yes, "{f}");
     }
 }
+
+// Named `let`s called only in tail position run as loops in their procedure's
+// frame (`resolve::Loop`): a program must behave exactly as when each is a
+// procedure called, in its values, its `--metered` counts, its `--max-steps`
+// and `--max-depth` limits, and its errors' messages and traces; and such
+// loops must in fact be made.
+
+/// Programs with named `let`s: loops of one and several variables, swapping
+/// and rotating them, nested in each other's tail positions, capturing the
+/// procedure's variables and building closures over their own, calling
+/// procedures (run in place or not, recursive), failing at each point, and
+/// differentiated in every mode.
+const LOOPS: &[&str] = &[
+    "(define (swap n) (let loop ((a 1) (b 2) (i 0)) (if (= i n) (list a b) (loop b a (+ i 1)))))
+     (define (rot n) (let loop ((a 1) (b 2) (c 3) (i 0)) (if (= i n) (list a b c) (loop c a b (+ i 1)))))
+     (define (dup n) (let loop ((a 1) (b 2) (i 0)) (if (= i n) (list a b) (loop (+ a b) a (+ i 1)))))
+     (swap 3) (rot 4) (dup 10) (swap #t) (rot (list 1))",
+    "(define (sum xs) (let loop ((xs xs) (acc 0)) (if (null? xs) acc (loop (cdr xs) (+ acc (car xs))))))
+     (define (g xs) (+ 1 (sum xs)))
+     (g (list 1 2 3)) (g (list 1 #t 3)) (g 5) (sum (list 1.5 2.5))",
+    "(define (nest n) (let o ((i 0) (acc '())) (if (= i n) acc (let p ((j 0) (acc acc)) (if (= j i) (o (+ i 1) acc) (p (+ j 1) (cons (list i j) acc)))))))
+     (define (tail-inner n) (let o ((i 0)) (if (< i n) (o (+ i 1)) (let p ((j i) (acc '())) (if (= j 0) (car acc) (p (- j 1) (cons j acc)))))))
+     (nest 4) (tail-inner 5) (tail-inner 0) (nest #t)",
+    "(define (clos n) (let loop ((i 0) (fs '())) (if (= i n) (map (lambda (f) (f 10)) fs) (loop (+ i 1) (cons (lambda (x) (+ x i)) fs)))))
+     (define (capt k xs) (let loop ((xs xs) (acc '())) (if (null? xs) acc (loop (cdr xs) (cons (* k (car xs)) acc)))))
+     (clos 4) (capt 3 (list 1 2 3)) (capt #t (list 1))",
+    "(define (sq x) (* x x))
+     (define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))
+     (define (h x) (let* ((a (* x 2)) (b (+ a 1))) (fact b)))
+     (define (f n) (let loop ((i 0) (acc 0)) (if (= i n) acc (loop (+ i 1) (+ acc (sq i) (h i) (fact i))))))
+     (define (e n) (let loop ((i 0)) (if (= i n) (fact #t) (loop (+ i 1)))))
+     (define (t n) (let loop ((i 0)) (if (= i n) (sq (list i)) (loop (+ i 1)))))
+     (f 4) (e 3) (t 2) (+ 1 (t 2))",
+    "(define (esc n) (let loop ((i 0)) (if (< i n) (loop (+ i 1)) loop)))
+     (define (non-tail n) (let loop ((i 0)) (if (< i n) (+ 1 (loop (+ i 1))) i)))
+     (define (mixed n) (let loop ((a 0) (b 0)) (if (= a n) (list a b) (if (= a 2) (loop (cons (+ a 1) (+ b 1))) (loop (+ a 1) (+ b 2))))))
+     (procedure? (esc 3)) (non-tail 5) (mixed 4) (non-tail #t)",
+    "(define (ev-od n) (letrec ((ev (lambda (n) (if (= n 0) #t (od (- n 1))))) (od (lambda (n) (if (= n 0) #f (ev (- n 1)))))) (ev n)))
+     (define (sib n) (letrec ((f (lambda (n) (let loop ((i 0) (acc 0)) (if (= i n) acc (loop (+ i 1) (+ acc (g i))))))) (g (lambda (x) (* x x)))) (f n)))
+     (ev-od 11) (sib 5) (sib #t)",
+    "(define (sumsq xs) (let loop ((xs xs) (acc 0.0)) (if (null? xs) acc (loop (cdr xs) (+ acc (* (car xs) (car xs)))))))
+     (define (pw x) (let loop ((i 0) (y x)) (if (= i 3) y (loop (+ i 1) (* y x)))))
+     (define (newton f x0) (let loop ((x x0) (i 0)) (if (= i 8) x (loop (- x (/ (f x) ((derivative-R f) x))) (+ i 1)))))
+     ((gradient-R sumsq) (list 1.0 2.0 3.0)) ((gradient-F sumsq) (list 1.0 2.0 3.0))
+     ((derivative-R pw) 2.0) ((derivative-F pw) 2.0) ((derivative-R (derivative-R pw)) 2.0)
+     ((derivative-F (derivative-R pw)) 2.0) (hvp sumsq (list 1.0 2.0) (list 1.0 0.5))
+     ((derivative-R (lambda (c) (newton (lambda (x) (- (* x x) c)) 1.0))) 2.0)
+     ((derivative-F (lambda (c) (newton (lambda (x) (- (* x x) c)) 1.0))) 2.0)
+     ((derivative-R pw) #t)",
+    "(define (cnt n) (let loop ((i 0)) (if (= i n) i (loop (+ i 1)))))
+     (define (deep n) (if (= n 0) (cnt 100) (+ 1 (deep (- n 1)))))
+     (deep 3) (cnt #t)",
+];
+
+/// [`outcome`] metered, with named `let`s run as loops or not.
+fn outcome_loops(src: &str, loops: bool, limit: Option<(&str, u64)>) -> String {
+    let configure = |m: &mut vlad::eval::Machine| {
+        m.named_let_loops = loops;
+        m.meter = Some(vec![0; vlad::prims::prims().len()].into());
+    };
+    outcome(src, &configure, limit)
+}
+
+#[test]
+fn named_lets_run_as_loops_behave_as_procedures() {
+    for src in LOOPS {
+        let limits: Vec<Option<(&str, u64)>> = std::iter::once(None)
+            .chain([2, 3, 4, 6, 24].map(|n| Some(("depth", n))))
+            .chain([1, 3, 6, 10, 25, 60, 5000].map(|n| Some(("steps", n))))
+            .collect();
+        for limit in limits {
+            let (on, off) = (outcome_loops(src, true, limit), outcome_loops(src, false, limit));
+            assert_eq!(on, off, "program (limit {limit:?}):\n{src}");
+        }
+    }
+}
+
+/// Whether a block runs a loop (at any depth of its conditionals).
+fn has_loop(b: &CBlock) -> bool {
+    match &b.tail {
+        CExpr::Loop(_) => true,
+        CExpr::If(_, t, f) => has_loop(t) || has_loop(f),
+        _ => false,
+    }
+}
+
+#[test]
+fn named_lets_in_tail_position_are_loops() {
+    let code = |loops: bool, name: &str| {
+        let mut s = Session::new();
+        s.m.named_let_loops = loops;
+        let defs = "(define (sum xs) (let loop ((xs xs) (acc 0)) (if (null? xs) acc (loop (cdr xs) (+ acc (car xs))))))
+                    (define (non-tail n) (let loop ((i 0)) (if (< i n) (+ 1 (loop (+ i 1))) i)))";
+        let v = s.run_text("t.vlad", &format!("{defs}\n{name}\n")).expect("the program runs");
+        let Some(Value::Closure(inst, 0)) = v.last() else { panic!("{name} is not a procedure") };
+        s.m.group_code(&inst.group).expect("its code");
+        has_loop(&inst.group.code.get().expect("resolved").members[0].body)
+    };
+    assert!(code(true, "sum"));
+    assert!(!code(false, "sum"), "named_let_loops off");
+    assert!(!code(true, "non-tail"));
+}

@@ -7,7 +7,7 @@ use crate::anf::tests::norm as group;
 use crate::toplevel::Session;
 
 fn code(g: &Group) -> GroupCode {
-    resolve_group(g, g.members.get().unwrap(), None)
+    resolve_group(g, g.members.get().unwrap(), None, true)
 }
 
 /// (number of parts, bindings skipped) of a tuple parameter; None for a plain slot.
