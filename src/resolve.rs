@@ -719,8 +719,9 @@ struct LoopScope {
     params: Box<[u32]>,
     free: Vec<VarId>,
     /// The slots its body has bound so far, but its variables' (see
-    /// [`Again::clear`]).
+    /// [`Again::clear`]), in the order bound.
     temps: Vec<u32>,
+    temps_set: FxHashSet<u32>,
 }
 
 /// How a [`Loop`] is entered: its procedure, the variables the arguments of
@@ -1038,6 +1039,7 @@ impl Resolver<'_> {
             params: params.clone(),
             free: g.free.clone(),
             temps: Vec::new(),
+            temps_set: FxHashSet::default(),
         });
         let outer_tail = std::mem::replace(&mut self.tail, true);
         let body = self.block(&body);
@@ -1049,7 +1051,7 @@ impl Resolver<'_> {
         let init_in_order = in_order(&init, &params);
         // (every slot of the frame but the loop's variables' and the values
         // it captures: dead once a call of the loop has read its arguments)
-        let kept: Vec<u32> = g
+        let kept: FxHashSet<u32> = g
             .free
             .iter()
             .filter_map(|v| match self.atom(&Atom::Var(*v)) {
@@ -1116,7 +1118,7 @@ impl Resolver<'_> {
         let atoms = self.args(args);
         let moves = loop_moves(args, &atoms, &l.free);
         let in_order = in_order(&atoms, &l.params);
-        let moved: Vec<u32> = atoms
+        let moved: FxHashSet<u32> = atoms
             .atoms()
             .iter()
             .enumerate()
@@ -1154,7 +1156,7 @@ impl Resolver<'_> {
         };
         self.map.insert(v, CAtom::Local(s));
         if let Some(l) = self.loops.last_mut() {
-            if !l.temps.contains(&s) && !l.params.contains(&s) {
+            if !l.params.contains(&s) && l.temps_set.insert(s) {
                 l.temps.push(s);
             }
         }
