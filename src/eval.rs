@@ -336,8 +336,6 @@ fn mixed_arith(op: Op2, a: f64, b: f64) -> Option<Num> {
     }
 }
 
-/// The name of member `idx` of a group for a call trace: a member's second
-/// entry (`LambdaCode::untagged`) has its member's name.
 /// The error of a loop's iteration (see [`Machine::run_block`]): the loop is
 /// named, with where it was called last, as a procedure reached by a tail
 /// call is (unless the error arose in a call run in place in tail position
@@ -353,6 +351,8 @@ fn loop_failed(mut e: Error, at: Option<(&Loop, Span)>) -> Error {
     e
 }
 
+/// The name of member `idx` of a group for a call trace: a member's second
+/// entry (`LambdaCode::untagged`) has its member's name.
 fn member_name(g: &Group, idx: u32) -> String {
     let n = g.members.get().map_or(0, |m| m.len());
     match g.code.get().and_then(|c| c.members.get(idx as usize)) {
@@ -1362,20 +1362,22 @@ impl Machine {
     #[inline(never)]
     fn run_loop(&mut self, base: usize, inst: &InstRc, lp: &Loop) -> Result<Next> {
         let mut at = Some((lp, lp.site));
-        let r = match self.tick() {
-            Ok(()) => {
-                self.push_nils(base + lp.frame as usize);
-                match self.assign(base, inst, &lp.init, lp.init_moves, &lp.params, lp.init_in_order) {
-                    Ok(()) => {
-                        self.clear_slots(base, &lp.dead);
-                        self.run_blocks::<false, true>(base, inst, &lp.body, 0, &mut at)
-                    }
-                    Err(e) => Err(e),
-                }
-            }
+        let r = match self.enter_loop(base, inst, lp) {
+            Ok(()) => self.run_blocks::<false, true>(base, inst, &lp.body, 0, &mut at),
             Err(e) => Err(e),
         };
         r.map_err(|e| loop_failed(e, at))
+    }
+
+    /// Enters a loop: the step its first call counts, its frame, its
+    /// variables set to the first call's arguments, the dead slots emptied.
+    #[inline(always)]
+    fn enter_loop(&mut self, base: usize, inst: &InstRc, lp: &Loop) -> Result<()> {
+        self.tick()?;
+        self.push_nils(base + lp.frame as usize);
+        self.assign(base, inst, &lp.init, lp.init_moves, &lp.params, lp.init_in_order)?;
+        self.clear_slots(base, &lp.dead);
+        Ok(())
     }
 
     /// [`Machine::run_block`]; with `LOOP`, the body of a loop and the blocks
@@ -1491,10 +1493,7 @@ impl Machine {
                 // one is not called again)
                 CExpr::Loop(lp) if !INNER => {
                     *at = Some((lp, lp.site));
-                    self.tick()?;
-                    self.push_nils(base + lp.frame as usize);
-                    self.assign(base, inst, &lp.init, lp.init_moves, &lp.params, lp.init_in_order)?;
-                    self.clear_slots(base, &lp.dead);
+                    self.enter_loop(base, inst, lp)?;
                     block = &lp.body;
                     continue;
                 }

@@ -712,12 +712,14 @@ struct Resolver<'g> {
 }
 
 /// A [`Loop`] whose body is being resolved: its procedure's variable (a call
-/// of it is an [`Again`]), its variables' slots, and the values it captures
-/// (variables of the enclosing code, which an iteration may not move).
+/// of it is an [`Again`]), its variables' slots, and the slots of the values
+/// it captures (variables of the enclosing code, which an iteration may not
+/// move).
 struct LoopScope {
     var: VarId,
     params: Box<[u32]>,
-    free: Vec<VarId>,
+    /// The slots of the values it captures.
+    kept: FxHashSet<u32>,
     /// The slots its body has bound so far, but its variables' (see
     /// [`Again::clear`]), in the order bound.
     temps: Vec<u32>,
@@ -755,22 +757,17 @@ fn tail_calls(b: &Block, v: VarId, args: &Args) -> Option<u32> {
     })
 }
 
-/// The arguments of a call that may be moved into a loop's variables: slots
-/// (`Local`) of variables not in `keep` that no later argument reads.
-fn loop_moves(args: &Args, atoms: &CArgs, keep: &[VarId]) -> Moves {
-    let xs: &[Atom] = match args {
-        Args::One(x) => std::slice::from_ref(x),
-        Args::Tuple(xs) => xs,
-    };
-    let mut bits = 0u32;
-    for (i, (x, c)) in xs.iter().zip(atoms.atoms()).enumerate().take(32) {
-        if let (Atom::Var(v), CAtom::Local(_)) = (x, c) {
-            if !keep.contains(v) && !xs[i + 1..].iter().any(|y| matches!(y, Atom::Var(w) if w == v)) {
-                bits |= 1 << i;
-            }
+/// The arguments of a call that may be moved into a loop's variables: those
+/// [`Moves::of`] finds, but slots in `kept` (the values the loop captures,
+/// which the next iteration reads again).
+fn loop_moves(atoms: &CArgs, kept: &FxHashSet<u32>) -> Moves {
+    let mut m = Moves::of(atoms);
+    for (i, a) in atoms.atoms().iter().enumerate().take(32) {
+        if matches!(a, CAtom::Local(s) if kept.contains(s)) {
+            m.0 &= !(1 << i);
         }
     }
-    Moves(bits)
+    m
 }
 
 /// At most this many calls run in place one inside another.
@@ -1013,7 +1010,16 @@ impl Resolver<'_> {
         }
         let plan = self.loop_plan(*f, g, args)?;
         let init = self.args(args);
-        let init_moves = loop_moves(args, &init, &g.free);
+        // (the slots of the values the loop captures: kept while it runs)
+        let kept: FxHashSet<u32> = g
+            .free
+            .iter()
+            .filter_map(|v| match self.atom(&Atom::Var(*v)) {
+                CAtom::Local(s) => Some(s),
+                _ => None,
+            })
+            .collect();
+        let init_moves = loop_moves(&init, &kept);
         // (what the two bindings read last is free now, but for the values
         // the loop captures: every iteration reads them)
         for k in [i, i + 1] {
@@ -1037,7 +1043,7 @@ impl Resolver<'_> {
         self.loops.push(LoopScope {
             var: *f,
             params: params.clone(),
-            free: g.free.clone(),
+            kept,
             temps: Vec::new(),
             temps_set: FxHashSet::default(),
         });
@@ -1046,21 +1052,14 @@ impl Resolver<'_> {
         self.tail = outer_tail;
         // (a slot bound by a call tried in place and then not run so may be
         // past the frame, yet in a call's `clear`)
-        let top = self.loops.pop().and_then(|l| l.temps.iter().max().map(|s| s + 1)).unwrap_or(0);
+        let scope = self.loops.pop().expect("the loop's scope");
+        let top = scope.temps.iter().max().map_or(0, |s| s + 1);
         let name = g.display_name(0).into();
         let init_in_order = in_order(&init, &params);
         // (every slot of the frame but the loop's variables' and the values
         // it captures: dead once a call of the loop has read its arguments)
-        let kept: FxHashSet<u32> = g
-            .free
-            .iter()
-            .filter_map(|v| match self.atom(&Atom::Var(*v)) {
-                CAtom::Local(s) => Some(s),
-                _ => None,
-            })
-            .chain(params.iter().copied())
-            .collect();
-        let dead: Box<[u32]> = (0..self.nslots).filter(|s| !kept.contains(s)).collect();
+        let dead: Box<[u32]> =
+            (0..self.nslots).filter(|s| !scope.kept.contains(s) && !params.contains(s)).collect();
         let frame_all = self.nslots.max(top);
         let lp =
             Loop { init, init_moves, init_in_order, params, dead, frame: frame_all, body, name, site: *site };
@@ -1116,7 +1115,7 @@ impl Resolver<'_> {
         let Expr::App(Atom::Var(f), args, site) = e else { return None };
         let l = self.loops.last().filter(|l| l.var == *f)?;
         let atoms = self.args(args);
-        let moves = loop_moves(args, &atoms, &l.free);
+        let moves = loop_moves(&atoms, &l.kept);
         let in_order = in_order(&atoms, &l.params);
         let moved: FxHashSet<u32> = atoms
             .atoms()

@@ -114,12 +114,9 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
     expr(&b.tail, out);
 }
 
-#[test]
-fn captured_variables_and_siblings_resolve_to_environment_and_sibling_slots() {
-    let g = group(
-        "(lambda (k) (letrec ((ev (lambda (n) (if (= n 0) #t (od (- n k))))) (od (lambda (n) (ev n)))) ev))",
-    );
-    let lg = g.members.get().unwrap()[0]
+/// The group of the first `letrec` binding of member 0's body.
+fn letrec_group(g: &Group) -> Rc<Group> {
+    g.members.get().unwrap()[0]
         .body
         .binds
         .iter()
@@ -127,7 +124,15 @@ fn captured_variables_and_siblings_resolve_to_environment_and_sibling_slots() {
             crate::anf::Bind::Letrec(_, g) => Some(g.clone()),
             _ => None,
         })
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn captured_variables_and_siblings_resolve_to_environment_and_sibling_slots() {
+    let g = group(
+        "(lambda (k) (letrec ((ev (lambda (n) (if (= n 0) #t (od (- n k))))) (od (lambda (n) (ev n)))) ev))",
+    );
+    let lg = letrec_group(&g);
     let c = code(&lg);
     let mut ev = Vec::new();
     atoms(&c.members[0].body, &mut ev);
@@ -364,15 +369,7 @@ fn named_lets_called_only_in_tail_position_run_as_loops() {
         "(lambda (n) (let o ((i 0)) (if (= i n) i (let p ((j 0)) (if (= j i) (o (+ i 1)) (p (+ j 1)))))))";
     assert_eq!(loops(src), (0, 0, 1));
     let g = group(src);
-    let o = g.members.get().unwrap()[0]
-        .body
-        .binds
-        .iter()
-        .find_map(|b| match b {
-            crate::anf::Bind::Letrec(_, g) => Some(g.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let o = letrec_group(&g);
     let mut n = (0, 0, 0);
     loop_counts(&code(&o).members[0].body, &mut n);
     assert_eq!(n, (1, 1, 0));
