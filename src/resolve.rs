@@ -1277,6 +1277,60 @@ impl Resolver<'_> {
     }
 
     fn block_here(&mut self, b: &Block) -> CBlock {
+        match self.sink_named_let(b) {
+            Some(sunk) => self.block_resolved(&sunk),
+            None => self.block_resolved(b),
+        }
+    }
+
+    /// Block `b` (in tail position) with the `letrec` of a named `let`'s
+    /// loop moved down to just before its call, the block's last binding,
+    /// where the computations of the loop's first arguments (the `let`'s
+    /// initial values, which do not see the loop) came between the two:
+    /// `(let loop ((x x) (fx (f x))) ...)` is `((letrec ((loop ...)) loop) x
+    /// (f x))`, whose A-normal form builds the procedure, then computes
+    /// `(f x)`, then calls it. Building a procedure runs nothing, so the
+    /// order is the same to the program; side by side the two make a
+    /// [`Loop`] (see [`Resolver::loop_at`]). `None` where that does not apply
+    /// (nothing to move, or the procedure would not run as a loop). The
+    /// binding indices `last` records for the variables `b` binds (and the
+    /// parameters bound before it) are moved with their bindings.
+    fn sink_named_let(&mut self, b: &Block) -> Option<Block> {
+        let n = b.binds.len();
+        if !self.tail || !self.make_loops || n < 3 {
+            return None;
+        }
+        let Some(Bind::Let(r, Expr::App(Atom::Var(lp), args, _))) = b.binds.last() else { return None };
+        if !matches!(&b.result, Atom::Var(x) if x == r) {
+            return None;
+        }
+        let j =
+            b.binds[..n - 2].iter().position(|x| matches!(x, Bind::Letrec(names, _) if names == &[*lp]))?;
+        let Bind::Letrec(_, g) = &b.binds[j] else { return None };
+        // (`lp` read once, by the call: not by the bindings between)
+        self.loop_plan(*lp, g, args)?;
+        let mut binds = Vec::with_capacity(n);
+        binds.extend_from_slice(&b.binds[..j]);
+        binds.extend_from_slice(&b.binds[j + 1..n - 1]);
+        binds.push(b.binds[j].clone());
+        binds.push(b.binds[n - 1].clone());
+        let moved = |k: usize| match k {
+            k if k < j || k >= n - 1 => k,
+            k if k == j => n - 2,
+            k => k - 1,
+        };
+        let vars: Vec<VarId> =
+            b.binds.iter().flat_map(bound_vars).chain(self.params.iter().copied()).collect();
+        for v in vars {
+            if let Some(k) = self.last.get_mut(&v) {
+                // (what the procedure captures is read where it is built now)
+                *k = if g.free.contains(&v) { moved(*k).max(n - 2) } else { moved(*k) };
+            }
+        }
+        Some(Block { binds, result: b.result.clone() })
+    }
+
+    fn block_resolved(&mut self, b: &Block) -> CBlock {
         let mut binds = Vec::with_capacity(b.binds.len());
         let n = b.binds.len();
         let mut tail = None;

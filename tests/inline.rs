@@ -389,6 +389,15 @@ const LOOPS: &[&str] = &[
     "(define (cnt n) (let loop ((i 0)) (if (= i n) i (loop (+ i 1)))))
      (define (deep n) (if (= n 0) (cnt 100) (+ 1 (deep (- n 1)))))
      (deep 3) (cnt #t)",
+    // (initial values computed: their code comes between the loop's
+    // procedure and its first call, and reads what the loop captures)
+    "(define (sq x) (* x x))
+     (define (am f x) (let loop ((x x) (fx (f x)) (i 0)) (if (= i 5) (list x fx) (let ((xp (- x 0.5))) (if (< (f xp) fx) (loop xp (f xp) (+ i 1)) (loop x fx (+ i 1)))))))
+     (define (two n) (let outer ((i 0) (acc (list n))) (if (= i n) acc (let inner ((j (* 2 i)) (k (sq i))) (if (> j k) (outer (+ i 1) (cons j acc)) (inner (+ j 1) k))))))
+     (define (bad n) (let loop ((i (sq n)) (j (car n))) (if (= i 0) j (loop (- i 1) j))))
+     (am sq 3.0) (two 4) (bad 2) (am sq #t)
+     ((derivative-R (lambda (c) (car (am (lambda (x) (* c x x)) 3.0)))) 2.0)
+     ((gradient-F (lambda (v) (cadr (am (lambda (x) (* (car v) x (cadr v))) 3.0)))) (list 1.0 2.0))",
 ];
 
 /// [`outcome`] metered, with named `let`s run as loops or not.
@@ -429,7 +438,8 @@ fn named_lets_in_tail_position_are_loops() {
         let mut s = Session::new();
         s.m.named_let_loops = loops;
         let defs = "(define (sum xs) (let loop ((xs xs) (acc 0)) (if (null? xs) acc (loop (cdr xs) (+ acc (car xs))))))
-                    (define (non-tail n) (let loop ((i 0)) (if (< i n) (+ 1 (loop (+ i 1))) i)))";
+                    (define (non-tail n) (let loop ((i 0)) (if (< i n) (+ 1 (loop (+ i 1))) i)))
+                    (define (computed f x) (let loop ((x x) (fx (f x))) (if (< fx 1) x (loop (- x 1) (f (- x 1))))))";
         let v = s.run_text("t.vlad", &format!("{defs}\n{name}\n")).expect("the program runs");
         let Some(Value::Closure(inst, 0)) = v.last() else { panic!("{name} is not a procedure") };
         s.m.group_code(&inst.group).expect("its code");
@@ -438,4 +448,5 @@ fn named_lets_in_tail_position_are_loops() {
     assert!(code(true, "sum"));
     assert!(!code(false, "sum"), "named_let_loops off");
     assert!(!code(true, "non-tail"));
+    assert!(code(true, "computed"), "initial values computed between the procedure and its call");
 }

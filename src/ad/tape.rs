@@ -2201,7 +2201,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &m
         // as `native::cotangent_duals` converts it)
         let real_yb = match yb {
             Sens::Real(p) => Some(p),
-            Sens::Boxed(Value::Int(k)) if exacts == 0 && scales(f) => Some(k as f64),
+            Sens::Int(k) if exacts == 0 && scales(f) => Some(k as f64),
             _ => None,
         };
         if let (UNBOXED, Some(yb), true, false) = (node.bits & (UNBOXED | DUALS), real_yb, plain, structural)
@@ -2270,7 +2270,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &m
                 }
                 continue;
             }
-            if let (Formula::Sub, 2, true, Sens::Boxed(Value::Int(k))) = (f, n, plain, &yb) {
+            if let (Formula::Sub, 2, true, Sens::Int(k)) = (f, n, plain, &yb) {
                 if sub_exact(m, adj, &node, *k, tape.lift)? {
                     continue;
                 }
@@ -2323,13 +2323,8 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &m
 #[inline(never)]
 fn sub_exact(m: &mut Machine, adj: &mut [Option<Sens>], node: &Node, k: i64, lift: u32) -> Result<bool> {
     let Some(neg) = k.checked_neg() else { return Ok(false) };
-    for (p, c) in [(node.parents[0], k), (node.parents[1], neg)] {
-        match adj.get_mut(p as usize) {
-            // (the first sensitivity to reach the parent: `add_to`'s first case)
-            Some(slot @ None) => *slot = Some(Sens::Boxed(Value::Int(c))),
-            _ => add_to(m, adj, p, Value::Int(c), lift)?,
-        }
-    }
+    add_int(m, adj, node.parents[0], k, lift)?;
+    add_int(m, adj, node.parents[1], neg, lift)?;
     Ok(true)
 }
 
@@ -2542,12 +2537,14 @@ fn propagate(
     Ok(())
 }
 
-/// A node's sensitivity in the sweep: a double, or a real of the tape's
-/// forward level `lift` made of doubles (its value and tangent), unboxed;
-/// anything else as a value.
+/// A node's sensitivity in the sweep: a double, an exact integer that fits
+/// in a machine word (a gradient's seed 1, passed down through sums and
+/// differences), or a real of the tape's forward level `lift` made of doubles
+/// (its value and tangent), unboxed; anything else as a value.
 #[derive(Clone)]
 enum Sens {
     Real(f64),
+    Int(i64),
     Dual(f64, f64),
     Boxed(Value),
 }
@@ -2558,6 +2555,7 @@ impl Sens {
     fn of_level(v: Value, lift: u32) -> Sens {
         match &v {
             Value::Real(r) => Sens::Real(*r),
+            Value::Int(k) => Sens::Int(*k),
             Value::Active(a) if a.node == NONE && a.tape == lift && lift != NONE => {
                 match (&a.value, &a.tangent) {
                     (Value::Real(p), Value::Real(t)) => Sens::Dual(*p, *t),
@@ -2577,6 +2575,7 @@ impl Sens {
     fn into_value(self, lift: u32) -> Value {
         match self {
             Sens::Real(r) => Value::Real(r),
+            Sens::Int(k) => Value::Int(k),
             Sens::Dual(p, t) => forward_real(lift, Value::Real(p), Value::Real(t)),
             Sens::Boxed(v) => v,
         }
@@ -2588,9 +2587,35 @@ impl Sens {
 fn add_sens(m: &mut Machine, adj: &mut [Option<Sens>], node: u32, c: Sens, lift: u32) -> Result<()> {
     match c {
         Sens::Real(p) => add_unboxed(m, adj, node, (p, None), lift),
+        Sens::Int(k) => add_int(m, adj, node, k, lift),
         Sens::Dual(p, t) => add_unboxed(m, adj, node, (p, Some(t)), lift),
         Sens::Boxed(v) => add_to(m, adj, node, v, lift),
     }
+}
+
+/// [`add_to`] of an exact integer `k`, unboxed where the sensitivity is an
+/// exact integer the sum fits in, or a double (as `num::arith` sums them: the
+/// integer converted, the sum a double).
+#[inline(always)]
+fn add_int(m: &mut Machine, adj: &mut [Option<Sens>], node: u32, k: i64, lift: u32) -> Result<()> {
+    if node == NONE {
+        return Ok(());
+    }
+    let slot = &mut adj[node as usize];
+    let sum = match &*slot {
+        None => Sens::Int(k),
+        Some(Sens::Int(old)) => match old.checked_add(k) {
+            Some(s) => Sens::Int(s),
+            None => return add_to(m, adj, node, Value::Int(k), lift),
+        },
+        Some(Sens::Real(old)) => Sens::Real(old + k as f64),
+        _ => return add_to(m, adj, node, Value::Int(k), lift),
+    };
+    if slot.is_some() {
+        m.ad_work += 1;
+    }
+    *slot = Some(sum);
+    Ok(())
 }
 
 /// [`add_to`] of a double `(c, None)` or a real of the tape's forward level
@@ -2612,6 +2637,8 @@ fn add_unboxed(
         (None, (p, None)) => Sens::Real(p),
         (None, (p, Some(t))) => Sens::Dual(p, t),
         (Some(Sens::Real(old)), (p, None)) => Sens::Real(old + p),
+        // (as `num::arith` sums an exact integer and a double)
+        (Some(Sens::Int(old)), (p, None)) => Sens::Real(*old as f64 + p),
         (Some(Sens::Real(old)), (p, Some(t))) if m.meter.is_none() => Sens::Dual(old + p, 0.0 + t),
         (Some(Sens::Dual(op, ot)), (p, None)) if m.meter.is_none() => Sens::Dual(op + p, ot + 0.0),
         (Some(Sens::Dual(op, ot)), (p, Some(t))) if m.meter.is_none() => Sens::Dual(op + p, ot + t),
