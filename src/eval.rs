@@ -351,6 +351,22 @@ fn loop_failed(mut e: Error, at: Option<(&Loop, Span)>) -> Error {
     e
 }
 
+/// The trace of an error in a loop run as an inner block
+/// (`Machine::run_inner_loop`), last called at `last`: as `call_failed`
+/// decorates a non-tail call's, the loop reached by its tail calls shown at
+/// the last of them, then the loop at its first call.
+#[cold]
+#[inline(never)]
+fn inner_loop_failed(mut e: Error, lp: &Loop, last: Span) -> Error {
+    if let Some((name, s)) = e.tail_frame.take() {
+        e.push_frame_at(&name, s);
+    } else if last != lp.site {
+        e.push_frame_at(&lp.name, last);
+    }
+    e.push_frame_at(&lp.name, lp.site);
+    e
+}
+
 /// The name of member `idx` of a group for a call trace: a member's second
 /// entry (`LambdaCode::untagged`) has its member's name.
 fn member_name(g: &Group, idx: u32) -> String {
@@ -1369,6 +1385,44 @@ impl Machine {
         r.map_err(|e| loop_failed(e, at))
     }
 
+    /// The value of a named `let`'s loop whose value is used (see
+    /// `Resolver::inner_loop_at`), run as an inner block: it counts as the
+    /// non-tail call it stands for (a step, and a level), and an error in it
+    /// names it where it was called last and where it was called first, as
+    /// that call's frames would have. It checks the native stack as a nested
+    /// block does.
+    #[inline(never)]
+    fn run_inner_loop(&mut self, base: usize, inst: &InstRc, lp: &Loop) -> Result<Value> {
+        self.depth_left -= 1;
+        if self.depth_left < 0 {
+            // (the call is not made: nothing to trace, as `call_too_deep`)
+            self.depth_left += 1;
+            return Err(too_deep(self.max_depth, Some(lp.site)));
+        }
+        let r = if self.stack_ok() {
+            self.inner_loop(base, inst, lp)
+        } else if !crate::stack::can_grow() {
+            Err(out_of_stack(self.depth(), Some(lp.site)))
+        } else {
+            self.with_stack(|m| m.inner_loop(base, inst, lp))
+        };
+        self.depth_left += 1;
+        r
+    }
+
+    /// [`Machine::run_inner_loop`]'s loop.
+    fn inner_loop(&mut self, base: usize, inst: &InstRc, lp: &Loop) -> Result<Value> {
+        let mut at = Some((lp, lp.site));
+        let r = match self.enter_loop(base, inst, lp) {
+            Ok(()) => self.run_blocks::<true, true>(base, inst, &lp.body, 0, &mut at),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(_) => Ok(self.pop()),
+            Err(e) => Err(inner_loop_failed(e, lp, at.map_or(lp.site, |(_, s)| s))),
+        }
+    }
+
     /// Enters a loop: the step its first call counts, its frame, its
     /// variables set to the first call's arguments, the dead slots emptied.
     #[inline(always)]
@@ -1497,7 +1551,7 @@ impl Machine {
                     block = &lp.body;
                     continue;
                 }
-                CExpr::Again(a) if !INNER => {
+                CExpr::Again(a) if !INNER || LOOP => {
                     let Some((lp, _)) = *at else {
                         return Err(Error::runtime(Some(a.site), "internal error: a loop's call outside it"));
                     };
@@ -2405,11 +2459,11 @@ impl Machine {
             }
             CExpr::BpCall(c) => self.bp_call(base, inst, c),
             CExpr::Inline(il) => self.eval_inline(base, inst, il),
-            // (the resolver makes these the last expressions of blocks in
-            // tail position only, which `run_block` runs itself)
-            CExpr::Loop(_) | CExpr::Again(_) => {
-                Err(Error::runtime(None, "internal error: a loop outside tail position"))
-            }
+            // (a loop in tail position, and a call of one, are the last
+            // expressions of blocks `run_block` runs itself; one here is a
+            // binding's value, whose pair a `Split` takes apart, say)
+            CExpr::Loop(lp) => self.run_inner_loop(base, inst, lp),
+            CExpr::Again(_) => Err(Error::runtime(None, "internal error: a loop's call outside it")),
             CExpr::Plus(a, b, p, span) => {
                 let av = atom!(self, base, inst, a);
                 let bv = atom!(self, base, inst, b);
@@ -2729,6 +2783,11 @@ impl Machine {
             CBind::Let(s, e @ CExpr::Prim(..)) => self.exec_prim(base, inst, e, base + *s as usize),
             CBind::Let(s, CExpr::Inline(il)) => {
                 let v = self.eval_inline(base, inst, il)?;
+                self.set(base + *s as usize, v);
+                Ok(())
+            }
+            CBind::Let(s, CExpr::Loop(lp)) => {
+                let v = self.run_inner_loop(base, inst, lp)?;
                 self.set(base + *s as usize, v);
                 Ok(())
             }

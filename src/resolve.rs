@@ -69,7 +69,8 @@ pub enum CExpr {
     /// the caller's frame (see [`Inline`]).
     Inline(Box<Inline>),
     /// A named `let`'s loop entered, in the frame of the procedure it is in
-    /// (see [`Loop`]). Only in tail position.
+    /// (see [`Loop`]). In tail position, or as a binding's value (a loop run
+    /// as an inner block, see `Resolver::inner_loop_at`).
     Loop(Box<Loop>),
     /// The innermost [`Loop`]'s procedure called again (a call of it in tail
     /// position of its body): its variables set, its body run from the top.
@@ -77,9 +78,11 @@ pub enum CExpr {
 }
 
 /// A procedure bound by a `letrec` of its own (a named `let`'s loop) that is
-/// only ever called, never used as a value: by the `letrec`'s body, once, in
-/// tail position of a procedure's body, and by itself in tail position of its
-/// own body, each call with the same number of arguments. It is then run as
+/// only ever called, never used as a value: by the `letrec`'s body, once (in
+/// tail position of a procedure's body, or as the value of a binding after
+/// which the procedure goes on: a loop run as an inner block), and by itself
+/// in tail position of its own body, each call with the same number of
+/// arguments. It is then run as
 /// a loop in the frame of the procedure it is in (its variables in slots of
 /// that frame, the values it captures read where they are) instead of as a
 /// closure that each iteration calls: no closure built, no frame pushed and
@@ -469,6 +472,7 @@ pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>
             tail: true,
             loops: Vec::new(),
             make_loops: loops,
+            loop_tail: false,
         };
         let param = tuple_param(l, &mut r);
         let body = r.block(&l.body);
@@ -705,6 +709,11 @@ struct Resolver<'g> {
     /// position. (An `if`'s branches are in tail position only if the `if`
     /// is; a branch of one bound to a variable is not.)
     tail: bool,
+    /// Whether the block being resolved is in tail position of the body of
+    /// a loop run as an inner block (a named `let` not in tail position, see
+    /// [`Resolver::inner_loop_at`]), where a call of the loop is an
+    /// [`Again`] though no call there is a tail call of the procedure.
+    loop_tail: bool,
     /// The loops whose bodies are being resolved (see [`Loop`]), innermost last.
     loops: Vec<LoopScope>,
     /// Whether named `let`s may run as loops (else every one is a procedure).
@@ -970,8 +979,10 @@ impl Resolver<'_> {
         let (start, free) = (self.nslots, self.free.clone());
         self.inlining.push(g);
         let outer_tail = std::mem::replace(&mut self.tail, true);
+        let outer_loop_tail = std::mem::replace(&mut self.loop_tail, false);
         let block = self.block(&body.body);
         self.tail = outer_tail;
+        self.loop_tail = outer_loop_tail;
         self.inlining.pop();
         let end = self.nslots;
         for v in &own {
@@ -1010,16 +1021,6 @@ impl Resolver<'_> {
         }
         let plan = self.loop_plan(*f, g, args)?;
         let init = self.args(args);
-        // (the slots of the values the loop captures: kept while it runs)
-        let kept: FxHashSet<u32> = g
-            .free
-            .iter()
-            .filter_map(|v| match self.atom(&Atom::Var(*v)) {
-                CAtom::Local(s) => Some(s),
-                _ => None,
-            })
-            .collect();
-        let init_moves = loop_moves(&init, &kept);
         // (what the two bindings read last is free now, but for the values
         // the loop captures: every iteration reads them)
         for k in [i, i + 1] {
@@ -1030,26 +1031,116 @@ impl Resolver<'_> {
             }
         }
         let frame = self.nslots;
+        let lp = self.resolve_loop(*f, g, plan, init, *site, None);
+        Some((frame, CExpr::Loop(Box::new(lp))))
+    }
+
+    /// The [`Loop`] that bindings `i` and `i + 1` of block `b` make where
+    /// they are `(letrec ((lp lambda)) (r (lp args ...)))` not in tail
+    /// position of the procedure (a named `let` whose value is used), with
+    /// `lp` a procedure that may run as one (see [`Resolver::loop_plan`]):
+    /// `r`, and the loop, run as an inner block whose result is `r`'s value
+    /// (its body's calls are not tail calls, but its own calls in tail
+    /// position of its body are [`Again`]s; it empties no slot on entry,
+    /// and its slots are all free after it, as an `if`'s branch's).
+    fn inner_loop_at(
+        &mut self,
+        b: &Block,
+        i: usize,
+        names: &[VarId],
+        g: &Group,
+        dying: &mut [Vec<VarId>],
+    ) -> Option<(VarId, CExpr)> {
+        let Some(Bind::Let(r, Expr::App(Atom::Var(f), args, site))) = b.binds.get(i + 1) else { return None };
+        if names != [*f] {
+            return None;
+        }
+        let plan = self.loop_plan(*f, g, args)?;
+        let init = self.args(args);
+        // (an argument read after the loop is not moved into it)
+        let live: FxHashSet<u32> = match args {
+            Args::One(a) => vec![a],
+            Args::Tuple(xs) => xs.iter().collect(),
+        }
+        .into_iter()
+        .filter_map(|a| match (a, self.atom(a)) {
+            (Atom::Var(v), CAtom::Local(s)) if !dying[i + 1].contains(v) => Some(s),
+            _ => None,
+        })
+        .collect();
+        // (what the two bindings read last is free now, but for the values
+        // the loop captures: every iteration reads them; free after it)
+        let mut captured = Vec::new();
+        for k in [i, i + 1] {
+            for v in std::mem::take(&mut dying[k]) {
+                if g.free.contains(&v) {
+                    captured.push(v);
+                } else {
+                    self.release(v);
+                }
+            }
+        }
+        let (start, free) = (self.nslots, self.free.clone());
+        let lp = self.resolve_loop(*f, g, plan, init, *site, Some(live));
+        // (the loop's variables are dead after it: all its slots are free)
+        let end = self.nslots;
+        self.free = free;
+        self.free.extend((start..end).rev());
+        self.release_all(captured);
+        Some((*r, CExpr::Loop(Box::new(lp))))
+    }
+
+    /// The [`Loop`] of procedure `g`, bound to `f` and called first with
+    /// arguments `init` at `site`, as `plan` runs it: in tail position of
+    /// the procedure (its body's tail calls are the procedure's, and
+    /// entering it empties the frame's slots but its variables' and the
+    /// values it captures), or (`inner`: the slots of arguments read after
+    /// the loop, not moved into it) as an inner block.
+    fn resolve_loop(
+        &mut self,
+        f: VarId,
+        g: &Group,
+        plan: LoopPlan,
+        init: CArgs,
+        site: Span,
+        inner: Option<FxHashSet<u32>>,
+    ) -> Loop {
+        // (the slots of the values the loop captures: kept while it runs)
+        let kept: FxHashSet<u32> = g
+            .free
+            .iter()
+            .filter_map(|v| match self.atom(&Atom::Var(*v)) {
+                CAtom::Local(s) => Some(s),
+                _ => None,
+            })
+            .collect();
+        let init_moves = match &inner {
+            Some(live) => loop_moves(&init, &kept.union(live).copied().collect()),
+            None => loop_moves(&init, &kept),
+        };
+        let inner = inner.is_some();
         let l = plan.lambda;
         let body = Block { binds: l.body.binds[plan.skip..].to_vec(), result: l.body.result.clone() };
         let mut uses = FxHashMap::default();
         count_uses_block(&body, &mut uses);
-        uses.retain(|v, _| v != f && !g.free.contains(v));
+        uses.retain(|v, _| *v != f && !g.free.contains(v));
         self.uses.extend(uses);
         self.last.extend(last_reads_in(&body, &plan.vars));
         let params: Box<[u32]> = plan.vars.iter().map(|v| self.bind(*v)).collect();
         // (released where the body reads them last, as a procedure's parameter)
         self.params = plan.vars;
         self.loops.push(LoopScope {
-            var: *f,
+            var: f,
             params: params.clone(),
             kept,
             temps: Vec::new(),
             temps_set: FxHashSet::default(),
         });
-        let outer_tail = std::mem::replace(&mut self.tail, true);
+        let outer_tail = std::mem::replace(&mut self.tail, !inner);
+        let outer_loop_tail = std::mem::replace(&mut self.loop_tail, inner);
         let body = self.block(&body);
         self.tail = outer_tail;
+        self.loop_tail = outer_loop_tail;
         // (a slot bound by a call tried in place and then not run so may be
         // past the frame, yet in a call's `clear`)
         let scope = self.loops.pop().expect("the loop's scope");
@@ -1057,13 +1148,19 @@ impl Resolver<'_> {
         let name = g.display_name(0).into();
         let init_in_order = in_order(&init, &params);
         // (every slot of the frame but the loop's variables' and the values
-        // it captures: dead once a call of the loop has read its arguments)
-        let dead: Box<[u32]> =
-            (0..self.nslots).filter(|s| !scope.kept.contains(s) && !params.contains(s)).collect();
-        let frame_all = self.nslots.max(top);
-        let lp =
-            Loop { init, init_moves, init_in_order, params, dead, frame: frame_all, body, name, site: *site };
-        Some((frame, CExpr::Loop(Box::new(lp))))
+        // it captures: dead once a call of the loop has read its arguments;
+        // none for an inner loop, after which the procedure goes on)
+        let dead: Box<[u32]> = if inner {
+            Box::new([])
+        } else {
+            (0..self.nslots).filter(|s| !scope.kept.contains(s) && !params.contains(s)).collect()
+        };
+        let frame = self.nslots.max(top);
+        if inner {
+            // (its slots are the procedure's frame's)
+            self.nslots = frame;
+        }
+        Loop { init, init_moves, init_in_order, params, dead, frame, body, name, site }
     }
 
     /// How the procedure `g` bound by a `letrec` to `lp` alone, and called
@@ -1283,48 +1380,56 @@ impl Resolver<'_> {
         }
     }
 
-    /// Block `b` (in tail position) with the `letrec` of a named `let`'s
-    /// loop moved down to just before its call, the block's last binding,
-    /// where the computations of the loop's first arguments (the `let`'s
-    /// initial values, which do not see the loop) came between the two:
-    /// `(let loop ((x x) (fx (f x))) ...)` is `((letrec ((loop ...)) loop) x
-    /// (f x))`, whose A-normal form builds the procedure, then computes
-    /// `(f x)`, then calls it. Building a procedure runs nothing, so the
-    /// order is the same to the program; side by side the two make a
-    /// [`Loop`] (see [`Resolver::loop_at`]). `None` where that does not apply
+    /// Block `b` with the `letrec` of each named `let`'s loop moved down to
+    /// just before its call where the computations of the loop's first
+    /// arguments (the `let`'s initial values, which do not see the loop) came
+    /// between the two: `(let loop ((x x) (fx (f x))) ...)` is `((letrec
+    /// ((loop ...)) loop) x (f x))`, whose A-normal form builds the procedure,
+    /// then computes `(f x)`, then calls it. Building a procedure runs
+    /// nothing, so the order is the same to the program; side by side the
+    /// two make a [`Loop`] (see [`Resolver::loop_at`],
+    /// [`Resolver::inner_loop_at`]). `None` where that does not apply
     /// (nothing to move, or the procedure would not run as a loop). The
     /// binding indices `last` records for the variables `b` binds (and the
     /// parameters bound before it) are moved with their bindings.
     fn sink_named_let(&mut self, b: &Block) -> Option<Block> {
+        if !self.make_loops {
+            return None;
+        }
+        let mut sunk: Option<Block> = None;
+        while let Some(next) = self.sink_one(sunk.as_ref().unwrap_or(b)) {
+            sunk = Some(next);
+        }
+        sunk
+    }
+
+    /// [`Resolver::sink_named_let`] of the first `letrec` that may move.
+    fn sink_one(&mut self, b: &Block) -> Option<Block> {
         let n = b.binds.len();
-        if !self.tail || !self.make_loops || n < 3 {
-            return None;
-        }
-        let Some(Bind::Let(r, Expr::App(Atom::Var(lp), args, _))) = b.binds.last() else { return None };
-        if !matches!(&b.result, Atom::Var(x) if x == r) {
-            return None;
-        }
-        let j =
-            b.binds[..n - 2].iter().position(|x| matches!(x, Bind::Letrec(names, _) if names == &[*lp]))?;
-        let Bind::Letrec(_, g) = &b.binds[j] else { return None };
-        // (`lp` read once, by the call: not by the bindings between)
-        self.loop_plan(*lp, g, args)?;
+        let (j, k, g) = b.binds.iter().enumerate().find_map(|(j, bind)| {
+            let Bind::Letrec(names, g) = bind else { return None };
+            let [lp] = names.as_slice() else { return None };
+            let k = j + 2 + b.binds.get(j + 2..)?.iter().position(
+                |x| matches!(x, Bind::Let(_, Expr::App(Atom::Var(f), args, _)) if f == lp && self.loop_plan(*lp, g, args).is_some()),
+            )?;
+            Some((j, k, g))
+        })?;
         let mut binds = Vec::with_capacity(n);
         binds.extend_from_slice(&b.binds[..j]);
-        binds.extend_from_slice(&b.binds[j + 1..n - 1]);
+        binds.extend_from_slice(&b.binds[j + 1..k]);
         binds.push(b.binds[j].clone());
-        binds.push(b.binds[n - 1].clone());
-        let moved = |k: usize| match k {
-            k if k < j || k >= n - 1 => k,
-            k if k == j => n - 2,
-            k => k - 1,
+        binds.extend_from_slice(&b.binds[k..]);
+        let moved = |i: usize| match i {
+            i if i < j || i >= k => i,
+            i if i == j => k - 1,
+            i => i - 1,
         };
         let vars: Vec<VarId> =
             b.binds.iter().flat_map(bound_vars).chain(self.params.iter().copied()).collect();
         for v in vars {
-            if let Some(k) = self.last.get_mut(&v) {
+            if let Some(i) = self.last.get_mut(&v) {
                 // (what the procedure captures is read where it is built now)
-                *k = if g.free.contains(&v) { moved(*k).max(n - 2) } else { moved(*k) };
+                *i = if g.free.contains(&v) { moved(*i).max(k - 1) } else { moved(*i) };
             }
         }
         Some(Block { binds, result: b.result.clone() })
@@ -1361,13 +1466,15 @@ impl Resolver<'_> {
         }
         // A backpropagator call being fused (bindings skipped so far).
         let mut bp_call: Option<(BpCall, usize)> = None;
-        let outer_tail = self.tail;
+        let (outer_tail, outer_loop_tail) = (self.tail, self.loop_tail);
+        // (the call an inner loop's binding stands for, at the next index)
+        let mut skip = false;
         for (i, bind) in b.binds.iter().enumerate() {
             // (what this binding's expression holds is in tail position only
             // if the expression is, and the block is)
-            self.tail = outer_tail
-                && i + 1 == n
-                && matches!((bind, &b.result), (Bind::Let(x, _), Atom::Var(r)) if r == x);
+            let last = i + 1 == n && matches!((bind, &b.result), (Bind::Let(x, _), Atom::Var(r)) if r == x);
+            self.tail = outer_tail && last;
+            self.loop_tail = outer_loop_tail && last;
             if i > 0 {
                 if fused.is_some() || bp_call.is_some() {
                     // A comparison fused into the `if` after it is read by that
@@ -1378,6 +1485,9 @@ impl Resolver<'_> {
                     self.release_all(std::mem::take(&mut dying[i - 1]));
                 }
                 self.release_all(std::mem::take(&mut unread[i - 1]));
+            }
+            if std::mem::take(&mut skip) {
+                continue;
             }
             match bp_call.take() {
                 Some((c, 2)) => {
@@ -1449,10 +1559,15 @@ impl Resolver<'_> {
                         break;
                     }
                 }
+                if let Some((r, ce)) = self.inner_loop_at(b, i, names, g, &mut dying) {
+                    self.bind_let(&mut binds, r, ce, Vec::new());
+                    skip = true;
+                    continue;
+                }
             }
             match bind {
                 Bind::Let(x, e) => {
-                    if self.tail {
+                    if self.tail || self.loop_tail {
                         if let Some(ce) = self.again(e) {
                             frame = self.nslots;
                             tail = Some(ce);
@@ -1530,6 +1645,7 @@ impl Resolver<'_> {
             }
         }
         self.tail = outer_tail;
+        self.loop_tail = outer_loop_tail;
         let tail = tail.unwrap_or_else(|| {
             frame = self.nslots;
             CExpr::Atom(self.atom(&b.result))

@@ -94,7 +94,7 @@ const PROGRAMS: &[&str] = &[
      (define (sq x) (* x x))
      (define (pick b x) (if b (sq x) (- x)))
      (define (sel b x) (let ((y (if b (sq x) x))) (+ y 1)))
-     (define (f x) (+ (fact x) (loop x 0) (abs (- x 10)) (max x 3) (pick (> x 2) x) (sel #f x)))
+     (define (f x) (+ (fact x) (+ (loop x 0) (+ (abs (- x 10)) (+ (max x 3) (+ (pick (> x 2) x) (sel #f x)))))))
      (define (g b x) (let ((y (if b (sq x) x))) (+ y (loop 2 0))))
      (f 5) (fact 4) (f #t) (pick #t (list 1)) (pick #t #f) (sel #t #f) (loop #t 0)
      (g #t 3) (g #t #f) (+ 1 (g #t #f))",
@@ -366,7 +366,7 @@ const LOOPS: &[&str] = &[
     "(define (sq x) (* x x))
      (define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))
      (define (h x) (let* ((a (* x 2)) (b (+ a 1))) (fact b)))
-     (define (f n) (let loop ((i 0) (acc 0)) (if (= i n) acc (loop (+ i 1) (+ acc (sq i) (h i) (fact i))))))
+     (define (f n) (let loop ((i 0) (acc 0)) (if (= i n) acc (loop (+ i 1) (+ acc (+ (sq i) (+ (h i) (fact i))))))))
      (define (e n) (let loop ((i 0)) (if (= i n) (fact #t) (loop (+ i 1)))))
      (define (t n) (let loop ((i 0)) (if (= i n) (sq (list i)) (loop (+ i 1)))))
      (f 4) (e 3) (t 2) (+ 1 (t 2))",
@@ -398,6 +398,26 @@ const LOOPS: &[&str] = &[
      (am sq 3.0) (two 4) (bad 2) (am sq #t)
      ((derivative-R (lambda (c) (car (am (lambda (x) (* c x x)) 3.0)))) 2.0)
      ((gradient-F (lambda (v) (cadr (am (lambda (x) (* (car v) x (cadr v))) 3.0)))) (list 1.0 2.0))",
+    // (named `let`s whose values are used: loops run as inner blocks)
+    "(define (f n) (+ 1 (let loop ((i 0) (acc 0)) (if (< i n) (loop (+ i 1) (+ acc i)) acc))))
+     (define (g xs) (let ((s (let loop ((xs xs) (s 0)) (if (null? xs) s (loop (cdr xs) (+ s (car xs))))))) (/ s (length xs))))
+     (define (h n) (let ((a (let p ((i 0)) (if (< i n) (p (+ i 1)) (* i 2)))) (b (let q ((j n) (acc '())) (if (= j 0) acc (q (- j 1) (cons (let r ((k j) (m 1)) (if (= k 0) m (r (- k 1) (* m 2)))) acc)))))) (list a b)))
+     (define (e n) (* 2 (let loop ((i 0)) (if (< i n) (loop (+ i 1)) (car i)))))
+     (define (d n) (list (let loop ((i n)) (if (= i 0) #t (loop (- i 1)))) (let loop ((i (car n))) i)))
+     (define (w f n) (+ 1 (let loop ((i 0) (x (f 1.0))) (if (= i n) x (loop (+ i 1) (f x))))))
+     (define (m n) (let o ((i 0) (acc 0)) (if (= i n) acc (o (+ i 1) (+ acc (let p ((j 0) (s 0)) (if (> j i) s (p (+ j 1) (+ s j)))))))))
+     (define (k n) (+ 0 (let o ((i 0)) (if (= i n) i (let p ((j 0)) (if (< j 2) (p (+ j 1)) (o (+ i 1))))))))
+     (define (v f x) (* (f x) (let loop ((i 0) (y (f x))) (if (= i 3) (+ y x) (loop (+ i 1) (f y))))))
+     (define (two f n) (list (let a ((i (f n)) (s (f 1))) (if (< i 0) s (a (- i 1) (+ s i)))) (f n) (let b ((j (f n))) (if (< j 5) j (b (- j 5))))))
+     (f 10) (g (list 1 2 3 4)) (h 3) (e 0) (e 3) (d 2) (d #t) (w (lambda (x) (* x 1.5)) 3) (m 4) (k 3) (g 5)
+     (define (sp n) (let (((cons a b) (let loop ((i 0)) (if (< i n) (loop (+ i 1)) (cons i (* i 2)))))) (+ a b)))
+     (define (sq2 (list a b)) (+ a b))
+     (define (sl n) (sq2 (let loop ((i 0)) (if (< i n) (loop (+ i 1)) (list i 2)))))
+     (v (lambda (x) (* x 2)) 3) (two (lambda (x) (* x 3)) 4) (two (lambda (x) (* x 3)) #t) (v car (list 1))
+     (sp 4) (sl 3) (sp #t) (sl 0)
+     ((derivative-R (lambda (c) (w (lambda (x) (* c x)) 3))) 2.0)
+     ((derivative-F (lambda (c) (w (lambda (x) (* c x)) 3))) 2.0)
+     ((gradient-R g) (list 1.0 2.0 3.0)) ((gradient-F g) (list 1.0 2.0 3.0))",
 ];
 
 /// [`outcome`] metered, with named `let`s run as loops or not.
@@ -423,13 +443,16 @@ fn named_lets_run_as_loops_behave_as_procedures() {
     }
 }
 
-/// Whether a block runs a loop (at any depth of its conditionals).
+/// Whether a block runs a loop (at any depth of its conditionals, as its
+/// tail or as a binding's value).
 fn has_loop(b: &CBlock) -> bool {
-    match &b.tail {
-        CExpr::Loop(_) => true,
-        CExpr::If(_, t, f) => has_loop(t) || has_loop(f),
-        _ => false,
-    }
+    let bound = b.binds.iter().any(|x| matches!(x, CBind::Let(_, CExpr::Loop(_))));
+    bound
+        || match &b.tail {
+            CExpr::Loop(_) => true,
+            CExpr::If(_, t, f) => has_loop(t) || has_loop(f),
+            _ => false,
+        }
 }
 
 #[test]
@@ -439,7 +462,8 @@ fn named_lets_in_tail_position_are_loops() {
         s.m.named_let_loops = loops;
         let defs = "(define (sum xs) (let loop ((xs xs) (acc 0)) (if (null? xs) acc (loop (cdr xs) (+ acc (car xs))))))
                     (define (non-tail n) (let loop ((i 0)) (if (< i n) (+ 1 (loop (+ i 1))) i)))
-                    (define (computed f x) (let loop ((x x) (fx (f x))) (if (< fx 1) x (loop (- x 1) (f (- x 1))))))";
+                    (define (computed f x) (let loop ((x x) (fx (f x))) (if (< fx 1) x (loop (- x 1) (f (- x 1))))))
+                    (define (used n) (* 2 (let loop ((i 0)) (if (< i n) (loop (+ i 1)) i))))";
         let v = s.run_text("t.vlad", &format!("{defs}\n{name}\n")).expect("the program runs");
         let Some(Value::Closure(inst, 0)) = v.last() else { panic!("{name} is not a procedure") };
         s.m.group_code(&inst.group).expect("its code");
@@ -449,4 +473,6 @@ fn named_lets_in_tail_position_are_loops() {
     assert!(!code(false, "sum"), "named_let_loops off");
     assert!(!code(true, "non-tail"));
     assert!(code(true, "computed"), "initial values computed between the procedure and its call");
+    assert!(code(true, "used"), "a named let whose value is used");
+    assert!(!code(false, "used"));
 }

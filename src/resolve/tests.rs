@@ -352,7 +352,7 @@ fn loops(src: &str) -> (usize, usize, usize) {
 }
 
 #[test]
-fn named_lets_called_only_in_tail_position_run_as_loops() {
+fn named_lets_called_only_in_tail_position_of_their_bodies_run_as_loops() {
     // a loop of several variables, of one, called from two places
     assert_eq!(
         loops("(lambda (n) (let loop ((i 0) (a 0)) (if (= i n) a (loop (+ i 1) (+ a i)))))"),
@@ -378,11 +378,22 @@ fn named_lets_called_only_in_tail_position_run_as_loops() {
         loops("(lambda (n) (let o ((i 0)) (if (< i n) (o (+ i 1)) (let p ((j i)) (if (= j 0) j (p (- j 1)))))))"),
         (2, 2, 0)
     );
+    // a named let whose value is used: a loop run as an inner block (and
+    // one whose initial values are computed, between its procedure and
+    // its call in the A-normal form)
+    assert_eq!(loops("(lambda (n) (+ 1 (let loop ((i 0)) (if (< i n) (loop (+ i 1)) i))))"), (1, 1, 0));
+    assert_eq!(
+        loops("(lambda (n) (let ((s (let loop ((i (* n 2)) (a (+ n 1))) (if (< i 0) a (loop (- i 1) (+ a i)))))) (* s n)))"),
+        (1, 1, 0)
+    );
+    assert_eq!(
+        loops("(lambda (f x) (let loop ((x x) (fx (f x))) (if (< fx 1) x (loop (- x 1) (f (- x 1))))))"),
+        (1, 1, 0)
+    );
     // not loops: the procedure used as a value, called in no tail position,
-    // the named let not in tail position, the calls passing different tuples
+    // the calls passing different tuples
     assert_eq!(loops("(lambda (n) (let loop ((i 0)) (if (< i n) (loop (+ i 1)) loop)))"), (0, 0, 1));
     assert_eq!(loops("(lambda (n) (let loop ((i 0)) (if (< i n) (+ 1 (loop (+ i 1))) i)))"), (0, 0, 1));
-    assert_eq!(loops("(lambda (n) (+ 1 (let loop ((i 0)) (if (< i n) (loop (+ i 1)) i))))"), (0, 0, 1));
     assert_eq!(
         loops("(lambda (n f) (let loop ((i 0)) (if (< i n) (f (lambda (j) (loop j))) i)))"),
         (0, 0, 1)
