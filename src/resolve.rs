@@ -1396,40 +1396,57 @@ impl Resolver<'_> {
         if !self.make_loops {
             return None;
         }
-        let mut sunk: Option<Block> = None;
-        while let Some(next) = self.sink_one(sunk.as_ref().unwrap_or(b)) {
-            sunk = Some(next);
+        // (each procedure variable's call, where a binding of the block is one)
+        let mut calls: FxHashMap<VarId, usize> = FxHashMap::default();
+        for (k, bind) in b.binds.iter().enumerate() {
+            if let Bind::Let(_, Expr::App(Atom::Var(f), _, _)) = bind {
+                calls.insert(*f, k);
+            }
         }
-        sunk
-    }
-
-    /// [`Resolver::sink_named_let`] of the first `letrec` that may move.
-    fn sink_one(&mut self, b: &Block) -> Option<Block> {
+        // (the `letrec`s that move, by the index of their call)
+        let mut moving: FxHashMap<usize, usize> = FxHashMap::default();
+        for (j, bind) in b.binds.iter().enumerate() {
+            let Bind::Letrec(names, g) = bind else { continue };
+            let [lp] = names.as_slice() else { continue };
+            let Some(&k) = calls.get(lp) else { continue };
+            let Bind::Let(_, Expr::App(_, args, _)) = &b.binds[k] else { continue };
+            if k > j + 1 && self.loop_plan(*lp, g, args).is_some() {
+                moving.insert(k, j);
+            }
+        }
+        if moving.is_empty() {
+            return None;
+        }
+        let moved: FxHashSet<usize> = moving.values().copied().collect();
         let n = b.binds.len();
-        let (j, k, g) = b.binds.iter().enumerate().find_map(|(j, bind)| {
-            let Bind::Letrec(names, g) = bind else { return None };
-            let [lp] = names.as_slice() else { return None };
-            let k = j + 2 + b.binds.get(j + 2..)?.iter().position(
-                |x| matches!(x, Bind::Let(_, Expr::App(Atom::Var(f), args, _)) if f == lp && self.loop_plan(*lp, g, args).is_some()),
-            )?;
-            Some((j, k, g))
-        })?;
         let mut binds = Vec::with_capacity(n);
-        binds.extend_from_slice(&b.binds[..j]);
-        binds.extend_from_slice(&b.binds[j + 1..k]);
-        binds.push(b.binds[j].clone());
-        binds.extend_from_slice(&b.binds[k..]);
-        let moved = |i: usize| match i {
-            i if i < j || i >= k => i,
-            i if i == j => k - 1,
-            i => i - 1,
-        };
-        let vars: Vec<VarId> =
+        let mut pos = vec![0; n + 1];
+        pos[n] = n;
+        for (k, bind) in b.binds.iter().enumerate() {
+            if moved.contains(&k) {
+                continue;
+            }
+            if let Some(&j) = moving.get(&k) {
+                pos[j] = binds.len();
+                binds.push(b.binds[j].clone());
+            }
+            pos[k] = binds.len();
+            binds.push(bind.clone());
+        }
+        let vars: FxHashSet<VarId> =
             b.binds.iter().flat_map(bound_vars).chain(self.params.iter().copied()).collect();
-        for v in vars {
-            if let Some(i) = self.last.get_mut(&v) {
-                // (what the procedure captures is read where it is built now)
-                *i = if g.free.contains(&v) { moved(*i).max(k - 1) } else { moved(*i) };
+        for v in &vars {
+            if let Some(i) = self.last.get_mut(v) {
+                *i = pos[*i];
+            }
+        }
+        // (what a moved procedure captures is read where it is built now, at the latest)
+        for &j in &moved {
+            let Bind::Letrec(_, g) = &b.binds[j] else { continue };
+            for v in g.free.iter().filter(|v| vars.contains(v)) {
+                if let Some(i) = self.last.get_mut(v) {
+                    *i = (*i).max(pos[j]);
+                }
             }
         }
         Some(Block { binds, result: b.result.clone() })

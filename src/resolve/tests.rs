@@ -390,6 +390,17 @@ fn named_lets_called_only_in_tail_position_of_their_bodies_run_as_loops() {
         loops("(lambda (f x) (let loop ((x x) (fx (f x))) (if (< fx 1) x (loop (- x 1) (f (- x 1))))))"),
         (1, 1, 0)
     );
+    // several in one block, their procedures built before all their
+    // initial values: each moved down to its call (in one pass: moved one
+    // at a time, 2000 of them in one block took 22 s to resolve)
+    assert_eq!(
+        loops(
+            "(lambda (n) (list (let a ((i (* n 2)) (s (+ n 1))) (if (< i 0) s (a (- i 1) (+ s 1))))
+                               (let b ((j (+ n 3))) (if (< j 5) j (b (- j 5))))
+                               (let c ((k n)) (if (= k 0) k (c (- k 1))))))"
+        ),
+        (3, 3, 0)
+    );
     // not loops: the procedure used as a value, called in no tail position,
     // the calls passing different tuples
     assert_eq!(loops("(lambda (n) (let loop ((i 0)) (if (< i n) (loop (+ i 1)) loop)))"), (0, 0, 1));
