@@ -51,6 +51,15 @@ fn named_let(c: &mut Criterion) {
     );
     assert_eq!(shown(&run(&mut s, &t)), "333833500");
     c.bench_function("named let over a list of 10^3", |b| b.iter(|| black_box(run(&mut s, &t))));
+    // One whose value is used and whose initial value is computed (a loop run
+    // as an inner block): twice the sum of 1 ... n, n(n+1).
+    let (mut s, t) = setup(
+        "(define (twice-sum xs) (* 2 (let loop ((xs (cdr xs)) (s (car xs))) (if (null? xs) s (loop (cdr xs) (+ s (car xs)))))))
+         (define xs (let loop ((i 1000) (acc '())) (if (= i 0) acc (loop (- i 1) (cons i acc)))))",
+        "(twice-sum xs)",
+    );
+    assert_eq!(shown(&run(&mut s, &t)), "1001000");
+    c.bench_function("named let whose value is used, over 10^3", |b| b.iter(|| black_box(run(&mut s, &t))));
 }
 
 fn closures(c: &mut Criterion) {
