@@ -472,7 +472,7 @@ pub struct Machine {
     /// Whether calls of small procedures held by globals run in place
     /// (`resolve::Inline`; on by default; set before any code is resolved).
     pub inline_calls: bool,
-    /// Whether named `let`s called only in tail position run as loops in
+    /// Whether named `let`s whose procedures are only called run as loops in
     /// their procedure's frame (`resolve::Loop`; on by default; set before any
     /// code is resolved; off, each is a procedure, which a test compares).
     pub named_let_loops: bool,
@@ -1393,21 +1393,41 @@ impl Machine {
     /// block does.
     #[inline(never)]
     fn run_inner_loop(&mut self, base: usize, inst: &InstRc, lp: &Loop) -> Result<Value> {
-        self.depth_left -= 1;
-        if self.depth_left < 0 {
-            // (the call is not made: nothing to trace, as `call_too_deep`)
-            self.depth_left += 1;
-            return Err(too_deep(self.max_depth, Some(lp.site)));
-        }
-        let r = if self.stack_ok() {
-            self.inner_loop(base, inst, lp)
-        } else if !crate::stack::can_grow() {
-            Err(out_of_stack(self.depth(), Some(lp.site)))
-        } else {
-            self.with_stack(|m| m.inner_loop(base, inst, lp))
-        };
+        self.level_down(lp.site)?;
+        let r = self.nested(Some(lp.site), |m| m.inner_loop(base, inst, lp));
         self.depth_left += 1;
         r
+    }
+
+    /// A level more for a call made without `call_closure` (a call run in
+    /// place, a loop run as an inner block): too deep is reported at `site`
+    /// without a frame, as `call_too_deep` reports it. The caller gives the
+    /// level back (`depth_left += 1`) when the call returns.
+    #[inline(always)]
+    fn level_down(&mut self, site: Span) -> Result<()> {
+        self.depth_left -= 1;
+        if self.depth_left < 0 {
+            // (the call is not made: nothing to trace)
+            self.depth_left += 1;
+            return Err(too_deep(self.max_depth, Some(site)));
+        }
+        Ok(())
+    }
+
+    /// `f` run where a block nested in a binding runs: it recurses natively
+    /// as a call does (deeply nested source; large frames in a debug build),
+    /// so it checks the native stack as a call does, continuing on a new
+    /// segment where one is needed (out of stack, placed at `site`, where
+    /// none can be had).
+    #[inline(always)]
+    fn nested<R>(&mut self, site: Option<Span>, f: impl FnOnce(&mut Self) -> Result<R>) -> Result<R> {
+        if self.stack_ok() {
+            f(self)
+        } else if !crate::stack::can_grow() {
+            Err(out_of_stack(self.depth(), site))
+        } else {
+            self.with_stack(f)
+        }
     }
 
     /// [`Machine::run_inner_loop`]'s loop.
@@ -2491,16 +2511,7 @@ impl Machine {
             CExpr::Closure(g, caps) => self.capture(base, inst, g.clone(), caps, 0),
             CExpr::If(c, t, f) => {
                 let b = if self.truth(base, inst, c)? { t } else { f };
-                // A block nested in a binding recurses natively as a call does
-                // (deeply nested source; large frames in a debug build), so it
-                // checks the native stack as a call does.
-                if self.stack_ok() {
-                    self.run_block::<true>(base, inst, b, 0)?;
-                } else if !crate::stack::can_grow() {
-                    return Err(out_of_stack(self.depth(), None));
-                } else {
-                    self.with_stack(|m| m.run_block::<true>(base, inst, b, 0))?;
-                }
+                self.nested(None, |m| m.run_block::<true>(base, inst, b, 0))?;
                 Ok(self.pop())
             }
             CExpr::MakeEnvSensLike(l, xs) => {
@@ -2878,12 +2889,7 @@ impl Machine {
     #[inline(never)]
     fn eval_inline(&mut self, base: usize, inst: &InstRc, il: &Inline) -> Result<Value> {
         if !il.tail {
-            self.depth_left -= 1;
-            if self.depth_left < 0 {
-                // (the call is not made: nothing to trace, as `call_too_deep`)
-                self.depth_left += 1;
-                return Err(too_deep(self.max_depth, Some(il.site)));
-            }
+            self.level_down(il.site)?;
         }
         let r = self.run_inline(base, inst, il);
         if !il.tail {

@@ -1015,24 +1015,63 @@ impl Resolver<'_> {
         if i + 2 != b.binds.len() {
             return None;
         }
+        let (r, f, args, site, plan) = self.loop_call(b, i, names, g)?;
+        if !matches!(&b.result, Atom::Var(x) if *x == r) {
+            return None;
+        }
+        let init = self.args(args);
+        // (the values the loop captures are read by every iteration)
+        self.release_at_loop(i, g, dying);
+        let frame = self.nslots;
+        let lp = self.resolve_loop(f, g, plan, init, site, None);
+        Some((frame, CExpr::Loop(Box::new(lp))))
+    }
+
+    /// Bindings `i` and `i + 1` of block `b`, if they are `(letrec ((lp
+    /// lambda)) (r (lp args ...)))` (`names` and `g` the first's) with `lp` a
+    /// procedure that may run as a loop: `r`, `lp`, the call's arguments and
+    /// site, and how the loop runs (see [`Resolver::loop_plan`]).
+    fn loop_call<'b, 'g>(
+        &self,
+        b: &'b Block,
+        i: usize,
+        names: &[VarId],
+        g: &'g Group,
+    ) -> Option<(VarId, VarId, &'b Args, Span, LoopPlan<'g>)> {
         let Some(Bind::Let(r, Expr::App(Atom::Var(f), args, site))) = b.binds.get(i + 1) else { return None };
-        if names != [*f] || !matches!(&b.result, Atom::Var(x) if x == r) {
+        if names != [*f] {
             return None;
         }
         let plan = self.loop_plan(*f, g, args)?;
-        let init = self.args(args);
-        // (what the two bindings read last is free now, but for the values
-        // the loop captures: every iteration reads them)
+        Some((*r, *f, args, *site, plan))
+    }
+
+    /// Frees the slots of what bindings `i` and `i + 1` (a loop's `letrec`
+    /// and its call) read last, but for the values the loop (`g`) captures,
+    /// which it returns.
+    fn release_at_loop(&mut self, i: usize, g: &Group, dying: &mut [Vec<VarId>]) -> Vec<VarId> {
+        let mut captured = Vec::new();
         for k in [i, i + 1] {
             for v in std::mem::take(&mut dying[k]) {
-                if !g.free.contains(&v) {
+                if g.free.contains(&v) {
+                    captured.push(v);
+                } else {
                     self.release(v);
                 }
             }
         }
-        let frame = self.nslots;
-        let lp = self.resolve_loop(*f, g, plan, init, *site, None);
-        Some((frame, CExpr::Loop(Box::new(lp))))
+        captured
+    }
+
+    /// The frame slots of those of `vars` that are the procedure's own
+    /// variables.
+    fn local_slots(&self, vars: impl IntoIterator<Item = VarId>) -> FxHashSet<u32> {
+        vars.into_iter()
+            .filter_map(|v| match self.atom(&Atom::Var(v)) {
+                CAtom::Local(s) => Some(s),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The [`Loop`] that bindings `i` and `i + 1` of block `b` make where
@@ -1051,43 +1090,27 @@ impl Resolver<'_> {
         g: &Group,
         dying: &mut [Vec<VarId>],
     ) -> Option<(VarId, CExpr)> {
-        let Some(Bind::Let(r, Expr::App(Atom::Var(f), args, site))) = b.binds.get(i + 1) else { return None };
-        if names != [*f] {
-            return None;
-        }
-        let plan = self.loop_plan(*f, g, args)?;
+        let (r, f, args, site, plan) = self.loop_call(b, i, names, g)?;
         let init = self.args(args);
         // (an argument read after the loop is not moved into it)
-        let live: FxHashSet<u32> = match args {
-            Args::One(a) => vec![a],
-            Args::Tuple(xs) => xs.iter().collect(),
-        }
-        .into_iter()
-        .filter_map(|a| match (a, self.atom(a)) {
-            (Atom::Var(v), CAtom::Local(s)) if !dying[i + 1].contains(v) => Some(s),
-            _ => None,
-        })
-        .collect();
-        // (what the two bindings read last is free now, but for the values
-        // the loop captures: every iteration reads them; free after it)
-        let mut captured = Vec::new();
-        for k in [i, i + 1] {
-            for v in std::mem::take(&mut dying[k]) {
-                if g.free.contains(&v) {
-                    captured.push(v);
-                } else {
-                    self.release(v);
-                }
+        let mut read_after = Vec::new();
+        visit_args(args, &mut |v| {
+            if !dying[i + 1].contains(&v) {
+                read_after.push(v)
             }
-        }
+        });
+        let live = self.local_slots(read_after);
+        // (the values the loop captures are read by every iteration: freed
+        // after it)
+        let captured = self.release_at_loop(i, g, dying);
         let (start, free) = (self.nslots, self.free.clone());
-        let lp = self.resolve_loop(*f, g, plan, init, *site, Some(live));
+        let lp = self.resolve_loop(f, g, plan, init, site, Some(live));
         // (the loop's variables are dead after it: all its slots are free)
         let end = self.nslots;
         self.free = free;
         self.free.extend((start..end).rev());
         self.release_all(captured);
-        Some((*r, CExpr::Loop(Box::new(lp))))
+        Some((r, CExpr::Loop(Box::new(lp))))
     }
 
     /// The [`Loop`] of procedure `g`, bound to `f` and called first with
@@ -1106,14 +1129,7 @@ impl Resolver<'_> {
         inner: Option<FxHashSet<u32>>,
     ) -> Loop {
         // (the slots of the values the loop captures: kept while it runs)
-        let kept: FxHashSet<u32> = g
-            .free
-            .iter()
-            .filter_map(|v| match self.atom(&Atom::Var(*v)) {
-                CAtom::Local(s) => Some(s),
-                _ => None,
-            })
-            .collect();
+        let kept = self.local_slots(g.free.iter().copied());
         let init_moves = match &inner {
             Some(live) => loop_moves(&init, &kept.union(live).copied().collect()),
             None => loop_moves(&init, &kept),
