@@ -7,7 +7,7 @@ use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimDef, PrimId};
 use crate::resolve::{
-    CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Inline, Loop, Moves, Op2, Param, Retag, Split,
+    Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Inline, Loop, Moves, Op2, Param, Retag, Split,
 };
 use crate::source::Span;
 use crate::value::{Inst, InstBuilder, InstRc, Value};
@@ -1371,12 +1371,39 @@ impl Machine {
         self.run_blocks::<INNER, false>(base, inst, block, start, &mut None)
     }
 
+    /// Runs a procedure's own loop (`resolve::Loop::entered`): its variables
+    /// are the parameters the call set, its frame the call's. An error after
+    /// it called itself names it at the last of those calls, as a tail
+    /// call's frame would have been named.
+    #[inline(never)]
+    fn run_own_loop(&mut self, base: usize, inst: &InstRc, lp: &Loop) -> Result<Next> {
+        let mut at = Some((lp, lp.site));
+        let r = self.run_blocks::<false, true>(base, inst, &lp.body, 0, &mut at);
+        r.map_err(|e| match at {
+            Some((_, s)) if s.is_known() => loop_failed(e, at),
+            _ => e,
+        })
+    }
+
+    /// A procedure's call of itself (`resolve::Again::global`) where global
+    /// `g` no longer holds it: made as the tail call it is.
+    #[cold]
+    #[inline(never)]
+    fn again_as_call(&mut self, base: usize, inst: &InstRc, a: &Again, g: u32) -> Result<Next> {
+        self.push_atom(base, inst, &CAtom::Global(g))?;
+        let n = self.push_tail_args(base, inst, &a.args, a.moves)?;
+        Ok(Next::TailCall(n, a.site))
+    }
+
     /// Runs a named `let`'s loop (see `resolve::Loop`), entered in tail
     /// position of a procedure's body, and the rest of that body: it counts
     /// as the call it stands for; its frame extends the procedure's. An error
     /// in it names it and where it was called last.
     #[inline(never)]
     fn run_loop(&mut self, base: usize, inst: &InstRc, lp: &Loop) -> Result<Next> {
+        if lp.entered {
+            return self.run_own_loop(base, inst, lp);
+        }
         let mut at = Some((lp, lp.site));
         let r = match self.enter_loop(base, inst, lp) {
             Ok(()) => self.run_blocks::<false, true>(base, inst, &lp.body, 0, &mut at),
@@ -1572,6 +1599,11 @@ impl Machine {
                     continue;
                 }
                 CExpr::Again(a) if !INNER || LOOP => {
+                    if let Some(g) = a.global {
+                        if INNER || self.global_member_of(g, inst) != Some(0) {
+                            return self.again_as_call(base, inst, a, g);
+                        }
+                    }
                     let Some((lp, _)) = *at else {
                         return Err(Error::runtime(Some(a.site), "internal error: a loop's call outside it"));
                     };
@@ -2509,11 +2541,7 @@ impl Machine {
                 Ok(Value::cons(av, dv))
             }
             CExpr::Closure(g, caps) => self.capture(base, inst, g.clone(), caps, 0),
-            CExpr::If(c, t, f) => {
-                let b = if self.truth(base, inst, c)? { t } else { f };
-                self.nested(None, |m| m.run_block::<true>(base, inst, b, 0))?;
-                Ok(self.pop())
-            }
+            CExpr::If(c, t, f) => self.if_value(base, inst, c, t, f),
             CExpr::MakeEnvSensLike(l, xs) => {
                 let lv = atom!(self, base, inst, l);
                 let lv = crate::ad::ops::hnf(self, &lv)?;
@@ -2793,7 +2821,15 @@ impl Machine {
             CBind::Let(s, CExpr::Cons(a, d)) => self.exec_cons(base, inst, *s, a, d),
             CBind::Let(s, e @ CExpr::Prim(..)) => self.exec_prim(base, inst, e, base + *s as usize),
             CBind::Let(s, CExpr::Inline(il)) => {
+                if self.inline_arith(base, inst, il, base + *s as usize) {
+                    return Ok(());
+                }
                 let v = self.eval_inline(base, inst, il)?;
+                self.set(base + *s as usize, v);
+                Ok(())
+            }
+            CBind::Let(s, CExpr::If(c, t, e)) => {
+                let v = self.if_value(base, inst, c, t, e)?;
                 self.set(base + *s as usize, v);
                 Ok(())
             }
@@ -2821,6 +2857,82 @@ impl Machine {
             }
             _ => self.exec_other(base, inst, b),
         }
+    }
+
+    /// A call run in place whose body is one arithmetic operation (`(sqr x)`
+    /// of `(define (sqr x) (* x x))`), its value stored in slot `i` at once
+    /// where the inline arithmetic or a level's record computes it: counted
+    /// as a step, as `run_inline` counts it. False (nothing done) where that
+    /// does not apply: a step that checks the limits, a call past
+    /// `--max-depth`, anything metered, an operation needing the primitive.
+    #[inline(always)]
+    fn inline_arith(&mut self, base: usize, inst: &InstRc, il: &Inline, i: usize) -> bool {
+        let CExpr::Arith2(op, a, b, ..) = &il.body.tail else { return false };
+        if !il.body.binds.is_empty() || self.fuel <= 1 || (!il.tail && self.depth_left < 1) {
+            return false;
+        }
+        if let Some(n) = self.arith_fast(base, inst, *op, a, b) {
+            self.fuel -= 1;
+            self.set_num(i, n);
+            return true;
+        }
+        self.inline_level_arith(base, inst, *op, a, b, i)
+    }
+
+    /// [`Machine::inline_arith`] on a level's reals (as `arith_slow` computes
+    /// them first).
+    #[inline(never)]
+    fn inline_level_arith(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        op: Op2,
+        a: &CAtom,
+        b: &CAtom,
+        i: usize,
+    ) -> bool {
+        if op.is_comparison()
+            || !self.tape.active()
+            || self.meter.is_some()
+            || self.meter_derivative.is_some()
+        {
+            return false;
+        }
+        let (stack, globals) = (&self.stack, &self.globals);
+        let (Some(x), Some(y)) =
+            (peek_in(stack, globals, base, inst, a), peek_in(stack, globals, base, inst, b))
+        else {
+            return false;
+        };
+        match crate::ad::tape::level_arith2(&mut self.tape, op, x, y) {
+            Some(v) => {
+                self.fuel -= 1;
+                self.set(i, v);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The value of an `if` that is not in tail position: a branch that is a
+    /// variable or a constant is read at once (`(if c a b)`, `(max ...)`-like
+    /// code), any other run as an inner block.
+    #[inline(always)]
+    fn if_value(&mut self, base: usize, inst: &InstRc, c: &Cond, t: &CBlock, e: &CBlock) -> Result<Value> {
+        let b = if self.truth(base, inst, c)? { t } else { e };
+        if b.binds.is_empty() {
+            match &b.tail {
+                CExpr::Atom(a) => return Ok(atom!(self, base, inst, a)),
+                CExpr::Arith2(op, x, y, ..) => {
+                    if let Some(n) = self.arith_fast(base, inst, *op, x, y) {
+                        return Ok(n.value());
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.nested(None, |m| m.run_block::<true>(base, inst, b, 0))?;
+        Ok(self.pop())
     }
 
     /// A binding of a primitive's call `e` to slot `i`, reached from

@@ -109,13 +109,24 @@ pub struct Loop {
     pub frame: u32,
     pub body: CBlock,
     pub name: Rc<str>,
-    /// Where the first call is.
+    /// Where the first call is (unknown for a procedure's own loop).
     pub site: Span,
+    /// A procedure defined at the top level that calls itself in tail
+    /// position, run as a loop in its own frame (see
+    /// `Resolver::self_loop_plan`): entered by the procedure's call, its
+    /// variables the procedure's parameters (no step counted, nothing set
+    /// or emptied on entry).
+    pub entered: bool,
 }
 
 /// A call of the innermost [`Loop`] (see [`CExpr::Again`]).
 pub struct Again {
     pub args: CArgs,
+    /// For a procedure's call of itself through the global that holds it
+    /// (a loop with [`Loop::entered`]): that global. The call is run as an
+    /// iteration only while the global holds the running procedure (a
+    /// later definition may replace it); else it is made.
+    pub global: Option<GlobalId>,
     /// The arguments that may be moved (the loop's own variables: the
     /// values it captures are read again by the next iteration).
     pub moves: Moves,
@@ -456,7 +467,9 @@ pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>
     for (j, v) in g.names.iter().enumerate() {
         outer.insert(*v, CAtom::Sibling(j as u32));
     }
-    let lambda = |i: usize, l: &Lambda, uses: FxHashMap<VarId, u32>| {
+    // (a procedure defined at the top level may run as its own loop)
+    let own_loop = loops && members.len() == 1 && g.free.is_empty() && g.names.is_empty();
+    let lambda = |i: usize, l: &Lambda, uses: FxHashMap<VarId, u32>, entry: bool| {
         let last = last_reads(l);
         let mut r = Resolver {
             map: FxHashMap::default(),
@@ -475,7 +488,10 @@ pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>
             loop_tail: false,
         };
         let param = tuple_param(l, &mut r);
-        let body = r.block(&l.body);
+        let body = match own_loop && entry {
+            true => r.self_loop(l, &param),
+            false => r.block(&l.body),
+        };
         LambdaCode {
             nslots: r.nslots,
             unary: if matches!(param, Param::Slot(0)) { 1 } else { usize::MAX },
@@ -494,14 +510,14 @@ pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>
         if let Some(u) = untagged_entry(l, &uses) {
             entries.push((i, u));
         }
-        code.push(lambda(i, l, uses));
+        code.push(lambda(i, l, uses, true));
     }
     for (i, (u, forward, dropped)) in entries {
         let mut uses = FxHashMap::default();
         count_uses_block(&u.body, &mut uses);
         let calls = if forward { 2 + dropped } else { 0 };
         code[i].untagged = Some(Untagged { index: code.len() as u32, forward, calls });
-        let c = lambda(i, &u, uses);
+        let c = lambda(i, &u, uses, false);
         code.push(c);
     }
     let members = code.into_boxed_slice();
@@ -733,6 +749,9 @@ struct LoopScope {
     /// [`Again::clear`]), in the order bound.
     temps: Vec<u32>,
     temps_set: FxHashSet<u32>,
+    /// A procedure's own loop (see [`Loop::entered`]): its calls are those
+    /// of the global holding it.
+    global: bool,
 }
 
 /// How a [`Loop`] is entered: its procedure, the variables the arguments of
@@ -762,6 +781,23 @@ fn tail_calls(b: &Block, v: VarId, args: &Args) -> Option<u32> {
             },
             Expr::If(_, t, f) => Some(tail_calls(t, v, args)? + tail_calls(f, v, args)?),
             _ => Some(0),
+        }
+    })
+}
+
+/// Whether a call in tail position of block `b` (its last binding, if it is
+/// the block's result, or the branches of a conditional there) is one of a
+/// global that `calls_self` accepts with its arguments.
+fn self_tail_call(b: &Block, calls_self: &dyn Fn(GlobalId, &Args) -> bool) -> bool {
+    crate::stack::grow(|| {
+        let Some(Bind::Let(x, e)) = b.binds.last() else { return false };
+        if !matches!(&b.result, Atom::Var(r) if r == x) {
+            return false;
+        }
+        match e {
+            Expr::App(Atom::Global(g), args, _) => calls_self(*g, args),
+            Expr::If(_, t, f) => self_tail_call(t, calls_self) || self_tail_call(f, calls_self),
+            _ => false,
         }
     })
 }
@@ -907,6 +943,70 @@ impl Resolver<'_> {
     /// here (see [`Inline`]): a lambda of source code capturing nothing, with
     /// an [`inlinable_body`], not the procedure being resolved nor one already
     /// being run in place around this call, and not too deep.
+    /// The body of a procedure that calls itself in tail position through
+    /// the global that holds it (`(define (f i acc) ... (f (+ i 1) ...))`),
+    /// passing as many arguments as its variables (its parameter, or the
+    /// parts of the tuple it destructures at once): a [`Loop`] in its own
+    /// frame ([`Loop::entered`]) after the bindings that take the tuple
+    /// apart, each such call an [`Again`] of it (checking the global at run
+    /// time). Steps, `--metered` counts and error traces are those of the
+    /// tail calls it replaces. Otherwise the body as it is.
+    fn self_loop(&mut self, l: &Lambda, param: &Param) -> CBlock {
+        let (params, skip): (Box<[u32]>, usize) = match param {
+            Param::Slot(s) => (Box::new([*s]), 0),
+            Param::Tuple { parts, skip, .. } => (parts.clone(), *skip),
+        };
+        let n = params.len();
+        let calls_self = |g: GlobalId, args: &Args| {
+            let k = match args {
+                Args::One(_) => 1,
+                Args::Tuple(xs) => xs.len(),
+            };
+            k == n && self.holds_self(g)
+        };
+        if !self_tail_call(&l.body, &calls_self) {
+            return self.block(&l.body);
+        }
+        self.loops.push(LoopScope {
+            var: crate::anf::fresh_var("self"),
+            params: params.clone(),
+            kept: FxHashSet::default(),
+            temps: Vec::new(),
+            temps_set: FxHashSet::default(),
+            global: true,
+        });
+        let mut body = self.block(&l.body);
+        let scope = self.loops.pop().expect("the procedure's loop scope");
+        // (the bindings taking the tuple apart: run by a call passing the
+        // tuple whole, skipped by one passing its parts, not by the loop)
+        if body.binds.len() < skip || !body.binds[..skip].iter().all(|b| matches!(b, CBind::Uncons(..))) {
+            return body;
+        }
+        let top = scope.temps.iter().max().map_or(0, |s| s + 1);
+        let frame = body.frame.max(top);
+        let rest: Vec<CBind> = body.binds.drain(skip..).collect();
+        let tail = std::mem::replace(&mut body.tail, CExpr::Atom(CAtom::Const(Value::Nil)));
+        let lp = Loop {
+            init: CArgs::Tuple(Box::new([])),
+            init_moves: Moves::default(),
+            init_in_order: true,
+            params,
+            dead: Box::new([]),
+            frame,
+            body: CBlock { binds: rest, tail, frame: body.frame },
+            name: self.group.display_name(0).into(),
+            site: Span::UNKNOWN,
+            entered: true,
+        };
+        CBlock { binds: std::mem::take(&mut body.binds), tail: CExpr::Loop(Box::new(lp)), frame }
+    }
+
+    /// Whether global `g` holds the procedure being resolved (as far as
+    /// is known now: see [`Again::global`]).
+    fn holds_self(&self, g: GlobalId) -> bool {
+        self.callees.and_then(|c| c(g)).is_some_and(|c| std::ptr::eq(&*c, self.group))
+    }
+
     fn callee(&self, g: GlobalId) -> Option<Rc<Group>> {
         if self.inlining.len() >= INLINE_DEPTH || self.inlining.contains(&g) {
             return None;
@@ -1151,6 +1251,7 @@ impl Resolver<'_> {
             kept,
             temps: Vec::new(),
             temps_set: FxHashSet::default(),
+            global: false,
         });
         let outer_tail = std::mem::replace(&mut self.tail, !inner);
         let outer_loop_tail = std::mem::replace(&mut self.loop_tail, inner);
@@ -1176,7 +1277,7 @@ impl Resolver<'_> {
             // (its slots are the procedure's frame's)
             self.nslots = frame;
         }
-        Loop { init, init_moves, init_in_order, params, dead, frame, body, name, site }
+        Loop { init, init_moves, init_in_order, params, dead, frame, body, name, site, entered: false }
     }
 
     /// How the procedure `g` bound by a `letrec` to `lp` alone, and called
@@ -1225,8 +1326,24 @@ impl Resolver<'_> {
     /// `e`, in tail position, as an [`Again`] if it is a call of the
     /// innermost loop.
     fn again(&self, e: &Expr) -> Option<CExpr> {
-        let Expr::App(Atom::Var(f), args, site) = e else { return None };
-        let l = self.loops.last().filter(|l| l.var == *f)?;
+        let (l, global, args, site) = match e {
+            Expr::App(Atom::Var(f), args, site) => {
+                (self.loops.last().filter(|l| l.var == *f)?, None, args, site)
+            }
+            // (a procedure's own loop: the arguments as many as its variables)
+            Expr::App(Atom::Global(g), args, site) => {
+                let l = self.loops.last().filter(|l| l.global)?;
+                let n = match args {
+                    Args::One(_) => 1,
+                    Args::Tuple(xs) => xs.len(),
+                };
+                if !self.inlining.is_empty() || !self.holds_self(*g) || n != l.params.len() {
+                    return None;
+                }
+                (l, Some(*g), args, site)
+            }
+            _ => return None,
+        };
         let atoms = self.args(args);
         let moves = loop_moves(&atoms, &l.kept);
         let in_order = in_order(&atoms, &l.params);
@@ -1242,7 +1359,7 @@ impl Resolver<'_> {
         let mut clear: Vec<u32> = l.temps.iter().copied().filter(|s| !moved.contains(s)).collect();
         clear.sort_unstable();
         let params = l.params.clone();
-        let again = Again { args: atoms, moves, params, in_order, clear: clear.into(), site: *site };
+        let again = Again { args: atoms, global, moves, params, in_order, clear: clear.into(), site: *site };
         Some(CExpr::Again(Box::new(again)))
     }
 

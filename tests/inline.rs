@@ -207,6 +207,34 @@ fn calls_run_in_place_behave_as_calls() {
     }
 }
 
+/// The same unmetered (metering makes every operation by the primitive's
+/// call): a call run in place whose body is one operation is then computed
+/// at once (`Machine::inline_arith`), on numbers and on a level's reals.
+#[test]
+fn calls_run_in_place_behave_as_calls_unmetered() {
+    let unmetered = |src: &str, inline: bool, limit| {
+        outcome(src, &|m: &mut vlad::eval::Machine| m.inline_calls = inline, limit)
+    };
+    for src in PROGRAMS {
+        let limits: Vec<Option<(&str, u64)>> = std::iter::once(None)
+            .chain([2, 3, 4, 5, 8, 24].map(|n| Some(("depth", n))))
+            .chain([1, 3, 6, 10, 25, 60].map(|n| Some(("steps", n))))
+            .collect();
+        for limit in limits {
+            let (on, off) = (unmetered(src, true, limit), unmetered(src, false, limit));
+            assert_eq!(on, off, "program (limit {limit:?}):\n{src}");
+        }
+    }
+    // (values by hand: sq applied five times to 3 is 3^32; d/dx sin(x)^2 at
+    // 3 is 2 sin 3 cos 3)
+    let first = |out: &str| -> f64 { out.lines().next().and_then(|l| l.parse().ok()).expect(out) };
+    let out = unmetered(PROGRAMS[11], true, None);
+    assert_eq!(first(&out), (0..5).fold(1.0001f64, |x, _| x * x), "{out}");
+    assert!(out.contains("\n1853020188851841\n"), "{out}");
+    let out = unmetered(PROGRAMS[18], true, None);
+    assert!((first(&out) - 2.0 * 3.0f64.sin() * 3.0f64.cos()).abs() < 1e-15, "{out}");
+}
+
 /// Whether a block runs a call in place (at any depth of its conditionals).
 fn has_inline(b: &CBlock) -> bool {
     let expr = |e: &CExpr| match e {
@@ -350,6 +378,39 @@ fn one_operation_bodies_are_recognised() {
 /// procedures (run in place or not, recursive), failing at each point, and
 /// differentiated in every mode.
 const LOOPS: &[&str] = &[
+    // procedures defined at the top level calling themselves in tail
+    // position (their own loops): one variable and several, swapped and
+    // rotated, a list walked, failing at the first iteration and later, a
+    // call with other arguments (made), calls not in tail position beside
+    // tail ones, a named let's loop inside calling the procedure, a
+    // destructured parameter, a procedure passed as a value, one held by
+    // another global than the one it calls (that call made), and
+    // derivatives through them in every mode
+    "(define (count i n) (if (= i n) i (count (+ i 1) n)))
+     (define (swap a b k) (if (= k 0) (list a b) (swap b a (- k 1))))
+     (define (rot a b c k) (if (= k 0) (list a b c) (rot c a b (- k 1))))
+     (define (down n) (if (= n 0) #t (down (- n 1))))
+     (define (walk xs acc) (if (null? xs) acc (walk (cdr xs) (+ acc (car xs)))))
+     (count 0 10) (swap 1 2 5) (rot 1 2 3 4) (walk (list 1 2 3) 0) (walk (list 1 #t 3) 0)
+     (walk 5 0) (count #t 3) (swap 1 2 #t) (+ 1 (walk (list 1 2) 0)) (down 3) (down #t)",
+    "(define (f n acc) (if (= n 0) acc (if (= n 7) (f (- n 1)) (f (- n 1) (+ acc n)))))
+     (define (g n acc) (if (= n 0) acc (if (< n 4) (g (- n 1) (+ acc (g 0 n))) (g (- n 1) acc))))
+     (define (h n) (let loop ((i 0)) (if (< i 3) (loop (+ i 1)) (if (= n 0) i (h (- n 1))))))
+     (define (d (cons a b) k) (if (= k 0) (list a b) (d (cons b a) (- k 1))))
+     (define (ap fn x) (fn x 0))
+     (f 5 0) (f 9 0) (g 6 0) (h 4) (d (cons 1 2) 3) (d 5 1) (ap f 4) (ap count -3)",
+    "(define (mk) (lambda (n) (if (= n 0) 0 (hh (- n 1)))))
+     (define hh (mk))
+     (define hh2 (mk))
+     (define (pw x n acc) (if (= n 0) acc (pw x (- n 1) (* acc x))))
+     (define (sumsq v acc) (if (null? v) acc (sumsq (cdr v) (+ acc (* (car v) (car v))))))
+     (hh2 3) (hh 2) (hh2 #t)
+     ((derivative-R (lambda (x) (pw x 3 1.0))) 2.0) ((derivative-F (lambda (x) (pw x 3 1.0))) 2.0)
+     ((gradient-R (lambda (v) (sumsq v 0))) (list 1.0 2.0 3.0))
+     ((gradient-F (lambda (v) (sumsq v 0))) (list 1.0 2.0 3.0))
+     (hvp (lambda (v) (sumsq v 0)) (list 1.0 2.0) (list 1.0 0.5))
+     ((derivative-F (lambda (y) ((derivative-R (lambda (x) (pw x 3 y))) 2.0))) 1.5)
+     ((derivative-R (lambda (x) (pw x 3 1.0))) #t)",
     "(define (swap n) (let loop ((a 1) (b 2) (i 0)) (if (= i n) (list a b) (loop b a (+ i 1)))))
      (define (rot n) (let loop ((a 1) (b 2) (c 3) (i 0)) (if (= i n) (list a b c) (loop c a b (+ i 1)))))
      (define (dup n) (let loop ((a 1) (b 2) (i 0)) (if (= i n) (list a b) (loop (+ a b) a (+ i 1)))))
@@ -475,4 +536,42 @@ fn named_lets_in_tail_position_are_loops() {
     assert!(code(true, "computed"), "initial values computed between the procedure and its call");
     assert!(code(true, "used"), "a named let whose value is used");
     assert!(!code(false, "used"));
+}
+
+#[test]
+fn procedures_calling_themselves_in_tail_position_are_loops() {
+    let code = |loops: bool, name: &str| {
+        let mut s = Session::new();
+        s.m.named_let_loops = loops;
+        let defs = "(define (count i n) (if (= i n) i (count (+ i 1) n)))
+                    (define (walk xs acc) (if (null? xs) acc (walk (cdr xs) (+ acc (car xs)))))
+                    (define (down n) (if (= n 0) #t (down (- n 1))))
+                    (define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))
+                    (define (other n acc) (if (= n 0) acc (other n)))";
+        let v = s.run_text("t.vlad", &format!("{defs}\n{name}\n")).expect("the program runs");
+        let Some(Value::Closure(inst, 0)) = v.last() else { panic!("{name} is not a procedure") };
+        s.m.group_code(&inst.group).expect("its code");
+        has_loop(&inst.group.code.get().expect("resolved").members[0].body)
+    };
+    assert!(code(true, "count"));
+    assert!(code(true, "walk"));
+    assert!(code(true, "down"));
+    assert!(!code(false, "count"), "named_let_loops off");
+    assert!(!code(true, "fact"), "no call in tail position");
+    assert!(!code(true, "other"), "a call with other arguments");
+    // (the values, by hand: 3 x^2 at 2 is 12; 2v for the sum of squares)
+    let mut s = Session::new();
+    let v = s
+        .run_text(
+            "t.vlad",
+            "(define (pw x n acc) (if (= n 0) acc (pw x (- n 1) (* acc x))))
+             (define (sumsq v acc) (if (null? v) acc (sumsq (cdr v) (+ acc (* (car v) (car v))))))
+             (define (count i n) (if (= i n) i (count (+ i 1) n)))
+             ((derivative-R (lambda (x) (pw x 3 1.0))) 2.0)
+             ((gradient-R (lambda (v) (sumsq v 0))) (list 1.0 2.0 3.0))
+             (count 0 100000)",
+        )
+        .expect("the program runs");
+    let shown: Vec<String> = v.iter().map(vlad::print::to_string).collect();
+    assert_eq!(shown, ["12.0", "(2.0 4.0 6.0)", "100000"]);
 }

@@ -450,3 +450,24 @@ fn deep_data_drops_on_a_small_stack() {
         .join();
     assert!(r.is_ok());
 }
+
+/// An `if` whose value is bound (not in tail position): a branch that is a
+/// variable, a constant or one arithmetic operation is computed at once
+/// (`Machine::if_value`), on numbers, non-numbers (an error from the
+/// operation, at its place) and a tape's reals; other branches as blocks.
+#[test]
+fn conditionals_bound_to_variables() {
+    let defs = "(define (f b x) (let ((y (if b x 2))) (+ y 1)))
+                (define (g x) (let ((y (if (< x 0) (- 0 x) (* 2 x)))) (* y y)))
+                (define (h x) (let ((y (if (< x 0) (let ((z (* x x))) (+ z 1)) #f))) y))";
+    let v = run(&format!("{defs} (f #t 5) (f #f 5) (g -3) (g 4.5) (h -2) (h 2)"));
+    assert_eq!(v, ["6", "3", "9", "81.0", "5", "#f"]);
+    // d/dx of x^2 (x < 0) and of 4x^2: 2x and 8x
+    let v = run(&format!("{defs} ((derivative-R g) -3.0) ((derivative-R g) 3.0) ((derivative-F g) 0.5)"));
+    assert_eq!(v, ["-6.0", "24.0", "4.0"]);
+    let (_, text) = fail_in(&mut Session::new(), &format!("{defs}\n(g #t)"));
+    assert!(text.contains("<: expected two numbers, got #t"), "{text}");
+    let (_, text) = fail_in(&mut Session::new(), "(define (k x) (let ((y (if #t (* 2 x) x))) y))\n(k #t)");
+    assert!(text.contains("t.vlad:1:31: error: *: expected two numbers"), "{text}");
+    assert!(text.contains("in k called at t.vlad:2:1"), "{text}");
+}

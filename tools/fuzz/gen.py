@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # Random VLAD programs over lists, shape tests, lambdas, map/map2/fold-left/reduce,
-# small top-level procedures (which the resolver runs in place: resolve::Inline) and
+# small top-level procedures (which the resolver runs in place: resolve::Inline), top-level
+# procedures calling themselves in tail position (odd seeds: run as their own loops) and
 # nested AD (gradient-R/F, derivative-F/R, hvp, hvp-RR): for differential runs (run.sh).
 # Usage: python3 gen.py SEED > program.vlad (the same seed, the same program).
 import random, sys
@@ -32,6 +33,12 @@ def listfn(v, d):
     if k == 8: return f"(sumsq (scale {s(['(car v)'])} {v}))"
     if k == 0: return f"(fold-left (lambda (acc e) (+ acc {s(['e','acc'])})) 0.0 {v})"
     if k == 1: return f"(reduce + 0.0 (map (lambda (e) {s(['e'])}) {v}))"
+    if k == 2 and seed % 2:
+        # (odd seeds: as a procedure defined at the top level calling itself
+        # in tail position, which the resolver runs as its own loop)
+        name = f"walk{len(defs)}"
+        defs.append(f"(define ({name} l acc) (if (null? l) acc ({name} (cdr l) (+ acc {s(['(car l)','acc'])}))))")
+        return f"({name} {v} 0.0)"
     if k == 2: return f"(let loop ((l {v}) (acc 0.0)) (if (null? l) acc (loop (cdr l) (+ acc {s(['(car l)','acc'])}))))"
     if k == 3: return f"(let loop ((l {v}) (acc 1.0)) (if (pair? l) (loop (cdr l) (* acc {s(['(car l)'])})) acc))"
     if k == 4: return f"(fold-left + 0.0 (map2 (lambda (a b) {s(['a','b'])}) {v} (map (lambda (e) (* 2.0 e)) {v})))"
@@ -60,5 +67,9 @@ print('(define (absdiff a b) (if (< a b) (- b a) (- a b)))')
 print('(define (noisy a b) (let ((w (* a 2))) (if (< a b) (let ((u (* b 2))) (- b a)) (+ w b))))')
 print('(define (scale k v) (map (lambda (e) (* k e)) v))')
 print('(define (sumsq v) (sqrt (+ 1.0 (dot v v))))')
-for _ in range(6):
-    print(expr(R.randrange(1, 4)))
+defs = []
+exprs = [expr(R.randrange(1, 4)) for _ in range(6)]
+for d in defs:
+    print(d)
+for e in exprs:
+    print(e)
