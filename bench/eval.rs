@@ -39,6 +39,14 @@ fn tail_loop(c: &mut Criterion) {
         setup("(define (count n acc) (if (= n 0) acc (count (- n 1) (+ acc 1))))", "(count 1000000 0)");
     assert_eq!(shown(&run(&mut s, &t)), "1000000");
     c.bench_function("tail loop 10^6", |b| b.iter(|| black_box(run(&mut s, &t))));
+    // An `if` whose value is bound: the sum of min(n, 500) for n = 1 ... 1000
+    // is 499 * 500 / 2 + 501 * 500 = 375250.
+    let (mut s, t) = setup(
+        "(define (clamped n acc) (if (= n 0) acc (let ((y (if (< n 500) n 500))) (clamped (- n 1) (+ acc y)))))",
+        "(clamped 1000 0)",
+    );
+    assert_eq!(shown(&run(&mut s, &t)), "375250");
+    c.bench_function("bound if in a tail loop 10^3", |b| b.iter(|| black_box(run(&mut s, &t))));
 }
 
 fn named_let(c: &mut Criterion) {

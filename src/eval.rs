@@ -1526,6 +1526,9 @@ impl Machine {
                         self.app_push(base, inst, f, args, span)?;
                         self.pop_into(base + *s as usize);
                     }
+                    // (a list walked: in a small frame of its own, not
+                    // through `exec_bind`'s)
+                    CBind::Uncons(x, y, a, _) => self.exec_uncons(base, inst, *x, *y, a, b)?,
                     _ => self.exec_bind(base, inst, b)?,
                 }
             }
@@ -2844,17 +2847,7 @@ impl Machine {
                 self.set(base + *s as usize, v);
                 Ok(())
             }
-            CBind::Uncons(x, y, a, _) => {
-                // A pair where it lies: its parts are copied out, the pair's
-                // count left alone.
-                if let Some(Value::Pair(p)) = self.peek_operand(base, inst, a) {
-                    let (car, cdr) = (p.car.clone(), p.cdr.clone());
-                    self.stack[base + *x as usize] = car;
-                    self.stack[base + *y as usize] = cdr;
-                    return Ok(());
-                }
-                self.exec_other(base, inst, b)
-            }
+            CBind::Uncons(x, y, a, _) => self.exec_uncons(base, inst, *x, *y, a, b),
             _ => self.exec_other(base, inst, b),
         }
     }
@@ -3046,6 +3039,29 @@ impl Machine {
             e @ CExpr::Prim(..) => self.prim_value(base, inst, e),
             e => self.eval_expr(base, inst, e),
         }
+    }
+
+    /// An `Uncons` binding `b` (of `a`'s parts to slots `x` and `y`): a
+    /// pair's parts copied out where it lies, the pair's count left alone
+    /// (`set`: a slot a loop's call emptied needs no drop); anything else
+    /// as `exec_other` takes it apart.
+    #[inline(never)]
+    fn exec_uncons(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        x: u32,
+        y: u32,
+        a: &CAtom,
+        b: &CBind,
+    ) -> Result<()> {
+        if let Some(Value::Pair(p)) = self.peek_operand(base, inst, a) {
+            let (car, cdr) = (p.car.clone(), p.cdr.clone());
+            self.set(base + x as usize, car);
+            self.set(base + y as usize, cdr);
+            return Ok(());
+        }
+        self.exec_other(base, inst, b)
     }
 
     /// A `cons` binding (list building, and the pairs AD-transformed code returns),
