@@ -2208,28 +2208,32 @@ impl Machine {
         p: PrimId,
         span: Span,
     ) -> Result<Value> {
-        // (a level's commonest operations, on operands read in place)
-        if self.tape.active() && self.meter.is_none() && self.meter_derivative.is_none() {
-            let (stack, globals) = (&self.stack, &self.globals);
-            if let (Some(x), Some(y)) =
-                (peek_in(stack, globals, base, inst, a), peek_in(stack, globals, base, inst, b))
-            {
-                if op.is_comparison() {
-                    // (reals on levels compare by their values, as the
-                    // primitive compares them: for two doubles, as the inline
-                    // arithmetic does)
-                    let (x, y) = (crate::ad::tape::strip(x), crate::ad::tape::strip(y));
-                    if let (Value::Real(_), Value::Real(_)) = (&*x, &*y) {
-                        if let Some(n) = fast_arith(op, &x, &y) {
-                            return Ok(n.value());
-                        }
-                    }
-                } else if let Some(v) = crate::ad::tape::level_arith2(&mut self.tape, op, x, y) {
-                    return Ok(v);
-                }
-            }
+        if let Some(v) = self.level_arith(base, inst, op, a, b) {
+            return Ok(v);
         }
         self.arith_general(base, inst, a, b, p, span)
+    }
+
+    /// A level's commonest operations, on operands read in place (where a
+    /// tape is active and nothing is metered): a comparison of reals on
+    /// levels by their values, as the primitive compares them (for two
+    /// doubles, as the inline arithmetic does); `+ - * /` by the level's
+    /// record (`tape::level_arith2`). `None` where neither applies.
+    #[inline(always)]
+    fn level_arith(&mut self, base: usize, inst: &InstRc, op: Op2, a: &CAtom, b: &CAtom) -> Option<Value> {
+        if !self.tape.active() || self.meter.is_some() || self.meter_derivative.is_some() {
+            return None;
+        }
+        let (stack, globals) = (&self.stack, &self.globals);
+        let (x, y) = (peek_in(stack, globals, base, inst, a)?, peek_in(stack, globals, base, inst, b)?);
+        if op.is_comparison() {
+            let (x, y) = (crate::ad::tape::strip(x), crate::ad::tape::strip(y));
+            if let (Value::Real(_), Value::Real(_)) = (&*x, &*y) {
+                return fast_arith(op, &x, &y).map(Num::value);
+            }
+            return None;
+        }
+        crate::ad::tape::level_arith2(&mut self.tape, op, x, y)
     }
 
     /// [`Machine::arith_slow`] past a level's commonest operations: the
@@ -2872,8 +2876,8 @@ impl Machine {
         self.inline_level_arith(base, inst, *op, a, b, i)
     }
 
-    /// [`Machine::inline_arith`] on a level's reals (as `arith_slow` computes
-    /// them first).
+    /// [`Machine::inline_arith`] on a level's reals (`Machine::level_arith`,
+    /// as `arith_slow` computes them first).
     #[inline(never)]
     fn inline_level_arith(
         &mut self,
@@ -2884,20 +2888,7 @@ impl Machine {
         b: &CAtom,
         i: usize,
     ) -> bool {
-        if op.is_comparison()
-            || !self.tape.active()
-            || self.meter.is_some()
-            || self.meter_derivative.is_some()
-        {
-            return false;
-        }
-        let (stack, globals) = (&self.stack, &self.globals);
-        let (Some(x), Some(y)) =
-            (peek_in(stack, globals, base, inst, a), peek_in(stack, globals, base, inst, b))
-        else {
-            return false;
-        };
-        match crate::ad::tape::level_arith2(&mut self.tape, op, x, y) {
+        match self.level_arith(base, inst, op, a, b) {
             Some(v) => {
                 self.fuel -= 1;
                 self.set(i, v);

@@ -193,18 +193,28 @@ fn expressions(src: &str) -> Vec<String> {
     exprs.iter().map(|e| format!("{}\n{}\n", defs.join("\n"), text(e))).collect()
 }
 
-#[test]
-fn calls_run_in_place_behave_as_calls() {
+/// A depth (`("depth", n)`) or step (`("steps", n)`) limit, or none.
+type Limit<'a> = Option<(&'a str, u64)>;
+
+/// Each of [`PROGRAMS`] shows the same (`show(src, inline, limit)`) with
+/// calls run in place and without, unlimited and at each of a few depth and
+/// step limits.
+fn programs_agree(show: &dyn Fn(&str, bool, Limit) -> String) {
     for src in PROGRAMS {
         let limits: Vec<Option<(&str, u64)>> = std::iter::once(None)
             .chain([2, 3, 4, 5, 8, 24].map(|n| Some(("depth", n))))
             .chain([1, 3, 6, 10, 25, 60].map(|n| Some(("steps", n))))
             .collect();
         for limit in limits {
-            let (on, off) = (outcome_inline(src, true, limit), outcome_inline(src, false, limit));
+            let (on, off) = (show(src, true, limit), show(src, false, limit));
             assert_eq!(on, off, "program (limit {limit:?}):\n{src}");
         }
     }
+}
+
+#[test]
+fn calls_run_in_place_behave_as_calls() {
+    programs_agree(&outcome_inline);
 }
 
 /// The same unmetered (metering makes every operation by the primitive's
@@ -212,19 +222,10 @@ fn calls_run_in_place_behave_as_calls() {
 /// at once (`Machine::inline_arith`), on numbers and on a level's reals.
 #[test]
 fn calls_run_in_place_behave_as_calls_unmetered() {
-    let unmetered = |src: &str, inline: bool, limit| {
+    let unmetered = |src: &str, inline: bool, limit: Option<(&str, u64)>| {
         outcome(src, &|m: &mut vlad::eval::Machine| m.inline_calls = inline, limit)
     };
-    for src in PROGRAMS {
-        let limits: Vec<Option<(&str, u64)>> = std::iter::once(None)
-            .chain([2, 3, 4, 5, 8, 24].map(|n| Some(("depth", n))))
-            .chain([1, 3, 6, 10, 25, 60].map(|n| Some(("steps", n))))
-            .collect();
-        for limit in limits {
-            let (on, off) = (unmetered(src, true, limit), unmetered(src, false, limit));
-            assert_eq!(on, off, "program (limit {limit:?}):\n{src}");
-        }
-    }
+    programs_agree(&unmetered);
     // (values by hand: sq applied five times to 3 is 3^32; d/dx sin(x)^2 at
     // 3 is 2 sin 3 cos 3)
     let first = |out: &str| -> f64 { out.lines().next().and_then(|l| l.parse().ok()).expect(out) };
