@@ -785,6 +785,15 @@ fn tail_calls(b: &Block, v: VarId, args: &Args) -> Option<u32> {
     })
 }
 
+/// How many arguments a call passes (a procedure's own loop takes as many
+/// as it has variables: see [`Resolver::self_loop`]).
+fn arg_count(args: &Args) -> usize {
+    match args {
+        Args::One(_) => 1,
+        Args::Tuple(xs) => xs.len(),
+    }
+}
+
 /// Whether a call in tail position of block `b` (its last binding, if it is
 /// the block's result, or the branches of a conditional there) is one of a
 /// global that `calls_self` accepts with its arguments.
@@ -957,13 +966,7 @@ impl Resolver<'_> {
             Param::Tuple { parts, skip, .. } => (parts.clone(), *skip),
         };
         let n = params.len();
-        let calls_self = |g: GlobalId, args: &Args| {
-            let k = match args {
-                Args::One(_) => 1,
-                Args::Tuple(xs) => xs.len(),
-            };
-            k == n && self.holds_self(g)
-        };
+        let calls_self = |g: GlobalId, args: &Args| arg_count(args) == n && self.holds_self(g);
         if !self_tail_call(&l.body, &calls_self) {
             return self.block(&l.body);
         }
@@ -1333,11 +1336,7 @@ impl Resolver<'_> {
             // (a procedure's own loop: the arguments as many as its variables)
             Expr::App(Atom::Global(g), args, site) => {
                 let l = self.loops.last().filter(|l| l.global)?;
-                let n = match args {
-                    Args::One(_) => 1,
-                    Args::Tuple(xs) => xs.len(),
-                };
-                if !self.inlining.is_empty() || !self.holds_self(*g) || n != l.params.len() {
+                if !self.inlining.is_empty() || !self.holds_self(*g) || arg_count(args) != l.params.len() {
                     return None;
                 }
                 (l, Some(*g), args, site)
