@@ -1416,10 +1416,15 @@ impl Machine {
     /// `Resolver::inner_loop_at`), run as an inner block: it counts as the
     /// non-tail call it stands for (a step, and a level), and an error in it
     /// names it where it was called last and where it was called first, as
-    /// that call's frames would have. It checks the native stack as a nested
-    /// block does.
+    /// that call's frames would have; one whose first call is in tail
+    /// position of a call run in place (`Loop::in_place_tail`) counts as
+    /// that tail call (a step), and is named as a procedure reached by tail
+    /// calls is. It checks the native stack as a nested block does.
     #[inline(never)]
     fn run_inner_loop(&mut self, base: usize, inst: &InstRc, lp: &Loop) -> Result<Value> {
+        if lp.in_place_tail {
+            return self.nested(Some(lp.site), |m| m.inner_loop(base, inst, lp));
+        }
         self.level_down(lp.site)?;
         let r = self.nested(Some(lp.site), |m| m.inner_loop(base, inst, lp));
         self.depth_left += 1;
@@ -1466,6 +1471,7 @@ impl Machine {
         };
         match r {
             Ok(_) => Ok(self.pop()),
+            Err(e) if lp.in_place_tail => Err(loop_failed(e, at)),
             Err(e) => Err(inner_loop_failed(e, lp, at.map_or(lp.site, |(_, s)| s))),
         }
     }

@@ -146,6 +146,36 @@ const PROGRAMS: &[&str] = &[
      (hvp f (list 1.0 2.0) (list 1 0))
      (jvp f (list 1.0 2.0) (list 1 1))
      (vjp f (list 1.0 2.0) 1)",
+    // procedures whose body is a named `let` (its loop run in place): its
+    // value the procedure's, or used; in a conditional's branch; a loop in
+    // tail position of another's body; calls in tail position of the loop's
+    // body (run in place, or made: not run in place); a loop that escapes
+    // (a procedure, not a loop); one calling the procedure from its body;
+    // failing at the first iteration and later; through every AD mode
+    "(define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))
+     (define (mag v) (sqrt (dot v v)))
+     (define (dist u v) (mag (map2 - u v)))
+     (define (sum-to n) (let loop ((i 0) (acc 0)) (if (= i n) acc (loop (+ i 1) (+ acc i)))))
+     (define (fac n) (if (< n 0) 0 (let loop ((i n) (acc 1)) (if (= i 0) acc (loop (- i 1) (* acc i))))))
+     (define (used n) (+ 1 (let loop ((i n) (acc 0)) (if (= i 0) acc (loop (- i 1) (+ acc 2))))))
+     (define (two n) (let o ((i 0) (acc 0)) (if (= i n) acc (let p ((j 0)) (if (< j 2) (p (+ j 1)) (o (+ i 1) (+ acc j)))))))
+     (define (sq x) (* x x))
+     (define (ends n) (let loop ((i 0)) (if (= i n) (sq i) (loop (+ i 1)))))
+     (define (ends-bad n) (let loop ((i 0)) (if (= i n) (sq (list i)) (loop (+ i 1)))))
+     (define (fib n) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))
+     (define (calls n) (let loop ((i 0)) (if (= i n) (fib i) (loop (+ i 1)))))
+     (define (esc n) (let loop ((i 0)) (if (< i n) (loop (+ i 1)) loop)))
+     (define (back n) (let loop ((i 0)) (if (< i 2) (loop (+ i 1)) (if (= n 0) i (+ 1 (back (- n 1)))))))
+     (define (deep n) (if (= n 0) 0 (+ 1 (deep2 (- n 1)))))
+     (define (deep2 n) (let loop ((i 0)) (if (= i 1) (deep n) (loop (+ i 1)))))
+     (mag (list 3 4)) (dist (list 1.0 2.0) (list 4.0 6.0)) (+ 1 (sum-to 10)) (list (fac 5) (fac -1) (used 3))
+     (two 3) (+ 1 (ends 3)) (ends-bad 2) (+ 1 (ends-bad 2)) (calls 6) (procedure? (esc 2)) (back 3) (deep 7)
+     (mag (list 1 #t)) (+ 1 (dist (list 1.0) 5)) (sum-to #t) (fac #t) (two #t)
+     ((gradient-R (lambda (v) (* (mag v) (dot v v)))) (list 1.0 2.0 2.0))
+     ((gradient-F (lambda (v) (* (mag v) (dot v v)))) (list 1.0 2.0 2.0))
+     (hvp (lambda (v) (dist v (list 0.5 0.25))) (list 1.0 2.0) (list 1.0 0.5))
+     ((derivative-R (lambda (x) (fac (sum-to (used x))))) 1)
+     (cdr (unsensitize ((cdr ((*j mag) (*j (list 3.0 4.0)))) (sensitize 1.0))))",
 ];
 
 /// What running `src` shows: each value or the error (rendered, with its
@@ -277,6 +307,37 @@ fn small_procedures_run_in_place() {
     // a callee building a closure
     let defs = "(define (k*v k v) (map (lambda (x) (* k x)) v)) (define (f v) (car (k*v 2 v)))";
     assert!(runs_in_place(defs, "f", true));
+    // a named `let`'s small loop: run in place, as a loop; a large one, or
+    // one whose body's tail call is made, not run in place
+    let defs = "(define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))
+                (define (mag v) (sqrt (dot v v)))
+                (define (big n) (let loop ((i 0) (a 0)) (if (= i n) a (loop (+ i 1) (+ a (* i (+ i (* i (+ i (* i (+ i (* i (+ i 1)))))))))))))
+                (define (g n) (+ 1 (big n)))
+                (define (fib n) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))
+                (define (calls n) (let loop ((i 0)) (if (= i n) (fib i) (loop (+ i 1)))))
+                (define (h n) (+ 1 (calls n)))";
+    assert!(runs_in_place(defs, "mag", true));
+    assert!(in_place_loop(defs, "mag"));
+    assert!(!runs_in_place(defs, "g", true), "more than INLINE_LOOP_BINDS");
+    assert!(!runs_in_place(defs, "h", true), "a call in tail position of the loop's body");
+}
+
+/// Whether a procedure's code runs a loop inside a call run in place.
+fn in_place_loop(defs: &str, name: &str) -> bool {
+    fn inline_loop(b: &CBlock) -> bool {
+        let found = |e: &CExpr| match e {
+            CExpr::Inline(il) => has_loop(&il.body) || inline_loop(&il.body),
+            CExpr::If(_, t, f) => inline_loop(t) || inline_loop(f),
+            _ => false,
+        };
+        b.binds.iter().any(|x| matches!(x, CBind::Let(_, e) if found(e))) || found(&b.tail)
+    }
+    let mut s = Session::new();
+    let v = s.run_text("t.vlad", &format!("{defs}\n{name}\n")).expect("the program runs");
+    let Some(Value::Closure(inst, 0)) = v.last() else { panic!("{name} is not a procedure") };
+    s.m.group_code(&inst.group).expect("its code");
+    let code = inst.group.code.get().expect("resolved");
+    code.members.iter().any(|m| inline_loop(&m.body))
 }
 
 // A primitive's call of a closure whose body is one arithmetic operation
