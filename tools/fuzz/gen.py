@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Random VLAD programs over lists, shape tests, lambdas, map/map2/fold-left/reduce,
 # small top-level procedures (which the resolver runs in place: resolve::Inline), top-level
-# procedures calling themselves in tail position (odd seeds: run as their own loops) and
+# procedures calling themselves in tail position (odd seeds: run as their own loops),
+# small procedures whose body is a named `let` (seeds 3 mod 4: run in place with it) and
 # nested AD (gradient-R/F, derivative-F/R, hvp, hvp-RR): for differential runs (run.sh).
 # Usage: python3 gen.py SEED > program.vlad (the same seed, the same program).
 import random, sys
@@ -40,6 +41,12 @@ def listfn(v, d):
         defs.append(f"(define ({name} l acc) (if (null? l) acc ({name} (cdr l) (+ acc {s(['(car l)','acc'])}))))")
         return f"({name} {v} 0.0)"
     if k == 2: return f"(let loop ((l {v}) (acc 0.0)) (if (null? l) acc (loop (cdr l) (+ acc {s(['(car l)','acc'])}))))"
+    if k == 3 and seed % 4 == 3:
+        # (seeds 3 mod 4: as a small procedure whose body is the named `let`,
+        # which the resolver runs in place with its loop; its value used)
+        name = f"prod{len(defs)}"
+        defs.append(f"(define ({name} l) (let loop ((l l) (acc 1.0)) (if (pair? l) (loop (cdr l) (* acc {scalar(['(car l)'], d)})) acc)))")
+        return f"(+ 0.5 ({name} {v}))"
     if k == 3: return f"(let loop ((l {v}) (acc 1.0)) (if (pair? l) (loop (cdr l) (* acc {s(['(car l)'])})) acc))"
     if k == 4: return f"(fold-left + 0.0 (map2 (lambda (a b) {s(['a','b'])}) {v} (map (lambda (e) (* 2.0 e)) {v})))"
     if k == 5: return f"(let ((f (lambda (a b) {s(['a','b'])}))) (f (car {v}) (cadr {v})))"
