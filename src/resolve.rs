@@ -854,9 +854,13 @@ const INLINE_LOOP_BINDS: usize = 12;
 /// lambda is built as the call would build it (the same code, capturing the
 /// same values).
 fn inlinable_body(b: &Block, g: GlobalId) -> bool {
+    // (the bindings taking a tuple parameter apart first are not counted: a
+    // call passing as many arguments skips them, and one passing a list
+    // takes it apart as the call would)
+    let parts = b.binds.iter().take_while(|x| matches!(x, Bind::Uncons(..))).count();
     let mut binds = 0;
     let mut loop_binds = 0;
-    small_block(b, g, true, &mut binds, &mut loop_binds)
+    small_block(&b.binds[parts..], &b.result, g, true, &mut binds, &mut loop_binds)
 }
 
 /// The bindings of a block, those of its conditionals' branches included.
@@ -873,25 +877,32 @@ fn block_size(b: &Block) -> usize {
 
 /// (`g`: the procedure's global; one calling itself is not run in place, so
 /// its recursion is not unrolled a level at each call site)
-fn small_block(b: &Block, g: GlobalId, tail: bool, binds: &mut usize, loop_binds: &mut usize) -> bool {
-    *binds += b.binds.len();
+fn small_block(
+    bs: &[Bind],
+    result: &Atom,
+    g: GlobalId,
+    tail: bool,
+    binds: &mut usize,
+    loop_binds: &mut usize,
+) -> bool {
+    *binds += bs.len();
     *binds <= INLINE_BINDS
-        && b.binds.iter().enumerate().all(|(i, bind)| {
-            let last = tail && i + 1 == b.binds.len();
+        && bs.iter().enumerate().all(|(i, bind)| {
+            let last = tail && i + 1 == bs.len();
             match bind {
                 Bind::Let(x, e) => {
-                    let last = last && matches!(&b.result, Atom::Var(r) if r == x);
+                    let last = last && matches!(result, Atom::Var(r) if r == x);
                     match e {
                         Expr::Atom(_) | Expr::Prim(..) | Expr::Cons(..) | Expr::Lambda(_) => true,
                         Expr::App(Atom::Global(h), ..) => *h != g,
                         // (a named `let`'s first call: its loop, run in place)
-                        Expr::App(Atom::Var(f), ..) if last => b.binds[..i]
+                        Expr::App(Atom::Var(f), ..) if last => bs[..i]
                             .iter()
                             .any(|d| matches!(d, Bind::Letrec(names, _) if names.as_slice() == [*f])),
                         Expr::App(..) => !last,
                         Expr::If(_, t, f) => {
-                            small_block(t, g, last, binds, loop_binds)
-                                && small_block(f, g, last, binds, loop_binds)
+                            small_block(&t.binds, &t.result, g, last, binds, loop_binds)
+                                && small_block(&f.binds, &f.result, g, last, binds, loop_binds)
                         }
                         Expr::MakeEnvSens(..) | Expr::MakeEnvSensLike(..) => false,
                     }

@@ -146,6 +146,15 @@ const PROGRAMS: &[&str] = &[
      (hvp f (list 1.0 2.0) (list 1 0))
      (jvp f (list 1.0 2.0) (list 1 1))
      (vjp f (list 1.0 2.0) 1)",
+    // a procedure of four parameters and seven operations (its parameter's
+    // parts not counted against the bound): called with four arguments, and
+    // with one tuple; failing; differentiated
+    "(define (f x1 y1 x2 y2) (- (+ (* x1 x1) (* y1 y1)) (+ (* x2 x2) (* y2 y2))))
+     (define (mk x) (lambda (y) (f (car x) (cadr x) (car y) (cadr y))))
+     (define (g a) (+ 1 (f a a 2 a)))
+     (define (tup p) (f p))
+     ((mk (list 1.0 2.0)) (list 3.0 4.0)) (g 3) (tup (cons 1 (cons 2 (cons 3 4)))) (g #t) (tup (list 1 2))
+     ((gradient-R (mk (list 1.0 2.0))) (list 3.0 4.0)) ((gradient-F (lambda (v) (g (car v)))) (list 2.0))",
     // procedures whose body is a named `let` (its loop run in place): its
     // value the procedure's, or used; in a conditional's branch; a loop in
     // tail position of another's body; calls in tail position of the loop's
@@ -320,6 +329,14 @@ fn small_procedures_run_in_place() {
     assert!(in_place_loop(defs, "mag"));
     assert!(!runs_in_place(defs, "g", true), "more than INLINE_LOOP_BINDS");
     assert!(!runs_in_place(defs, "h", true), "a call in tail position of the loop's body");
+    // four parameters, seven operations: the bindings taking the parameter
+    // apart not counted
+    let defs = "(define (f x1 y1 x2 y2) (- (+ (* x1 x1) (* y1 y1)) (+ (* x2 x2) (* y2 y2))))
+                (define (g a) (+ 1 (f a a 2 a)))
+                (define (f9 a b) (* (* (* a b) (* a b)) (* (* a b) (* (* a b) (* (* a b) (* a b))))))
+                (define (h a) (+ 1 (f9 a a)))";
+    assert!(runs_in_place(defs, "g", true));
+    assert!(!runs_in_place(defs, "h", true), "nine operations");
 }
 
 /// Whether a procedure's code runs a loop inside a call run in place.
