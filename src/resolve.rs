@@ -844,7 +844,8 @@ const INLINE_BINDS: usize = 8;
 const INLINE_LOOP_BINDS: usize = 12;
 
 /// Whether the body of a procedure may be run in place (see [`Inline`]):
-/// a few bindings (those of its conditionals' branches included), none made
+/// a few bindings (those of its conditionals' branches included, not those
+/// taking its parameter apart first), none made
 /// by the transforms, a `letrec` only of one small procedure (a named `let`,
 /// which runs as a loop in place, or is built as the call would build it), no
 /// call of itself, and no call in tail position (its own, or a branch's of a
