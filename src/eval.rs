@@ -1422,12 +1422,13 @@ impl Machine {
     /// calls is. It checks the native stack as a nested block does.
     #[inline(never)]
     fn run_inner_loop(&mut self, base: usize, inst: &InstRc, lp: &Loop) -> Result<Value> {
-        if lp.in_place_tail {
-            return self.nested(Some(lp.site), |m| m.inner_loop(base, inst, lp));
+        if !lp.in_place_tail {
+            self.level_down(lp.site)?;
         }
-        self.level_down(lp.site)?;
         let r = self.nested(Some(lp.site), |m| m.inner_loop(base, inst, lp));
-        self.depth_left += 1;
+        if !lp.in_place_tail {
+            self.depth_left += 1;
+        }
         r
     }
 

@@ -1194,7 +1194,7 @@ impl Resolver<'_> {
         self.inlining.push(g);
         let outer_tail = std::mem::replace(&mut self.tail, true);
         let outer_loop_tail = std::mem::replace(&mut self.loop_tail, false);
-        let block = self.block(&body.body);
+        let mut block = self.block(&body.body);
         self.tail = outer_tail;
         self.loop_tail = outer_loop_tail;
         self.inlining.pop();
@@ -1211,7 +1211,6 @@ impl Resolver<'_> {
             return None;
         }
         self.free.extend((start..end).rev());
-        let mut block = block;
         mark_tail_loops(&mut block);
         Some(CExpr::Inline(Box::new(Inline { body: block, name: callee.display_name(0).into(), site, tail })))
     }
