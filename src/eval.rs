@@ -7,7 +7,8 @@ use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimDef, PrimId};
 use crate::resolve::{
-    Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Inline, Loop, Moves, Op2, Param, Retag, Split,
+    Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Guard, Inline, Loop, Moves, Op2, Param,
+    Retag, Split,
 };
 use crate::source::Span;
 use crate::value::{Inst, InstBuilder, InstRc, Value};
@@ -1732,6 +1733,9 @@ impl Machine {
     #[inline(never)]
     fn tail_slow<const INNER: bool>(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Next> {
         match e {
+            // (a call run in place behind a guard that fails: the call, in
+            // tail position)
+            CExpr::Guarded(g) => return self.tail_guarded::<INNER>(base, inst, g),
             CExpr::App(f, args, span, _) => {
                 let fv = atom!(self, base, inst, f);
                 if INNER {
@@ -2525,6 +2529,10 @@ impl Machine {
             }
             CExpr::BpCall(c) => self.bp_call(base, inst, c),
             CExpr::Inline(il) => self.eval_inline(base, inst, il),
+            CExpr::Guarded(g) => match self.guard_fails(base, inst, g) {
+                true => self.eval_expr(base, inst, &g.call),
+                false => self.eval_inline(base, inst, &g.inline),
+            },
             // (a loop in tail position, and a call of one, are the last
             // expressions of blocks `run_block` runs itself; one here is a
             // binding's value, whose pair a `Split` takes apart, say)
@@ -3011,6 +3019,26 @@ impl Machine {
             }
             e
         })
+    }
+
+    /// Whether the variable a call run in place calls does not hold the
+    /// procedure run (see `resolve::Guard`).
+    #[inline(always)]
+    fn guard_fails(&self, base: usize, inst: &InstRc, g: &Guard) -> bool {
+        !self.peek(base, inst, &g.callee).is_some_and(|v| g.holds(v))
+    }
+
+    /// A call run in place behind a guard, in tail position (see
+    /// [`Machine::tail_slow`]): where the guard fails, the call, made as a
+    /// tail call.
+    #[inline(never)]
+    fn tail_guarded<const INNER: bool>(&mut self, base: usize, inst: &InstRc, g: &Guard) -> Result<Next> {
+        if self.guard_fails(base, inst, g) {
+            return self.tail_slow::<INNER>(base, inst, &g.call);
+        }
+        let v = self.eval_inline(base, inst, &g.inline)?;
+        self.ret::<INNER>(base, v);
+        Ok(Next::Return)
     }
 
     /// The value of a call run in place: its body's bindings run one by one

@@ -68,6 +68,10 @@ pub enum CExpr {
     /// A call of a small procedure held by a global, its body resolved in
     /// the caller's frame (see [`Inline`]).
     Inline(Box<Inline>),
+    /// A call of a variable bound to a lambda run in place as
+    /// [`CExpr::Inline`] runs a global's, where the variable holds it (see
+    /// [`Guard`]).
+    Guarded(Box<Guard>),
     /// A named `let`'s loop entered, in the frame of the procedure it is in
     /// (see [`Loop`]). In tail position, or as a binding's value (a loop run
     /// as an inner block, see `Resolver::inner_loop_at`).
@@ -165,6 +169,11 @@ fn in_order(args: &CArgs, params: &[u32]) -> bool {
 /// and `--metered`, a level for `--max-depth` unless it is in tail position),
 /// and an error in it names the procedure and the call site as the call's
 /// would. What may be so run: see `Resolver::inline_call`.
+///
+/// A call of a variable bound by a `let` to a lambda that captures nothing
+/// (`(let ((f (lambda (x y) ...))) ... (f a b) ...)`, the call in that
+/// lambda's scope, in a procedure built there too) runs in place the same
+/// way, behind a [`Guard`] ([`CExpr::Guarded`]).
 pub struct Inline {
     pub body: CBlock,
     pub name: Rc<str>,
@@ -172,6 +181,39 @@ pub struct Inline {
     /// In the caller's tail position (the call would have replaced the
     /// caller's frame: no level counted).
     pub tail: bool,
+}
+
+/// A call of a variable run in place (see [`Inline`]) where the variable
+/// holds a closure of the lambda whose body is run there. (It does unless
+/// the closure reading it was rebuilt with other values, as `%with-env` or
+/// an AD operation's lazy zero rebuilds one.)
+pub struct Guard {
+    /// The variable called.
+    pub callee: CAtom,
+    /// The lambda (a group of one procedure that captures nothing).
+    pub group: Rc<Group>,
+    /// The call, made where the variable holds anything else.
+    pub call: CExpr,
+    /// The call run in place.
+    pub inline: Inline,
+}
+
+impl Guard {
+    /// Whether `v`, the variable's value, is a closure of the lambda.
+    #[inline(always)]
+    pub fn holds(&self, v: &Value) -> bool {
+        matches!(v, Value::Closure(i, 0) if std::ptr::eq(&*i.group, &*self.group))
+    }
+}
+
+thread_local! {
+    /// The variables bound by a `let` to a lambda whose calls may run in
+    /// place (see [`Inline`]), recorded as the code binding them is
+    /// resolved, which is before the code of any procedure built in their
+    /// scope is (variables are never rebound: each binder is a fresh
+    /// [`VarId`]).
+    static KNOWN_LAMBDAS: std::cell::RefCell<FxHashMap<VarId, std::rc::Weak<Group>>> =
+        std::cell::RefCell::new(FxHashMap::default());
 }
 
 /// The arguments of a call in tail position that may be moved out of the
@@ -725,7 +767,7 @@ struct Resolver<'g> {
     /// The group being resolved.
     group: &'g Group,
     /// The globals whose calls are being resolved in place, outermost first.
-    inlining: Vec<GlobalId>,
+    inlining: Vec<*const Group>,
     /// Whether the block being resolved ends the procedure's body (or the
     /// body of a call run in place): its last expression is in tail
     /// position. (An `if`'s branches are in tail position only if the `if`
@@ -843,6 +885,23 @@ const INLINE_BINDS: usize = 8;
 /// fewer.)
 const INLINE_LOOP_BINDS: usize = 12;
 
+/// Whether calls of procedure `c` (held by global `g`, or bound by a `let`)
+/// may run in place (see [`Inline`]): a lambda of source code capturing
+/// nothing (so that the code it was built from says all it does) whose body
+/// may be.
+fn inlinable_group(c: &Group, g: Option<GlobalId>) -> bool {
+    // (source code only: `is_derivative_code` is any other origin too)
+    let plain = !c.is_derivative_code()
+        && !c.is_shape()
+        && c.names.is_empty()
+        && c.free.is_empty()
+        && c.native.get().is_none();
+    match c.members.get().map(|m| m.as_slice()) {
+        Some([l]) => plain && inlinable_body(&l.body, g),
+        _ => false,
+    }
+}
+
 /// Whether the body of a procedure may be run in place (see [`Inline`]):
 /// a few bindings (those of its conditionals' branches included, not those
 /// taking its parameter apart first), none made
@@ -854,7 +913,7 @@ const INLINE_LOOP_BINDS: usize = 12;
 /// level deeper than the tail call it replaces: see `ends_in_call`). A
 /// lambda is built as the call would build it (the same code, capturing the
 /// same values).
-fn inlinable_body(b: &Block, g: GlobalId) -> bool {
+fn inlinable_body(b: &Block, g: Option<GlobalId>) -> bool {
     // (the bindings taking a tuple parameter apart first are not counted: a
     // call passing as many arguments skips them, and one passing a list
     // takes it apart as the call would)
@@ -876,12 +935,13 @@ fn block_size(b: &Block) -> usize {
             .sum::<usize>()
 }
 
-/// (`g`: the procedure's global; one calling itself is not run in place, so
-/// its recursion is not unrolled a level at each call site)
+/// (`g`: the procedure's global, if a global holds it; one calling itself is
+/// not run in place, so its recursion is not unrolled a level at each call
+/// site)
 fn small_block(
     bs: &[Bind],
     result: &Atom,
-    g: GlobalId,
+    g: Option<GlobalId>,
     tail: bool,
     binds: &mut usize,
     loop_binds: &mut usize,
@@ -895,7 +955,7 @@ fn small_block(
                     let last = last && matches!(result, Atom::Var(r) if r == x);
                     match e {
                         Expr::Atom(_) | Expr::Prim(..) | Expr::Cons(..) | Expr::Lambda(_) => true,
-                        Expr::App(Atom::Global(h), ..) => *h != g,
+                        Expr::App(Atom::Global(h), ..) => Some(*h) != g,
                         // (a named `let`'s first call: its loop, run in place)
                         Expr::App(Atom::Var(f), ..) if last => bs[..i]
                             .iter()
@@ -934,6 +994,7 @@ fn mark_tail_loops(b: &mut CBlock) {
             mark_tail_loops(f);
         }
         CExpr::Inline(il) => il.tail = true,
+        CExpr::Guarded(g) => g.inline.tail = true,
         CExpr::Atom(CAtom::Local(r)) => {
             let r = *r;
             if let Some(CBind::Let(s, CExpr::Loop(lp))) = b.binds.last_mut() {
@@ -978,6 +1039,8 @@ fn inlined_vars(b: &Block, out: &mut Vec<VarId>) {
 fn ends_in_call(b: &CBlock) -> bool {
     match &b.tail {
         CExpr::App(..) => true,
+        // (the call a guard falls back to)
+        CExpr::Guarded(_) => true,
         CExpr::If(_, t, f) => ends_in_call(t) || ends_in_call(f),
         _ => tail_loop(b).is_some_and(|lp| ends_in_call(&lp.body)),
     }
@@ -1115,34 +1178,61 @@ impl Resolver<'_> {
         self.callees.and_then(|c| c(g)).is_some_and(|c| std::ptr::eq(&*c, self.group))
     }
 
+    /// Whether a call of procedure `c` may run in place here: not one of
+    /// those being run in place around it (nor the one being resolved), and
+    /// not too deep.
+    fn may_inline(&self, c: &Group) -> bool {
+        self.inlining.len() < INLINE_DEPTH
+            && !self.inlining.contains(&(c as *const Group))
+            && !std::ptr::eq(c, self.group)
+    }
+
     fn callee(&self, g: GlobalId) -> Option<Rc<Group>> {
-        if self.inlining.len() >= INLINE_DEPTH || self.inlining.contains(&g) {
-            return None;
-        }
         let c = (self.callees?)(g)?;
-        // (source code only: `is_derivative_code` is any other origin too)
-        let plain = !c.is_derivative_code()
-            && !c.is_shape()
-            && c.names.is_empty()
-            && c.free.is_empty()
-            && c.native.get().is_none()
-            && !std::ptr::eq(&*c, self.group);
-        match c.members.get().map(|m| m.as_slice()) {
-            Some([l]) if plain && inlinable_body(&l.body, g) => Some(c),
-            _ => None,
+        (self.may_inline(&c) && inlinable_group(&c, Some(g))).then_some(c)
+    }
+
+    /// The lambda variable `v` is bound to, if a call of it may run in
+    /// place here (see [`KNOWN_LAMBDAS`]).
+    fn known_lambda(&self, v: VarId) -> Option<Rc<Group>> {
+        self.callees?;
+        let c = KNOWN_LAMBDAS.with(|k| k.borrow().get(&v).and_then(std::rc::Weak::upgrade))?;
+        self.may_inline(&c).then_some(c)
+    }
+
+    /// Records that `x` is bound to lambda `g`, if calls of it may run in
+    /// place (in source code, where calls run in place at all).
+    fn record_lambda(&self, x: VarId, g: &Rc<Group>) {
+        if self.callees.is_some() && inlinable_group(g, None) {
+            KNOWN_LAMBDAS.with(|k| k.borrow_mut().insert(x, Rc::downgrade(g)));
         }
     }
 
-    /// `(g args)` (at `site`; `tail`: in tail position) run in place, if it
-    /// may be (see [`Resolver::callee`]): the callee's parameter, or the parts
+    /// `(g args)` run in place (see [`Resolver::inline_body`]).
+    fn inline_call(&mut self, g: GlobalId, args: &Args, site: Span, tail: bool) -> Option<CExpr> {
+        let callee = self.callee(g)?;
+        Some(CExpr::Inline(Box::new(self.inline_body(callee, args, site, tail)?)))
+    }
+
+    /// `(v args)`, `v` a variable bound to a lambda calls of which may run
+    /// in place, run in place behind a [`Guard`].
+    fn inline_var_call(&mut self, v: VarId, args: &Args, site: Span, tail: bool) -> Option<CExpr> {
+        let group = self.known_lambda(v)?;
+        let callee = self.atom(&Atom::Var(v));
+        let call = CExpr::App(callee.clone(), self.args(args), site, Moves::default());
+        let inline = self.inline_body(group.clone(), args, site, tail)?;
+        Some(CExpr::Guarded(Box::new(Guard { callee, group, call, inline })))
+    }
+
+    /// A call of `callee` (at `site`; `tail`: in tail position) run in
+    /// place: the callee's parameter, or the parts
     /// of a tuple parameter it destructures at once (as `tuple_param` finds
     /// them) when the call passes as many arguments, stand for the call's
     /// operands, and its body is resolved as a block of the caller's, its
     /// variables in free slots of the caller's frame. `None` (nothing changed)
     /// otherwise, or if the body's call in tail position is not run in place
     /// in turn.
-    fn inline_call(&mut self, g: GlobalId, args: &Args, site: Span, tail: bool) -> Option<CExpr> {
-        let callee = self.callee(g)?;
+    fn inline_body(&mut self, callee: Rc<Group>, args: &Args, site: Span, tail: bool) -> Option<Inline> {
         let l = &callee.members.get()?[0];
         let mut uses = FxHashMap::default();
         count_uses_block(&l.body, &mut uses);
@@ -1191,7 +1281,7 @@ impl Resolver<'_> {
         self.last.extend(last_reads(&body));
         // As an `if`'s branch: the body's slots are all free after it.
         let (start, free) = (self.nslots, self.free.clone());
-        self.inlining.push(g);
+        self.inlining.push(Rc::as_ptr(&callee));
         let outer_tail = std::mem::replace(&mut self.tail, true);
         let outer_loop_tail = std::mem::replace(&mut self.loop_tail, false);
         let mut block = self.block(&body.body);
@@ -1212,7 +1302,8 @@ impl Resolver<'_> {
         }
         self.free.extend((start..end).rev());
         mark_tail_loops(&mut block);
-        Some(CExpr::Inline(Box::new(Inline { body: block, name: callee.display_name(0).into(), site, tail })))
+        let name = callee.display_name(0).into();
+        Some(Inline { body: block, name, site, tail })
     }
 
     /// The [`Loop`] that bindings `i` and `i + 1`, the last, of block `b` (in
@@ -1841,6 +1932,9 @@ impl Resolver<'_> {
             }
             match bind {
                 Bind::Let(x, e) => {
+                    if let Expr::Lambda(g) = e {
+                        self.record_lambda(*x, g);
+                    }
                     if self.tail || self.loop_tail {
                         if let Some(ce) = self.again(e) {
                             frame = self.nslots;
@@ -1851,6 +1945,7 @@ impl Resolver<'_> {
                     let is_tail = i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x);
                     let inline = match e {
                         Expr::App(Atom::Global(g), args, s) => self.inline_call(*g, args, *s, self.tail),
+                        Expr::App(Atom::Var(v), args, s) => self.inline_var_call(*v, args, *s, self.tail),
                         _ => None,
                     };
                     if let Some(ce) = inline {

@@ -185,6 +185,32 @@ const PROGRAMS: &[&str] = &[
      (hvp (lambda (v) (dist v (list 0.5 0.25))) (list 1.0 2.0) (list 1.0 0.5))
      ((derivative-R (lambda (x) (fac (sum-to (used x))))) 1)
      (cdr (unsensitize ((cdr ((*j mag) (*j (list 3.0 4.0)))) (sensitize 1.0))))",
+    // procedures bound by a `let` to lambdas capturing nothing (run in
+    // place behind a guard): called in the `let`'s body and by procedures
+    // built there, in tail position and not, of one operation or several,
+    // calling one another, failing; in procedures rebuilt by `%with-env`
+    // with another procedure in their place (the guard fails: the call is
+    // made, in tail position and not); differentiated
+    "(define (saddle-f a b)
+       (let* ((f (lambda (x1 y1 x2 y2) (- (+ (* x1 x1) (* y1 y1)) (+ (* x2 x2) (* y2 y2)))))
+              (sq (lambda (x) (* x x)))
+              (g (lambda (x) (+ 1 (sq x))))
+              (in (lambda (y) (f a b (car y) (cadr y))))
+              (out (lambda (y) (+ 1 (f a b (car y) (g (cadr y)))))))
+         (list (in (list 1 2)) (out (list 3 4)) (g a) in out)))
+     (define (mk k) (let ((h (lambda (x) (* x x)))) (lambda (y) (h (+ y k)))))
+     (define (mk2 k) (let ((h (lambda (x) (* x x)))) (lambda (y) (+ 1 (h (+ y k))))))
+     (car (saddle-f 1 2)) (cadr (saddle-f 1.5 2)) (saddle-f #t 2) ((list-ref (saddle-f 1 2) 3) (list 1 #t))
+     ((mk 1) 2) ((mk2 1) 2) ((mk 1) #t) ((mk2 1) #t)
+     ((%with-env (mk 1) (list 1 (lambda (x) (* -1 x)))) 2)
+     ((%with-env (mk2 1) (list 1 (lambda (x) (* -1 x)))) 2)
+     ((%with-env (mk2 1) (list 1 (lambda (x) (car x)))) 2)
+     ((%with-env (mk 1) (list 1 5)) 2)
+     ((gradient-R (lambda (v) (car (saddle-f (car v) (cadr v))))) (list 1.0 2.0))
+     ((gradient-F (lambda (v) ((mk2 (car v)) (cadr v)))) (list 1.0 2.0))
+     ((derivative-R (mk 0.5)) 2.0) ((derivative-F (mk2 0.5)) 2.0)
+     (hvp (lambda (v) ((list-ref (saddle-f (car v) 2.0) 3) v)) (list 1.0 2.0) (list 1.0 0.5))
+     (hvp-RR (lambda (v) ((list-ref (saddle-f (car v) 2.0) 4) v)) (list 1.0 2.0) (list 1.0 0.5))",
 ];
 
 /// What running `src` shows: each value or the error (rendered, with its
@@ -278,7 +304,7 @@ fn calls_run_in_place_behave_as_calls_unmetered() {
 /// Whether a block runs a call in place (at any depth of its conditionals).
 fn has_inline(b: &CBlock) -> bool {
     let expr = |e: &CExpr| match e {
-        CExpr::Inline(_) => true,
+        CExpr::Inline(_) | CExpr::Guarded(_) => true,
         CExpr::If(_, t, f) => has_inline(t) || has_inline(f),
         _ => false,
     };
@@ -337,6 +363,13 @@ fn small_procedures_run_in_place() {
                 (define (h a) (+ 1 (f9 a a)))";
     assert!(runs_in_place(defs, "g", true));
     assert!(!runs_in_place(defs, "h", true), "nine operations");
+    // a procedure bound by a `let` to a lambda capturing nothing: called
+    // from a procedure built in its scope; one capturing a value is not
+    let defs = "(define (mk k) (let ((h (lambda (x) (* x x)))) (lambda (y) (+ 1 (h (+ y k))))))
+                (define (mk2 k) (let ((h (lambda (x) (* x k)))) (lambda (y) (+ 1 (h y)))))";
+    assert!(runs_in_place(defs, "(mk 1)", true));
+    assert!(!runs_in_place(defs, "(mk 1)", false), "inline_calls off");
+    assert!(!runs_in_place(defs, "(mk2 1)", true), "h captures k");
 }
 
 /// Whether a procedure's code runs a loop inside a call run in place.
@@ -344,6 +377,7 @@ fn in_place_loop(defs: &str, name: &str) -> bool {
     fn inline_loop(b: &CBlock) -> bool {
         let found = |e: &CExpr| match e {
             CExpr::Inline(il) => has_loop(&il.body) || inline_loop(&il.body),
+            CExpr::Guarded(g) => has_loop(&g.inline.body) || inline_loop(&g.inline.body),
             CExpr::If(_, t, f) => inline_loop(t) || inline_loop(f),
             _ => false,
         };

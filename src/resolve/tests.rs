@@ -98,6 +98,10 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
         }
         CExpr::MakeEnvSens(..) | CExpr::MakeEnvSensLike(..) => {}
         CExpr::Inline(il) => atoms(&il.body, out),
+        CExpr::Guarded(g) => {
+            a(&g.callee, out);
+            atoms(&g.inline.body, out)
+        }
         CExpr::Loop(l) => {
             args(&l.init, out);
             atoms(&l.body, out)
@@ -332,6 +336,7 @@ fn loop_counts(b: &CBlock, n: &mut (usize, usize, usize)) {
         }
         CExpr::Again(_) => n.1 += 1,
         CExpr::Inline(il) => loop_counts(&il.body, n),
+        CExpr::Guarded(g) => loop_counts(&g.inline.body, n),
         _ => {}
     };
     for bind in &b.binds {
