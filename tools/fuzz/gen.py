@@ -2,7 +2,8 @@
 # Random VLAD programs over lists, shape tests, lambdas, map/map2/fold-left/reduce,
 # small top-level procedures (which the resolver runs in place: resolve::Inline), top-level
 # procedures calling themselves in tail position (odd seeds: run as their own loops),
-# small procedures whose body is a named `let` (seeds 3 mod 4: run in place with it) and
+# small procedures whose body is a named `let` (seeds 3 mod 4: run in place with it),
+# `let`-bound lambdas called from closures (seeds 2 mod 4: run in place behind a guard) and
 # nested AD (gradient-R/F, derivative-F/R, hvp, hvp-RR): for differential runs (run.sh).
 # Usage: python3 gen.py SEED > program.vlad (the same seed, the same program).
 import random, sys
@@ -49,6 +50,12 @@ def listfn(v, d):
         return f"(+ 0.5 ({name} {v}))"
     if k == 3: return f"(let loop ((l {v}) (acc 1.0)) (if (pair? l) (loop (cdr l) (* acc {s(['(car l)'])})) acc))"
     if k == 4: return f"(fold-left + 0.0 (map2 (lambda (a b) {s(['a','b'])}) {v} (map (lambda (e) (* 2.0 e)) {v})))"
+    if k == 5 and seed % 4 == 2:
+        # (seeds 2 mod 4: the `let`-bound lambda also called from closures
+        # built in its scope, in and out of tail position: run in place
+        # behind a guard, resolve::Guard)
+        return (f"(let ((f (lambda (a b) {s(['a','b'])}))) (reduce + (f (car {v}) (cadr {v})) "
+                f"(map (lambda (e) (* 0.5 (f e (car {v})))) (map (lambda (e) (f (car {v}) e)) {v}))))")
     if k == 5: return f"(let ((f (lambda (a b) {s(['a','b'])}))) (f (car {v}) (cadr {v})))"
     if k == 6: return f"(reduce * 1.0 {v})"
     return f"(dot {v} (map (lambda (e) {s(['e'])}) {v}))"
