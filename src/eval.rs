@@ -1536,7 +1536,7 @@ impl Machine {
                     }
                     // (a list walked: in a small frame of its own, not
                     // through `exec_bind`'s)
-                    CBind::Uncons(x, y, a, _) => self.exec_uncons(base, inst, *x, *y, a, b)?,
+                    CBind::Uncons(..) => self.exec_uncons(base, inst, b)?,
                     _ => self.exec_bind(base, inst, b)?,
                 }
             }
@@ -2833,42 +2833,48 @@ impl Machine {
         }
     }
 
-    /// Runs a binding (the ones `run_block` does not run itself): a `Split`
-    /// goes straight to [`Machine::exec_split`] (a jump: this frame is small),
-    /// the rest to [`Machine::exec_other`], whose frame is large.
+    /// Runs a binding (the ones `run_block` does not run itself): a jump to
+    /// the function running its kind, each out of line, so that this one
+    /// has no frame to set up (with the commonest cases inlined here, it
+    /// saved six registers and took a large frame on every binding); the
+    /// rest go to [`Machine::exec_other`], whose frame is large.
     #[inline(never)]
     fn exec_bind(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
         match b {
             CBind::Split(..) => self.exec_split(base, inst, b),
             CBind::Let(s, CExpr::Cons(a, d)) => self.exec_cons(base, inst, *s, a, d),
             CBind::Let(s, e @ CExpr::Prim(..)) => self.exec_prim(base, inst, e, base + *s as usize),
-            CBind::Let(s, CExpr::Inline(il)) => {
-                if self.inline_arith(base, inst, il, base + *s as usize) {
-                    return Ok(());
-                }
-                let v = self.eval_inline(base, inst, il)?;
-                self.set(base + *s as usize, v);
-                Ok(())
+            CBind::Let(s, CExpr::Inline(il)) => self.exec_inline(base, inst, il, base + *s as usize),
+            CBind::Let(_, CExpr::If(..) | CExpr::Loop(_) | CExpr::Closure(..)) => {
+                self.exec_block_value(base, inst, b)
             }
-            CBind::Let(s, CExpr::If(c, t, e)) => {
-                let v = self.if_value(base, inst, c, t, e)?;
-                self.set(base + *s as usize, v);
-                Ok(())
-            }
-            CBind::Let(s, CExpr::Loop(lp)) => {
-                let v = self.run_inner_loop(base, inst, lp)?;
-                self.set(base + *s as usize, v);
-                Ok(())
-            }
-            CBind::Let(s, CExpr::Closure(g, caps)) => {
-                // (a lambda: in this small frame too)
-                let v = self.capture(base, inst, g.clone(), caps, 0)?;
-                self.set(base + *s as usize, v);
-                Ok(())
-            }
-            CBind::Uncons(x, y, a, _) => self.exec_uncons(base, inst, *x, *y, a, b),
+            CBind::Uncons(..) => self.exec_uncons(base, inst, b),
             _ => self.exec_other(base, inst, b),
         }
+    }
+
+    /// A binding of a call run in place to slot `i` (see `exec_bind`).
+    #[inline(never)]
+    fn exec_inline(&mut self, base: usize, inst: &InstRc, il: &Inline, i: usize) -> Result<()> {
+        if self.inline_arith(base, inst, il, i) {
+            return Ok(());
+        }
+        let v = self.eval_inline(base, inst, il)?;
+        self.set(i, v);
+        Ok(())
+    }
+
+    /// A binding of a bound `if`, an inner loop or a lambda (see `exec_bind`).
+    #[inline(never)]
+    fn exec_block_value(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
+        let (s, v) = match b {
+            CBind::Let(s, CExpr::If(c, t, e)) => (s, self.if_value(base, inst, c, t, e)?),
+            CBind::Let(s, CExpr::Loop(lp)) => (s, self.run_inner_loop(base, inst, lp)?),
+            CBind::Let(s, CExpr::Closure(g, caps)) => (s, self.capture(base, inst, g.clone(), caps, 0)?),
+            _ => return self.exec_other(base, inst, b),
+        };
+        self.set(base + *s as usize, v);
+        Ok(())
     }
 
     /// A call run in place whose body is one arithmetic operation (`(sqr x)`
@@ -3072,15 +3078,9 @@ impl Machine {
     /// (`set`: a slot a loop's call emptied needs no drop); anything else
     /// as `exec_other` takes it apart.
     #[inline(never)]
-    fn exec_uncons(
-        &mut self,
-        base: usize,
-        inst: &InstRc,
-        x: u32,
-        y: u32,
-        a: &CAtom,
-        b: &CBind,
-    ) -> Result<()> {
+    fn exec_uncons(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
+        let CBind::Uncons(x, y, a, _) = b else { return self.exec_other(base, inst, b) };
+        let (x, y) = (*x, *y);
         if let Some(Value::Pair(p)) = self.peek_operand(base, inst, a) {
             let (car, cdr) = (p.car.clone(), p.cdr.clone());
             self.set(base + x as usize, car);
