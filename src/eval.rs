@@ -2845,12 +2845,36 @@ impl Machine {
             CBind::Let(s, CExpr::Cons(a, d)) => self.exec_cons(base, inst, *s, a, d),
             CBind::Let(s, e @ CExpr::Prim(..)) => self.exec_prim(base, inst, e, base + *s as usize),
             CBind::Let(s, CExpr::Inline(il)) => self.exec_inline(base, inst, il, base + *s as usize),
+            CBind::Let(_, CExpr::Arith2(..)) => self.exec_arith(base, inst, b),
+            CBind::Let(_, CExpr::App(..)) => self.exec_app(base, inst, b),
             CBind::Let(_, CExpr::If(..) | CExpr::Loop(_) | CExpr::Closure(..)) => {
                 self.exec_block_value(base, inst, b)
             }
             CBind::Uncons(..) => self.exec_uncons(base, inst, b),
             _ => self.exec_other(base, inst, b),
         }
+    }
+
+    /// A binding of arithmetic (see `exec_bind`; `run_block` runs its own).
+    #[inline(never)]
+    fn exec_arith(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
+        let CBind::Let(s, CExpr::Arith2(op, x, y, p, span)) = b else {
+            return self.exec_other(base, inst, b);
+        };
+        let i = base + *s as usize;
+        if !self.arith_fast_put(base, inst, *op, x, y, i) {
+            self.arith_slow_put(base, inst, *op, x, y, *p, *span, i)?
+        }
+        Ok(())
+    }
+
+    /// A binding of a call's value (see `exec_bind`; `run_block` makes its own).
+    #[inline(never)]
+    fn exec_app(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
+        let CBind::Let(s, CExpr::App(f, args, span, _)) = b else { return self.exec_other(base, inst, b) };
+        self.app_push(base, inst, f, args, span)?;
+        self.pop_into(base + *s as usize);
+        Ok(())
     }
 
     /// A binding of a call run in place to slot `i` (see `exec_bind`).
