@@ -1729,48 +1729,59 @@ impl Machine {
         Next::Return
     }
 
-    /// The tail expressions of a block that `run_block` does not run itself.
+    /// The tail expressions of a block that `run_block` does not run itself:
+    /// a jump to the function for the kind (no frame of its own to set up).
     #[inline(never)]
     fn tail_slow<const INNER: bool>(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Next> {
         match e {
             // (a call run in place behind a guard that fails: the call, in
             // tail position)
-            CExpr::Guarded(g) => return self.tail_guarded::<INNER>(base, inst, g),
-            CExpr::App(f, args, span, _) => {
-                let fv = atom!(self, base, inst, f);
-                if INNER {
-                    let n = self.push_args(base, inst, args)?;
-                    self.call_push(fv, n, Some(*span))?;
-                    return Ok(Next::Return);
-                }
-                self.push(fv);
-                let n = self.push_args(base, inst, args)?;
-                return Ok(Next::TailCall(n, *span));
-            }
-            CExpr::Arith2(op, a, b, p, span) => {
-                let v = match self.arith_fast(base, inst, *op, a, b) {
-                    Some(n) => n.value(),
-                    None => self.arith_slow(base, inst, *op, a, b, *p, *span)?,
-                };
-                self.ret::<INNER>(base, v)
-            }
-            CExpr::Arith2Int(op, x, k, p, span) => {
-                let v = self.arith_int_value(base, inst, *op, *x, *k, *p, *span)?;
-                self.ret::<INNER>(base, v)
-            }
-            CExpr::Atom(a) => {
-                let v = atom!(self, base, inst, a);
-                self.ret::<INNER>(base, v)
-            }
-            CExpr::Prim(..) => {
-                let v = self.prim_value(base, inst, e)?;
-                self.ret::<INNER>(base, v)
-            }
-            other => {
-                let v = self.eval_expr(base, inst, other)?;
-                self.ret::<INNER>(base, v)
-            }
+            CExpr::Guarded(g) => self.tail_guarded::<INNER>(base, inst, g),
+            CExpr::App(..) => self.tail_app::<INNER>(base, inst, e),
+            CExpr::Prim(..) => self.tail_prim::<INNER>(base, inst, e),
+            _ => self.tail_value::<INNER>(base, inst, e),
         }
+    }
+
+    /// A call in tail position (see `tail_slow`): in a procedure's body, its
+    /// procedure and arguments pushed for the caller's loop to make it.
+    #[inline(never)]
+    fn tail_app<const INNER: bool>(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Next> {
+        let CExpr::App(f, args, span, _) = e else { return self.tail_value::<INNER>(base, inst, e) };
+        let fv = atom!(self, base, inst, f);
+        if INNER {
+            let n = self.push_args(base, inst, args)?;
+            self.call_push(fv, n, Some(*span))?;
+            return Ok(Next::Return);
+        }
+        self.push(fv);
+        let n = self.push_args(base, inst, args)?;
+        Ok(Next::TailCall(n, *span))
+    }
+
+    /// A primitive's call in tail position (see `tail_slow`).
+    #[inline(never)]
+    fn tail_prim<const INNER: bool>(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Next> {
+        let v = self.prim_value(base, inst, e)?;
+        self.ret::<INNER>(base, v);
+        Ok(Next::Return)
+    }
+
+    /// Any other expression in tail position (see `tail_slow`): its value left.
+    #[inline(never)]
+    fn tail_value<const INNER: bool>(&mut self, base: usize, inst: &InstRc, e: &CExpr) -> Result<Next> {
+        let v = match e {
+            CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
+                Some(n) => n.value(),
+                None => self.arith_slow(base, inst, *op, a, b, *p, *span)?,
+            },
+            CExpr::Arith2Int(op, x, k, p, span) => {
+                self.arith_int_value(base, inst, *op, *x, *k, *p, *span)?
+            }
+            CExpr::Atom(a) => atom!(self, base, inst, a),
+            other => self.eval_expr(base, inst, other)?,
+        };
+        self.ret::<INNER>(base, v);
         Ok(Next::Return)
     }
 
