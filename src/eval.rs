@@ -1509,12 +1509,7 @@ impl Machine {
                 // `call_loop` alone (one native frame per interpreted call level).
                 match b {
                     CBind::Let(s, CExpr::Arith2(op, a, b2, p, span)) => {
-                        let i = base + *s as usize;
-                        if !self.arith_fast_put(base, inst, *op, a, b2, i) {
-                            // (the inline arithmetic does not apply: straight to
-                            // the primitive, not through `exec_other`'s second try)
-                            self.arith_slow_put(base, inst, *op, a, b2, *p, *span, i)?
-                        }
+                        self.bind_arith(base, inst, *op, a, b2, p, span, base + *s as usize)?
                     }
                     // (The commonest operator, `(- n k)`, is told apart in
                     // this match: its arithmetic then needs no jump on it.)
@@ -2872,9 +2867,26 @@ impl Machine {
         let CBind::Let(s, CExpr::Arith2(op, x, y, p, span)) = b else {
             return self.exec_other(base, inst, b);
         };
-        let i = base + *s as usize;
-        if !self.arith_fast_put(base, inst, *op, x, y, i) {
-            self.arith_slow_put(base, inst, *op, x, y, *p, *span, i)?
+        self.bind_arith(base, inst, *op, x, y, p, span, base + *s as usize)
+    }
+
+    /// Stores `(op x y)` in slot `i`: the inline arithmetic, else straight
+    /// to the primitive (no second try of the inline arithmetic).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn bind_arith(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        op: Op2,
+        x: &CAtom,
+        y: &CAtom,
+        p: &PrimId,
+        span: &Span,
+        i: usize,
+    ) -> Result<()> {
+        if !self.arith_fast_put(base, inst, op, x, y, i) {
+            self.arith_slow_put(base, inst, op, x, y, *p, *span, i)?
         }
         Ok(())
     }
@@ -3139,26 +3151,11 @@ impl Machine {
     #[inline(never)]
     fn exec_other(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
         match b {
+            // (arithmetic and calls are bound by `exec_arith` and `exec_app`,
+            // or by `run_block` itself)
             CBind::Let(s, e) => {
-                // Each case sets the slot separately (see `run_block`).
-                let i = base + *s as usize;
-                match e {
-                    CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
-                        Some(n) => self.set_num(i, n),
-                        None => {
-                            let v = self.arith_slow(base, inst, *op, a, b, *p, *span)?;
-                            self.set(i, v)
-                        }
-                    },
-                    CExpr::App(f, args, span, _) => {
-                        self.app_push(base, inst, f, args, span)?;
-                        self.pop_into(i);
-                    }
-                    e => {
-                        let v = self.eval_expr(base, inst, e)?;
-                        self.set(i, v)
-                    }
-                }
+                let v = self.eval_expr(base, inst, e)?;
+                self.set(base + *s as usize, v)
             }
             CBind::Uncons(x, y, a, span) => {
                 let v = atom!(self, base, inst, a);
