@@ -1490,6 +1490,32 @@ fn metered_counts_primitive_arithmetic() {
 }
 
 #[test]
+fn rev_grad_evaluates_a_right_hand_side_a_bounded_number_of_times() {
+    // x += (+ y (+ y ... (+ y 1.0))), d deep: x ends x + d y + 1, so the gradient
+    // is (1 d). The backward run evaluates the right-hand side to uncompute x and
+    // once more, noting its parts, for the adjoints: 3d `+` with the forward run.
+    // (It evaluated each part again at every level: d²/2, 4.5 million here.)
+    let d = 3000;
+    let mut rhs = String::from("1.0");
+    for _ in 0..d {
+        rhs = format!("(+ y {rhs})");
+    }
+    let dir = Dir::new();
+    dir.file("r.vlad", &format!("(define-reversible (f x y) (+= x {rhs}))\n(rev-grad f 0 1.0 2.0)\n"));
+    let o = vlad(&dir, &["--metered", "r.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "(1 3000.0)\n"), "{}", o.stderr);
+    let adds: u64 = o
+        .stderr
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("metered: "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count: {}", o.stderr));
+    assert!(adds <= 3 * d, "{adds} additions for a right-hand side of {d}");
+}
+
+#[test]
 fn time_reports_each_top_level_expression() {
     let d = Dir::new();
     // Definitions are not reported; each expression is, after its value, with its

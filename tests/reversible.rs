@@ -917,6 +917,37 @@ fn rev_grad_memory_does_not_grow_with_iterations() {
     assert!(close(g[1], 20000.0 * 0.99999f64.powi(19999), 1e-7), "{r}");
 }
 
+#[test]
+fn rev_grad_of_a_deeply_nested_right_hand_side() {
+    // x += E_d with E_0 = 1, E_k = 1.001 (y + E_(k-1)) for even k, sqrt(y + E_(k-1))
+    // for odd k, through a lambda every 50 levels and an `if` every 70: dE/dy by
+    // the chain rule, level by level, here (forward mode by hand); dx/dx = 1.
+    let d = 600;
+    let y = 0.75f64;
+    let (mut e, mut de) = (1.0f64, 0.0f64);
+    let mut src = String::from("1.0");
+    for k in 1..=d {
+        if k % 2 == 0 {
+            (e, de) = (1.001 * (y + e), 1.001 * (1.0 + de));
+            src = format!("(* 1.001 (+ y {src}))");
+        } else {
+            (e, de) = ((y + e).sqrt(), (1.0 + de) / (2.0 * (y + e).sqrt()));
+            src = format!("(sqrt (+ y {src}))");
+        }
+        if k % 50 == 0 {
+            src = format!("((lambda (u) u) {src})");
+        }
+        if k % 70 == 0 {
+            src = format!("(if (< y 0) 0.0 {src})");
+        }
+    }
+    assert!(e.is_finite() && de > 1.0, "{e} {de}");
+    let mut s = session();
+    let r = last(&mut s, &format!("(define-reversible (f x y) (+= x {src}))\n(rev-grad f 0 2.0 {y})"));
+    let g = nums(&r);
+    assert!(close(g[0], 1.0, 1e-12) && close(g[1], de, 1e-9), "{r}, want (1 {de})");
+}
+
 /// A right-hand side may apply a procedure that depends on the variables: a lambda
 /// capturing one, or a variable holding a closure passed in from VLAD (which captures
 /// the value being differentiated). First derivatives (the native tangent and adjoint

@@ -9,7 +9,7 @@
 //! In the derivative modes a parallel store holds each variable's tangent or
 //! adjoint (see `grad.rs`).
 
-use super::compile::{CExpr, CPlace, CStmt, Callee, ProcCode, RExpr};
+use super::compile::{CExpr, CPlace, CStmt, Callee, Deriv, ProcCode, RExpr};
 use super::syntax::UpOp;
 use super::RevProc;
 use crate::error::{Error, ErrorKind, Result};
@@ -159,6 +159,54 @@ pub struct Exec<'m> {
     pub dir: Dir,
     depth: usize,
     max_depth: usize,
+    /// `vjp`'s notes of an evaluation, kept for the next (see [`Notes`]).
+    pub(super) notes: Notes,
+}
+
+/// The value of each subexpression an evaluation went through, in the order it
+/// began them (an expression, then the parts it evaluated, in order), each with
+/// where the notes of its parts end: the reverse pass (`Exec::vjp`) reads an
+/// expression's parts' values here rather than evaluating each part again,
+/// which was quadratic in the nesting depth of a right-hand side.
+#[derive(Default)]
+pub(super) struct Notes(Vec<(u32, Value)>);
+
+impl Notes {
+    /// A subexpression's evaluation begins: where its note goes.
+    fn open(&mut self) -> usize {
+        self.0.push((0, Value::Nil));
+        self.0.len() - 1
+    }
+    /// The subexpression whose note is at `at` has the value `v`.
+    fn close(&mut self, at: usize, v: &Value) {
+        self.0[at] = (self.0.len() as u32, v.clone());
+    }
+
+    /// The value of the subexpression noted at `at`.
+    pub(super) fn value(&self, at: usize) -> &Value {
+        &self.0[at].1
+    }
+
+    /// Where the note after those of the subexpression at `at` (and its parts) is.
+    pub(super) fn end(&self, at: usize) -> usize {
+        self.0[at].0 as usize
+    }
+
+    /// The values of the parts of the subexpression at `at`, in order, taken
+    /// (each is read once; the parts' own parts are still noted).
+    pub(super) fn take_parts(&mut self, at: usize) -> SmallVec<[Value; 3]> {
+        let (end, mut p) = (self.end(at), at + 1);
+        let mut out = SmallVec::new();
+        while p < end {
+            out.push(std::mem::replace(&mut self.0[p].1, Value::Nil));
+            p = self.end(p);
+        }
+        out
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// A rule violation detected below the statement level: (rule, detail).
@@ -363,7 +411,16 @@ pub fn zero_der(v: &Val) -> Val {
 impl<'m> Exec<'m> {
     pub fn new(m: &'m mut Machine, mode: Mode) -> Exec<'m> {
         let max_depth = m.max_depth().min(MAX_REV_DEPTH);
-        Exec { m, vals: Vec::new(), ders: Vec::new(), mode, dir: Dir::Fwd, depth: 0, max_depth }
+        Exec {
+            m,
+            vals: Vec::new(),
+            ders: Vec::new(),
+            mode,
+            dir: Dir::Fwd,
+            depth: 0,
+            max_depth,
+            notes: Notes::default(),
+        }
     }
 
     pub fn err(&self, f: Frame, dir: Dir, span: Span, rule: &str, detail: impl AsRef<str>) -> Error {
@@ -435,23 +492,67 @@ impl<'m> Exec<'m> {
     // ----- expressions -----
 
     pub fn eval(&mut self, f: Frame, e: &RExpr) -> Result<Value> {
-        crate::stack::grow(|| self.eval_here(f, e))
+        self.eval_noting::<false>(f, e)
     }
 
-    fn eval_here(&mut self, f: Frame, e: &RExpr) -> Result<Value> {
+    /// [`Exec::eval`], noting in `self.notes` (if `NOTE`) the value of each
+    /// subexpression it evaluates (see [`Notes`]).
+    fn eval_noting<const NOTE: bool>(&mut self, f: Frame, e: &RExpr) -> Result<Value> {
+        crate::stack::grow(|| {
+            if !NOTE {
+                return self.eval_here::<false>(f, e);
+            }
+            let at = self.notes.open();
+            let r = self.eval_here::<true>(f, e);
+            if let Ok(v) = &r {
+                self.notes.close(at, v);
+            }
+            r
+        })
+    }
+
+    /// Notes the evaluation of what `vjp` of `e` reads: the values of `e`'s parts
+    /// (as [`Exec::eval_noting`] notes them), not `e`'s own (noted as `()`): a
+    /// procedure applied there is called by its reverse transform, not also here.
+    pub(super) fn note_parts(&mut self, f: Frame, e: &RExpr) -> Result<()> {
+        crate::stack::grow(|| {
+            let at = self.notes.open();
+            match e {
+                RExpr::Const(_) | RExpr::Var(_) | RExpr::Global(_) | RExpr::Prim(_, Deriv::Zero, ..) => {}
+                RExpr::Elem(_, xs, _) | RExpr::Prim(_, _, xs, _) => {
+                    self.eval_all_noting::<true>(f, xs)?;
+                }
+                RExpr::If(b) => {
+                    let c = self.eval_noting::<true>(f, &b[0])?;
+                    self.note_parts(f, if c.is_true_stripped() { &b[1] } else { &b[2] })?;
+                }
+                RExpr::And(_) | RExpr::Or(_) => {
+                    self.eval_here::<true>(f, e)?;
+                }
+                RExpr::Apply(fe, args, _) => {
+                    self.eval_noting::<true>(f, fe)?;
+                    self.eval_all_noting::<true>(f, args)?;
+                }
+            }
+            self.notes.close(at, &Value::Nil);
+            Ok(())
+        })
+    }
+
+    fn eval_here<const NOTE: bool>(&mut self, f: Frame, e: &RExpr) -> Result<Value> {
         match e {
             RExpr::Const(v) => Ok(v.clone()),
             RExpr::Var(s) => Ok(val_value(&self.vals[f.base + *s as usize])),
             RExpr::Global(g) => self.m.global(*g),
             RExpr::Elem(s, idx, sp) => {
-                let iv = self.eval_all(f, idx)?;
+                let iv = self.eval_all_noting::<NOTE>(f, idx)?;
                 match get_path(&self.vals[f.base + *s as usize], &iv) {
                     Ok(v) => Ok(val_value(v)),
                     Err(v) => Err(self.violation(f, self.dir, *sp, v)),
                 }
             }
             RExpr::Prim(p, _, args, sp) => {
-                let xs = self.eval_all(f, args)?;
+                let xs = self.eval_all_noting::<NOTE>(f, args)?;
                 let y = self.call_prim(f, *p, xs, *sp)?;
                 if f.code.options.mod32 && matches!(y, Value::Int(_) | Value::Big(_)) {
                     // Janus: every arithmetic operation is modulo 2^32.
@@ -460,13 +561,13 @@ impl<'m> Exec<'m> {
                 Ok(y)
             }
             RExpr::If(b) => {
-                let c = self.eval(f, &b[0])?;
-                self.eval(f, if c.is_true_stripped() { &b[1] } else { &b[2] })
+                let c = self.eval_noting::<NOTE>(f, &b[0])?;
+                self.eval_noting::<NOTE>(f, if c.is_true_stripped() { &b[1] } else { &b[2] })
             }
             RExpr::And(parts) => {
                 let mut r = Value::Bool(true);
                 for x in parts.iter() {
-                    r = self.eval(f, x)?;
+                    r = self.eval_noting::<NOTE>(f, x)?;
                     if !r.is_true_stripped() {
                         return Ok(r);
                     }
@@ -475,7 +576,7 @@ impl<'m> Exec<'m> {
             }
             RExpr::Or(parts) => {
                 for x in parts.iter() {
-                    let r = self.eval(f, x)?;
+                    let r = self.eval_noting::<NOTE>(f, x)?;
                     if r.is_true_stripped() {
                         return Ok(r);
                     }
@@ -483,8 +584,8 @@ impl<'m> Exec<'m> {
                 Ok(Value::Bool(false))
             }
             RExpr::Apply(fe, args, sp) => {
-                let fv = self.eval(f, fe)?;
-                let xs = self.eval_all(f, args)?;
+                let fv = self.eval_noting::<NOTE>(f, fe)?;
+                let xs = self.eval_all_noting::<NOTE>(f, args)?;
                 self.m.apply_value(fv, tuple(xs), Some(*sp))
             }
         }
@@ -522,9 +623,13 @@ impl<'m> Exec<'m> {
     }
 
     pub fn eval_all(&mut self, f: Frame, es: &[RExpr]) -> Result<SmallVec<[Value; 3]>> {
+        self.eval_all_noting::<false>(f, es)
+    }
+
+    fn eval_all_noting<const NOTE: bool>(&mut self, f: Frame, es: &[RExpr]) -> Result<SmallVec<[Value; 3]>> {
         let mut out = SmallVec::new();
         for e in es {
-            out.push(self.eval(f, e)?);
+            out.push(self.eval_noting::<NOTE>(f, e)?);
         }
         Ok(out)
     }

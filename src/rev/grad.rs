@@ -10,7 +10,7 @@
 //! otherwise with VLAD's own AD (`*j` for adjoints, `bundle` for tangents).
 
 use super::compile::{CExpr, CPlace, Deriv, RExpr};
-use super::exec::{apply_op, get_path, get_path_mut, tuple, val_value, Dir, Exec, Frame, Val};
+use super::exec::{apply_op, get_path, get_path_mut, tuple, val_value, Dir, Exec, Frame, Notes, Val};
 use super::syntax::UpOp;
 use crate::ad::ops;
 use crate::anf::Kind;
@@ -433,12 +433,26 @@ impl Exec<'_> {
     }
 
     /// Accumulates the cotangent `cot` of an expression into the adjoints of the
-    /// variables it reads.
+    /// variables it reads (evaluating its parts once, noting their values).
     pub fn vjp(&mut self, f: Frame, e: &RExpr, cot: Value) -> Result<()> {
-        crate::stack::grow(|| self.vjp_here(f, e, cot))
+        if is_zero_der(&cot) {
+            return Ok(());
+        }
+        self.notes.clear();
+        let r = self.note_parts(f, e);
+        let mut notes = std::mem::take(&mut self.notes);
+        let r = r.and_then(|()| self.vjp_noted(f, e, cot, &mut notes, 0));
+        notes.clear();
+        self.notes = notes;
+        r
     }
 
-    fn vjp_here(&mut self, f: Frame, e: &RExpr, cot: Value) -> Result<()> {
+    /// [`Exec::vjp`] of the expression whose evaluation was noted at `at` of `notes`.
+    fn vjp_noted(&mut self, f: Frame, e: &RExpr, cot: Value, notes: &mut Notes, at: usize) -> Result<()> {
+        crate::stack::grow(|| self.vjp_here(f, e, cot, notes, at))
+    }
+
+    fn vjp_here(&mut self, f: Frame, e: &RExpr, cot: Value, notes: &mut Notes, at: usize) -> Result<()> {
         if is_zero_der(&cot) {
             return Ok(());
         }
@@ -446,12 +460,17 @@ impl Exec<'_> {
             RExpr::Const(_) | RExpr::Global(_) => Ok(()),
             RExpr::And(parts) | RExpr::Or(parts) => {
                 // the part whose value it is: the first false (and) or true (or) one
+                // (the parts evaluated are those noted)
                 let or = matches!(e, RExpr::Or(_));
+                let mut p = at + 1;
                 for (i, x) in parts.iter().enumerate() {
-                    let r = self.eval(f, x)?;
-                    if r.is_true_stripped() == or || (!or && i + 1 == parts.len()) {
-                        return self.vjp(f, x, cot);
+                    if p == notes.end(at) {
+                        break;
                     }
+                    if notes.value(p).is_true_stripped() == or || (!or && i + 1 == parts.len()) {
+                        return self.vjp_noted(f, x, cot, notes, p);
+                    }
+                    p = notes.end(p);
                 }
                 Ok(())
             }
@@ -466,8 +485,8 @@ impl Exec<'_> {
                     _ => der_add(slot, &cot),
                 }
             }
-            RExpr::Elem(s, idx, _) => {
-                let iv = self.eval_all(f, idx)?;
+            RExpr::Elem(s, _, _) => {
+                let iv = notes.take_parts(at);
                 if let Ok(d) = get_path_mut(&mut self.ders[f.base + *s as usize], &iv) {
                     der_add(d, &cot)?;
                 }
@@ -477,33 +496,39 @@ impl Exec<'_> {
                 if *dv == Deriv::Zero {
                     return Ok(());
                 }
-                let xs = self.eval_all(f, args)?;
+                let xs = notes.take_parts(at);
                 let y = if needs_result(*dv) { self.call_prim(f, *p, xs.clone(), *sp)? } else { Value::Nil };
                 let ps = partials(self.m, *dv, &xs, &y).map_err(|e| e.at(*sp))?;
+                let mut n = at + 1;
                 for (a, pd) in args.iter().zip(ps.iter()) {
                     if !is_zero_der(pd) {
                         let c = dmul(&cot, pd)?;
-                        self.vjp(f, a, c)?;
+                        self.vjp_noted(f, a, c, notes, n)?;
                     }
+                    n = notes.end(n);
                 }
                 Ok(())
             }
             RExpr::If(b) => {
-                let c = self.eval(f, &b[0])?;
-                self.vjp(f, if c.is_true_stripped() { &b[1] } else { &b[2] }, cot)
+                // (its notes: the test's, then the branch's)
+                let taken = if notes.value(at + 1).is_true_stripped() { &b[1] } else { &b[2] };
+                let branch = notes.end(at + 1);
+                self.vjp_noted(f, taken, cot, notes, branch)
             }
             RExpr::Apply(fe, args, sp) => {
                 if args.is_empty() && matches!(**fe, RExpr::Const(_) | RExpr::Global(_)) {
                     return Ok(());
                 }
-                let fv = self.eval(f, fe)?;
-                let xs = self.eval_all(f, args)?;
+                // (its notes: the procedure's, then the arguments')
+                let mut xs = notes.take_parts(at);
+                let fv = xs.remove(0);
                 let (fbar, xbar) = apply_vjp(self.m, fv, tuple(xs), &cot, *sp)?;
                 if !matches!(**fe, RExpr::Const(_) | RExpr::Global(_)) {
-                    self.vjp(f, fe, fbar)?;
+                    self.vjp_noted(f, fe, fbar, notes, at + 1)?;
                 }
                 let n = args.len();
                 let mut cur = xbar;
+                let mut p = notes.end(at + 1);
                 for (i, a) in args.iter().enumerate() {
                     let part = if i + 1 == n {
                         std::mem::replace(&mut cur, Value::Nil)
@@ -517,7 +542,8 @@ impl Exec<'_> {
                             _ => Value::Nil,
                         }
                     };
-                    self.vjp(f, a, part)?;
+                    self.vjp_noted(f, a, part, notes, p)?;
+                    p = notes.end(p);
                 }
                 Ok(())
             }
