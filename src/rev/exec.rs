@@ -498,6 +498,14 @@ impl<'m> Exec<'m> {
     /// [`Exec::eval`], noting in `self.notes` (if `NOTE`) the value of each
     /// subexpression it evaluates (see [`Notes`]).
     fn eval_noting<const NOTE: bool>(&mut self, f: Frame, e: &RExpr) -> Result<Value> {
+        if !NOTE {
+            // (a leaf needs no stack check)
+            match e {
+                RExpr::Const(v) => return Ok(v.clone()),
+                RExpr::Var(s) => return Ok(val_value(&self.vals[f.base + *s as usize])),
+                _ => {}
+            }
+        }
         crate::stack::grow(|| {
             if !NOTE {
                 return self.eval_here::<false>(f, e);

@@ -449,6 +449,10 @@ impl Exec<'_> {
 
     /// [`Exec::vjp`] of the expression whose evaluation was noted at `at` of `notes`.
     fn vjp_noted(&mut self, f: Frame, e: &RExpr, cot: Value, notes: &mut Notes, at: usize) -> Result<()> {
+        if let RExpr::Var(_) | RExpr::Const(_) | RExpr::Global(_) = e {
+            // (a leaf needs no stack check)
+            return self.vjp_here(f, e, cot, notes, at);
+        }
         crate::stack::grow(|| self.vjp_here(f, e, cot, notes, at))
     }
 
