@@ -351,6 +351,15 @@ pub fn apply_vjp(m: &mut Machine, f: Value, x: Value, ybar: &Value, sp: Span) ->
 impl Exec<'_> {
     /// Value and tangent of an expression.
     pub fn eval_t(&mut self, f: Frame, e: &RExpr) -> Result<(Value, Value)> {
+        // (a leaf needs no stack check)
+        match e {
+            RExpr::Const(v) => return Ok((v.clone(), Value::Nil)),
+            RExpr::Var(s) => {
+                let i = f.base + *s as usize;
+                return Ok((val_value(&self.vals[i]), val_value(&self.ders[i])));
+            }
+            _ => {}
+        }
         crate::stack::grow(|| self.eval_t_here(f, e))
     }
 
