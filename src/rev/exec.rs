@@ -497,7 +497,7 @@ impl<'m> Exec<'m> {
 
     /// [`Exec::eval`], noting in `self.notes` (if `NOTE`) the value of each
     /// subexpression it evaluates (see [`Notes`]).
-    fn eval_noting<const NOTE: bool>(&mut self, f: Frame, e: &RExpr) -> Result<Value> {
+    pub(super) fn eval_noting<const NOTE: bool>(&mut self, f: Frame, e: &RExpr) -> Result<Value> {
         if !NOTE {
             // (a leaf needs no stack check)
             match e {

@@ -448,9 +448,14 @@ impl Exec<'_> {
             return Ok(());
         }
         self.notes.clear();
-        let r = self.note_parts(f, e);
+        self.note_parts(f, e)?;
+        self.vjp_of_notes(f, e, cot)
+    }
+
+    /// [`Exec::vjp`] of `e`, whose evaluation `self.notes` holds (from its start).
+    fn vjp_of_notes(&mut self, f: Frame, e: &RExpr, cot: Value) -> Result<()> {
         let mut notes = std::mem::take(&mut self.notes);
-        let r = r.and_then(|()| self.vjp_noted(f, e, cot, &mut notes, 0));
+        let r = self.vjp_noted(f, e, cot, &mut notes, 0);
         notes.clear();
         self.notes = notes;
         r
@@ -581,7 +586,9 @@ impl Exec<'_> {
         let (e, de) = if self.mode == super::exec::Mode::Tangent {
             self.eval_t(f, &rhs.e)?
         } else {
-            (self.eval(f, &rhs.e)?, Value::Nil)
+            // (noted: the adjoint rule below reads its parts' values from the notes)
+            self.notes.clear();
+            (self.eval_noting::<true>(f, &rhs.e)?, Value::Nil)
         };
         let t = match get_path(&self.vals[slot], iv) {
             Ok(Val::S(t)) => t.clone(),
@@ -609,19 +616,19 @@ impl Exec<'_> {
             // The executed update undoes the forward run's inverse update.
             match op {
                 UpOp::Add => {
-                    self.vjp(f, &rhs.e, dneg(&td)?)?;
+                    self.vjp_of_notes(f, &rhs.e, dneg(&td)?)?;
                     td
                 }
                 UpOp::Sub => {
-                    self.vjp(f, &rhs.e, td.clone())?;
+                    self.vjp_of_notes(f, &rhs.e, td.clone())?;
                     td
                 }
                 UpOp::Div => {
-                    self.vjp(f, &rhs.e, dmul(&td, &nt)?)?;
+                    self.vjp_of_notes(f, &rhs.e, dmul(&td, &nt)?)?;
                     dmul(&td, &e)?
                 }
                 UpOp::Mul => {
-                    self.vjp(f, &rhs.e, dneg(&ddiv(&dmul(&td, &t)?, &e)?)?)?;
+                    self.vjp_of_notes(f, &rhs.e, dneg(&ddiv(&dmul(&td, &t)?, &e)?)?)?;
                     ddiv(&td, &e)?
                 }
                 UpOp::Xor => td,
