@@ -36,7 +36,10 @@
 //! an inexact operand is inexact, so whether a derivative is exact can differ
 //! (a tape gives way where it sees that, `exactness_may_differ`, but not through
 //! pairs taken apart, nor for a constant operand's zero tangent in nested
-//! forward mode: plain here, a zero of its own level there, see `record`); a
+//! forward mode: plain here, a zero of its own level there, see `record`;
+//! where it knows the transform's zero reaches an input, as the zero of the
+//! primal result a nested `vjp` drops, see [`Discard`], and no level encloses
+//! it, it makes that input's cotangent inexact itself instead of giving way); a
 //! zero through an infinite operand is NaN where the tape's derivative is a
 //! number, and the sign of a zero can differ. And a sum of several
 //! sensitivities (or of a nested level's tangent contributions) may be added
@@ -242,6 +245,25 @@ struct Tape {
     /// Recorded for forward sweeps (`gradient_by_sweeps`): `push_op`'s nodes
     /// note their exact constants too (see `Node::n`).
     sweeps: bool,
+    /// The primal results that runs of `vjp` nested in this one dropped, in
+    /// this level's nodes (see [`Discard`]).
+    discards: Vec<Discard>,
+}
+
+/// A primal result that a nested `vjp` run dropped (`real-vjp`, `vjp`: not
+/// `value-and-vjp`), noted on an enclosing tape: the nodes of this tape that
+/// its reals are (`y`, all before `from`), and the nodes this tape got while
+/// the run swept its own tape and built the cotangent (`from` to `to`). The
+/// transform's `vjp` (`prims::REAL_VJP_VIA`, `VJP_VIA`) gives the dropped
+/// result the sensitivity `(zero y)` wherever its backward phase runs, which
+/// is wherever the cotangent has a sensitivity; the nodes of the run's sweep
+/// reach nothing but the cotangent, so where one of them is reached, each node
+/// of `y` gets a zero (0.0 where its value is inexact), and the rules of
+/// every node below it run on that (see `sweep`).
+struct Discard {
+    from: u32,
+    to: u32,
+    y: SmallVec<[u32; 2]>,
 }
 
 /// An operation on doubles that a tape records with its kept values unboxed
@@ -355,6 +377,7 @@ impl Tape {
             vals: Chunks::default(),
             reals: Chunks::default(),
             sweeps: false,
+            discards: Vec::new(),
         }
     }
 }
@@ -484,9 +507,9 @@ pub struct Tapes {
     /// The sensitivities' store of the last reverse run, emptied (kept for
     /// the next, as `spare` keeps tapes).
     spare_adj: Vec<Option<Sens>>,
-    /// The sweep's marks of nodes below a node no sensitivity reached (see
-    /// `sweep`), kept for the next run as `spare_adj` is.
-    spare_tainted: Vec<bool>,
+    /// The sweep's marks of the nodes (see `sweep`), kept for the next run
+    /// as `spare_adj` is.
+    spare_marks: Vec<u8>,
     /// Runs that gave way because the transform's cotangent could be inexact
     /// where the tape's is exact (see `exactness_may_differ`).
     pub exactness_declined: u64,
@@ -522,7 +545,7 @@ impl Default for Tapes {
             exactness_declined: 0,
             spare: Vec::new(),
             spare_adj: Vec::new(),
-            spare_tainted: Vec::new(),
+            spare_marks: Vec::new(),
             no_io: false,
             swept: 0,
             sweeps_declined: FxHashMap::default(),
@@ -597,6 +620,7 @@ impl Tapes {
             t.nodes.clear();
             t.vals.clear();
             t.reals.clear();
+            t.discards.clear();
             self.spare.push(t);
         }
     }
@@ -1899,10 +1923,12 @@ fn try_tape_with(
         return Ok(gave_way(m, "a result not made of pairs, () and reals shaped like the sensitivity"));
     }
     let mut tape = tape;
-    let mut tainted = std::mem::take(&mut m.tape.spare_tainted);
-    tainted.clear();
-    tainted.resize(tape.nodes.len(), false);
-    let any_tainted = match sweep(m, &mut tape, &mut adj, &mut tainted) {
+    // (where the enclosing tapes are before the sweep, for `note_discard`)
+    let lengths = tape_lengths(m, want);
+    let mut marks = std::mem::take(&mut m.tape.spare_marks);
+    marks.clear();
+    marks.resize(tape.nodes.len(), 0);
+    let any_marked = match sweep(m, &mut tape, &mut adj, &mut marks) {
         Ok(t) => t,
         Err(e) if e.kind == ErrorKind::Limit => return Err(e),
         // (the transform's backpropagator meets the same error: reported as it
@@ -1920,24 +1946,131 @@ fn try_tape_with(
     if adj.capacity() <= SPARE_ADJ {
         m.tape.spare_adj = adj;
     }
+    if any_marked && m.tape.stack.is_empty() {
+        match add_certain_zeros(m, x, &inputs, &mut marks, &mut sens) {
+            Ok(()) => {}
+            Err(e) if e.kind == ErrorKind::Limit => return Err(e),
+            Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
+        }
+    }
     let mut k = 0;
     let xb = match cotangent(m, x, &mut sens, &mut k) {
         Ok(xb) => xb,
         Err(e) if e.kind == ErrorKind::Limit => return Err(e),
         Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
     };
-    let differ = any_tainted && exactness_may_differ(&tainted, &inputs, &xb);
-    if tainted.capacity() <= SPARE_ADJ {
-        m.tape.spare_tainted = tainted;
+    let differ = any_marked && exactness_may_differ(&marks, &inputs, &xb);
+    if marks.capacity() <= SPARE_ADJ {
+        m.tape.spare_marks = marks;
     }
     if differ {
         m.tape.exactness_declined += 1;
         return Ok(gave_way(m, EXACTNESS));
     }
+    if !lengths.is_empty() {
+        note_discard(m, id, &y, &lengths);
+    }
     Ok(Some(match want {
         Want::ValueAndVjp => Value::cons(deactivate(&y, id), xb),
         _ => xb,
     }))
+}
+
+/// The cotangents (`sens`, one an input, in order) of the inputs that the
+/// transform's zeros surely reach (`CERTAIN`, or `SOURCE`: an input that is
+/// itself a dropped result, with an inexact value), made inexact as the
+/// transform's zero 0.0 added to them makes them (an exact one plus 0.0; an
+/// inexact one is left as it is: the zero's sign aside, adding it changes
+/// nothing); those are unmarked, the question `exactness_may_differ` asks
+/// being answered for them. Only for a run that no level encloses: under
+/// one, the transform's zeros here also compute with that level's reals
+/// (`0.0` times a real of an enclosing tape is a node there, whose own
+/// zeros the enclosing level's exactness depends on), which the tape does
+/// not record; there such an input's exact cotangent gives way, as one
+/// `TAINTED` does.
+#[inline(never)]
+fn add_certain_zeros(
+    m: &mut Machine,
+    x: &Value,
+    inputs: &[u32],
+    marks: &mut [u8],
+    sens: &mut [Option<Value>],
+) -> Result<()> {
+    // (the inputs' values, where one is needed: for a zero, or to see whether
+    // an input that is a dropped result is inexact)
+    let mut xs: Option<Vec<&Value>> = None;
+    for (j, &n) in inputs.iter().enumerate() {
+        let mark = marks[n as usize];
+        if mark & (CERTAIN | SOURCE) == 0 {
+            continue;
+        }
+        if mark & CERTAIN == 0 || sens[j].as_ref().is_none_or(|c| !is_inexact(c)) {
+            let xs = xs.get_or_insert_with(|| reals_in_order(x).unwrap_or_default());
+            let Some(&xj) = xs.get(j) else { break };
+            if mark & CERTAIN == 0 && !is_inexact(xj) {
+                continue;
+            }
+            let c = match sens[j].take() {
+                Some(c) => c,
+                None => zero_active(m, xj)?,
+            };
+            sens[j] = Some(if is_inexact(&c) { c } else { add_slow(m, c, Value::Real(0.0))? });
+        }
+        marks[n as usize] &= !(TAINTED | CERTAIN);
+    }
+    Ok(())
+}
+
+/// The length of each enclosing tape (its identity, its length), where a
+/// run of `want` may note a dropped result on it (see [`note_discard`]).
+fn tape_lengths(m: &Machine, want: Want) -> SmallVec<[(u32, u32); 2]> {
+    if want == Want::ValueAndVjp {
+        return SmallVec::new();
+    }
+    m.tape.stack.iter().filter(|t| !t.forward).map(|t| (t.id, t.nodes.len() as u32)).collect()
+}
+
+/// Notes on each enclosing tape the primal result `y` that this run of
+/// level `id` drops (see [`Discard`]): the nodes its reals are on that tape
+/// (a real of this level by its value, a real of a level by the real of the
+/// enclosing one under it), and the nodes the tape got from `lengths` (its
+/// length before this run's sweep) on.
+#[inline(never)]
+fn note_discard(m: &mut Machine, id: u32, y: &Value, lengths: &[(u32, u32)]) {
+    // (level, node) of each real, each level it is on
+    let mut nodes: SmallVec<[(u32, u32); 8]> = SmallVec::new();
+    let mut work: SmallVec<[&Value; 8]> = smallvec::smallvec![y];
+    while let Some(v) = work.pop() {
+        let mut v = v;
+        if let Value::Pair(p) = v {
+            work.push(&p.cdr);
+            work.push(&p.car);
+            continue;
+        }
+        loop {
+            match v {
+                Value::TapeReal(t, node, _) => {
+                    nodes.push((*t as u32, *node));
+                    break;
+                }
+                Value::Active(a) => {
+                    if a.node != NONE && a.tape != id {
+                        nodes.push((a.tape, a.node));
+                    }
+                    v = &a.value;
+                }
+                _ => break,
+            }
+        }
+    }
+    for &(level, from) in lengths {
+        let Some(t) = m.tape.stack.iter_mut().find(|t| t.id == level) else { continue };
+        let len = t.nodes.len() as u32;
+        let y: SmallVec<[u32; 2]> = nodes.iter().filter(|(l, _)| *l == level).map(|&(_, n)| n).collect();
+        if !y.is_empty() && len > from {
+            t.discards.push(Discard { from, to: len - 1, y });
+        }
+    }
 }
 
 /// Notes why a run gave way (the first time); `None`.
@@ -2141,14 +2274,30 @@ fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Sens>], real: bool, boo
 
 /// The backward sweep: each node's sensitivity, last node first, through its
 /// formula's cotangent rule to its parents. It frees what it has gone through
-/// of the tape as it goes. It marks in `tainted` (one `false` a node) the
-/// nodes below a node that no sensitivity reached and whose operands or result
-/// are inexact (see `exactness_may_differ`); its result: whether it marked any.
+/// of the tape as it goes. It marks in `marks` (one `0` a node) `TAINTED`
+/// the nodes below a node that no sensitivity reached and whose operands or
+/// result are inexact (see `exactness_may_differ`), and `CERTAIN` those below
+/// a node of a dropped result whose nested run's backward phase the
+/// transform runs (see [`Discard`]); its result: whether it marked any.
 /// It makes no procedure calls, so it checks `--timeout` and Ctrl-C itself
 /// (every `SWEEP_CHECK_EVERY` nodes): a long sweep stops as the transform's
 /// backpropagator would, not by the watchdog ending the program (the REPL's
 /// session, `vlad test`'s run).
-fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &mut [bool]) -> Result<bool> {
+fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], marks: &mut [u8]) -> Result<bool> {
+    if tape.discards.is_empty() {
+        sweep_marking::<false>(m, tape, adj, marks)
+    } else {
+        sweep_marking::<true>(m, tape, adj, marks)
+    }
+}
+
+/// [`sweep`], on a tape with dropped results noted (`DISCARDS`) or none.
+fn sweep_marking<const DISCARDS: bool>(
+    m: &mut Machine,
+    tape: &mut Tape,
+    adj: &mut [Option<Sens>],
+    marks: &mut [u8],
+) -> Result<bool> {
     // (an operand or result the rule does not read)
     let zero = Value::Real(0.0);
     // (where the values the nodes from `i` on keep start)
@@ -2156,6 +2305,13 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &m
     let mut any = false;
     // (nothing metered: the doubles cases below apply)
     let plain = m.meter.is_none();
+    // (the dropped results of nested runs, the last first, the next one's
+    // `from`, and the last node reached so far)
+    let mut discards = std::mem::take(&mut tape.discards);
+    discards.sort_unstable_by_key(|d| std::cmp::Reverse(d.from));
+    let mut next = 0;
+    let mut next_from = discards.first().map_or(NONE, |d| d.from);
+    let mut lowest_reached = NONE;
     for i in (0..tape.nodes.len()).rev() {
         // (not at the last node: what is left of a run's sweep there is
         // one node, and the tape is emptied right after)
@@ -2167,16 +2323,34 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &m
             tape.vals.truncate(vals_at);
         }
         let node = *tape.nodes.get(i);
-        let Some(f) = node.f else { continue };
         // (a node that none reaches has no sensitivity by now: all its
         // children are done)
-        if adj[i].is_none() && node.bits & INEXACT != 0 {
-            tainted[i] = true;
+        let reached = adj[i].is_some();
+        let mut mark = marks[i];
+        if DISCARDS {
+            if reached || mark & CERTAIN != 0 {
+                lowest_reached = i as u32;
+            }
+            if i as u32 == next_from {
+                any |= mark_discards(&discards, &mut next, &mut next_from, lowest_reached, marks);
+                mark = marks[i];
+            }
         }
-        if tainted[i] {
+        let Some(f) = node.f else { continue };
+        if DISCARDS && mark & SOURCE != 0 {
+            if node.bits & INEXACT != 0 {
+                mark |= CERTAIN;
+                marks[i] = mark;
+            }
+        } else if !reached && node.bits & INEXACT != 0 {
+            mark |= TAINTED;
+            marks[i] = mark;
+        }
+        let mark = mark & (TAINTED | CERTAIN);
+        if mark != 0 {
             for &p in &node.parents {
                 if p != NONE {
-                    tainted[p as usize] = true;
+                    marks[p as usize] |= mark;
                     any = true;
                 }
             }
@@ -2313,6 +2487,46 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], tainted: &m
     }
     debug_assert!(reals_at == 0 && vals_at == 0, "each node's values found");
     Ok(any)
+}
+
+/// `sweep`'s marks of a node (one byte each): below a node that no
+/// sensitivity reached and whose operands or result are inexact (the
+/// transform may give it a zero: see `exactness_may_differ`)...
+const TAINTED: u8 = 1;
+/// ... below a node that the transform surely gives a zero, with an inexact
+/// operand or result (so the transform's sensitivity of each node below is
+/// inexact)...
+const CERTAIN: u8 = 2;
+/// ... a node of a dropped result (see [`Discard`]) whose cotangent's
+/// backward phase runs: the transform gives it a zero.
+const SOURCE: u8 = 4;
+
+/// Marks the nodes of the dropped results whose `from` the sweep is at
+/// (`discards[*next..]`, the last first) `SOURCE` where their cotangents'
+/// backward phases run: where a node of the nested run's sweep was reached
+/// or surely gets a zero (`lowest_reached`, the last such node so far, is at
+/// most `to`; every node from `from` on is done). Moves `next` and
+/// `next_from` on; whether it marked any.
+#[inline(never)]
+fn mark_discards(
+    discards: &[Discard],
+    next: &mut usize,
+    next_from: &mut u32,
+    lowest_reached: u32,
+    marks: &mut [u8],
+) -> bool {
+    let mut any = false;
+    while let Some(d) = discards.get(*next).filter(|d| d.from == *next_from) {
+        if lowest_reached <= d.to {
+            for &y in &d.y {
+                marks[y as usize] |= SOURCE;
+            }
+            any = true;
+        }
+        *next += 1;
+    }
+    *next_from = discards.get(*next).map_or(NONE, |d| d.from);
+    any
 }
 
 /// `-`'s rule, (cons yb (- 0 yb)), in the sweep, on an exact sensitivity `yb`
@@ -2787,12 +3001,12 @@ fn cotangent_real(m: &mut Machine, x: &Value, sens: &mut [Option<Value>], k: &mu
 /// value is only compared: the run then gives way needlessly, not wrongly.
 /// It does not see the zero a pair's sensitivity gives an input that is a
 /// part of the pair, as in `(let (((cons u w) (cons x 2))) (- x w))`.)
-/// (`tainted`: the nodes below such a node, from the sweep, which finds them;
-/// `None` if none is.)
-fn exactness_may_differ(tainted: &[bool], inputs: &[u32], xb: &Value) -> bool {
+/// (`marks`: `TAINTED` or `CERTAIN` on the nodes below such a node, from the
+/// sweep, which finds them, less the inputs `add_certain_zeros` made inexact.)
+fn exactness_may_differ(marks: &[u8], inputs: &[u32], xb: &Value) -> bool {
     // the cotangents of the inputs, in order (walked as `cotangent` built them)
     let leaves = reals_in_order(xb).unwrap_or_default();
-    inputs.iter().zip(leaves).any(|(&n, c)| tainted[n as usize] && !is_inexact(c))
+    inputs.iter().zip(leaves).any(|(&n, c)| marks[n as usize] & (TAINTED | CERTAIN) != 0 && !is_inexact(c))
 }
 
 /// `zero` of an active real (`ops::zero`): a real of its level, the zero of
