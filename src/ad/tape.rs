@@ -37,9 +37,10 @@
 //! (a tape gives way where it sees that, `exactness_may_differ`, but not through
 //! pairs taken apart, nor for a constant operand's zero tangent in nested
 //! forward mode: plain here, a zero of its own level there, see `record`;
-//! where it knows the transform's zero reaches an input, as the zero of the
-//! primal result a nested `vjp` drops, see [`Discard`], and no level encloses
-//! it, it makes that input's cotangent inexact itself instead of giving way); a
+//! where it knows the transform's zero reaches a node, as the zero of the
+//! primal result a nested `vjp` drops, see [`Discard`], it makes the inputs
+//! below that node inexact itself instead of giving way, or, under an
+//! enclosing level, sweeps the zero through the rules as the transform does); a
 //! zero through an infinite operand is NaN where the tape's derivative is a
 //! number, and the sign of a zero can differ. And a sum of several
 //! sensitivities (or of a nested level's tangent contributions) may be added
@@ -259,11 +260,14 @@ struct Tape {
 /// is wherever the cotangent has a sensitivity; the nodes of the run's sweep
 /// reach nothing but the cotangent, so where one of them is reached, each node
 /// of `y` gets a zero (0.0 where its value is inexact), and the rules of
-/// every node below it run on that (see `sweep`).
+/// every node below it run on that (see `sweep`). On a tape that a level
+/// encloses, `values` holds each real's value (a real of the enclosing
+/// levels) to make that zero of, as the transform makes it.
 struct Discard {
     from: u32,
     to: u32,
     y: SmallVec<[u32; 2]>,
+    values: Vec<Value>,
 }
 
 /// An operation on doubles that a tape records with its kept values unboxed
@@ -1985,9 +1989,9 @@ fn try_tape_with(
 /// being answered for them. Only for a run that no level encloses: under
 /// one, the transform's zeros here also compute with that level's reals
 /// (`0.0` times a real of an enclosing tape is a node there, whose own
-/// zeros the enclosing level's exactness depends on), which the tape does
-/// not record; there such an input's exact cotangent gives way, as one
-/// `TAINTED` does.
+/// zeros the enclosing level's exactness depends on), so there the sweep
+/// runs the rules on the zeros themselves (`seed_discards`) and marks none
+/// `CERTAIN`.
 #[inline(never)]
 fn add_certain_zeros(
     m: &mut Machine,
@@ -2037,8 +2041,14 @@ fn tape_lengths(m: &Machine, want: Want) -> SmallVec<[(u32, u32); 2]> {
 /// length before this run's sweep) on.
 #[inline(never)]
 fn note_discard(m: &mut Machine, id: u32, y: &Value, lengths: &[(u32, u32)]) {
-    // (level, node) of each real, each level it is on
+    // (whether a level encloses any of the tapes: the first, if it is the
+    // outermost level, has no use for the values)
+    let first = m.tape.stack.first().map(|t| t.id);
+    let enclosed = |k: usize, level: u32| k > 0 || first != Some(level);
+    let want_values = lengths.iter().enumerate().any(|(k, &(level, _))| enclosed(k, level));
+    // (level, node) of each real, each level it is on, and (if wanted) its value there
     let mut nodes: SmallVec<[(u32, u32); 8]> = SmallVec::new();
+    let mut values: SmallVec<[Value; 8]> = SmallVec::new();
     let mut work: SmallVec<[&Value; 8]> = smallvec::smallvec![y];
     while let Some(v) = work.pop() {
         let mut v = v;
@@ -2049,13 +2059,19 @@ fn note_discard(m: &mut Machine, id: u32, y: &Value, lengths: &[(u32, u32)]) {
         }
         loop {
             match v {
-                Value::TapeReal(t, node, _) => {
+                Value::TapeReal(t, node, p) => {
                     nodes.push((*t as u32, *node));
+                    if want_values {
+                        values.push(Value::Real(*p));
+                    }
                     break;
                 }
                 Value::Active(a) => {
                     if a.node != NONE && a.tape != id {
                         nodes.push((a.tape, a.node));
+                        if want_values {
+                            values.push(a.value.clone());
+                        }
                     }
                     v = &a.value;
                 }
@@ -2063,12 +2079,22 @@ fn note_discard(m: &mut Machine, id: u32, y: &Value, lengths: &[(u32, u32)]) {
             }
         }
     }
-    for &(level, from) in lengths {
+    for (k, &(level, from)) in lengths.iter().enumerate() {
+        let keep = enclosed(k, level);
         let Some(t) = m.tape.stack.iter_mut().find(|t| t.id == level) else { continue };
         let len = t.nodes.len() as u32;
-        let y: SmallVec<[u32; 2]> = nodes.iter().filter(|(l, _)| *l == level).map(|&(_, n)| n).collect();
+        let mut y = SmallVec::new();
+        let mut vals = Vec::new();
+        for (j, &(l, n)) in nodes.iter().enumerate() {
+            if l == level {
+                y.push(n);
+                if keep {
+                    vals.push(values[j].clone());
+                }
+            }
+        }
         if !y.is_empty() && len > from {
-            t.discards.push(Discard { from, to: len - 1, y });
+            t.discards.push(Discard { from, to: len - 1, y, values: vals });
         }
     }
 }
@@ -2312,6 +2338,9 @@ fn sweep_marking<const DISCARDS: bool>(
     let mut next = 0;
     let mut next_from = discards.first().map_or(NONE, |d| d.from);
     let mut lowest_reached = NONE;
+    // (a level encloses this one: the dropped results get their zeros as
+    // sensitivities, see `seed_discards`)
+    let enclosed = !m.tape.stack.is_empty();
     for i in (0..tape.nodes.len()).rev() {
         // (not at the last node: what is left of a run's sweep there is
         // one node, and the tape is emptied right after)
@@ -2332,8 +2361,12 @@ fn sweep_marking<const DISCARDS: bool>(
                 lowest_reached = i as u32;
             }
             if i as u32 == next_from {
-                any |= mark_discards(&discards, &mut next, &mut next_from, lowest_reached, marks);
-                mark = marks[i];
+                if enclosed {
+                    seed_discards(m, &discards, &mut next, &mut next_from, lowest_reached, adj, tape.lift)?;
+                } else {
+                    any |= mark_discards(&discards, &mut next, &mut next_from, lowest_reached, marks);
+                    mark = marks[i];
+                }
             }
         }
         let Some(f) = node.f else { continue };
@@ -2527,6 +2560,36 @@ fn mark_discards(
     }
     *next_from = discards.get(*next).map_or(NONE, |d| d.from);
     any
+}
+
+/// [`mark_discards`] on a tape that a level encloses: there the transform's
+/// zeros compute with that level's reals (`0.0` times one of them is a node
+/// there, whose own zeros the enclosing level's exactness depends on), so each
+/// node of a dropped result whose cotangent's backward phase runs gets its
+/// zero as the transform gives it, `(zero y)` of its value (a real of the
+/// enclosing levels), added to its sensitivity, and the sweep runs the rules
+/// below it on that, recording there what the transform computes.
+#[inline(never)]
+fn seed_discards(
+    m: &mut Machine,
+    discards: &[Discard],
+    next: &mut usize,
+    next_from: &mut u32,
+    lowest_reached: u32,
+    adj: &mut [Option<Sens>],
+    lift: u32,
+) -> Result<()> {
+    while let Some(d) = discards.get(*next).filter(|d| d.from == *next_from) {
+        if lowest_reached <= d.to {
+            for (&y, v) in d.y.iter().zip(&d.values) {
+                let z = zero_active(m, v)?;
+                add_to(m, adj, y, z, lift)?;
+            }
+        }
+        *next += 1;
+    }
+    *next_from = discards.get(*next).map_or(NONE, |d| d.from);
+    Ok(())
 }
 
 /// `-`'s rule, (cons yb (- 0 yb)), in the sweep, on an exact sensitivity `yb`
