@@ -148,7 +148,9 @@ fn bench_ad(c: &mut Criterion) {
 /// XOR workloads in bench/peers: the Hessian of a 10-variable function in the
 /// four nestings (forward/reverse Jacobian of a forward/reverse gradient), and
 /// the gradient of a sum of sigmoids written with exact constants
-/// (`(/ 1 (+ 1 (exp (- 0 (* 2 x))))`), each on levels and by the transform.
+/// (`(/ 1 (+ 1 (exp (- 0 (* 2 x))))`), and the 5th derivative of x^5 by
+/// nested `derivative-R`s (which gave way to the transform before 95ff917),
+/// each on levels and by the transform.
 fn bench_nested(c: &mut Criterion) {
     let mut p = Prog::new();
     let defs = "(define xs10 (mk 10 0.05))\n\
@@ -166,6 +168,13 @@ fn bench_nested(c: &mut Criterion) {
         ("hessian-RF-10", "((jacobian-R (gradient-F g)) xs10)"),
         ("hessian-RR-10", "((jacobian-R (gradient-R g)) xs10)"),
         ("gradient-R-exact-constants-100", "((gradient-R sig-sum) xs100)"),
+        // the 5th derivative of x^5 by five nested derivative-Rs at a real
+        // point (120.0): each inner level drops a result whose zero reaches x
+        (
+            "nth-derivative-R-5",
+            "((derivative-R (derivative-R (derivative-R (derivative-R (derivative-R \
+             (lambda (x) (* x (* x (* x (* x x)))))))))) 1.5)",
+        ),
     ];
     for (name, expr) in cases {
         let g = p.compile(expr);
