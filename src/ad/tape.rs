@@ -1990,7 +1990,7 @@ fn try_tape_with(
 /// one, the transform's zeros here also compute with that level's reals
 /// (`0.0` times a real of an enclosing tape is a node there, whose own
 /// zeros the enclosing level's exactness depends on), so there the sweep
-/// runs the rules on the zeros themselves (`seed_discards`) and marks none
+/// runs the rules on the zeros themselves (`zero_discards`) and marks none
 /// `CERTAIN`.
 #[inline(never)]
 fn add_certain_zeros(
@@ -2041,11 +2041,10 @@ fn tape_lengths(m: &Machine, want: Want) -> SmallVec<[(u32, u32); 2]> {
 /// length before this run's sweep) on.
 #[inline(never)]
 fn note_discard(m: &mut Machine, id: u32, y: &Value, lengths: &[(u32, u32)]) {
-    // (whether a level encloses any of the tapes: the first, if it is the
-    // outermost level, has no use for the values)
+    // (a tape that a level encloses, one not first on the stack, seeds the
+    // zeros of the values, `zero_discards`; the outermost has no use for them)
     let first = m.tape.stack.first().map(|t| t.id);
-    let enclosed = |k: usize, level: u32| k > 0 || first != Some(level);
-    let want_values = lengths.iter().enumerate().any(|(k, &(level, _))| enclosed(k, level));
+    let want_values = lengths.iter().any(|&(level, _)| first != Some(level));
     // (level, node) of each real, each level it is on, and (if wanted) its value there
     let mut nodes: SmallVec<[(u32, u32); 8]> = SmallVec::new();
     let mut values: SmallVec<[Value; 8]> = SmallVec::new();
@@ -2079,8 +2078,8 @@ fn note_discard(m: &mut Machine, id: u32, y: &Value, lengths: &[(u32, u32)]) {
             }
         }
     }
-    for (k, &(level, from)) in lengths.iter().enumerate() {
-        let keep = enclosed(k, level);
+    for &(level, from) in lengths {
+        let keep = first != Some(level);
         let Some(t) = m.tape.stack.iter_mut().find(|t| t.id == level) else { continue };
         let len = t.nodes.len() as u32;
         let mut y = SmallVec::new();
@@ -2339,7 +2338,7 @@ fn sweep_marking<const DISCARDS: bool>(
     let mut next_from = discards.first().map_or(NONE, |d| d.from);
     let mut lowest_reached = NONE;
     // (a level encloses this one: the dropped results get their zeros as
-    // sensitivities, see `seed_discards`)
+    // sensitivities, see `zero_discards`)
     let enclosed = !m.tape.stack.is_empty();
     for i in (0..tape.nodes.len()).rev() {
         // (not at the last node: what is left of a run's sweep there is
@@ -2361,12 +2360,9 @@ fn sweep_marking<const DISCARDS: bool>(
                 lowest_reached = i as u32;
             }
             if i as u32 == next_from {
-                if enclosed {
-                    seed_discards(m, &discards, &mut next, &mut next_from, lowest_reached, adj, tape.lift)?;
-                } else {
-                    any |= mark_discards(&discards, &mut next, &mut next_from, lowest_reached, marks);
-                    mark = marks[i];
-                }
+                let due = due_discards(&discards, &mut next, &mut next_from);
+                any |= zero_discards(m, due, lowest_reached, enclosed, marks, adj, tape.lift)?;
+                mark = marks[i];
             }
         }
         let Some(f) = node.f else { continue };
@@ -2534,62 +2530,55 @@ const CERTAIN: u8 = 2;
 /// backward phase runs: the transform gives it a zero.
 const SOURCE: u8 = 4;
 
-/// Marks the nodes of the dropped results whose `from` the sweep is at
-/// (`discards[*next..]`, the last first) `SOURCE` where their cotangents'
-/// backward phases run: where a node of the nested run's sweep was reached
-/// or surely gets a zero (`lowest_reached`, the last such node so far, is at
-/// most `to`; every node from `from` on is done). Moves `next` and
-/// `next_from` on; whether it marked any.
+/// The dropped results whose `from` the sweep is at (`discards[*next..]`,
+/// the last first; every node from `from` on is done, so whether a node of
+/// a nested run's sweep was reached or surely gets a zero is known: the
+/// sweep's `lowest_reached`, the last such node so far, is at most its `to`).
+/// Moves `next` and `next_from` on.
+fn due_discards<'d>(discards: &'d [Discard], next: &mut usize, next_from: &mut u32) -> &'d [Discard] {
+    let start = *next;
+    while discards.get(*next).is_some_and(|d| d.from == *next_from) {
+        *next += 1;
+    }
+    *next_from = discards.get(*next).map_or(NONE, |d| d.from);
+    &discards[start..*next]
+}
+
+/// The zeros of the dropped results `due` whose cotangents' backward phases
+/// run in the transform (see [`due_discards`]). On the outermost tape their
+/// nodes are marked `SOURCE` (no arithmetic: the sweep marks what is below
+/// them `CERTAIN`); whether it marked any. On a tape that a level encloses
+/// (`enclosed`) the transform's zeros compute with that level's reals (`0.0`
+/// times one of them is a node there, whose own zeros the enclosing level's
+/// exactness depends on), so each node gets its zero as the transform gives
+/// it, `(zero y)` of its value (a real of the enclosing levels), added to its
+/// sensitivity, and the sweep runs the rules below it on that, recording there
+/// what the transform computes.
 #[inline(never)]
-fn mark_discards(
-    discards: &[Discard],
-    next: &mut usize,
-    next_from: &mut u32,
+fn zero_discards(
+    m: &mut Machine,
+    due: &[Discard],
     lowest_reached: u32,
+    enclosed: bool,
     marks: &mut [u8],
-) -> bool {
+    adj: &mut [Option<Sens>],
+    lift: u32,
+) -> Result<bool> {
     let mut any = false;
-    while let Some(d) = discards.get(*next).filter(|d| d.from == *next_from) {
-        if lowest_reached <= d.to {
+    for d in due.iter().filter(|d| lowest_reached <= d.to) {
+        if enclosed {
+            for (&y, v) in d.y.iter().zip(&d.values) {
+                let z = zero_active(m, v)?;
+                add_to(m, adj, y, z, lift)?;
+            }
+        } else {
             for &y in &d.y {
                 marks[y as usize] |= SOURCE;
             }
             any = true;
         }
-        *next += 1;
     }
-    *next_from = discards.get(*next).map_or(NONE, |d| d.from);
-    any
-}
-
-/// [`mark_discards`] on a tape that a level encloses: there the transform's
-/// zeros compute with that level's reals (`0.0` times one of them is a node
-/// there, whose own zeros the enclosing level's exactness depends on), so each
-/// node of a dropped result whose cotangent's backward phase runs gets its
-/// zero as the transform gives it, `(zero y)` of its value (a real of the
-/// enclosing levels), added to its sensitivity, and the sweep runs the rules
-/// below it on that, recording there what the transform computes.
-#[inline(never)]
-fn seed_discards(
-    m: &mut Machine,
-    discards: &[Discard],
-    next: &mut usize,
-    next_from: &mut u32,
-    lowest_reached: u32,
-    adj: &mut [Option<Sens>],
-    lift: u32,
-) -> Result<()> {
-    while let Some(d) = discards.get(*next).filter(|d| d.from == *next_from) {
-        if lowest_reached <= d.to {
-            for (&y, v) in d.y.iter().zip(&d.values) {
-                let z = zero_active(m, v)?;
-                add_to(m, adj, y, z, lift)?;
-            }
-        }
-        *next += 1;
-    }
-    *next_from = discards.get(*next).map_or(NONE, |d| d.from);
-    Ok(())
+    Ok(any)
 }
 
 /// `-`'s rule, (cons yb (- 0 yb)), in the sweep, on an exact sensitivity `yb`
