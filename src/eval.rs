@@ -1615,7 +1615,7 @@ impl Machine {
                     };
                     *at = Some((lp, a.site));
                     self.tick()?;
-                    self.assign(base, inst, &a.args, a.moves, &a.params, a.in_order)?;
+                    self.assign(base, inst, &a.set, a.set_moves, &a.params, a.in_order)?;
                     self.clear_slots(base, &a.clear);
                     block = &lp.body;
                     continue;

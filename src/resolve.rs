@@ -140,11 +140,17 @@ pub struct Again {
     /// The arguments that may be moved (the loop's own variables: the
     /// values it captures are read again by the next iteration).
     pub moves: Moves,
-    /// The loop's [`Loop::params`].
+    /// The arguments an iteration stores (those not in their variables'
+    /// slots already: see `Resolver::prefer`), and those of them that may
+    /// be moved.
+    pub set: CArgs,
+    pub set_moves: Moves,
+    /// The slots of the loop's variables (see [`Loop::params`]) that `set`
+    /// goes to.
     pub params: Box<[u32]>,
-    /// Whether each argument may be stored in its variable before the next
-    /// is read: no argument is a slot of a variable set before it (else they
-    /// are all read first).
+    /// Whether each argument of `set` may be stored in its variable before
+    /// the next is read: none is a slot of a variable set before it (else
+    /// they are all read first).
     pub in_order: bool,
     /// The slots the loop's body binds before this call, but its variables'
     /// and the arguments moved: emptied once the arguments are read (an
@@ -527,6 +533,8 @@ pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>
             uses,
             last,
             params: vec![l.param],
+            entering: Vec::new(),
+            prefer: Vec::new(),
             callees,
             group: g,
             inlining: Vec::new(),
@@ -762,6 +770,16 @@ struct Resolver<'g> {
     last: FxHashMap<VarId, usize>,
     /// Variables bound outside any block (the parameter): released by the body.
     params: Vec<VarId>,
+    /// Variables of the enclosing block read last by the `if` whose branch
+    /// is being resolved: released by the branch where it reads them last
+    /// (see [`Resolver::branches`]).
+    entering: Vec<VarId>,
+    /// Variables passed to the innermost loop by the call ending the block
+    /// that binds them, and the slots of the loop's variables they are passed
+    /// to: given those slots where free, so that the call finds its arguments
+    /// in place (see [`Resolver::prefer_loop_slots`]). The slots are kept
+    /// from other variables meanwhile.
+    prefer: Vec<(VarId, u32)>,
     /// The procedures globals hold, for calls run in place (see [`Inline`]).
     callees: Option<Callees<'g>>,
     /// The group being resolved.
@@ -924,6 +942,48 @@ fn inlinable_body(b: &Block, g: Option<GlobalId>) -> bool {
 }
 
 /// The bindings of a block, those of its conditionals' branches included.
+/// How many bindings (nested ones included) [`last_reads_within`] walks at
+/// most: a branch's walk for the variables it frees, at each level of a
+/// chain of conditionals, stays cheap.
+const BRANCH_WALK: usize = 256;
+
+/// Where block `b` reads each of `vars` (variables bound before it) last:
+/// the index of the binding (a conditional's for a read in its branches;
+/// `b.binds.len()` for the block's result); `None` if `b` has more than
+/// [`BRANCH_WALK`] bindings, nested ones included.
+fn last_reads_within(b: &Block, vars: &[VarId]) -> Option<FxHashMap<VarId, usize>> {
+    fn fits(b: &Block, budget: &mut usize) -> bool {
+        b.binds.iter().all(|bind| {
+            *budget = match budget.checked_sub(1) {
+                Some(n) => n,
+                None => return false,
+            };
+            match bind {
+                Bind::Let(_, Expr::If(_, t, f)) => fits(t, budget) && fits(f, budget),
+                _ => true,
+            }
+        })
+    }
+    let mut budget = BRANCH_WALK;
+    if !fits(b, &mut budget) {
+        return None;
+    }
+    let mut last = FxHashMap::default();
+    for (i, bind) in b.binds.iter().enumerate() {
+        visit_bind(bind, &mut |v| {
+            if vars.contains(&v) {
+                last.insert(v, i);
+            }
+        });
+    }
+    visit_atom(&b.result, &mut |v| {
+        if vars.contains(&v) {
+            last.insert(v, b.binds.len());
+        }
+    });
+    Some(last)
+}
+
 fn block_size(b: &Block) -> usize {
     b.binds.len()
         + b.binds
@@ -1559,20 +1619,42 @@ impl Resolver<'_> {
         };
         let atoms = self.args(args);
         let moves = loop_moves(&atoms, &l.kept);
-        let in_order = in_order(&atoms, &l.params);
-        let moved: FxHashSet<u32> = atoms
+        // (an argument in its variable's slot already is left there)
+        let (set, params): (Vec<CAtom>, Vec<u32>) = atoms
+            .atoms()
+            .iter()
+            .zip(l.params.iter())
+            .filter(|(a, p)| !matches!(a, CAtom::Local(s) if s == *p))
+            .map(|(a, p)| (a.clone(), *p))
+            .unzip();
+        let set = CArgs::Tuple(set.into());
+        // (nor is one moved out of a variable that keeps its value)
+        let mut keep = l.kept.clone();
+        keep.extend(l.params.iter().filter(|p| !params.contains(p)));
+        let set_moves = loop_moves(&set, &keep);
+        let in_order = in_order(&set, &params);
+        let moved: FxHashSet<u32> = set
             .atoms()
             .iter()
             .enumerate()
             .filter_map(|(i, a)| match a {
-                CAtom::Local(s) if i < 32 && moves.0 & (1 << i) != 0 => Some(*s),
+                CAtom::Local(s) if i < 32 && set_moves.0 & (1 << i) != 0 => Some(*s),
                 _ => None,
             })
             .collect();
         let mut clear: Vec<u32> = l.temps.iter().copied().filter(|s| !moved.contains(s)).collect();
         clear.sort_unstable();
-        let params = l.params.clone();
-        let again = Again { args: atoms, global, moves, params, in_order, clear: clear.into(), site: *site };
+        let again = Again {
+            args: atoms,
+            global,
+            moves,
+            set,
+            set_moves,
+            params: params.into(),
+            in_order,
+            clear: clear.into(),
+            site: *site,
+        };
         Some(CExpr::Again(Box::new(again)))
     }
 
@@ -1589,7 +1671,7 @@ impl Resolver<'_> {
         if let Some(CAtom::Local(s)) = self.map.get(&v) {
             return *s;
         }
-        let s = match self.free.pop() {
+        let s = match self.free_slot(v) {
             Some(s) => s,
             None => {
                 self.nslots += 1;
@@ -1603,6 +1685,22 @@ impl Resolver<'_> {
             }
         }
         s
+    }
+
+    /// A free slot for variable `v`: the slot preferred for it if that is
+    /// free, else the one freed last that no other variable prefers.
+    fn free_slot(&mut self, v: VarId) -> Option<u32> {
+        if self.prefer.is_empty() {
+            return self.free.pop();
+        }
+        if let Some(k) = self.prefer.iter().position(|(x, _)| *x == v) {
+            let (_, s) = self.prefer.remove(k);
+            if let Some(i) = self.free.iter().rposition(|f| *f == s) {
+                return Some(self.free.remove(i));
+            }
+        }
+        let i = self.free.iter().rposition(|f| !self.prefer.iter().any(|(_, s)| s == f))?;
+        Some(self.free.remove(i))
     }
 
     /// Frees the slot of a variable that is no longer read.
@@ -1639,6 +1737,18 @@ impl Resolver<'_> {
         g.free.iter().map(|v| self.atom(&Atom::Var(*v))).collect()
     }
 
+    /// [`Resolver::expr`] of the expression of a binding after which the
+    /// variables `dying` are no longer read (see [`Resolver::branches`]).
+    fn expr_at(&mut self, e: &Expr, dying: &[VarId]) -> CExpr {
+        match e {
+            Expr::If(c, t, f) => {
+                let c = Cond::Atom(self.atom(c));
+                self.branches(c, t, f, dying)
+            }
+            e => self.expr(e),
+        }
+    }
+
     fn expr(&mut self, e: &Expr) -> CExpr {
         match e {
             Expr::Atom(a) => CExpr::Atom(self.atom(a)),
@@ -1664,7 +1774,7 @@ impl Resolver<'_> {
             Expr::Lambda(g) => CExpr::Closure(g.clone(), self.captures(g)),
             Expr::If(c, t, f) => {
                 let c = Cond::Atom(self.atom(c));
-                self.branches(c, t, f)
+                self.branches(c, t, f, &[])
             }
             Expr::MakeEnvSens(g, i, xs) => {
                 CExpr::MakeEnvSens(g.clone(), *i, xs.iter().map(|x| self.atom(x)).collect())
@@ -1819,6 +1929,21 @@ impl Resolver<'_> {
                 None => self.release(v),
             }
         }
+        // (the variables of the enclosing block read last by the `if` this
+        // block is a branch of: freed where this block reads them last, at
+        // once if it does not; a block too large to walk here leaves them to
+        // the enclosing block, which frees them after the `if`)
+        let entering = std::mem::take(&mut self.entering);
+        if !entering.is_empty() {
+            if let Some(last) = last_reads_within(b, &entering) {
+                for v in entering {
+                    match last.get(&v) {
+                        Some(&l) => dying[l].push(v),
+                        None => self.release(v),
+                    }
+                }
+            }
+        }
         for (i, bind) in b.binds.iter().enumerate() {
             for v in bound_vars(bind) {
                 match self.last.get(&v) {
@@ -1827,6 +1952,8 @@ impl Resolver<'_> {
                 }
             }
         }
+        let preferred = self.prefer.len();
+        self.prefer_loop_slots(b);
         // A backpropagator call being fused (bindings skipped so far).
         let mut bp_call: Option<(BpCall, usize)> = None;
         let (outer_tail, outer_loop_tail) = (self.tail, self.loop_tail);
@@ -1907,9 +2034,9 @@ impl Resolver<'_> {
             if let (Some(c), Bind::Let(x, Expr::If(_, t, f))) = (fused.take(), bind) {
                 if i + 1 == n && matches!(&b.result, Atom::Var(r) if r == x) {
                     frame = self.nslots;
-                    tail = Some(self.branches(c, t, f));
+                    tail = Some(self.branches(c, t, f, &dying[i]));
                 } else {
-                    let ce = self.branches(c, t, f);
+                    let ce = self.branches(c, t, f, &dying[i]);
                     self.bind_let(&mut binds, *x, ce, std::mem::take(&mut dying[i]));
                 }
                 continue;
@@ -1958,7 +2085,7 @@ impl Resolver<'_> {
                         }
                     } else if is_tail {
                         frame = self.nslots;
-                        tail = Some(match self.expr(e) {
+                        tail = Some(match self.expr_at(e, &dying[i]) {
                             CExpr::App(f, args, s, _) => {
                                 let moves = Moves::of(&args);
                                 CExpr::App(f, args, s, moves)
@@ -1966,7 +2093,7 @@ impl Resolver<'_> {
                             e => e,
                         });
                     } else {
-                        let ce = self.expr(e);
+                        let ce = self.expr_at(e, &dying[i]);
                         self.bind_let(&mut binds, *x, ce, std::mem::take(&mut dying[i]));
                     }
                 }
@@ -2019,17 +2146,56 @@ impl Resolver<'_> {
             frame = self.nslots;
             CExpr::Atom(self.atom(&b.result))
         });
+        self.prefer.truncate(preferred);
         CBlock { binds, tail, frame }
+    }
+
+    /// Where block `b` ends in a call of the innermost loop (an [`Again`] in
+    /// tail position of its body): each variable `b` binds that the call
+    /// passes prefers the slot of the loop's variable it is passed to (see
+    /// `prefer`), so that the call need not move it there.
+    fn prefer_loop_slots(&mut self, b: &Block) {
+        if !(self.tail || self.loop_tail) {
+            return;
+        }
+        let (Some(Bind::Let(x, Expr::App(f, args, _))), Atom::Var(r)) = (b.binds.last(), &b.result) else {
+            return;
+        };
+        let Some(l) = self.loops.last() else { return };
+        let calls_loop = match f {
+            Atom::Var(v) => *v == l.var,
+            Atom::Global(_) => l.global,
+            _ => false,
+        };
+        let xs: &[Atom] = match args {
+            Args::One(a) => std::slice::from_ref(a),
+            Args::Tuple(xs) => xs,
+        };
+        if r != x || !calls_loop || xs.len() != l.params.len() {
+            return;
+        }
+        let bound: FxHashSet<VarId> = b.binds.iter().flat_map(bound_vars).collect();
+        for (a, p) in xs.iter().zip(l.params.iter()) {
+            if let Atom::Var(v) = a {
+                if bound.contains(v) && !self.prefer.iter().any(|(y, _)| y == v) {
+                    self.prefer.push((*v, *p));
+                }
+            }
+        }
     }
 
     /// An `if`: the two branches share slot numbers (only one of them runs);
     /// what is bound after it gets slots past both.
-    fn branches(&mut self, c: Cond, t: &Block, f: &Block) -> CExpr {
+    /// Each branch frees the slots of the variables of the enclosing block
+    /// that the `if` reads last (`dying`) where it reads them last.
+    fn branches(&mut self, c: Cond, t: &Block, f: &Block, dying: &[VarId]) -> CExpr {
         let (start, free) = (self.nslots, self.free.clone());
+        self.entering = dying.to_vec();
         let t = self.block(t);
         let t_end = self.nslots;
         self.nslots = start;
         self.free = free.clone();
+        self.entering = dying.to_vec();
         let f = self.block(f);
         let end = self.nslots.max(t_end);
         // The branches' variables are dead after the `if`: all their slots are free.

@@ -9,6 +9,8 @@
 #   tools/fuzz/run.sh A A N "" --no-tape    one binary: the tape against the transforms
 #   GEN=gen_sweeps.py tools/fuzz/run.sh ...   programs aimed at gradient-F's forward
 #                                             sweeps (gen_sweeps.py) instead of gen.py's
+#   GEN=gen_loops.py tools/fuzz/run.sh ...    programs aimed at the slots of loops
+#                                             (gen_loops.py)
 #
 # Programs that differ are kept as $TMPDIR/vlad-fuzz-SEED.vlad. Before a change
 # that must not change values, run the previous build against the new one (a few
