@@ -2164,7 +2164,7 @@ impl Resolver<'_> {
         let Some(l) = self.loops.last() else { return };
         let calls_loop = match f {
             Atom::Var(v) => *v == l.var,
-            Atom::Global(_) => l.global,
+            Atom::Global(g) => l.global && self.inlining.is_empty() && self.holds_self(*g),
             _ => false,
         };
         let xs: &[Atom] = match args {
