@@ -941,7 +941,6 @@ fn inlinable_body(b: &Block, g: Option<GlobalId>) -> bool {
     small_block(&b.binds[parts..], &b.result, g, true, &mut binds, &mut loop_binds)
 }
 
-/// The bindings of a block, those of its conditionals' branches included.
 /// How many bindings (nested ones included) [`last_reads_within`] walks at
 /// most: a branch's walk for the variables it frees, at each level of a
 /// chain of conditionals, stays cheap.
@@ -984,6 +983,7 @@ fn last_reads_within(b: &Block, vars: &[VarId]) -> Option<FxHashMap<VarId, usize
     Some(last)
 }
 
+/// The bindings of a block, those of its conditionals' branches included.
 fn block_size(b: &Block) -> usize {
     b.binds.len()
         + b.binds
