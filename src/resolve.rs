@@ -964,23 +964,7 @@ fn last_reads_within(b: &Block, vars: &[VarId]) -> Option<FxHashMap<VarId, usize
         })
     }
     let mut budget = BRANCH_WALK;
-    if !fits(b, &mut budget) {
-        return None;
-    }
-    let mut last = FxHashMap::default();
-    for (i, bind) in b.binds.iter().enumerate() {
-        visit_bind(bind, &mut |v| {
-            if vars.contains(&v) {
-                last.insert(v, i);
-            }
-        });
-    }
-    visit_atom(&b.result, &mut |v| {
-        if vars.contains(&v) {
-            last.insert(v, b.binds.len());
-        }
-    });
-    Some(last)
+    fits(b, &mut budget).then(|| last_reads_in(b, vars))
 }
 
 /// The bindings of a block, those of its conditionals' branches included.
@@ -1600,12 +1584,12 @@ impl Resolver<'_> {
         Some(LoopPlan { lambda: l, vars, skip })
     }
 
-    /// `e`, in tail position, as an [`Again`] if it is a call of the
-    /// innermost loop.
-    fn again(&self, e: &Expr) -> Option<CExpr> {
-        let (l, global, args, site) = match e {
+    /// The innermost loop, the global its call goes through (a procedure's
+    /// own loop), the arguments and the call site, if `e` is a call of it.
+    fn loop_call_of<'e>(&self, e: &'e Expr) -> Option<(&LoopScope, Option<GlobalId>, &'e Args, &'e Span)> {
+        match e {
             Expr::App(Atom::Var(f), args, site) => {
-                (self.loops.last().filter(|l| l.var == *f)?, None, args, site)
+                Some((self.loops.last().filter(|l| l.var == *f)?, None, args, site))
             }
             // (a procedure's own loop: the arguments as many as its variables)
             Expr::App(Atom::Global(g), args, site) => {
@@ -1613,10 +1597,16 @@ impl Resolver<'_> {
                 if !self.inlining.is_empty() || !self.holds_self(*g) || arg_count(args) != l.params.len() {
                     return None;
                 }
-                (l, Some(*g), args, site)
+                Some((l, Some(*g), args, site))
             }
-            _ => return None,
-        };
+            _ => None,
+        }
+    }
+
+    /// `e`, in tail position, as an [`Again`] if it is a call of the
+    /// innermost loop.
+    fn again(&self, e: &Expr) -> Option<CExpr> {
+        let (l, global, args, site) = self.loop_call_of(e)?;
         let atoms = self.args(args);
         let moves = loop_moves(&atoms, &l.kept);
         // (an argument in its variable's slot already is left there)
@@ -2158,24 +2148,18 @@ impl Resolver<'_> {
         if !(self.tail || self.loop_tail) {
             return;
         }
-        let (Some(Bind::Let(x, Expr::App(f, args, _))), Atom::Var(r)) = (b.binds.last(), &b.result) else {
-            return;
-        };
-        let Some(l) = self.loops.last() else { return };
-        let calls_loop = match f {
-            Atom::Var(v) => *v == l.var,
-            Atom::Global(g) => l.global && self.inlining.is_empty() && self.holds_self(*g),
-            _ => false,
-        };
+        let (Some(Bind::Let(x, e)), Atom::Var(r)) = (b.binds.last(), &b.result) else { return };
+        let Some((l, _, args, _)) = self.loop_call_of(e).filter(|_| r == x) else { return };
         let xs: &[Atom] = match args {
             Args::One(a) => std::slice::from_ref(a),
             Args::Tuple(xs) => xs,
         };
-        if r != x || !calls_loop || xs.len() != l.params.len() {
+        if xs.len() != l.params.len() {
             return;
         }
+        let params = l.params.clone();
         let bound: FxHashSet<VarId> = b.binds.iter().flat_map(bound_vars).collect();
-        for (a, p) in xs.iter().zip(l.params.iter()) {
+        for (a, p) in xs.iter().zip(params.iter()) {
             if let Atom::Var(v) = a {
                 if bound.contains(v) && !self.prefer.iter().any(|(y, _)| y == v) {
                     self.prefer.push((*v, *p));
