@@ -7,8 +7,8 @@ use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimDef, PrimId};
 use crate::resolve::{
-    Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Guard, Inline, Loop, Moves, Op2, Param,
-    Retag, Split,
+    Again, AppArith, CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Guard, Inline, Loop, Moves, Op2,
+    Param, Retag, Split,
 };
 use crate::source::Span;
 use crate::value::{Inst, InstBuilder, InstRc, Value};
@@ -1529,6 +1529,10 @@ impl Machine {
                         self.app_push(base, inst, f, args, span)?;
                         self.pop_into(base + *s as usize);
                     }
+                    CBind::Let(s, CExpr::AppArith(c)) => {
+                        self.app_arith_push(base, inst, c)?;
+                        self.pop_into(base + *s as usize);
+                    }
                     // (a list walked: in a small frame of its own, not
                     // through `exec_bind`'s)
                     CBind::Uncons(..) => self.exec_uncons(base, inst, b)?,
@@ -1706,12 +1710,9 @@ impl Machine {
         self.tail_slow::<false>(base, inst, e)
     }
 
-    /// Leaves a block's result, a number, as [`Machine::ret`] does.
+    /// Pushes a number on the value stack.
     #[inline(always)]
-    fn ret_num<const INNER: bool>(&mut self, base: usize, n: Num) -> Next {
-        if !INNER {
-            self.truncate_to(base);
-        }
+    fn push_num(&mut self, n: Num) {
         if self.stack.len() == self.stack.capacity() {
             self.grow_stack();
         }
@@ -1721,6 +1722,15 @@ impl Machine {
             write_num(self.stack.as_mut_ptr().add(len), n);
             self.stack.set_len(len + 1);
         }
+    }
+
+    /// Leaves a block's result, a number, as [`Machine::ret`] does.
+    #[inline(always)]
+    fn ret_num<const INNER: bool>(&mut self, base: usize, n: Num) -> Next {
+        if !INNER {
+            self.truncate_to(base);
+        }
+        self.push_num(n);
         Next::Return
     }
 
@@ -2493,6 +2503,76 @@ impl Machine {
         self.app_push_slow(base, inst, f, args, span)
     }
 
+    /// Makes a call whose argument is arithmetic (see `resolve::AppArith`):
+    /// the argument computed onto the value stack, then the call made as
+    /// [`Machine::app_push`] makes it, leaving the result on top of the stack.
+    #[inline(always)]
+    fn app_arith_push(&mut self, base: usize, inst: &InstRc, c: &AppArith) -> Result<()> {
+        // (stored in place, from the arm that computed it: see `int_arith_put`;
+        // `(- n k)`, the commonest, told apart as `run_blocks` does)
+        let i = self.stack.len();
+        self.push(Value::Nil);
+        match &c.arg {
+            CExpr::Arith2Int(Op2::Sub, x, k, p, span) => {
+                if !self.arith_int_put(base, Op2::Sub, *x, *k, i) {
+                    let v = self.arith_int_value(base, inst, Op2::Sub, *x, *k, *p, *span)?;
+                    self.set(i, v);
+                }
+            }
+            CExpr::Arith2Int(op, x, k, p, span) => {
+                if !self.arith_int_put(base, *op, *x, *k, i) {
+                    let v = self.arith_int_value(base, inst, *op, *x, *k, *p, *span)?;
+                    self.set(i, v);
+                }
+            }
+            CExpr::Arith2(op, a, b, p, span) => self.bind_arith(base, inst, *op, a, b, p, span, i)?,
+            e => {
+                let v = self.eval_expr(base, inst, e)?;
+                self.set(i, v);
+            }
+        }
+        let callee = match &c.f {
+            CAtom::Global(g) => match &self.globals[*g as usize].state {
+                GState::Value(v) => Some(v),
+                _ => None,
+            },
+            CAtom::Local(s) => Some(self.slot(base + *s as usize)),
+            _ => None,
+        };
+        if let Some(Value::Closure(ci, k)) = callee {
+            let k = *k;
+            // SAFETY: as in `app_push`: the instance outlives the call, held
+            // by the place the closure was read from; the copy is never dropped.
+            let ci = std::mem::ManuallyDrop::new(unsafe { std::ptr::read(ci) });
+            return self.call_closure_push(&ci, k, 1, Some(&c.call));
+        }
+        self.app_pushed_slow(base, inst, &c.f, 1, &c.call)
+    }
+
+    /// A call of something other than a closure read in place, its `n`
+    /// arguments already pushed (see [`Machine::app_arith_push`]).
+    #[inline(never)]
+    fn app_pushed_slow(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        f: &CAtom,
+        n: usize,
+        span: &Span,
+    ) -> Result<()> {
+        if let CAtom::Sibling(j) = f {
+            return self.call_closure_push(inst, *j, n, Some(span));
+        }
+        let fv = match atom!(self, base, inst, f) {
+            fv @ Value::Lazy(_) => self.force_procedure(fv)?,
+            fv => fv,
+        };
+        match fv {
+            Value::Closure(ci, k) => self.call_closure_push(&ci, k, n, Some(span)),
+            fv => self.call_push(fv, n, Some(*span)),
+        }
+    }
+
     /// A call of something other than a closure read in place.
     #[inline(never)]
     fn app_push_slow(
@@ -2521,6 +2601,10 @@ impl Machine {
             CExpr::Atom(a) => Ok(atom!(self, base, inst, a)),
             CExpr::App(f, args, span, _) => {
                 self.app_push(base, inst, f, args, span)?;
+                Ok(self.pop())
+            }
+            CExpr::AppArith(c) => {
+                self.app_arith_push(base, inst, c)?;
                 Ok(self.pop())
             }
             CExpr::Arith2(op, a, b, p, span) => match self.arith_fast(base, inst, *op, a, b) {
@@ -2852,7 +2936,7 @@ impl Machine {
             CBind::Let(s, e @ CExpr::Prim(..)) => self.exec_prim(base, inst, e, base + *s as usize),
             CBind::Let(s, CExpr::Inline(il)) => self.exec_inline(base, inst, il, base + *s as usize),
             CBind::Let(_, CExpr::Arith2(..)) => self.exec_arith(base, inst, b),
-            CBind::Let(_, CExpr::App(..)) => self.exec_app(base, inst, b),
+            CBind::Let(_, CExpr::App(..) | CExpr::AppArith(_)) => self.exec_app(base, inst, b),
             CBind::Let(_, CExpr::If(..) | CExpr::Loop(_) | CExpr::Closure(..)) => {
                 self.exec_block_value(base, inst, b)
             }
@@ -2894,8 +2978,17 @@ impl Machine {
     /// A binding of a call's value (see `exec_bind`; `run_block` makes its own).
     #[inline(never)]
     fn exec_app(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
-        let CBind::Let(s, CExpr::App(f, args, span, _)) = b else { return self.exec_other(base, inst, b) };
-        self.app_push(base, inst, f, args, span)?;
+        let s = match b {
+            CBind::Let(s, CExpr::App(f, args, span, _)) => {
+                self.app_push(base, inst, f, args, span)?;
+                s
+            }
+            CBind::Let(s, CExpr::AppArith(c)) => {
+                self.app_arith_push(base, inst, c)?;
+                s
+            }
+            _ => return self.exec_other(base, inst, b),
+        };
         self.pop_into(base + *s as usize);
         Ok(())
     }

@@ -48,6 +48,9 @@ pub enum CExpr {
     Arith2Int(Op2, u32, i64, PrimId, Span),
     /// A call. The last field is for a call in tail position (see [`Moves`]).
     App(CAtom, CArgs, Span, Moves),
+    /// A call of one argument that the binding before it computed by
+    /// arithmetic and that nothing else reads (see [`AppArith`]).
+    AppArith(Box<AppArith>),
     Prim(PrimId, CArgs, Span),
     Cons(CAtom, CAtom),
     Closure(Rc<Group>, Box<[CAtom]>),
@@ -244,6 +247,17 @@ impl Moves {
         }
         Moves(bits)
     }
+}
+
+/// The parts of a [`CExpr::AppArith`]: `(f (- n 1))`, whose argument is
+/// computed onto the value stack, where the call takes it, instead of into a
+/// slot that the call then reads (no slot to write, no second dispatch).
+pub struct AppArith {
+    pub f: CAtom,
+    /// The argument: a [`CExpr::Arith2`] or [`CExpr::Arith2Int`].
+    pub arg: CExpr,
+    /// Where the procedure is called.
+    pub call: Span,
 }
 
 /// The parts of a [`CExpr::BpCall`].
@@ -1775,6 +1789,32 @@ impl Resolver<'_> {
         }
     }
 
+    /// `ce`, the call bound by binding `i` of block `b`, as a
+    /// [`CExpr::AppArith`] if its one argument is the arithmetic bound just
+    /// before (the last of `binds`, taken off them) and read nowhere else;
+    /// else `ce`. (Not where the call's pair is taken apart next: that
+    /// binding and the call become a `CBind::Split`.)
+    fn arith_arg_fused(&self, binds: &mut Vec<CBind>, b: &Block, i: usize, ce: CExpr) -> CExpr {
+        let CExpr::App(f, CArgs::One(CAtom::Local(a)), call, _) = &ce else { return ce };
+        let (
+            Some(Bind::Let(t, Expr::Prim(..))),
+            Some(Bind::Let(x, Expr::App(_, Args::One(Atom::Var(t2)), _))),
+        ) = (i.checked_sub(1).and_then(|j| b.binds.get(j)), b.binds.get(i))
+        else {
+            return ce;
+        };
+        let split_next = matches!(b.binds.get(i + 1), Some(Bind::Uncons(_, _, Atom::Var(r), _)) if r == x);
+        if t != t2 || self.uses.get(t).copied() != Some(1) || split_next {
+            return ce;
+        }
+        match binds.last() {
+            Some(CBind::Let(s, CExpr::Arith2(..) | CExpr::Arith2Int(..))) if s == a => {}
+            _ => return ce,
+        }
+        let Some(CBind::Let(_, arg)) = binds.pop() else { unreachable!("checked above") };
+        CExpr::AppArith(Box::new(AppArith { f: f.clone(), arg, call: *call }))
+    }
+
     /// Bindings `i`, `i + 1` and `i + 2` of a block, if they are
     /// `(a (sensitize x)) (r (bp a)) (c (unsensitize r))` with `a` and `r` read
     /// nowhere else, the tag operations being the primitives or (in a
@@ -2084,6 +2124,7 @@ impl Resolver<'_> {
                         });
                     } else {
                         let ce = self.expr_at(e, &dying[i]);
+                        let ce = self.arith_arg_fused(&mut binds, b, i, ce);
                         self.bind_let(&mut binds, *x, ce, std::mem::take(&mut dying[i]));
                     }
                 }

@@ -60,6 +60,21 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
             a(f, out);
             args(xs, out)
         }
+        CExpr::AppArith(c) => {
+            a(&c.f, out);
+            match &c.arg {
+                CExpr::Arith2(_, x, y, _, _) => {
+                    a(x, out);
+                    a(y, out)
+                }
+                CExpr::Arith2Int(_, x, k, _, _) => {
+                    let (x, y) = super::int_operands(*x, *k);
+                    a(&x, out);
+                    a(&y, out)
+                }
+                _ => unreachable!("an AppArith's argument is arithmetic"),
+            }
+        }
         CExpr::Prim(_, xs, _) => args(xs, out),
         CExpr::Arith2(_, x, y, _, _) | CExpr::Plus(x, y, _, _) => {
             a(x, out);
@@ -527,4 +542,67 @@ fn loops_whose_arguments_share_their_variables_slots_run_as_before() {
     // mix: (1 2) -> a<b: (3 1) -> (1 2) -> (3 1); keep: i = 2, 1, 0 consed last first;
     // own: (1 1) -> a=b: (1 2) -> a<b: (2 1) -> (2 2) -> (2 3)
     assert_eq!(eval_all(src), ["(1 1)", "(3 2 1)", "(3 1)", "(12 11 10)", "(2 3)"]);
+}
+
+/// The calls of a block (and its branches): "arith" for one whose argument
+/// is computed onto the stack (`CExpr::AppArith`), "call" for the others.
+fn calls(b: &CBlock, out: &mut Vec<&'static str>) {
+    let expr = |e: &CExpr, out: &mut Vec<&'static str>| match e {
+        CExpr::App(..) => out.push("call"),
+        CExpr::AppArith(_) => out.push("arith"),
+        CExpr::If(_, t, f) => {
+            calls(t, out);
+            calls(f, out)
+        }
+        _ => {}
+    };
+    for bind in &b.binds {
+        if let CBind::Let(_, e) | CBind::Split(e, ..) = bind {
+            expr(e, out)
+        }
+    }
+    expr(&b.tail, out);
+}
+
+fn call_shape(src: &str) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    calls(&code(&group(src)).members[0].body, &mut out);
+    out
+}
+
+#[test]
+fn a_calls_one_argument_computed_by_arithmetic_just_before_goes_onto_the_stack() {
+    // both calls of a doubly recursive procedure, an exact constant or not
+    assert_eq!(call_shape("(lambda (f n) (+ (f (- n 1)) (f (* n 2.5))))"), ["arith", "arith"]);
+    assert_eq!(call_shape("(lambda (f n m) (+ 1 (f (+ n m))))"), ["arith"]);
+    // in a branch
+    assert_eq!(call_shape("(lambda (f n) (if (< n 2) n (+ 1 (f (- n 1)))))"), ["arith"]);
+    // the argument read again, two arguments, a call in tail position, an
+    // argument that is not arithmetic, a result taken apart next: plain calls
+    assert_eq!(call_shape("(lambda (f n) (let ((m (- n 1))) (+ (f m) m)))"), ["call"]);
+    assert_eq!(call_shape("(lambda (f n) (+ 1 (f (- n 1) n)))"), ["call"]);
+    assert_eq!(call_shape("(lambda (f n) (f (- n 1)))"), ["call"]);
+    assert_eq!(call_shape("(lambda (f n) (+ 1 (f (sqrt n))))"), ["call"]);
+    assert_eq!(call_shape("(lambda (f n) (let (((cons a b) (f (- n 1)))) (+ a b)))"), ["call"]);
+}
+
+#[test]
+fn calls_of_arithmetic_give_what_plain_calls_give() {
+    // values by hand: fib(15) = 610; 2^10 by doubling; a float argument;
+    // an exact integer past 64 bits; a rational; a non-procedure and a
+    // non-number keep their errors (the arithmetic's, then the call's)
+    let src = "(define (fib n) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))
+               (define (pow2 n) (if (= n 0) 1 (* 2 (pow2 (- n 1)))))
+               (define (sq x) (* x x))
+               (fib 15) (pow2 10) (+ 1 (sq (* 1.5 2))) (+ 0 (sq (+ 4294967296 0)))
+               (+ 0 (sq (+ 1/3 0)))";
+    assert_eq!(eval_all(src), ["610", "1024", "10.0", "18446744073709551616", "1/9"]);
+    let e = eval_all("(define (sq x) (* x x)) (+ 1 (sq (- (cons 1 2) 1)))");
+    assert!(e[0].contains("expected two numbers"), "{e:?}");
+    let e = eval_all("(define (g x) (let ((h (car (list 5)))) (+ 1 (h (- x 1))))) (g 3)");
+    assert!(e[0].contains("not a procedure"), "{e:?}");
+    // derivatives through such calls: d/dx (x+1)^2 = 2(x+1) = 6 at 2
+    let d = "(define (sq x) (* x x)) (define (f x) (+ 1.0 (sq (+ x 1.0))))
+             ((derivative-F f) 2.0) ((derivative-R f) 2.0)";
+    assert_eq!(eval_all(d), ["6.0", "6.0"]);
 }
