@@ -81,10 +81,11 @@ fn map_spine<E>(
     Ok(items.finish(tail))
 }
 
-/// The reals of `x` in order (depth first, cars before cdrs); `None` unless
-/// it is made of pairs, `()`, booleans and reals.
-fn reals_in_order(x: &Value) -> Option<Vec<&Value>> {
-    let mut reals = Vec::new();
+/// Calls `f` on each value of `x` that is not a pair, in order (depth
+/// first, cars before cdrs), without recursion or allocation for small
+/// trees; stops at the first for which `f` returns false, and returns
+/// whether none did.
+fn for_each_leaf<'a>(x: &'a Value, mut f: impl FnMut(&'a Value) -> bool) -> bool {
     let mut work: SmallVec<[&Value; 16]> = smallvec::smallvec![x];
     while let Some(v) = work.pop() {
         match v {
@@ -92,12 +93,29 @@ fn reals_in_order(x: &Value) -> Option<Vec<&Value>> {
                 work.push(&p.cdr);
                 work.push(&p.car);
             }
-            Value::Nil | Value::Bool(_) => {}
-            _ if is_real(v) => reals.push(v),
-            _ => return None,
+            v => {
+                if !f(v) {
+                    return false;
+                }
+            }
         }
     }
-    Some(reals)
+    true
+}
+
+/// The reals of `x` in order (depth first, cars before cdrs); `None` unless
+/// it is made of pairs, `()`, booleans and reals.
+fn reals_in_order(x: &Value) -> Option<Vec<&Value>> {
+    let mut reals = Vec::new();
+    let fits = for_each_leaf(x, |v| match v {
+        Value::Nil | Value::Bool(_) => true,
+        _ if is_real(v) => {
+            reals.push(v);
+            true
+        }
+        _ => false,
+    });
+    fits.then_some(reals)
 }
 
 /// How many reals `x` holds; `None` unless it is made of pairs, `()`,
@@ -2048,14 +2066,7 @@ fn note_discard(m: &mut Machine, id: u32, y: &Value, lengths: &[(u32, u32)]) {
     // (level, node) of each real, each level it is on, and (if wanted) its value there
     let mut nodes: SmallVec<[(u32, u32); 8]> = SmallVec::new();
     let mut values: SmallVec<[Value; 8]> = SmallVec::new();
-    let mut work: SmallVec<[&Value; 8]> = smallvec::smallvec![y];
-    while let Some(v) = work.pop() {
-        let mut v = v;
-        if let Value::Pair(p) = v {
-            work.push(&p.cdr);
-            work.push(&p.car);
-            continue;
-        }
+    for_each_leaf(y, |mut v| {
         loop {
             match v {
                 Value::TapeReal(t, node, p) => {
@@ -2077,7 +2088,8 @@ fn note_discard(m: &mut Machine, id: u32, y: &Value, lengths: &[(u32, u32)]) {
                 _ => break,
             }
         }
-    }
+        true
+    });
     for &(level, from) in lengths {
         let keep = first != Some(level);
         let Some(t) = m.tape.stack.iter_mut().find(|t| t.id == level) else { continue };
