@@ -432,11 +432,18 @@ fn shape_error(inst: &Inst, idx: u32) -> Error {
     )
 }
 
-/// Bytes of native stack kept free before growing onto a new segment.
-const RED_ZONE: usize = 256 * 1024;
+/// Bytes of native stack kept free before growing onto a new segment: the
+/// most that evaluation may use between two checks of [`Machine::stack_ok`]
+/// (one interpreted call's native frames, a primitive's, an AD rule's). A
+/// build without optimisations (`cargo test`'s) has frames of tens of
+/// kilobytes where an optimised one has hundreds of bytes, so it keeps more.
+const RED_ZONE: usize = if cfg!(debug_assertions) { 1024 * 1024 } else { 256 * 1024 };
 const SEGMENT: usize = 16 * 1024 * 1024;
 /// Steps between checks of the clock and of Ctrl-C (a mask: a power of two minus one).
-const CHECK_EVERY: u64 = 0x3fff;
+/// A build without optimisations (`cargo test`'s) makes a call some 20-60 times
+/// slower, so it checks 16 times as often: about as soon after a deadline,
+/// well within the watchdog's grace (`watchdog::GRACE`) even on a loaded machine.
+const CHECK_EVERY: u64 = if cfg!(debug_assertions) { 0x3ff } else { 0x3fff };
 
 /// The interpreter state.
 pub struct Machine {
@@ -1081,7 +1088,7 @@ impl Machine {
     #[cold]
     #[inline(never)]
     fn call_loop_grow(&mut self, inst: &InstRc, idx: u32, nargs: usize, span: Option<&Span>) -> Result<()> {
-        if !crate::stack::can_grow() {
+        if !crate::stack::can_grow(RED_ZONE) {
             let len = self.stack.len();
             self.stack.truncate(len - nargs);
             return Err(out_of_stack(self.depth(), span.copied()));
@@ -1457,7 +1464,7 @@ impl Machine {
     fn nested<R>(&mut self, site: Option<Span>, f: impl FnOnce(&mut Self) -> Result<R>) -> Result<R> {
         if self.stack_ok() {
             f(self)
-        } else if !crate::stack::can_grow() {
+        } else if !crate::stack::can_grow(RED_ZONE) {
             Err(out_of_stack(self.depth(), site))
         } else {
             self.with_stack(f)

@@ -37,14 +37,15 @@ pub fn try_grow<R>(
     }
 }
 
-/// Whether a recursion step can get [`RED_ZONE`] bytes of stack: the current
-/// segment has them, or a new segment can be mapped. `stacker` panics when it
-/// cannot map a segment (under a memory limit such as `ulimit -v`), and the panic
-/// then unwinds through every frame of the recursion; code that can fail checks
-/// this first and reports an error instead.
-pub fn can_grow() -> bool {
+/// Whether a recursion step can get `red_zone` bytes of stack (what it then
+/// asks `stacker::maybe_grow` for, with segments of [`SEGMENT`] bytes): the
+/// current segment has them, or a new segment can be mapped. `stacker` panics
+/// when it cannot map a segment (under a memory limit such as `ulimit -v`), and
+/// the panic then unwinds through every frame of the recursion; code that can
+/// fail checks this first and reports an error instead.
+pub fn can_grow(red_zone: usize) -> bool {
     match stacker::remaining_stack() {
-        Some(rem) if rem >= RED_ZONE => true,
+        Some(rem) if rem >= red_zone => true,
         _ => segment_mappable(SEGMENT),
     }
 }

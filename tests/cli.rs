@@ -1081,13 +1081,23 @@ fn timeout_stops_an_infinite_loop() {
 /// (and Ctrl-C) itself, as the transform's backpropagator does through its calls:
 /// a long sweep running past the deadline was ended only by the watchdog, which
 /// ends the whole program (in the REPL, the session). Here the forward run makes
-/// too few calls to check the clock (already past), so only the sweep of its 16000
-/// nodes (or, by the transform, the backpropagator's calls) can see it: it stops
-/// there, with the transform's message and no value printed.
+/// too few calls to check the clock (already past: about 600, where the evaluator
+/// checks every 1024 calls in a debug build, 16384 in a release one), so only the
+/// sweep of its 14400 nodes (or, by the transform, its 31000 calls) can see it: it
+/// stops there, with the transform's message and no value printed. (Each
+/// iteration multiplies 24 times, so that the transform soon reaches a check even
+/// in a debug build: with 8000 iterations of two products it took 0.3-0.4 s to
+/// reach its first, over the watchdog's 1 s grace on a loaded machine.)
 #[test]
 fn timeout_is_checked_in_a_tapes_backward_sweep() {
-    let src = "(define (g x) (let loop ((i 0) (a x)) (if (= i 8000) a (loop (+ i 1) (* a (* a 0.5))))))\n\
-               ((derivative g) 0.5)\n";
+    let products: Vec<String> =
+        (0..24).map(|k| format!("(a (* a {}))", if k % 2 == 0 { "1.001" } else { "0.999" })).collect();
+    let src = format!(
+        "(define (g x) (let loop ((i 0) (a x)) (if (= i 600) a (loop (+ i 1) (let* ({}) a)))))\n\
+         ((derivative g) 0.5)\n",
+        products.join(" ")
+    );
+    let src = src.as_str();
     for extra in [&["--timeout", "0"][..], &["--timeout", "0", "--no-tape"][..]] {
         let o = run_bad(src, extra);
         assert_eq!(o.code, 3, "{extra:?}: {}", o.stderr);
