@@ -15,6 +15,7 @@ use crate::value::{Inst, InstBuilder, InstRc, Value};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::io::Write;
+use std::mem::ManuallyDrop;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -2455,9 +2456,12 @@ impl Machine {
         Ok(())
     }
 
-    /// A call not in tail position, leaving the result on top of the value stack.
+    /// The closure that atom `f` reads, where it is one read in place (a
+    /// global, a slot, the environment, a constant), as an uncounted copy of
+    /// its reference, with its member: no count to raise before the call and
+    /// lower after it.
     #[inline(always)]
-    fn app_push(&mut self, base: usize, inst: &InstRc, f: &CAtom, args: &CArgs, span: &Span) -> Result<()> {
+    fn callee_in_place(&self, base: usize, inst: &InstRc, f: &CAtom) -> Option<(ManuallyDrop<InstRc>, u32)> {
         // (A global or a slot, the commonest procedures, are told apart first,
         // with a test each rather than the jump of `peek`.)
         let callee = match f {
@@ -2471,28 +2475,33 @@ impl Machine {
                 self.peek(base, inst, f)
             }
         };
-        if let Some(Value::Closure(ci, k)) = callee {
-            let k = *k;
-            // The closure is called through an uncounted copy of its reference
-            // (no count to raise before the call and lower after it).
-            // SAFETY: the copy is never dropped (`ManuallyDrop`), and the
-            // instance stays alive until the call returns, held by the place
-            // `peek` read it from, which nothing changes meanwhile:
-            // - a slot of this frame: the callee and everything it runs only
-            //   push, pop and drop values at or above its own base, which is
-            //   above this frame (the stack may be reallocated, which moves the
-            //   reference but not the instance); this frame's slots are written
-            //   by this procedure alone, after the call;
-            // - the environment of `inst`, or a constant of its code: `inst`
-            //   (borrowed for this whole call) keeps both alive, and an
-            //   instance's environment is never changed;
-            // - a global's value: a `GState::Value` is only replaced by the
-            //   top level between evaluations (`toplevel`), never while a call
-            //   runs (`Machine::global` changes only a `Thunk`'s state); the
-            //   vector of globals may grow, moving the reference, not the instance.
-            // Everything the callee keeps of it beyond the call (a closure it
-            // builds, a tail call's `inst`) clones this copy, raising the count.
-            let ci = std::mem::ManuallyDrop::new(unsafe { std::ptr::read(ci) });
+        let Some(Value::Closure(ci, k)) = callee else { return None };
+        // SAFETY: the copy is never dropped (`ManuallyDrop`), and its callers
+        // use it for one call, made once its arguments are pushed; the instance
+        // stays alive until that call returns, held by the place it was read
+        // from, which nothing changes meanwhile (pushing the arguments
+        // included):
+        // - a slot of this frame: the callee and everything it runs only
+        //   push, pop and drop values at or above its own base, which is
+        //   above this frame (the stack may be reallocated, which moves the
+        //   reference but not the instance); this frame's slots are written
+        //   by this procedure alone, after the call;
+        // - the environment of `inst`, or a constant of its code: `inst`
+        //   (borrowed for this whole call) keeps both alive, and an
+        //   instance's environment is never changed;
+        // - a global's value: a `GState::Value` is only replaced by the
+        //   top level between evaluations (`toplevel`), never while a call
+        //   runs (`Machine::global` changes only a `Thunk`'s state); the
+        //   vector of globals may grow, moving the reference, not the instance.
+        // Everything the callee keeps of it beyond the call (a closure it
+        // builds, a tail call's `inst`) clones this copy, raising the count.
+        Some((ManuallyDrop::new(unsafe { std::ptr::read(ci) }), *k))
+    }
+
+    /// A call not in tail position, leaving the result on top of the value stack.
+    #[inline(always)]
+    fn app_push(&mut self, base: usize, inst: &InstRc, f: &CAtom, args: &CArgs, span: &Span) -> Result<()> {
+        if let Some((ci, k)) = self.callee_in_place(base, inst, f) {
             // (One argument, the commonest case, is passed as a constant count.)
             if let CArgs::One(x) = args {
                 self.push_atom(base, inst, x)?;
@@ -2538,19 +2547,7 @@ impl Machine {
                 self.set(i, v);
             }
         }
-        let callee = match &c.f {
-            CAtom::Global(g) => match &self.globals[*g as usize].state {
-                GState::Value(v) => Some(v),
-                _ => None,
-            },
-            CAtom::Local(s) => Some(self.slot(base + *s as usize)),
-            _ => None,
-        };
-        if let Some(Value::Closure(ci, k)) = callee {
-            let k = *k;
-            // SAFETY: as in `app_push`: the instance outlives the call, held
-            // by the place the closure was read from; the copy is never dropped.
-            let ci = std::mem::ManuallyDrop::new(unsafe { std::ptr::read(ci) });
+        if let Some((ci, k)) = self.callee_in_place(base, inst, &c.f) {
             return self.call_closure_push(&ci, k, 1, Some(&c.call));
         }
         self.app_pushed_slow(base, inst, &c.f, 1, &c.call)
@@ -2570,14 +2567,8 @@ impl Machine {
         if let CAtom::Sibling(j) = f {
             return self.call_closure_push(inst, *j, n, Some(span));
         }
-        let fv = match atom!(self, base, inst, f) {
-            fv @ Value::Lazy(_) => self.force_procedure(fv)?,
-            fv => fv,
-        };
-        match fv {
-            Value::Closure(ci, k) => self.call_closure_push(&ci, k, n, Some(span)),
-            fv => self.call_push(fv, n, Some(*span)),
-        }
+        let fv = self.procedure_value(base, inst, f)?;
+        self.call_value_push(fv, n, span)
     }
 
     /// A call of something other than a closure read in place.
@@ -2590,13 +2581,25 @@ impl Machine {
         args: &CArgs,
         span: &Span,
     ) -> Result<()> {
-        let fv = match atom!(self, base, inst, f) {
-            // (a lazily tagged closure, as forward mode over reverse mode calls
-            // them: forced here, so that a recursion through it keeps one frame)
+        let fv = self.procedure_value(base, inst, f)?;
+        let n = self.push_args(base, inst, args)?;
+        self.call_value_push(fv, n, span)
+    }
+
+    /// The value of the atom a call calls (a lazily tagged closure, as forward
+    /// mode over reverse mode calls them: forced here, so that a recursion
+    /// through it keeps one frame).
+    #[inline(always)]
+    fn procedure_value(&mut self, base: usize, inst: &InstRc, f: &CAtom) -> Result<Value> {
+        Ok(match atom!(self, base, inst, f) {
             fv @ Value::Lazy(_) => self.force_procedure(fv)?,
             fv => fv,
-        };
-        let n = self.push_args(base, inst, args)?;
+        })
+    }
+
+    /// Calls `fv` on the `n` arguments on top of the value stack.
+    #[inline(always)]
+    fn call_value_push(&mut self, fv: Value, n: usize, span: &Span) -> Result<()> {
         match fv {
             Value::Closure(ci, k) => self.call_closure_push(&ci, k, n, Some(span)),
             fv => self.call_push(fv, n, Some(*span)),

@@ -206,36 +206,45 @@ fn tuple_fast_path_gives_the_same_results_as_the_general_path() {
     }
 }
 
-/// The `CBind::Split`s of a block and its nested blocks: for each, what
-/// becomes of its second part.
-fn splits(b: &CBlock, out: &mut Vec<&'static str>) {
-    let nested = |e: &CExpr, out: &mut Vec<&'static str>| {
-        if let CExpr::If(_, t, f) = e {
-            splits(t, out);
-            splits(f, out);
+/// Calls `f` on the expression of each binding of a block (with the
+/// `CBind::Split` that takes its value apart, where one does) and on its
+/// tail, each followed by the same in the branches of a conditional it is.
+fn each_expr(b: &CBlock, f: &mut dyn FnMut(&CExpr, Option<&Split>)) {
+    let visit = |e: &CExpr, split: Option<&Split>, f: &mut dyn FnMut(&CExpr, Option<&Split>)| {
+        f(e, split);
+        if let CExpr::If(_, t, e) = e {
+            each_expr(t, f);
+            each_expr(e, f);
         }
     };
     for bind in &b.binds {
         match bind {
-            CBind::Split(e, _, rest, _) => {
-                out.push(match rest {
-                    Split::Slot(_) => "stored",
-                    Split::Unread => "unread",
-                    Split::Pair(..) => "split",
-                });
-                nested(e, out);
-            }
-            CBind::Let(_, e) => nested(e, out),
+            CBind::Split(e, _, rest, _) => visit(e, Some(rest), f),
+            CBind::Let(_, e) => visit(e, None, f),
             _ => {}
         }
     }
-    nested(&b.tail, out);
+    visit(&b.tail, None, f);
 }
 
-fn split_shape(src: &str) -> Vec<&'static str> {
+/// What `name` says of each expression of member 0's body of the lambda
+/// `src` (see [`each_expr`]), in order, where it says something.
+fn shape(src: &str, name: impl Fn(&CExpr, Option<&Split>) -> Option<&'static str>) -> Vec<&'static str> {
     let mut out = Vec::new();
-    splits(&code(&group(src)).members[0].body, &mut out);
+    each_expr(&code(&group(src)).members[0].body, &mut |e, split| out.extend(name(e, split)));
     out
+}
+
+/// The `CBind::Split`s of a lambda's body and nested blocks: for each, what
+/// becomes of its second part.
+fn split_shape(src: &str) -> Vec<&'static str> {
+    shape(src, |_, split| {
+        split.map(|rest| match rest {
+            Split::Slot(_) => "stored",
+            Split::Unread => "unread",
+            Split::Pair(..) => "split",
+        })
+    })
 }
 
 #[test]
@@ -544,30 +553,14 @@ fn loops_whose_arguments_share_their_variables_slots_run_as_before() {
     assert_eq!(eval_all(src), ["(1 1)", "(3 2 1)", "(3 1)", "(12 11 10)", "(2 3)"]);
 }
 
-/// The calls of a block (and its branches): "arith" for one whose argument
-/// is computed onto the stack (`CExpr::AppArith`), "call" for the others.
-fn calls(b: &CBlock, out: &mut Vec<&'static str>) {
-    let expr = |e: &CExpr, out: &mut Vec<&'static str>| match e {
-        CExpr::App(..) => out.push("call"),
-        CExpr::AppArith(_) => out.push("arith"),
-        CExpr::If(_, t, f) => {
-            calls(t, out);
-            calls(f, out)
-        }
-        _ => {}
-    };
-    for bind in &b.binds {
-        if let CBind::Let(_, e) | CBind::Split(e, ..) = bind {
-            expr(e, out)
-        }
-    }
-    expr(&b.tail, out);
-}
-
+/// The calls of a lambda's body (and its branches): "arith" for one whose
+/// argument is computed onto the stack (`CExpr::AppArith`), "call" for the others.
 fn call_shape(src: &str) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    calls(&code(&group(src)).members[0].body, &mut out);
-    out
+    shape(src, |e, _| match e {
+        CExpr::App(..) => Some("call"),
+        CExpr::AppArith(_) => Some("arith"),
+        _ => None,
+    })
 }
 
 #[test]
