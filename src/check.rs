@@ -321,22 +321,39 @@ pub fn expand_paths(paths: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
 
 /// [`expand_paths`], with a line for each directory that gives nothing to
 /// check: one that cannot be read (its error) or holds no `.vlad` file (a
-/// wrong path is a mistake, not a pass).
+/// wrong path is a mistake, not a pass), and for each `.vlad` entry of a
+/// directory that is not a regular file (a named pipe, a device: reading
+/// one could wait forever), which is not checked.
 pub fn list_paths(paths: &[std::path::PathBuf]) -> (Vec<std::path::PathBuf>, Vec<String>) {
     let (mut out, mut problems) = (Vec::new(), Vec::new());
     for p in paths {
         if p.is_dir() {
+            let reported = problems.len();
             let mut v: Vec<_> = match std::fs::read_dir(p) {
                 Ok(rd) => rd
                     .filter_map(|e| e.ok().map(|e| e.path()))
                     .filter(|p| p.extension().is_some_and(|x| x == "vlad"))
+                    // (a named pipe or device found there is not read: that
+                    // could wait forever; it is reported instead)
+                    .filter(|f| match std::fs::metadata(f) {
+                        Ok(m) if m.is_file() => true,
+                        Ok(m) => {
+                            let kind = crate::toplevel::file_kind(&m);
+                            problems.push(format!("{}: error: {kind}; not checked", f.display()));
+                            false
+                        }
+                        Err(e) => {
+                            problems.push(format!("{}: error: cannot access it: {e}", f.display()));
+                            false
+                        }
+                    })
                     .collect(),
                 Err(e) => {
                     problems.push(format!("{}: error: cannot read the directory: {e}", p.display()));
                     continue;
                 }
             };
-            if v.is_empty() {
+            if v.is_empty() && problems.len() == reported {
                 problems.push(format!("{}: error: no .vlad files in this directory", p.display()));
             }
             v.sort();

@@ -456,9 +456,16 @@ impl Session {
             checked = it.peek().and_then(|n| n.as_symbol()) == Some("===>");
             let expected = if checked {
                 let arrow = it.next().unwrap();
-                Some(it.next().ok_or_else(|| {
-                    Error::syntax(arrow.span, "`===>` must be followed by the expected value")
-                })?)
+                match it.next() {
+                    // (`e ===> ===> v`: the second arrow is not a value)
+                    Some(v) if v.as_symbol() != Some("===>") => Some(v),
+                    _ => {
+                        return Err(Error::syntax(
+                            arrow.span,
+                            "`===>` must be followed by the expected value",
+                        ))
+                    }
+                }
             } else {
                 None
             };
@@ -1062,7 +1069,7 @@ fn item_span(it: &Item) -> Option<Span> {
 }
 
 /// What a path that is not a regular file is, for messages.
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+pub(crate) fn file_kind(meta: &std::fs::Metadata) -> &'static str {
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileTypeExt;

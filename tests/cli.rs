@@ -1274,6 +1274,31 @@ fn test_of_a_directory_without_vlad_files_fails() {
     assert_eq!(o.stdout, "empty: error: no .vlad files in this directory\n1 passed, 1 failed\n");
 }
 
+/// `vlad test DIR` read every `.vlad` entry of DIR, and one that was a named
+/// pipe blocked it forever (even with `--timeout`): such an entry is reported
+/// and not read; the regular files beside it are checked.
+#[cfg(unix)]
+#[test]
+fn test_of_a_directory_does_not_read_a_named_pipe_in_it() {
+    let d = Dir::new();
+    d.file("dir/t.vlad", "(+ 1 2) ===> 3\n").file("only/readme.txt", "\n");
+    for fifo in ["dir/p.vlad", "only/q.vlad"] {
+        let made = Command::new("mkfifo").arg(d.path().join(fifo)).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: mkfifo is not available here");
+            return;
+        }
+    }
+    let o = vlad(&d, &["test", "--timeout", "5", "dir", "only"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert_eq!(
+        o.stdout,
+        "dir/p.vlad: error: a named pipe, not a regular file; not checked\n\
+         only/q.vlad: error: a named pipe, not a regular file; not checked\n\
+         1 passed, 2 failed\n"
+    );
+}
+
 /// `vlad test DIR` where DIR cannot be read said "no .vlad files in this
 /// directory" (the read error dropped): it says why. (Skipped where the
 /// permission does not stop a read: as root.)
@@ -1817,6 +1842,8 @@ fn test_command_names_a_misplaced_arrow() {
         ),
         ("===> 3\n", "t.vlad:1:1: error: `===>` must follow an expression\n"),
         ("(+ 1 2) ===>\n", "t.vlad:1:9: error: `===>` must be followed by the expected value\n"),
+        // (the second arrow is not the expected value)
+        ("(+ 1 2) ===> ===> 3\n", "t.vlad:1:9: error: `===>` must be followed by the expected value\n"),
     ] {
         d.file("t.vlad", src);
         let o = vlad(&d, &["test", "t.vlad"]);
@@ -2149,4 +2176,27 @@ fn second_derivatives_through_a_deep_reversible_recursion_are_linear() {
             assert!((g - want).abs() <= 1e-9 * want.abs(), "{extra:?}: {g} against {want}");
         }
     }
+}
+
+/// `call` and `uncall` (and `rev-grad`) converted each argument's parts
+/// before finding that the argument was not a proper list (which is then held
+/// as it is): a pair sharing its parts, `(cons x x)` nested 60 deep, took time
+/// exponential in its depth, beyond `--max-steps`. The spine is looked at
+/// first now. And a list nested in lists millions deep is converted (and
+/// back) without overflowing the native stack.
+#[test]
+fn reversible_calls_take_shared_and_deeply_nested_arguments_at_once() {
+    let d = Dir::new();
+    d.file(
+        "r.vlad",
+        "(define (dup n x) (if (= n 0) x (dup (- n 1) (cons x x))))\n\
+         (define (nest n x) (if (= n 0) x (nest (- n 1) (list x))))\n\
+         (define-reversible (p v) (skip))\n\
+         (define (depth l) (let loop ((l l) (k 0)) (if (pair? l) (loop (car l) (+ k 1)) k)))\n\
+         (depth (car (call p (dup 60 1.0))))\n\
+         (depth (car (uncall p (dup 60 1.0))))\n\
+         (depth (car (call p (nest 1000000 1.0))))\n",
+    );
+    let o = vlad(&d, &["--timeout", "60", "r.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "60\n60\n1000000\n"), "{}", o.stderr);
 }

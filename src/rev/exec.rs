@@ -49,18 +49,27 @@ fn to_val_forced(v: &Value) -> Val {
         // A packed vector (or a matrix, row-major) is a vector of reals here.
         Value::Vector(rv) => Val::A(rv.host().iter().map(|x| Val::S(Value::Real(*x))).collect()),
         Value::Pair(_) => {
-            let mut items = VecDeque::new();
+            // (the spine first: a pair that is not a proper list is held as
+            // it is, its parts not converted; converting them first made a
+            // pair that shares its parts, as `(cons x x)` nested, take time
+            // exponential in its depth)
             let mut cur = v;
-            loop {
-                match cur {
-                    Value::Pair(p) => {
-                        items.push_back(to_val_forced(&p.car));
-                        cur = &p.cdr;
-                    }
-                    Value::Nil => return Val::A(items),
-                    _ => return Val::S(v.clone()),
-                }
+            let mut n = 0;
+            while let Value::Pair(p) = cur {
+                cur = &p.cdr;
+                n += 1;
             }
+            if !matches!(cur, Value::Nil) {
+                return Val::S(v.clone());
+            }
+            let mut items = VecDeque::with_capacity(n);
+            let mut cur = v;
+            while let Value::Pair(p) = cur {
+                // (lists nested in lists as deeply as memory allows)
+                items.push_back(crate::stack::grow(|| to_val_forced(&p.car)));
+                cur = &p.cdr;
+            }
+            Val::A(items)
         }
         _ => Val::S(v.clone()),
     }
@@ -88,7 +97,9 @@ pub fn repack(v: Value, like: &Value) -> Value {
 pub fn val_value(v: &Val) -> Value {
     match v {
         Val::S(x) => x.clone(),
-        Val::A(items) => Value::list(items.iter().map(val_value).collect::<Vec<_>>()),
+        Val::A(items) => {
+            Value::list(items.iter().map(|x| crate::stack::grow(|| val_value(x))).collect::<Vec<_>>())
+        }
     }
 }
 
@@ -362,7 +373,9 @@ pub fn apply_op(op: UpOp, t: &Value, e: &Value, mod32: bool) -> std::result::Res
 pub fn val_eq(a: &Val, b: &Val, tol: f64) -> bool {
     match (a, b) {
         (Val::S(x), Val::S(y)) => value_eq(x, y, tol),
-        (Val::A(xs), Val::A(ys)) => xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| val_eq(x, y, tol)),
+        (Val::A(xs), Val::A(ys)) => {
+            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| crate::stack::grow(|| val_eq(x, y, tol)))
+        }
         _ => false,
     }
 }
@@ -404,7 +417,7 @@ pub fn zero_der(v: &Val) -> Val {
     match v {
         Val::S(x) if x.is_number() => Val::S(num::zero_like(x)),
         Val::S(_) => Val::S(Value::Nil),
-        Val::A(items) => Val::A(items.iter().map(zero_der).collect()),
+        Val::A(items) => Val::A(items.iter().map(|x| crate::stack::grow(|| zero_der(x))).collect()),
     }
 }
 

@@ -105,7 +105,7 @@ pub fn der_val(v: &Val, d: &Value) -> Val {
             for it in items {
                 match cur {
                     Value::Pair(p) => {
-                        out.push_back(der_val(it, &p.car));
+                        out.push_back(crate::stack::grow(|| der_val(it, &p.car)));
                         cur = &p.cdr;
                     }
                     _ => out.push_back(der_val(it, &Value::Nil)),
