@@ -31,6 +31,28 @@ pub enum Val {
     A(VecDeque<Val>),
 }
 
+impl Drop for Val {
+    /// Arrays nested in arrays as deeply as memory allows (a list nested in
+    /// lists millions deep, as an argument) are emptied with a work list, not
+    /// by recursion, which overflowed the native stack.
+    fn drop(&mut self) {
+        let Val::A(items) = self else { return };
+        if items.iter().all(|x| matches!(x, Val::S(_))) {
+            return;
+        }
+        let mut work = vec![std::mem::take(items)];
+        while let Some(mut q) = work.pop() {
+            for mut v in q.drain(..) {
+                if let Val::A(inner) = &mut v {
+                    if !inner.is_empty() {
+                        work.push(std::mem::take(inner));
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl Default for Val {
     fn default() -> Self {
         Val::S(Value::Nil)
