@@ -294,11 +294,17 @@ fn command_errors_are_located_in_the_line_as_typed() {
     assert_eq!(o.stderr, expected.concat());
     assert_eq!(o.code, 1);
     // errors about the argument's value as a whole had no place
-    let o = pipe(":reverse 3\n:forward (+ 1 2)\n:anf ; c\n", &[]);
+    // (a reversible procedure is a procedure to `procedure?`: it was told
+    // "needs a procedure")
+    let o =
+        pipe(":reverse 3\n:forward (+ 1 2)\n:anf ; c\n(define-reversible (p v) (skip))\n:reverse p\n", &[]);
     let expected = [
         "<stdin>:1:10: error: :reverse needs a procedure, but the expression's value is 3\n  | :reverse 3\n  |          ^\n",
         "<stdin>:2:10: error: :forward needs a procedure, but the expression's value is 3\n  | :forward (+ 1 2)\n  |          ^\n",
         "<stdin>:3:6: error: expected an expression\n  | :anf ; c\n  |      ^\n",
+        "<stdin>:5:10: error: :reverse shows the transformed code of a lambda or a primitive's rule; \
+         #<reversible p> is a reversible procedure, differentiated by running it backward (as `rev-grad` \
+         does), not by transformed code\n  | :reverse p\n  |          ^\n",
     ];
     assert_eq!(o.stderr, expected.concat());
 }
