@@ -54,6 +54,19 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
         CArgs::One(y) => a(y, out),
         CArgs::Tuple(ys) => ys.iter().for_each(|y| a(y, out)),
     };
+    // (the operands of arithmetic, alone or as an `AppArith`'s argument)
+    let arith = |e: &CExpr, out: &mut Vec<String>| match e {
+        CExpr::Arith2(_, x, y, _, _) => {
+            a(x, out);
+            a(y, out)
+        }
+        CExpr::Arith2Int(_, x, k, _, _) => {
+            let (x, y) = super::int_operands(*x, *k);
+            a(&x, out);
+            a(&y, out)
+        }
+        _ => unreachable!("only arithmetic is passed here"),
+    };
     let expr = |e: &CExpr, out: &mut Vec<String>| match e {
         CExpr::Atom(x) => a(x, out),
         CExpr::App(f, xs, ..) => {
@@ -62,28 +75,13 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
         }
         CExpr::AppArith(c) => {
             a(&c.f, out);
-            match &c.arg {
-                CExpr::Arith2(_, x, y, _, _) => {
-                    a(x, out);
-                    a(y, out)
-                }
-                CExpr::Arith2Int(_, x, k, _, _) => {
-                    let (x, y) = super::int_operands(*x, *k);
-                    a(&x, out);
-                    a(&y, out)
-                }
-                _ => unreachable!("an AppArith's argument is arithmetic"),
-            }
+            arith(&c.arg, out)
         }
         CExpr::Prim(_, xs, _) => args(xs, out),
-        CExpr::Arith2(_, x, y, _, _) | CExpr::Plus(x, y, _, _) => {
+        CExpr::Arith2(..) | CExpr::Arith2Int(..) => arith(e, out),
+        CExpr::Plus(x, y, _, _) => {
             a(x, out);
             a(y, out)
-        }
-        CExpr::Arith2Int(_, x, k, _, _) => {
-            let (x, y) = super::int_operands(*x, *k);
-            a(&x, out);
-            a(&y, out)
         }
         CExpr::Retag(_, x, _, _) => a(x, out),
         CExpr::BpCall(c) => {
