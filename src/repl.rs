@@ -855,29 +855,21 @@ impl Repl {
                 out
             }
             Value::Prim(p) => crate::ad::rules::rule_source(*p, kind),
-            // (a procedure to `procedure?`, but its derivatives are `rev-grad`'s,
-            // not a transform's)
-            Value::Rev(_) => {
-                return Err(Error::runtime(
-                    None,
-                    format!(
-                        "{} shows the transformed code of a lambda or a primitive's rule; {} is a reversible \
-                         procedure, differentiated by running it backward (as `rev-grad` does), not by \
-                         transformed code",
-                        if kind == crate::anf::Kind::R { ":reverse" } else { ":forward" },
-                        crate::print::to_string(&v)
-                    ),
-                ))
-            }
             other => {
-                return Err(Error::runtime(
-                    None,
+                let command = if kind == crate::anf::Kind::R { ":reverse" } else { ":forward" };
+                let shown = crate::print::to_string(other);
+                let message = if let Value::Rev(_) = other {
+                    // (a procedure to `procedure?`, but its derivatives are
+                    // `rev-grad`'s, not a transform's)
                     format!(
-                        "{} needs a procedure, but the expression's value is {}",
-                        if kind == crate::anf::Kind::R { ":reverse" } else { ":forward" },
-                        crate::print::to_string(other)
-                    ),
-                ))
+                        "{command} shows the transformed code of a lambda or a primitive's rule; {shown} is a \
+                         reversible procedure, differentiated by running it backward (as `rev-grad` does), \
+                         not by transformed code"
+                    )
+                } else {
+                    format!("{command} needs a procedure, but the expression's value is {shown}")
+                };
+                return Err(Error::runtime(None, message));
             }
         };
         self.say(&out);
