@@ -2183,7 +2183,8 @@ fn second_derivatives_through_a_deep_reversible_recursion_are_linear() {
 /// as it is): a pair sharing its parts, `(cons x x)` nested 60 deep, took time
 /// exponential in its depth, beyond `--max-steps`. The spine is looked at
 /// first now. And a list nested in lists millions deep is converted (and
-/// back) without overflowing the native stack.
+/// back), and `rev-grad` shapes its derivatives, without overflowing the
+/// native stack.
 #[test]
 fn reversible_calls_take_shared_and_deeply_nested_arguments_at_once() {
     let d = Dir::new();
@@ -2195,8 +2196,10 @@ fn reversible_calls_take_shared_and_deeply_nested_arguments_at_once() {
          (define (depth l) (let loop ((l l) (k 0)) (if (pair? l) (loop (car l) (+ k 1)) k)))\n\
          (depth (car (call p (dup 60 1.0))))\n\
          (depth (car (uncall p (dup 60 1.0))))\n\
-         (depth (car (call p (nest 1000000 1.0))))\n",
+         (depth (car (call p (nest 1000000 1.0))))\n\
+         (define-reversible (q x v) (skip))\n\
+         (car (rev-grad q 0 1.0 (nest 1000000 1.0)))\n",
     );
     let o = vlad(&d, &["--timeout", "60", "r.vlad"]);
-    assert_eq!((o.code, o.stdout.as_str()), (0, "60\n60\n1000000\n"), "{}", o.stderr);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "60\n60\n1000000\n1\n"), "{}", o.stderr);
 }

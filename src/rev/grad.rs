@@ -50,7 +50,12 @@ pub fn dadd(a: &Value, b: &Value) -> Result<Value> {
     match (a, b) {
         (Value::Nil, _) => Ok(b.clone()),
         (_, Value::Nil) => Ok(a.clone()),
-        (Value::Pair(p), Value::Pair(q)) => Ok(Value::cons(dadd(&p.car, &q.car)?, dadd(&p.cdr, &q.cdr)?)),
+        // (lists as long, and nested as deeply, as memory allows)
+        (Value::Pair(p), Value::Pair(q)) => {
+            crate::stack::try_grow(crate::stack::RED_ZONE, crate::stack::SEGMENT, || {
+                Ok(Value::cons(dadd(&p.car, &q.car)?, dadd(&p.cdr, &q.cdr)?))
+            })
+        }
         (x, y) if x.is_number() && y.is_number() => arith('+', x, y),
         _ => Ok(a.clone()),
     }
@@ -108,7 +113,7 @@ pub fn der_val(v: &Val, d: &Value) -> Val {
                         out.push_back(crate::stack::grow(|| der_val(it, &p.car)));
                         cur = &p.cdr;
                     }
-                    _ => out.push_back(der_val(it, &Value::Nil)),
+                    _ => out.push_back(crate::stack::grow(|| der_val(it, &Value::Nil))),
                 }
             }
             Val::A(out)
@@ -127,7 +132,9 @@ fn der_add(slot: &mut Val, d: &Value) -> Result<()> {
             for it in items.iter_mut() {
                 match cur {
                     Value::Pair(p) => {
-                        der_add(it, &p.car)?;
+                        crate::stack::try_grow(crate::stack::RED_ZONE, crate::stack::SEGMENT, || {
+                            der_add(it, &p.car)
+                        })?;
                         cur = &p.cdr;
                     }
                     _ => break,
@@ -249,7 +256,10 @@ pub fn conform(m: &mut Machine, x: &Value, d: &Value) -> Result<Value> {
                 Value::Pair(q) => (q.car.clone(), q.cdr.clone()),
                 _ => (Value::Nil, Value::Nil),
             };
-            xs.push(conform(m, &p.car, &dcar)?);
+            // (lists nested in lists as deeply as memory allows)
+            xs.push(crate::stack::try_grow(crate::stack::RED_ZONE, crate::stack::SEGMENT, || {
+                conform(m, &p.car, &dcar)
+            })?);
             cx = p.cdr.clone();
             cd = dcdr;
         }
