@@ -2179,14 +2179,17 @@ impl Machine {
         let x = atom!(self, base, inst, &c.x);
         if let (Value::Closure(bi, _), true) = (&bp, self.native_rules) {
             if bi.group.native.get().is_some() {
+                // (an error in the rule placed at the call it differentiates,
+                // as the rule's interpreted code's would be)
                 let r = if c.forward {
-                    crate::ad::native::fbp_untagged(self, bi, &x)?
+                    crate::ad::native::fbp_untagged(self, bi, &x)
                 } else {
-                    match crate::ad::native::bp_untagged(self, bi, &x)? {
-                        None if self.native_rr => crate::ad::native_rr::struct_bp_untagged(self, bi, &x)?,
+                    match crate::ad::native::bp_untagged(self, bi, &x) {
+                        Ok(None) if self.native_rr => crate::ad::native_rr::struct_bp_untagged(self, bi, &x),
                         r => r,
                     }
-                };
+                }
+                .map_err(|e| e.at(c.call))?;
                 if let Some(r) = r {
                     // the calls it stands for
                     for _ in 0..if c.forward { 3 } else { 1 } {
@@ -2860,7 +2863,9 @@ impl Machine {
         let Split::Pair(a, d, span) = rest else { return Ok(false) };
         let Some(bi) = self.native_bp_target(base, inst, c) else { return Ok(false) };
         let xv = atom!(self, base, inst, &c.x);
-        let Some((xa, xb)) = crate::ad::native::bp_untagged_cotangent(self, &bi, &xv)? else {
+        let Some((xa, xb)) =
+            crate::ad::native::bp_untagged_cotangent(self, &bi, &xv).map_err(|e| e.at(c.call))?
+        else {
             return Ok(false);
         };
         self.tick().map_err(|e| e.at(c.call))?;
@@ -2886,7 +2891,9 @@ impl Machine {
     ) -> Result<(Value, Value)> {
         if let Some(bi) = self.native_bp_target(base, inst, c) {
             let x = atom!(self, base, inst, &c.x);
-            if let Some(parts) = crate::ad::native::bp_untagged_parts(self, &bi, &x)? {
+            if let Some(parts) =
+                crate::ad::native::bp_untagged_parts(self, &bi, &x).map_err(|e| e.at(c.call))?
+            {
                 self.tick().map_err(|e| e.at(c.call))?;
                 return Ok(parts);
             }

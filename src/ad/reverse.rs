@@ -35,11 +35,14 @@ enum Rec {
         x: VarId,
         a: Atom,
     },
+    /// `s`: the call's place, where its backpropagator's call is placed (an
+    /// error in it is reported at the call it differentiates).
     Call {
         x: VarId,
         bp: VarId,
         f: Atom,
         args: Args,
+        s: Span,
     },
     Cons {
         x: VarId,
@@ -241,7 +244,7 @@ fn forward_binds(l: &mut Lifter, binds: &[Bind], out: &mut Vec<Bind>, tape: &mut
                     let bp = fresh_var("bp");
                     out.push(Bind::Let(pair, Expr::App(fl, l.args(args)?, *s)));
                     out.push(Bind::Uncons(*x, bp, Atom::Var(pair), *s));
-                    tape.push(Rec::Call { x: *x, bp, f: f0, args: args.clone() });
+                    tape.push(Rec::Call { x: *x, bp, f: f0, args: args.clone(), s: *s });
                 }
                 Expr::Cons(a, d) => {
                     out.push(Bind::Let(*x, Expr::Cons(l.atom(a)?, l.atom(d)?)));
@@ -468,7 +471,7 @@ impl Backward {
                         self.acc_atom(a, s);
                     }
                 }
-                Rec::Call { x, bp, f, args } => {
+                Rec::Call { x, bp, f, args, s: site } => {
                     let Some(s) = self.acc.get(x).cloned() else { continue };
                     let args_vars = match args {
                         Args::One(a) => is_var(a),
@@ -478,7 +481,7 @@ impl Backward {
                         continue;
                     }
                     let s1 = self.prim1(p("sensitize"), s);
-                    let r = self.bind(Expr::App(Atom::Var(*bp), Args::One(s1), Span::default()));
+                    let r = self.bind(Expr::App(Atom::Var(*bp), Args::One(s1), *site));
                     let r2 = self.prim1(p("unsensitize"), r);
                     let (fb, ab) = self.uncons(r2);
                     self.acc_atom(f, fb);

@@ -264,20 +264,57 @@ fn misuse_is_a_clear_error() {
 
 /// Errors raised in code the interpreter generates (primitive rules,
 /// backpropagators) are located at the nearest call in source code, never at
-/// `<unknown>` or at the start of the prelude.
+/// `<unknown>` or at the start of the prelude: an error in a primitive's
+/// derivative rule at the primitive's use in the differentiated code (in both
+/// modes), and the trace names the backpropagator's call.
 #[test]
 fn errors_in_generated_code_are_located() {
-    let cases: &[(&str, Option<&str>)] = &[
+    // (source, the first line's pattern, a pattern for a line of the trace)
+    let cases: &[(&str, Option<&str>, Option<&str>)] = &[
         (
             "\n((*j (lambda (x) (* x x))) 3.0)",
             Some("misuse:2:1: error: .*must be applied to a reverse value"),
+            None,
         ),
-        ("\n((cdr ((*j (lambda (x) (* x x))) (*j 3.0))) 1.0)", Some("misuse:2:1: error: unsensitize")),
-        ("(vjp (lambda (x) (cons x x)) 1.0 2.0)", None),
-        ("(vjp (lambda (x) (if (< x 0) x (cons x x))) 1.0 2.0)", None),
-        ("(vjp sin 1.0 (cons 1 2))", None),
+        // (the bad sensitivity reaches the backpropagator of `(* x x)`, which
+        // reports it; the call that passed it is in the trace)
+        (
+            "\n((cdr ((*j (lambda (x) (* x x))) (*j 3.0))) 1.0)",
+            Some("misuse:2:24: error: unsensitize"),
+            Some("in backpropagator of lambda called at misuse:2:1"),
+        ),
+        ("(vjp (lambda (x) (cons x x)) 1.0 2.0)", None, None),
+        ("(vjp (lambda (x) (if (< x 0) x (cons x x))) 1.0 2.0)", None, None),
+        ("(vjp sin 1.0 (cons 1 2))", None, None),
+        // d/dx sqrt at an exact 0: 1/(2 sqrt 0), an exact division by zero
+        // in sqrt's rule, placed at `(sqrt x)` whichever mode runs it
+        (
+            "(define (f x) (+ 1 (sqrt x)))\n((derivative-R f) 0)",
+            Some("misuse:1:20: error: /: exact division by zero"),
+            Some("in backpropagator of f$"),
+        ),
+        (
+            "(define (f x) (+ 1 (sqrt x)))\n((derivative-F f) 0)",
+            Some("misuse:1:20: error: /: exact division by zero"),
+            None,
+        ),
+        (
+            "(define (g x) (* x (sqrt x)))\n(define (f x) (+ 1 (g x)))\n((derivative-R f) 0)",
+            Some("misuse:1:20: error: /: exact division by zero"),
+            Some("in backpropagator of g called at misuse:2:20"),
+        ),
+        (
+            "((gradient-R (lambda (v) (sqrt (car v)))) (list 0 1))",
+            Some("misuse:1:26: error: /: exact division by zero"),
+            None,
+        ),
+        (
+            "((derivative-R (lambda (x) ((derivative-R (lambda (y) (* x (sqrt y)))) x))) 0)",
+            Some("misuse:1:60: error: /: exact division by zero"),
+            None,
+        ),
     ];
-    for (src, first_line) in cases {
+    for (src, first_line, in_trace) in cases {
         let mut s = session();
         let e = match s.run_text("misuse", src) {
             Ok(_) => panic!("{} succeeded", src),
@@ -288,6 +325,10 @@ fn errors_in_generated_code_are_located() {
         if let Some(re) = first_line {
             let re = regex::Regex::new(re).unwrap();
             assert!(re.is_match(e.lines().next().unwrap()), "{}:\n{}", src, e);
+        }
+        if let Some(re) = in_trace {
+            let re = regex::Regex::new(re).unwrap();
+            assert!(e.lines().any(|l| re.is_match(l.trim())), "{}:\n{}", src, e);
         }
     }
 }
