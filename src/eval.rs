@@ -2527,8 +2527,22 @@ impl Machine {
     /// [`Machine::app_push`] makes it, leaving the result on top of the stack.
     #[inline(always)]
     fn app_arith_push(&mut self, base: usize, inst: &InstRc, c: &AppArith) -> Result<()> {
-        // (stored in place, from the arm that computed it: see `int_arith_put`;
-        // `(- n k)`, the commonest, told apart as `run_blocks` does)
+        // (`(- n k)` of an exact integer, the commonest (a recursion's
+        // `(f (- n 1))`): pushed as computed, with no placeholder stored first
+        // and tested for a value to drop when overwritten)
+        if let CExpr::Arith2Int(Op2::Sub, x, k, ..) = &c.arg {
+            if let (None, Value::Int(a)) = (&self.meter, self.slot(base + *x as usize)) {
+                if let Some(r) = a.checked_sub(*k) {
+                    self.push_num(Num::Int(r));
+                    if let Some((ci, k)) = self.callee_in_place(base, inst, &c.f) {
+                        return self.call_closure_push(&ci, k, 1, Some(&c.call));
+                    }
+                    return self.app_pushed_slow(base, inst, &c.f, 1, &c.call);
+                }
+            }
+        }
+        // (otherwise stored in place, from the arm that computed it: see
+        // `int_arith_put`; `(- n k)` told apart as `run_blocks` does)
         let i = self.stack.len();
         self.push(Value::Nil);
         match &c.arg {

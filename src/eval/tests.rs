@@ -79,6 +79,21 @@ fn zero_one_and_n_argument_calls() {
     assert_eq!(run1("(let ((p (cons 10 4))) (- p))"), "6");
 }
 
+/// A call whose argument is `(- n k)` (computed onto the stack as the call is
+/// made) on every kind of number: exact, past the machine integers (a big
+/// integer), inexact, and in a recursion's frames.
+#[test]
+fn calls_of_a_difference() {
+    let defs = "(define (id x) x) (define (f n) (id (- n 1)))";
+    let out = run(&format!(
+        "{defs} (f 10) (f -9223372036854775808) (f 2.5) (f 100000000000000000000) \
+         (define (sum n) (if (= n 0) 0 (+ n (sum (- n 1))))) (sum 1000) (sum 10.0)"
+    ));
+    // 1000 * 1001 / 2; 10 + 9 + ... + 1
+    let want = ["9", "-9223372036854775809", "1.5", "99999999999999999999", "500500", "55.0"];
+    assert_eq!(&out[out.len() - want.len()..], want);
+}
+
 #[test]
 fn arity_mismatch_is_a_pattern_error() {
     let mut s = Session::new();
