@@ -30,6 +30,10 @@ pub enum Item {
         name_span: Span,
         value: Datum,
         lambda: bool,
+        /// How many lambdas, inside the outermost, a curried definition
+        /// (`(define ((f a) b) body)`) made: named after `name` too, so that
+        /// a trace reads "in f called at ...", not "in lambda".
+        curried: usize,
         span: Span,
     },
     /// `(define-reversible (name var ...) stmt ...)` (REVERSIBLE.md), already parsed.
@@ -747,7 +751,7 @@ impl Session {
         let mut notes: Vec<Error> = Vec::new();
         for it in items {
             match it {
-                Item::Define { name, value, lambda, span, .. } => {
+                Item::Define { name, value, lambda, curried, span, .. } => {
                     let g = defined[&name].0;
                     visible.insert(name.clone(), g);
                     let forward = std::cell::RefCell::new(Forward {
@@ -766,6 +770,7 @@ impl Session {
                         if lambda {
                             let list = value.as_list().unwrap();
                             let l = expand::expand_lambda(&value, list, Some(name.clone()))?;
+                            let l = expand::name_inner_lambdas(l, curried);
                             let grp = n.lambda(&l)?;
                             Ok(GState::Value(Value::Closure(InstRc::empty(grp), 0)))
                         } else {
@@ -1119,6 +1124,7 @@ fn parse_define(d: &Datum, list: &[Datum]) -> Result<Item> {
                 name_span: list[1].span,
                 value: list[2].clone(),
                 lambda: is_lambda,
+                curried: 0,
                 span: sp,
             })
         }
@@ -1128,6 +1134,7 @@ fn parse_define(d: &Datum, list: &[Datum]) -> Result<Item> {
             // the whole nested head again per level (quadratic in the nesting depth).
             let mut target = &list[1];
             let mut body = list[2].clone();
+            let mut curried = 0;
             loop {
                 let items = target.as_list().unwrap();
                 let params = Datum::new(DatumKind::List(items[1..].to_vec(), None), target.span);
@@ -1141,10 +1148,14 @@ fn parse_define(d: &Datum, list: &[Datum]) -> Result<Item> {
                             name_span: items[0].span,
                             value: body,
                             lambda: true,
+                            curried,
                             span: sp,
                         });
                     }
-                    DatumKind::List(h, None) if !h.is_empty() => target = &items[0],
+                    DatumKind::List(h, None) if !h.is_empty() => {
+                        target = &items[0];
+                        curried += 1;
+                    }
                     _ => return Err(Error::syntax(items[0].span, "bad `define`: expected a name")),
                 }
             }

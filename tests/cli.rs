@@ -496,7 +496,31 @@ fn traces_leave_out_internal_primitives() {
     assert!(o.stderr.starts_with("bad.vlad:1:42: error: *: expected two numbers"), "{}", o.stderr);
     assert!(o.stderr.contains("  in (forward (reverse lambda))\n"), "{}", o.stderr);
     assert!(!o.stderr.contains('%'), "{}", o.stderr);
-    assert!(o.stderr.ends_with("  in lambda called at bad.vlad:1:1\n"), "{}", o.stderr);
+    // (derivative-F's procedure, a curried definition's inner lambda, named after it)
+    assert!(o.stderr.ends_with("  in derivative-F called at bad.vlad:1:1\n"), "{}", o.stderr);
+}
+
+/// The procedures a curried definition makes are named after it in a trace
+/// (they were each `lambda`); a lambda written in a definition's body keeps
+/// its own (no) name.
+#[test]
+fn curried_definitions_name_their_procedures() {
+    let o = run_bad("(define ((adder a) b) (+ a b))\n(define (g x) (* 2 ((adder 1) x)))\n(g #t)\n", &[]);
+    assert_stderr(
+        &o,
+        "bad.vlad:1:23: error: +: expected two numbers, got #t (a boolean)
+  | (define ((adder a) b) (+ a b))
+  |                       ^
+  in adder called at bad.vlad:2:20
+  in g called at bad.vlad:3:1
+",
+    );
+    let o = run_bad("(define (adder a) (lambda (b) (+ a b)))\n((adder 1) #t)\n", &[]);
+    assert!(o.stderr.ends_with("  in lambda called at bad.vlad:2:1\n"), "{}", o.stderr);
+    let o = run_bad("(define (((k a) b) c) (+ a c))\n(((k 1) 2) #t)\n", &[]);
+    assert!(o.stderr.ends_with("  in k called at bad.vlad:2:1\n"), "{}", o.stderr);
+    let o = run_bad("(define ((f x) y) (car y))\n((f 1) 2)\n", &[]);
+    assert!(o.stderr.contains("  in f called at bad.vlad:2:1\n"), "{}", o.stderr);
 }
 
 /// `write` with a string: `(write "label" x)` prints the label, a space and
