@@ -79,6 +79,19 @@ impl Error {
         }
         self
     }
+    /// Locates the error of a call of primitive `name` at `span`: the
+    /// primitive's own error there; an error already located, in a procedure
+    /// the primitive called (as `map` calls its argument), keeps its place
+    /// and gets a frame for the primitive's call, so that the trace shows it.
+    pub fn at_prim(mut self, name: &str, span: Span) -> Error {
+        if self.span.is_none() {
+            return self.at(span);
+        }
+        if span.is_known() && self.kind != ErrorKind::Limit {
+            self.push_frame(name, span);
+        }
+        self
+    }
     /// Records a call frame, procedure `name` called at `span`, which also
     /// locates an error raised without a location (generated code's) at the
     /// nearest call site in user code.

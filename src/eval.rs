@@ -906,7 +906,7 @@ impl Machine {
             Value::Closure(inst, idx) => self.call_closure_push(&inst, idx, nargs, span.as_ref()),
             Value::Prim(p) => {
                 let v = self.call_prim(p, nargs).map_err(|e| match span {
-                    Some(s) => e.at(s),
+                    Some(s) => e.at_prim(prims::prim(p).name, s),
                     None => e,
                 })?;
                 self.stack.push(v);
@@ -3148,7 +3148,7 @@ impl Machine {
                 self.call_prim_array(p, [x, y, z])
             }
         };
-        v.map_err(|e| e.at(*span))
+        v.map_err(|e| e.at_prim(prims::prim(p).name, *span))
     }
 
     /// A primitive's call whose arguments are not as many as its arity (a
@@ -3166,7 +3166,7 @@ impl Machine {
     ) -> Result<Value> {
         let n = self.push_args(base, inst, args)?;
         self.meter_site_derivative(p, inst);
-        self.call_prim(p, n).map_err(|e| e.at(span))
+        self.call_prim(p, n).map_err(|e| e.at_prim(prims::prim(p).name, span))
     }
 
     /// A call run in place (`resolve::Inline`): counted as the call would be

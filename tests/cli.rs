@@ -812,6 +812,43 @@ fn pattern_mismatch() {
     );
 }
 
+/// An error in a procedure that a primitive called (`map` calling its
+/// argument) keeps its place, and the trace shows the primitive's call (it
+/// went from the procedure's body straight to the caller of the function
+/// holding the `map`); a primitive's own error is placed at its call.
+#[test]
+fn a_primitives_call_of_a_procedure_is_in_the_trace() {
+    let o =
+        run_bad("(define (g x) (+ x 1))\n(define (f l) (let ((ys (map g l))) ys))\n(f (list 1 #t))\n", &[]);
+    assert_stderr(
+        &o,
+        "bad.vlad:1:15: error: +: expected two numbers, got #t (a boolean)
+  | (define (g x) (+ x 1))
+  |               ^
+  in map called at bad.vlad:2:25
+  in f called at bad.vlad:3:1
+",
+    );
+    let o = run_bad("(define (f l) (let ((ys (map cadr l))) ys))\n(f (list (list 1 2) 3))\n", &[]);
+    assert!(o.stderr.starts_with("prelude/base.vlad:"), "{}", o.stderr);
+    assert!(
+        o.stderr.ends_with("  in map called at bad.vlad:1:25\n  in f called at bad.vlad:2:1\n"),
+        "{}",
+        o.stderr
+    );
+    let o = run_bad("(map2 (lambda (a b) (car a)) (list 1) (list 2))\n", &[]);
+    assert!(o.stderr.starts_with("bad.vlad:1:21: error: pattern mismatch"), "{}", o.stderr);
+    assert!(o.stderr.ends_with("  in map2 called at bad.vlad:1:1\n"), "{}", o.stderr);
+    let o = run_bad("(map 1 (list 1 2))\n", &[]);
+    assert_stderr(
+        &o,
+        "bad.vlad:1:1: error: cannot apply 1 (an exact integer): not a procedure
+  | (map 1 (list 1 2))
+  | ^
+",
+    );
+}
+
 #[test]
 fn wrong_argument_type_to_a_primitive() {
     let o = run_bad("(define (f x) (+ x #t))\n(define (g x) (* 2 (f x)))\n(g 1)\n", &[]);
