@@ -248,7 +248,12 @@ fn binding_var(d: &Datum) -> Option<String> {
 fn accessor_call(text: &str) -> Option<&'static str> {
     let ds = crate::reader::read_all(text, u32::MAX).ok()?;
     let [d] = ds.as_slice() else { return None };
-    let head = d.as_list()?.first()?.as_symbol()?;
+    let items = d.as_list()?;
+    // (or a `cond` clause whose receiver is one: `(test => car)`)
+    let head = match items {
+        [_, arrow, receiver] if arrow.as_symbol() == Some("=>") => receiver.as_symbol()?,
+        _ => items.first()?.as_symbol()?,
+    };
     ACCESSORS.iter().map(|(n, _)| *n).find(|n| *n == head)
 }
 

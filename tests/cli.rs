@@ -924,6 +924,16 @@ fn a_pair_accessor_error_is_shown_at_the_call() {
   in g called at bad.vlad:2:1
 ",
     );
+    // So is an accessor that is a `cond` clause's receiver (`=>`), at the clause.
+    let o = run_bad("(define (g x) (cond (x => cdr) (else 0)))\n(g 5)\n", &[]);
+    assert!(
+        o.stderr.starts_with(
+            "bad.vlad:1:21: error: pattern mismatch: expected a pair, got 5 (an exact integer), \
+             for the pattern `(cons a d)` of `cdr`\n"
+        ),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
