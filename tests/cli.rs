@@ -849,6 +849,36 @@ fn a_primitives_call_of_a_procedure_is_in_the_trace() {
     );
 }
 
+/// A list primitive misused in a function being differentiated reports what
+/// its call outside a derivative reports (the run on a dual-number or tape
+/// level fails in the primitive itself; the transform, which runs next, ran
+/// the primitive's definition and said "pattern mismatch: expected a pair").
+#[test]
+fn a_list_primitives_error_under_a_derivative_is_its_own() {
+    for (src, want) in [
+        (
+            "(define (f l) (list-ref l 5))\n((gradient-R f) (list 1.0 2.0))\n",
+            "bad.vlad:1:15: error: list-ref: index 5 is past the end of a list of 2 elements\n",
+        ),
+        (
+            "(define (f l) (* (car l) (list-ref l 5)))\n((gradient-F f) (list 1.0 2.0))\n",
+            "bad.vlad:1:26: error: list-ref: index 5 is past the end of a list of 2 elements\n",
+        ),
+        (
+            "((derivative-F (lambda (x) (list-ref (list x (* 2 x)) 1.5))) 1.0)\n",
+            "bad.vlad:1:28: error: list-ref: the index must be a whole number from 0, got 1.5 (a real)\n",
+        ),
+        (
+            "((derivative-R (lambda (x) (length (cons x x)))) 1.0)\n",
+            "bad.vlad:1:28: error: length: expected a list, got (1.0 . 1.0)",
+        ),
+    ] {
+        let o = run_bad(src, &[]);
+        assert!(o.stderr.starts_with(want), "{src}: {}", o.stderr);
+        assert!(!o.stderr.contains("loop"), "{src}: {}", o.stderr);
+    }
+}
+
 #[test]
 fn wrong_argument_type_to_a_primitive() {
     let o = run_bad("(define (f x) (+ x #t))\n(define (g x) (* 2 (f x)))\n(g 1)\n", &[]);

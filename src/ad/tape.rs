@@ -548,6 +548,10 @@ pub struct Tapes {
     /// meets doubles).
     sweeps_declined: FxHashMap<usize, Rc<crate::anf::Group>>,
     sweeps_declined_taped: FxHashMap<usize, Rc<crate::anf::Group>>,
+    /// The error of the last run whose function failed on a level (the
+    /// run then gave way): reported instead of the transform's if that
+    /// fails at the same place (see [`run`]).
+    primal_error: Option<Error>,
 }
 
 /// Why a run gives way when its exact cotangent might be the transform's inexact one.
@@ -572,6 +576,7 @@ impl Default for Tapes {
             swept: 0,
             sweeps_declined: FxHashMap::default(),
             sweeps_declined_taped: FxHashMap::default(),
+            primal_error: None,
         }
     }
 }
@@ -1439,11 +1444,44 @@ pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
         Want::Jvp => ("jvp/derivative-F", "%jvp"),
     };
     check_function(who, &args[0])?;
+    m.tape.primal_error = None;
     if let Some(v) = try_tape(m, want, args)? {
         m.tape.runs += 1;
         return Ok(v);
     }
-    by_transform(m, name, args)
+    let on_tape = m.tape.primal_error.take();
+    by_transform(m, name, args).map_err(|e| same_error(e, on_tape))
+}
+
+/// The error to report when a function failed on a level and then by the
+/// transform (`e`): the transform's, as a run on a level gives the same
+/// errors as the transform, but for a list primitive's misuse. There the
+/// level ran the primitive itself, whose message says what is wrong
+/// ("list-ref: index 5 is past the end of a list of 2 elements"), and the
+/// transform its definition (`Rule::Via`), which failed at the same place on
+/// one of its patterns ("pattern mismatch: expected a pair, got ()", traced
+/// through the definition's loops): the level's error (`on_tape`) then.
+fn same_error(e: Error, on_tape: Option<Error>) -> Error {
+    let list_prim = |msg: &str| {
+        prims::prims().iter().any(|p| {
+            matches!(p.rule, prims::Rule::Via { .. })
+                && !p.name.starts_with('%')
+                && msg.strip_prefix(p.name).is_some_and(|rest| rest.starts_with(": "))
+        })
+    };
+    match on_tape {
+        Some(t)
+            if e.kind == ErrorKind::Runtime
+                && t.kind == ErrorKind::Runtime
+                && t.span.is_some()
+                && t.span == e.span
+                && e.message.starts_with("pattern mismatch")
+                && list_prim(&t.message) =>
+        {
+            t
+        }
+        _ => e,
+    }
 }
 
 /// The error of `who` (a derivative) given `f` to differentiate where `f` is
@@ -1494,11 +1532,13 @@ fn by_transform(m: &mut Machine, name: &str, args: &[Value]) -> Result<Value> {
 pub fn gradient_forward(m: &mut Machine, args: &[Value]) -> Result<Value> {
     check_function("gradient-F", &args[0])?;
     let x = super::ops::force(m, &args[1])?;
+    m.tape.primal_error = None;
     if let Some(g) = gradient_runs(m, &args[0], &x)? {
         m.tape.runs += 1;
         return Ok(g);
     }
-    by_transform(m, "%gradient-F", args)
+    let on_tape = m.tape.primal_error.take();
+    by_transform(m, "%gradient-F", args).map_err(|e| same_error(e, on_tape))
 }
 
 /// The gradient by forward runs, or `None` where one gives way.
@@ -1918,6 +1958,7 @@ fn try_tape_with(
             if let (Some(k), Value::Closure(inst, _)) = (key, f) {
                 m.tape.declined.insert(k, inst.group.clone());
             }
+            m.tape.primal_error = Some(e);
             return Ok(None);
         }
     };

@@ -1,7 +1,10 @@
 //! Dual numbers and tapes (`vlad::ad::tape`): the prelude's `jvp` and `vjp`
 //! (and so every derivative, gradient and Hessian helper) run the function on
 //! active reals when they can and by the closure transforms otherwise, with the
-//! same values, output and errors either way; levels nest in every mix of modes.
+//! same values, output and errors either way (but for a list primitive's
+//! misuse, which a level reports in the primitive's words: see
+//! `a_list_primitives_misuse_is_the_primitives_error`); levels nest in every
+//! mix of modes.
 
 use crate::common::*;
 use vlad::error::ErrorKind;
@@ -198,6 +201,28 @@ fn errors_are_the_transforms() {
         let (got, _, _) = alike(src);
         assert!(got.starts_with("error: "), "{src}: {got}");
     }
+}
+
+/// A list primitive misused in the function: on a level the primitive runs
+/// and says what is wrong; by the transform its definition (`Rule::Via`)
+/// runs and fails on one of its patterns, at the same place. The level's
+/// error is reported (the transform's alone with the tape off).
+#[test]
+fn a_list_primitives_misuse_is_the_primitives_error() {
+    for (src, want) in [
+        ("((gradient-R (lambda (l) (list-ref l 2))) (list 1.0 2.0))", "list-ref: index 2 is past the end"),
+        ("((derivative-F (lambda (x) (list-ref (list x x) -1))) 1.0)", "list-ref: the index must be"),
+        ("((derivative-R (lambda (x) (length (cons x x)))) 1.0)", "length: expected a list"),
+        ("((derivative-R (lambda (x) (car (append (cons x x) (list x))))) 1.0)", "append: expected a list"),
+    ] {
+        let (on_tape, _) = outcome(src, true);
+        let (by_transform, _) = outcome(src, false);
+        assert!(on_tape.starts_with("error: t:1:") && on_tape.contains(want), "{src}: {on_tape}");
+        assert!(by_transform.contains("error: pattern mismatch"), "{src}: {by_transform}");
+    }
+    // (an error of the function's own code is the transform's, as ever)
+    let (got, _, _) = alike("((derivative-R (lambda (x) (list-ref (car x) 0))) 1.0)");
+    assert!(got.contains("pattern mismatch"), "{got}");
 }
 
 /// `--max-steps` stops a run on a tape; it is not retried by the transform.
