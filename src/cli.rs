@@ -67,10 +67,10 @@ pub struct Opts {
     /// Add a directory to the `include` search path (after the including file's directory)
     #[arg(short = 'I', long = "include", value_name = "DIR")]
     pub include: Vec<PathBuf>,
-    /// Stop a program after this many procedure calls (exit status 3; `vlad test`: each check, failing it; the REPL: each input)
+    /// Stop a program after this many procedure calls (exit status 3; `vlad test`: each check, failing it unless it expects `(error "limit")`; the REPL: each input)
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u64>,
-    /// Stop a program after this many seconds (exit status 3; `vlad test`: each check, failing it; the REPL: each input)
+    /// Stop a program after this many seconds (exit status 3; `vlad test`: each check, failing it unless it expects `(error "limit")`; the REPL: each input)
     #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: Option<f64>,
     /// Fail with "recursion too deep" beyond this many nested calls

@@ -1275,6 +1275,26 @@ fn test_command_limits_apply_to_each_check() {
     assert_eq!((o.code, o.stdout.as_str()), (0, "4 passed, 0 failed\n"), "{}", o.stderr);
     let o = vlad(&d, &["test", "--timeout", "0.3", "t.vlad"]);
     assert_eq!((o.code, o.stdout.as_str()), (0, "4 passed, 0 failed\n"), "{}", o.stderr);
+    // A runaway check fails even where the error it expects would match the
+    // limit's message: only one that names the limit passes.
+    d.file(
+        "u.vlad",
+        "(define (spin n) (spin (+ n 1)))\n(spin 0) ===> (error \"\")\n(spin 0) ===> (error \"e\")\n\
+         (spin 0) ===> (error \"step limit\")\n(car 5) ===> (error \"\")\n",
+    );
+    let o = vlad(&d, &["test", "--max-steps", "100", "u.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(o.stdout.ends_with("2 passed, 2 failed\n"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("u.vlad:2: expected an error matching \"\", got error: step limit"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("u.vlad:3: expected an error matching \"e\", got error: step limit"),
+        "{}",
+        o.stdout
+    );
 }
 
 /// An error raised in another file (the prelude, an included one), reached

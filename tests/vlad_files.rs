@@ -164,4 +164,18 @@ fn a_vector_matches_the_list_of_its_numbers() {
     ];
     assert_eq!(r.failures, expected);
     assert_eq!((r.passed, r.failed), (5, 4));
+    // so does a vector or matrix in a list's tail (printed `(1 . (vector 2.0 3.0))`)
+    let (r, name) = check_text(
+        50,
+        "(cons 1 (vector-of (list 2 3))) ===> (1 2 3)\n(cons 1 (vector-of (list 2 3))) ===> (1 . (vector 2 3))\n\
+         (cons 1 (vec-reshape (vector-of (list 2 3)) 1 2)) ===> (1 (2 3))\n(cons 1 (vector-of '())) ===> (1)\n\
+         (list 0 (cons 1 (vector-of (list 2)))) ===> (0 (1 2))\n\
+         (cons 1 (vector-of (list 2 3))) ===> (1 2 4)\n(cons 1 (vector-of (list 2 3))) ===> (1 2)\n",
+    );
+    let expected = [
+        format!("{name}:6: expected (1 2 4), got (1 . (vector 2.0 3.0))"),
+        format!("{name}:7: expected (1 2), got (1 . (vector 2.0 3.0))"),
+    ];
+    assert_eq!(r.failures, expected);
+    assert_eq!((r.passed, r.failed), (5, 2));
 }
