@@ -458,6 +458,12 @@ fn shape_and_argument_errors_are_clear() {
         ("(vector-of '((1 2) (3)))", "vector-of: rows of different lengths"),
         ("(vec-max (vector-of '()))", "vec-max: empty vector"),
         ("(make-vec -1 0)", "make-vec: expected a non-negative integer"),
+        ("(make-vec 2.5 0)", "make-vec: expected a non-negative integer"),
+        // (whole numbers from 0, but past any length or index: not "expected a
+        // non-negative integer")
+        ("(make-vec 100000000000000000000000 1)", "make-vec: 100000000000000000000000 is too large"),
+        ("(vec-ref (vec-iota 3) 18446744073709551616)", "vec-ref: 18446744073709551616 is too large"),
+        ("(vec-one-hot (vec-iota 3) 1e20 1)", "vec-one-hot: 1e20 is too large"),
     ];
     for (text, want) in cases {
         let got = run1(text);

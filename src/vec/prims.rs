@@ -35,9 +35,13 @@ fn real_arg(name: &str, v: &Value) -> Result<f64> {
 
 fn index_arg(name: &str, v: &Value) -> Result<usize> {
     let bad = || err(name, format!("expected a non-negative integer, got {} ({})", short(v), v.kind_name()));
+    let too_large = || err(name, format!("{} is too large for a length or an index", short(v)));
     match v {
         Value::Int(i) if *i >= 0 => Ok(*i as usize),
         Value::Real(r) if *r >= 0.0 && r.fract() == 0.0 && *r < 9e15 => Ok(*r as usize),
+        // (a whole number from 0, but past any length or index)
+        Value::Big(b) if b.sign() == num_bigint::Sign::Plus => Err(too_large()),
+        Value::Real(r) if *r >= 9e15 && r.fract() == 0.0 => Err(too_large()),
         _ => Err(bad()),
     }
 }
