@@ -557,6 +557,17 @@ fn zeros_are_symbolic_until_touched() {
             assert!(is_sym_zero(&g));
             // Touching it materialises zeros.
             assert_eq!(nums(&eval(&mut s, "(vec-sum (vec-exp (make-vec 5 0)))")), vec![5.0]);
+            // ... and it stays a zero: an operation that takes a zero as a zero
+            // gives the same value after it was printed (its numbers made) as
+            // before (a product by it is it, even where the other is infinite).
+            let products = "(list (vec* z w) (vec-dot z w) (mat-vec (vec-reshape z 1 2) w))";
+            let src = format!(
+                "(define z (make-vec 2 0)) (define w (vector-of (list (/ 1. 0.) 1.))) \
+                 (define before {products}) z (define after {products}) (list before after)"
+            );
+            let out = s.run_text("t", &src).map(|vs| vlad::print::to_string(vs.last().unwrap()));
+            let want = "(((vector 0.0 0.0) 0.0 (vector 0.0)) ((vector 0.0 0.0) 0.0 (vector 0.0)))";
+            assert_eq!(out.ok().as_deref(), Some(want));
         })
         .unwrap()
         .join()

@@ -326,6 +326,10 @@ pub struct RealVec {
     dev: OnceCell<Rc<cuda::DevBuf>>,
     /// A pending sum and its weight (a bound on the work of computing it).
     sparse: Option<(Rc<Term>, usize)>,
+    /// Made a symbolic zero (`zeros`): still one once its numbers were made
+    /// (by printing it, say), so that the operations that treat a zero
+    /// symbolically (`vec*` by it is it) give the same value either way.
+    zero: bool,
 }
 
 impl RealVec {
@@ -337,7 +341,7 @@ impl RealVec {
         });
         let host = OnceCell::new();
         let _ = host.set(Rc::new(buf));
-        RealVec { len, shape, host, dev: OnceCell::new(), sparse: None }
+        RealVec { len, shape, host, dev: OnceCell::new(), sparse: None, zero: false }
     }
 
     pub fn from_vec(v: Vec<f64>, shape: Shape) -> RealVec {
@@ -347,12 +351,12 @@ impl RealVec {
     pub fn from_dev(buf: cuda::DevBuf, len: usize, shape: Shape) -> RealVec {
         let dev = OnceCell::new();
         let _ = dev.set(Rc::new(buf));
-        RealVec { len, shape, host: OnceCell::new(), dev, sparse: None }
+        RealVec { len, shape, host: OnceCell::new(), dev, sparse: None, zero: false }
     }
 
     /// A symbolic zero: no storage until something needs its numbers.
     pub fn zeros(len: usize, shape: Shape) -> RealVec {
-        RealVec { len, shape, host: OnceCell::new(), dev: OnceCell::new(), sparse: None }
+        RealVec { len, shape, host: OnceCell::new(), dev: OnceCell::new(), sparse: None, zero: true }
     }
 
     /// Zeros with `x` at index `i`, kept as a one-hot until its numbers are needed.
@@ -364,6 +368,7 @@ impl RealVec {
             host: OnceCell::new(),
             dev: OnceCell::new(),
             sparse: Some((Rc::new(Term::OneHot(i, x)), 1)),
+            zero: false,
         }
     }
 
@@ -394,6 +399,7 @@ impl RealVec {
             host: OnceCell::new(),
             dev: OnceCell::new(),
             sparse: Some((Rc::new(Term::Sum(Some((ta, tb)))), w)),
+            zero: false,
         };
         if w <= 2 * len + 8 {
             return sum;
@@ -434,9 +440,10 @@ impl RealVec {
         self.shape.describe(self.len)
     }
 
-    /// Is this a symbolic zero (no numbers anywhere yet)?
+    /// Is this a symbolic zero (made by `zeros`; its numbers, if made since,
+    /// are all 0)?
     pub fn is_zero(&self) -> bool {
-        self.host.get().is_none() && self.dev.get().is_none() && self.sparse.is_none()
+        self.zero
     }
 
     /// Are the numbers on the device (and not on the host)?
@@ -502,6 +509,7 @@ impl RealVec {
             host: self.host.clone(),
             dev: self.dev.clone(),
             sparse: self.sparse.clone(),
+            zero: self.zero,
         }
     }
 
