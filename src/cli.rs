@@ -363,7 +363,11 @@ pub fn print_meter(s: &Session) {
                 total += c;
             }
         }
-        eprintln!("metered: {} primitive operations ({})", total, parts.join(", "));
+        if parts.is_empty() {
+            eprintln!("metered: 0 primitive operations");
+        } else {
+            eprintln!("metered: {} primitive operations ({})", total, parts.join(", "));
+        }
         eprintln!("metered: {} procedure calls, {} AD value operations", s.m.steps(), s.m.ad_work);
         let t = &s.m.tape;
         if t.runs + t.declined_runs > 0 {

@@ -1632,6 +1632,10 @@ fn metered_counts_primitive_arithmetic() {
     assert_eq!(o.stdout, "12\n8.75\n");
     let lines: Vec<&str> = o.stderr.lines().collect();
     assert_eq!(lines[0], "metered: 4 primitive operations (+ 2, * 2)");
+    // (none: no empty parentheses)
+    d.file("none.vlad", "(define (f x) x)\n(f 3)\n");
+    let o0 = vlad(&d, &["--metered", "none.vlad"]);
+    assert_eq!(o0.stderr.lines().next(), Some("metered: 0 primitive operations"), "{}", o0.stderr);
     // The second line counts procedure calls (each top-level expression runs as
     // one): one more expression making three more calls of f, four more.
     d.file("m3.vlad", "(define (f x) (* x (+ x 1)))\n(f 3)\n(f 2.5)\n(f (f (f 1)))\n");
