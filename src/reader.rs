@@ -98,6 +98,14 @@ struct Reader<'a> {
 }
 
 /// Bytes that end a token (besides whitespace).
+/// Whitespace between tokens: Unicode's, and the invisible zero-width
+/// no-break space (U+FEFF, a byte-order mark where it starts a file) and
+/// zero-width space (U+200B) that pasted text carries, which would otherwise
+/// become part of a symbol no one can see.
+fn is_space(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '\u{feff}' | '\u{200b}')
+}
+
 fn is_delimiter_byte(b: u8) -> bool {
     matches!(b, b'(' | b')' | b'[' | b']' | b'"' | b';' | b'\'' | b'`' | b',')
 }
@@ -391,7 +399,7 @@ impl<'a> Reader<'a> {
                 }
                 b'#' if bytes.get(self.pos + 1) == Some(&b'|') => self.skip_block_comment()?,
                 0x80.. => match self.src[self.pos..].chars().next() {
-                    Some(c) if c.is_whitespace() => self.pos += c.len_utf8(),
+                    Some(c) if is_space(c) => self.pos += c.len_utf8(),
                     _ => return Ok(()),
                 },
                 _ => return Ok(()),
@@ -447,7 +455,7 @@ impl<'a> Reader<'a> {
                 i += 1;
             } else {
                 let c = self.src[i..].chars().next().unwrap_or(' ');
-                if c.is_whitespace() || c.is_control() {
+                if is_space(c) || c.is_control() {
                     break;
                 }
                 i += c.len_utf8();
@@ -1183,6 +1191,7 @@ mod tests {
         check("(λ (x₁) x₁)", "(λ (x₁) x₁)");
         // Unicode whitespace separates tokens.
         check("a\u{a0}b\u{2003}c", "a b c");
+        check("a\u{feff}b\u{200b}c", "a b c");
         let d = read1(" αβ ");
         assert_eq!(d.span, sp(1, 5));
     }
