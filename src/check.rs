@@ -42,12 +42,12 @@ pub fn datum_matches(actual: &Datum, expected: &Datum) -> bool {
         // also as a list's tail (printed `(1 . (vector 2.0 3.0))`, which reads
         // back as `(1 vector 2.0 3.0)`: VLAD has no symbols as data, so the
         // symbol is the vector's head).
-        (DatumKind::List(a, None), DatumKind::List(b, None))
-            if a.len() == b.len() + 1 && !packed(b) && a.iter().any(is_packed_head) =>
-        {
-            let k = a.iter().position(is_packed_head).unwrap_or(0);
-            a[..k].iter().zip(b).all(|(x, y)| datum_matches(x, y))
-                && a[k + 1..].iter().zip(&b[k..]).all(|(x, y)| datum_matches(x, y))
+        (DatumKind::List(a, None), DatumKind::List(b, None)) if a.len() == b.len() + 1 && !packed(b) => {
+            // (otherwise the lengths differ: no match)
+            a.iter().position(is_packed_head).is_some_and(|k| {
+                a[..k].iter().zip(b).all(|(x, y)| datum_matches(x, y))
+                    && a[k + 1..].iter().zip(&b[k..]).all(|(x, y)| datum_matches(x, y))
+            })
         }
         (DatumKind::List(a, ta), DatumKind::List(b, tb)) => crate::stack::grow(|| {
             a.len() == b.len()

@@ -2527,17 +2527,24 @@ impl Machine {
     /// [`Machine::app_push`] makes it, leaving the result on top of the stack.
     #[inline(always)]
     fn app_arith_push(&mut self, base: usize, inst: &InstRc, c: &AppArith) -> Result<()> {
+        self.push_arith_arg(base, inst, &c.arg)?;
+        if let Some((ci, k)) = self.callee_in_place(base, inst, &c.f) {
+            return self.call_closure_push(&ci, k, 1, Some(&c.call));
+        }
+        self.app_pushed_slow(base, inst, &c.f, 1, &c.call)
+    }
+
+    /// Pushes the argument of an `AppArith` (arithmetic) onto the value stack.
+    #[inline(always)]
+    fn push_arith_arg(&mut self, base: usize, inst: &InstRc, arg: &CExpr) -> Result<()> {
         // (`(- n k)` of an exact integer, the commonest (a recursion's
         // `(f (- n 1))`): pushed as computed, with no placeholder stored first
         // and tested for a value to drop when overwritten)
-        if let CExpr::Arith2Int(Op2::Sub, x, k, ..) = &c.arg {
+        if let CExpr::Arith2Int(Op2::Sub, x, k, ..) = arg {
             if let (None, Value::Int(a)) = (&self.meter, self.slot(base + *x as usize)) {
                 if let Some(r) = a.checked_sub(*k) {
                     self.push_num(Num::Int(r));
-                    if let Some((ci, k)) = self.callee_in_place(base, inst, &c.f) {
-                        return self.call_closure_push(&ci, k, 1, Some(&c.call));
-                    }
-                    return self.app_pushed_slow(base, inst, &c.f, 1, &c.call);
+                    return Ok(());
                 }
             }
         }
@@ -2545,7 +2552,7 @@ impl Machine {
         // `int_arith_put`; `(- n k)` told apart as `run_blocks` does)
         let i = self.stack.len();
         self.push(Value::Nil);
-        match &c.arg {
+        match arg {
             CExpr::Arith2Int(Op2::Sub, x, k, p, span) => {
                 if !self.arith_int_put(base, Op2::Sub, *x, *k, i) {
                     let v = self.arith_int_value(base, inst, Op2::Sub, *x, *k, *p, *span)?;
@@ -2564,10 +2571,7 @@ impl Machine {
                 self.set(i, v);
             }
         }
-        if let Some((ci, k)) = self.callee_in_place(base, inst, &c.f) {
-            return self.call_closure_push(&ci, k, 1, Some(&c.call));
-        }
-        self.app_pushed_slow(base, inst, &c.f, 1, &c.call)
+        Ok(())
     }
 
     /// A call of something other than a closure read in place, its `n`

@@ -565,23 +565,19 @@ pub fn expand_lambda(d: &Datum, items: &[Datum], name: Option<Rc<str>>) -> Resul
 /// Names the `levels` lambdas nested as the bodies of `l` (the inner lambdas
 /// of a curried definition) after `l`.
 pub fn name_inner_lambdas(l: Rc<CoreLambda>, levels: usize) -> Rc<CoreLambda> {
-    if levels == 0 {
-        return l;
-    }
-    if !matches!(l.body, Core::Lambda(_)) {
-        return l;
-    }
-    // (moved apart, not copied: each was just made, and is held only here)
+    let inner = match &l.body {
+        Core::Lambda(inner) if levels > 0 => inner.clone(),
+        _ => return l,
+    };
+    // (moved apart, not copied: each was just made, and is held only here
+    // once the outer one's body lets go of it)
     let mut outer = Rc::try_unwrap(l).unwrap_or_else(|l| (*l).clone());
-    if let Core::Lambda(inner) = &outer.body {
-        let inner = inner.clone();
-        outer.body = Core::Const(ConstVal(DatumKindValue::Nil), outer.span);
-        let mut inner = Rc::try_unwrap(inner).unwrap_or_else(|l| (*l).clone());
-        if inner.name.is_none() {
-            inner.name = outer.name.clone();
-        }
-        outer.body = Core::Lambda(name_inner_lambdas(Rc::new(inner), levels - 1));
+    outer.body = Core::Const(ConstVal(DatumKindValue::Nil), outer.span);
+    let mut inner = Rc::try_unwrap(inner).unwrap_or_else(|l| (*l).clone());
+    if inner.name.is_none() {
+        inner.name = outer.name.clone();
     }
+    outer.body = Core::Lambda(name_inner_lambdas(Rc::new(inner), levels - 1));
     Rc::new(outer)
 }
 

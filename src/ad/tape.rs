@@ -1449,8 +1449,7 @@ pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
         m.tape.runs += 1;
         return Ok(v);
     }
-    let on_tape = m.tape.primal_error.take();
-    by_transform(m, name, args).map_err(|e| same_error(e, on_tape))
+    by_transform(m, name, args)
 }
 
 /// The error to report when a function failed on a level and then by the
@@ -1517,13 +1516,15 @@ fn check_function(who: &str, f: &Value) -> Result<()> {
 }
 
 /// Primitive `name` on `args` by its `Rule::Via` definition (the transform),
-/// counted as a call that gave way.
+/// counted as a call that gave way; its error as [`same_error`] chooses, with
+/// the error of the run on a level that gave way, if there was one.
 fn by_transform(m: &mut Machine, name: &str, args: &[Value]) -> Result<Value> {
+    let on_tape = m.tape.primal_error.take();
     m.tape.declined_runs += 1;
     let p = prims::lookup(name).expect("the tape's primitives");
     let via = fallback(m, p)?;
     let arg = args.iter().rev().cloned().reduce(|acc, v| Value::cons(v, acc)).unwrap_or(Value::Nil);
-    m.apply_value(via, arg, None)
+    m.apply_value(via, arg, None).map_err(|e| same_error(e, on_tape))
 }
 
 /// `((gradient-F f) x)` called directly: one run on a forward level per real of
@@ -1537,8 +1538,7 @@ pub fn gradient_forward(m: &mut Machine, args: &[Value]) -> Result<Value> {
         m.tape.runs += 1;
         return Ok(g);
     }
-    let on_tape = m.tape.primal_error.take();
-    by_transform(m, "%gradient-F", args).map_err(|e| same_error(e, on_tape))
+    by_transform(m, "%gradient-F", args)
 }
 
 /// The gradient by forward runs, or `None` where one gives way.
