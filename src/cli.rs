@@ -522,7 +522,17 @@ fn test_files(files: &[PathBuf], opts: &Opts) -> i32 {
     let mk = move || new_session(&opts2);
     let (paths, problems) = check::list_paths(files);
     for f in paths {
+        let before = report.passed + report.failed;
         check::check_file(&mk, &f, &mut report);
+        // A file named to be checked that has nothing to check (no expression:
+        // empty, or definitions only) is a mistake too; one found in a
+        // directory may be a file the others include.
+        if report.passed + report.failed == before && files.contains(&f) {
+            report.failed += 1;
+            report
+                .failures
+                .push(format!("{}: error: no checks in this file (no expression to check)", f.display()));
+        }
     }
     // A directory with nothing to check is a mistake (a wrong path), not a pass.
     report.failed += problems.len();

@@ -1395,6 +1395,27 @@ fn test_of_a_directory_without_vlad_files_fails() {
     assert_eq!(o.stdout, "empty: error: no .vlad files in this directory\n1 passed, 1 failed\n");
 }
 
+/// `vlad test FILE` on a file with nothing to check (empty, or definitions only)
+/// passed ("0 passed, 0 failed"), where an empty directory fails: a file named to be
+/// checked that has no expression fails, naming it; such a file found in a directory
+/// (one the others include) is not a failure.
+#[test]
+fn test_of_a_file_without_checks_fails() {
+    let d = Dir::new();
+    d.file("empty.vlad", "").file("defs.vlad", "(define x 1)\n").file("dir/a.vlad", "(define y 2)\n");
+    d.file("dir/t.vlad", "(+ 1 2) ===> 3\n");
+    let o = vlad(&d, &["test", "empty.vlad", "defs.vlad", "dir"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert_eq!(
+        o.stdout,
+        "empty.vlad: error: no checks in this file (no expression to check)\n\
+         defs.vlad: error: no checks in this file (no expression to check)\n\
+         1 passed, 2 failed\n"
+    );
+    let o = vlad(&d, &["test", "dir"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "1 passed, 0 failed\n"));
+}
+
 /// `vlad test DIR` read every `.vlad` entry of DIR, and one that was a named
 /// pipe blocked it forever (even with `--timeout`): such an entry is reported
 /// and not read; the regular files beside it are checked.
@@ -2327,4 +2348,31 @@ fn reversible_calls_take_shared_and_deeply_nested_arguments_at_once() {
     );
     let o = vlad(&d, &["--timeout", "60", "r.vlad"]);
     assert_eq!((o.code, o.stdout.as_str()), (0, "60\n60\n1000000\n1\n"), "{}", o.stderr);
+}
+
+/// Long reductions add fixed chunks in order, whatever the thread count
+/// (docs/vectors.md), but with `VLAD_THREADS=1` they were one sequential sum,
+/// and differed in the last bits. The printed values are compared exactly.
+#[test]
+fn long_reductions_do_not_depend_on_the_thread_count() {
+    let d = Dir::new();
+    d.file(
+        "r.vlad",
+        "(define v (vec-sin (vec-scale 0.001 (vec-iota 1000003))))\n\
+         (vec-sum (vec-exp v))\n(vec-sum v)\n(vec-dot v v)\n",
+    );
+    let out = |threads: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_vlad"))
+            .args(["--backend", "cpu", "r.vlad"])
+            .env("VLAD_THREADS", threads)
+            .current_dir(d.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let one = out("1");
+    assert_eq!(one.lines().count(), 3, "{one}");
+    assert_eq!(one, out("2"));
+    assert_eq!(one, out("5"));
 }

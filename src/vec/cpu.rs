@@ -56,7 +56,8 @@ fn par_out(out: &mut [f64], f: impl Fn(usize, &mut [f64]) + Sync) {
 /// Sums `f(chunk)` over fixed chunks of `0..n`, in parallel when long; the chunk
 /// results are added in order, so the answer does not depend on the thread count.
 fn par_reduce(n: usize, f: impl Fn(std::ops::Range<usize>) -> f64 + Sync) -> f64 {
-    if n < PAR_MIN || threads() == 1 {
+    // (one thread too adds the same chunks: `VLAD_THREADS=1` gave other last bits)
+    if n < PAR_MIN {
         return f(0..n);
     }
     let chunks = n.div_ceil(CHUNK);
