@@ -100,7 +100,7 @@ pub fn run(opts: &Opts) -> i32 {
         prelude,
         command_text: String::new(),
         steps_total: 0,
-        after_expr: false,
+        after_expr: None,
     };
     if interactive {
         repl.interactive()
@@ -136,10 +136,11 @@ struct Repl {
     /// Procedure calls of the evaluations so far (each counts from 0, for its
     /// `--max-steps`): `--metered`'s total at the end.
     steps_total: u64,
-    /// Whether the last input ended with an expression: an input that starts
-    /// with `===> EXPECTED` is then that expression's annotation, as in a file
-    /// (ignored, as `vlad run` ignores it).
-    after_expr: bool,
+    /// Whether the last input ended with an expression (and whether that had
+    /// its expected value already): an input that starts with `===> EXPECTED`
+    /// is then that expression's annotation, as in a file (ignored, as `vlad
+    /// run` ignores it), or a second one, an error as in a file.
+    after_expr: Option<bool>,
 }
 
 /// The command at the start of an input, and the byte offset where its argument starts.
@@ -192,8 +193,9 @@ fn is_arrow(d: &crate::datum::Datum) -> bool {
 }
 
 /// `text` with a leading annotation, `===> EXPECTED`, blanked out (line breaks
-/// kept, so that what follows keeps its place); `None` if it has none.
-fn strip_annotation(text: &str) -> Option<String> {
+/// kept, so that what follows keeps its place), and where its arrow is; `None`
+/// if it has none.
+fn strip_annotation(text: &str) -> Option<(String, std::ops::Range<usize>)> {
     let data = crate::reader::read_all(text, u32::MAX).ok()?;
     let [arrow, expected, ..] = data.as_slice() else { return None };
     if !is_arrow(arrow) {
@@ -204,7 +206,7 @@ fn strip_annotation(text: &str) -> Option<String> {
         .chars()
         .map(|c| if c == '\n' { "\n".to_string() } else { " ".repeat(c.len_utf8()) })
         .collect();
-    Some(blank + &text[end..])
+    Some((blank + &text[end..], arrow.span.start as usize..arrow.span.end as usize))
 }
 
 fn format_duration(d: Duration) -> String {
@@ -498,9 +500,24 @@ impl Repl {
         let flow = match split_command(text) {
             Some((cmd, arg)) => self.command(cmd, text, arg, name, first_line),
             None => {
-                match strip_annotation(text).filter(|_| after_expr) {
-                    Some(rest) => self.eval_text(&rest, name, first_line),
-                    None => self.eval_text(text, name, first_line),
+                match (strip_annotation(text), after_expr) {
+                    (Some((rest, _)), Some(false)) => {
+                        self.after_expr = Some(true);
+                        self.eval_text(&rest, name, first_line)
+                    }
+                    // (the expression before had its expected value)
+                    (Some((_, arrow)), Some(true)) => {
+                        let span = self.span_in(name, text, first_line, arrow.start, arrow.end);
+                        self.report(&Error::syntax(
+                            span,
+                            "a second `===>`: an expression has one expected value",
+                        ))
+                    }
+                    _ => {
+                        // (kept through an input of comments alone)
+                        self.after_expr = after_expr;
+                        self.eval_text(text, name, first_line)
+                    }
                 }
                 Flow::Continue
             }
@@ -522,7 +539,10 @@ impl Repl {
     fn eval_text(&mut self, text: &str, name: &str, first_line: usize) {
         match self.read(text, name, first_line) {
             Ok(items) => self.eval_items(items),
-            Err(e) => self.report(&e),
+            Err(e) => {
+                self.after_expr = None;
+                self.report(&e)
+            }
         }
     }
 
@@ -545,6 +565,7 @@ impl Repl {
         // evaluation fails gives its name back its earlier meaning (an error leaves
         // every earlier definition intact), instead of one that repeats the error.
         let before = self.s.scope.clone();
+        let kept = self.after_expr.take();
         let unit = match self.s.compile(items) {
             Ok(u) => u,
             Err(e) => return self.report(&e),
@@ -552,7 +573,13 @@ impl Repl {
         for note in &unit.notes {
             self.note(note);
         }
-        self.after_expr = matches!(unit.steps.last(), Some(Step::Expr { .. }));
+        // (an input of comments alone changes nothing: as in a file, an
+        // annotation may follow them)
+        self.after_expr = match unit.steps.last() {
+            Some(Step::Expr { expected, .. }) => Some(expected.is_some()),
+            Some(_) => None,
+            None => kept,
+        };
         for step in unit.steps {
             let r = match step {
                 Step::Define(g, _) => {

@@ -388,3 +388,23 @@ fn an_annotation_may_follow_its_expression_on_a_later_line() {
     assert!(o.stderr.contains("<stdin>:2:1: error: `===>` must follow an expression"), "{}", o.stderr);
     assert_eq!(o.code, 1);
 }
+
+#[test]
+fn a_second_annotation_is_an_error_as_in_a_file() {
+    // A second `===>` on a line of its own after an annotated expression was
+    // ignored where the first was on the expression's line (exit status 0); a file
+    // rejects it. It is the file's error, wherever the first was; a comment
+    // between an expression and its annotation changes nothing.
+    let second = "error: a second `===>`: an expression has one expected value";
+    for (input, line) in
+        [("(+ 1 2) ===> 3\n===> 5\n(+ 1 1)\n", 2), ("(+ 1 2)\n===> 3\n; c\n===> 5\n(+ 1 1)\n", 4)]
+    {
+        let o = pipe(input, &[]);
+        assert_eq!(o.stdout, "3\n2\n", "{}", o.stderr);
+        assert!(o.stderr.contains(&format!("<stdin>:{line}:1: {second}")), "{input:?}: {}", o.stderr);
+        assert_eq!(o.stderr.matches("error:").count(), 1, "{}", o.stderr);
+        assert_eq!(o.code, 1);
+    }
+    let o = pipe("(+ 1 2)\n; c\n===> 3\n", &[]);
+    assert_eq!((o.stdout.as_str(), o.stderr.as_str(), o.code), ("3\n", "", 0));
+}
