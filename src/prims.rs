@@ -712,7 +712,8 @@ fn check_sensitivity(m: &mut Machine, a: &[Value]) -> Result<Value> {
         _ => None,
     };
     let Some(why) = ops::sensitivity_mismatch(m, &a[0], &a[1], who.is_some())? else {
-        return Ok(a[1].clone());
+        // (`vjp`'s: a `()` it accepted for a number is that number's zero)
+        return if who.is_none() { ops::nil_as_zero(m, &a[0], &a[1]) } else { Ok(a[1].clone()) };
     };
     Err(err(match who {
         None => format!("vjp: the sensitivity must be shaped like the function's result: {why}"),

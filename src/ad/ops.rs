@@ -1003,6 +1003,45 @@ pub fn sensitivity_mismatch(m: &mut Machine, y: &Value, s: &Value, strict: bool)
     shape_mismatch(m, y, s, strict, ["the result", "the sensitivity"])
 }
 
+/// `s`, a sensitivity of `y` that [`sensitivity_mismatch`] accepted (not
+/// strictly), with each `()` where `y` has a number made the exact zero it
+/// stands for, through `s`'s plain pairs: so that `vjp`'s result is shaped like
+/// the argument (`(vjp (lambda (x) (+ x 1.0)) 2.0 '())` gave `()`, not 0).
+pub fn nil_as_zero(m: &mut Machine, y: &Value, s: &Value) -> Result<Value> {
+    crate::stack::try_grow(RED_ZONE, SEGMENT, || {
+        let y = hnf(m, y)?;
+        Ok(match s {
+            Value::Nil if strip(&y).is_number() => Value::Int(0),
+            Value::Pair(b) => match &*strip(&y) {
+                Value::Pair(a) => {
+                    // (along the cdrs in a loop: lists run as long as memory allows)
+                    let (mut ys, mut ss) = (vec![(a.car.clone(), b.car.clone())], a.cdr.clone());
+                    let mut rest = b.cdr.clone();
+                    let tail = loop {
+                        let y = hnf(m, &ss)?;
+                        match (&*strip(&y), &rest) {
+                            (Value::Pair(a), Value::Pair(b)) => {
+                                ys.push((a.car.clone(), b.car.clone()));
+                                ss = a.cdr.clone();
+                                let next = b.cdr.clone();
+                                rest = next;
+                            }
+                            _ => break nil_as_zero(m, &y, &rest)?,
+                        }
+                    };
+                    let mut out = tail;
+                    for (y, s) in ys.into_iter().rev() {
+                        out = Value::cons(nil_as_zero(m, &y, &s)?, out);
+                    }
+                    out
+                }
+                _ => s.clone(),
+            },
+            _ => s.clone(),
+        })
+    })
+}
+
 /// [`sensitivity_mismatch`] of a tangent `dx` for an argument `x` (`jvp`'s:
 /// strict), in those words.
 pub fn tangent_mismatch(m: &mut Machine, x: &Value, dx: &Value) -> Result<Option<String>> {

@@ -211,6 +211,25 @@ fn long_closure_chains() {
     assert!(r.is_ok());
 }
 
+/// `vjp` accepts `()` in its sensitivity where the result has a number (as the
+/// reversible procedures' derivatives take it): it is that number's zero. It
+/// failed inside the function (`*: expected two numbers, got ()`) or gave a
+/// gradient of the wrong shape (`()` for a real). Closed forms: for
+/// f(a, b) = (ab, a), ybar = (u, v) gives (ub + v, ua).
+#[test]
+fn a_nil_sensitivity_of_a_number_is_zero() {
+    let v = run("(vjp (lambda (x) (* x x)) 2.0 '())\n\
+                 (vjp (lambda (x) (+ x 1.0)) 2.0 '())\n\
+                 (vjp (lambda ((list a b)) (list (* a b) a)) (list 2.0 3.0) (list 1.0 '()))\n\
+                 (vjp (lambda ((list a b)) (list (* a b) a)) (list 2.0 3.0) (list '() 1.0))\n\
+                 (vjp (lambda ((list a b)) (+ a b)) (list 2.0 3.0) '())\n");
+    assert_eq!(num(&v[0]), 0.0);
+    assert_eq!(num(&v[1]), 0.0);
+    assert_eq!(flat(&v[2]), [3.0, 2.0]);
+    assert_eq!(flat(&v[3]), [1.0, 0.0]);
+    assert_eq!(flat(&v[4]), [0.0, 0.0]);
+}
+
 /// Every test above again, with the prelude's `jvp`/`vjp` run by the closure
 /// transforms only (as `--no-tape`): the tests above run them on dual numbers
 /// and tapes. (A new test above belongs in this list too.)
@@ -225,5 +244,6 @@ fn all_of_the_above_by_the_transform() {
         jacobians,
         derivative_through_iteration,
         long_closure_chains,
+        a_nil_sensitivity_of_a_number_is_zero,
     ]);
 }
