@@ -184,6 +184,8 @@ impl PrimDef {
                 | "procedure?"
                 | "%check-sensitivity"
                 | "%check-tangent"
+                // (it takes a lazy list apart pair by pair)
+                | "length"
         );
         let shallow = matches!(
             name,
@@ -387,7 +389,8 @@ fn table() -> Vec<PrimDef> {
         // called directly (no interpreted call per element, no recursion for a
         // long list); by their definitions (`Rule::Via`, written over primitives
         // as the prelude defined them) when a transform differentiates them.
-        p("length", 1, length_native, Rule::Via { f: LENGTH_VIA }, Other),
+        // `length`'s derivative is zero: its versions count the transformed list.
+        p("length", 1, length_native, Rule::Predicate, Other),
         p("list-ref", 2, list_ref_native, Rule::Via { f: LIST_REF_VIA }, Other),
         p("append", 2, append_native, Rule::Via { f: APPEND_VIA }, Other),
         p("map", 2, map_native, Rule::Via { f: MAP_VIA }, Other),
@@ -1005,12 +1008,29 @@ fn call_with(m: &mut Machine, f: &Value, args: &[Value]) -> Result<Value> {
 /// `(length l)` called directly (a primitive so that what is not a list is
 /// named: the prelude's loop failed in its `cdr`, inside `length`).
 fn length_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
-    let mut n = 0i64;
-    walk(m, "length", &a[0], |_, _| {
-        n += 1;
-        Ok(())
-    })?;
-    Ok(Value::Int(n))
+    let mut n = 0usize;
+    let mut l = &a[0];
+    // (a lazy tail, as a transformed list is (`length`'s versions apply it to
+    // one: `Rule::Predicate`), is taken one pair at a time: its head normal
+    // form, which it keeps, so that counting it again builds nothing)
+    let mut here;
+    loop {
+        match l {
+            Value::Pair(p) => {
+                l = &p.cdr;
+                n += 1;
+                if n.is_multiple_of(WALK_CHECK_EVERY) {
+                    m.check_limits()?;
+                }
+            }
+            Value::Nil => return Ok(Value::Int(n as i64)),
+            Value::Lazy(_) => {
+                here = ops::hnf(m, l)?;
+                l = &here;
+            }
+            other => return Err(not_a_list("length", &ops::force(m, &a[0])?, other, n)),
+        }
+    }
 }
 
 /// `(list-ref l i)` called directly: an index that is not a whole number

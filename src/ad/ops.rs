@@ -1007,38 +1007,61 @@ pub fn sensitivity_mismatch(m: &mut Machine, y: &Value, s: &Value, strict: bool)
 /// strictly), with each `()` where `y` has a number made the exact zero it
 /// stands for, through `s`'s plain pairs: so that `vjp`'s result is shaped like
 /// the argument (`(vjp (lambda (x) (+ x 1.0)) 2.0 '())` gave `()`, not 0).
+/// Parts with no such `()` are kept as they are, and shared parts are done
+/// once (data shared 2^n ways take time in their size).
 pub fn nil_as_zero(m: &mut Machine, y: &Value, s: &Value) -> Result<Value> {
+    let mut memo = FxHashMap::default();
+    Ok(nil_as_zero_in(m, y, s, &mut memo)?.unwrap_or_else(|| s.clone()))
+}
+
+type SpineStep = (Value, Option<Value>, Option<(usize, usize)>);
+
+/// [`nil_as_zero`], `None` where nothing changes; `memo` holds what each
+/// shared pair of `s` became (by the pairs of `y` and `s`).
+fn nil_as_zero_in(
+    m: &mut Machine,
+    y: &Value,
+    s: &Value,
+    memo: &mut FxHashMap<(usize, usize), Option<Value>>,
+) -> Result<Option<Value>> {
     crate::stack::try_grow(RED_ZONE, SEGMENT, || {
         let y = hnf(m, y)?;
-        Ok(match s {
-            Value::Nil if strip(&y).is_number() => Value::Int(0),
-            Value::Pair(b) => match &*strip(&y) {
-                Value::Pair(a) => {
-                    // (along the cdrs in a loop: lists run as long as memory allows)
-                    let (mut ys, mut ss) = (vec![(a.car.clone(), b.car.clone())], a.cdr.clone());
-                    let mut rest = b.cdr.clone();
-                    let tail = loop {
-                        let y = hnf(m, &ss)?;
-                        match (&*strip(&y), &rest) {
-                            (Value::Pair(a), Value::Pair(b)) => {
-                                ys.push((a.car.clone(), b.car.clone()));
-                                ss = a.cdr.clone();
-                                let next = b.cdr.clone();
-                                rest = next;
-                            }
-                            _ => break nil_as_zero(m, &y, &rest)?,
-                        }
-                    };
-                    let mut out = tail;
-                    for (y, s) in ys.into_iter().rev() {
-                        out = Value::cons(nil_as_zero(m, &y, &s)?, out);
-                    }
-                    out
-                }
-                _ => s.clone(),
-            },
-            _ => s.clone(),
-        })
+        match s {
+            Value::Nil if strip(&y).is_number() => return Ok(Some(Value::Int(0))),
+            Value::Pair(_) => {}
+            _ => return Ok(None),
+        }
+        // (along the cdrs in a loop: lists run as long as memory allows)
+        let (mut y, mut s) = (y, s.clone());
+        // (each pair of `s` on the way, what its car became, its key if shared)
+        let mut spine: Vec<SpineStep> = Vec::new();
+        let tail = loop {
+            let (Value::Pair(a), Value::Pair(b)) = (&*strip(&y), &s) else {
+                break nil_as_zero_in(m, &y, &s, memo)?;
+            };
+            let key = (shared(&s) && shared(&y)).then_some((Rc::as_ptr(a) as usize, Rc::as_ptr(b) as usize));
+            if let Some(done) = key.and_then(|k| memo.get(&k)) {
+                break done.clone();
+            }
+            let car = nil_as_zero_in(m, &a.car, &b.car, memo)?;
+            spine.push((s.clone(), car, key));
+            let next_y = hnf(m, &a.cdr)?;
+            let next_s = b.cdr.clone();
+            (y, s) = (next_y, next_s);
+        };
+        let mut out = tail;
+        for (pair, car, key) in spine.into_iter().rev() {
+            let Value::Pair(b) = &pair else { unreachable!() };
+            if car.is_some() || out.is_some() {
+                let car = car.unwrap_or_else(|| b.car.clone());
+                let cdr = out.take().unwrap_or_else(|| b.cdr.clone());
+                out = Some(Value::cons(car, cdr));
+            }
+            if let Some(k) = key {
+                memo.insert(k, out.clone());
+            }
+        }
+        Ok(out)
     })
 }
 

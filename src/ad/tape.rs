@@ -1459,11 +1459,14 @@ pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
 /// ("list-ref: index 5 is past the end of a list of 2 elements"), and the
 /// transform its definition (`Rule::Via`), which failed at the same place on
 /// one of its patterns ("pattern mismatch: expected a pair, got ()", traced
-/// through the definition's loops): the level's error (`on_tape`) then.
+/// through the definition's loops), or (`length`, whose versions apply it to
+/// the transformed list: `Rule::Predicate`) the primitive itself, whose
+/// message shows the transformed value (`(reverse 1.0)`): the level's error
+/// (`on_tape`) then.
 fn same_error(e: Error, on_tape: Option<Error>) -> Error {
     let list_prim = |msg: &str| {
-        prims::prims().iter().any(|p| {
-            matches!(p.rule, prims::Rule::Via { .. })
+        prims::prims().iter().find(|p| {
+            matches!(p.rule, prims::Rule::Via { .. } | prims::Rule::Predicate)
                 && !p.name.starts_with('%')
                 && msg.strip_prefix(p.name).is_some_and(|rest| rest.starts_with(": "))
         })
@@ -1474,8 +1477,10 @@ fn same_error(e: Error, on_tape: Option<Error>) -> Error {
                 && t.kind == ErrorKind::Runtime
                 && t.span.is_some()
                 && t.span == e.span
-                && e.message.starts_with("pattern mismatch")
-                && list_prim(&t.message) =>
+                && list_prim(&t.message).is_some_and(|p| {
+                    e.message.starts_with("pattern mismatch")
+                        || e.message.strip_prefix(p.name).is_some_and(|rest| rest.starts_with(": "))
+                }) =>
         {
             t
         }

@@ -215,19 +215,29 @@ fn long_closure_chains() {
 /// reversible procedures' derivatives take it): it is that number's zero. It
 /// failed inside the function (`*: expected two numbers, got ()`) or gave a
 /// gradient of the wrong shape (`()` for a real). Closed forms: for
-/// f(a, b) = (ab, a), ybar = (u, v) gives (ub + v, ua).
+/// f(a, b) = (ab, a), ybar = (u, v) gives (ub + v, ua); the derivative of
+/// `leftmost` is 1 at the leftmost real, 0 elsewhere.
 #[test]
 fn a_nil_sensitivity_of_a_number_is_zero() {
     let v = run("(vjp (lambda (x) (* x x)) 2.0 '())\n\
                  (vjp (lambda (x) (+ x 1.0)) 2.0 '())\n\
                  (vjp (lambda ((list a b)) (list (* a b) a)) (list 2.0 3.0) (list 1.0 '()))\n\
                  (vjp (lambda ((list a b)) (list (* a b) a)) (list 2.0 3.0) (list '() 1.0))\n\
-                 (vjp (lambda ((list a b)) (+ a b)) (list 2.0 3.0) '())\n");
+                 (vjp (lambda ((list a b)) (+ a b)) (list 2.0 3.0) '())\n\
+                 (define (big n z) (let loop ((i 0) (v z)) (if (= i n) v (loop (+ i 1) (cons v v)))))\n\
+                 (define (leftmost v) (if (pair? v) (leftmost (car v)) v))\n\
+                 (define g (vjp (lambda (v) (* 2.0 (leftmost v))) (big 60 1.5) 1.0))\n\
+                 (list (leftmost g) (leftmost (cdr g)))\n\
+                 (define r (vjp (lambda (v) (cons (leftmost v) v)) (big 60 1.5) (cons 1.0 (big 60 '()))))\n\
+                 (list (leftmost r) (leftmost (cdr r)))\n");
     assert_eq!(num(&v[0]), 0.0);
     assert_eq!(num(&v[1]), 0.0);
     assert_eq!(flat(&v[2]), [3.0, 2.0]);
     assert_eq!(flat(&v[3]), [1.0, 0.0]);
     assert_eq!(flat(&v[4]), [0.0, 0.0]);
+    // (shared data, 2^60 leaves as a tree: done in time of its size)
+    assert_eq!(flat(&v[5]), [2.0, 0.0]);
+    assert_eq!(flat(&v[6]), [1.0, 0.0]);
 }
 
 /// Every test above again, with the prelude's `jvp`/`vjp` run by the closure

@@ -325,6 +325,32 @@ fn vector_hvp_makes_no_more_products_than_its_rules() {
     vector_hvp_makes_the_rules_products();
 }
 
+/// `length` under a derivative counts without arithmetic: by the transform its
+/// versions ran its definition (`(+ n 1)` a pair, each transformed, hundreds of
+/// times slower than the primal); now they apply it to the transformed list
+/// (`Rule::Predicate`: its derivative is zero). The gradient of
+/// `(* (car l) (length l))` over 200 reals is (200 0 ... 0).
+fn length_under_a_derivative_does_no_arithmetic() {
+    let mut s = session();
+    run_in(&mut s, "defs", LIST);
+    run_in(&mut s, "force", "cs");
+    let f = "(lambda (l) (* (car l) (length l)))";
+    let (ga, _) = metered(&mut s, &format!("((gradient-R {f}) cs)"));
+    assert!(ga <= 10, "{ga} arithmetic operations in the gradient");
+    let (fa, _) = metered(&mut s, &format!("((derivative-F (lambda (x) ({f} (cons x cs)))) 2.0)"));
+    assert!(fa <= 10, "{fa} arithmetic operations in the forward derivative");
+    let g = run_in(&mut s, "g", &format!("((gradient-R {f}) cs)"));
+    let g = flat(&g[0]);
+    assert_eq!((g.len(), g[0], g[1..].iter().all(|x| *x == 0.0)), (200, 200.0, true));
+    let d = run_in(&mut s, "d", &format!("((derivative-F (lambda (x) ({f} (cons x cs)))) 2.0)"));
+    assert_eq!(num(&d[0]), 201.0);
+}
+
+#[test]
+fn length_under_a_derivative_is_not_arithmetic() {
+    length_under_a_derivative_does_no_arithmetic();
+}
+
 /// The tests above that count operations or build sessions at two sizes, with
 /// the prelude's `jvp`/`vjp` by the closure transforms only (`--no-tape`).
 #[test]
@@ -337,5 +363,6 @@ fn all_of_the_above_by_the_transform() {
         reverse_over_reverse_and_gradients_on_a_list_are_linear,
         walking_a_lazy_gradient_with_type_predicates_is_linear,
         vector_hvp_makes_the_rules_products,
+        length_under_a_derivative_does_no_arithmetic,
     ]);
 }

@@ -218,7 +218,14 @@ fn a_list_primitives_misuse_is_the_primitives_error() {
         let (on_tape, _) = outcome(src, true);
         let (by_transform, _) = outcome(src, false);
         assert!(on_tape.starts_with("error: t:1:") && on_tape.contains(want), "{src}: {on_tape}");
-        assert!(by_transform.contains("error: pattern mismatch"), "{src}: {by_transform}");
+        // (`length`'s versions apply it to the transformed list: its own error, showing
+        // that list)
+        let own = if want.starts_with("length") {
+            "error: length: expected a list, got ((reverse 1.0)"
+        } else {
+            "error: pattern mismatch"
+        };
+        assert!(by_transform.contains(own), "{src}: {by_transform}");
     }
     // (an error of the function's own code is the transform's, as ever)
     let (got, _, _) = alike("((derivative-R (lambda (x) (list-ref (car x) 0))) 1.0)");
