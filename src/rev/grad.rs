@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::eval::Machine;
 use crate::num;
 use crate::source::Span;
+use crate::stack::{try_grow, RED_ZONE, SEGMENT};
 use crate::value::{Tag, Value};
 use smallvec::{smallvec, SmallVec};
 
@@ -52,9 +53,7 @@ pub fn dadd(a: &Value, b: &Value) -> Result<Value> {
         (_, Value::Nil) => Ok(a.clone()),
         // (lists as long, and nested as deeply, as memory allows)
         (Value::Pair(p), Value::Pair(q)) => {
-            crate::stack::try_grow(crate::stack::RED_ZONE, crate::stack::SEGMENT, || {
-                Ok(Value::cons(dadd(&p.car, &q.car)?, dadd(&p.cdr, &q.cdr)?))
-            })
+            try_grow(RED_ZONE, SEGMENT, || Ok(Value::cons(dadd(&p.car, &q.car)?, dadd(&p.cdr, &q.cdr)?)))
         }
         (x, y) if x.is_number() && y.is_number() => arith('+', x, y),
         _ => Ok(a.clone()),
@@ -132,9 +131,7 @@ fn der_add(slot: &mut Val, d: &Value) -> Result<()> {
             for it in items.iter_mut() {
                 match cur {
                     Value::Pair(p) => {
-                        crate::stack::try_grow(crate::stack::RED_ZONE, crate::stack::SEGMENT, || {
-                            der_add(it, &p.car)
-                        })?;
+                        try_grow(RED_ZONE, SEGMENT, || der_add(it, &p.car))?;
                         cur = &p.cdr;
                     }
                     _ => break,
@@ -257,9 +254,7 @@ pub fn conform(m: &mut Machine, x: &Value, d: &Value) -> Result<Value> {
                 _ => (Value::Nil, Value::Nil),
             };
             // (lists nested in lists as deeply as memory allows)
-            xs.push(crate::stack::try_grow(crate::stack::RED_ZONE, crate::stack::SEGMENT, || {
-                conform(m, &p.car, &dcar)
-            })?);
+            xs.push(try_grow(RED_ZONE, SEGMENT, || conform(m, &p.car, &dcar))?);
             cx = p.cdr.clone();
             cd = dcdr;
         }
