@@ -428,7 +428,9 @@ fn run_program(s: &mut Session, file: &Path, time: bool, repeat: u32) -> i32 {
                 crate::watchdog::Phase::Compiling => {
                     eprintln!("{}: error: {}", name, crate::watchdog::message())
                 }
-                crate::watchdog::Phase::Running => eprintln!("error: {}", crate::watchdog::message()),
+                crate::watchdog::Phase::Running | crate::watchdog::Phase::CompilingCalled => {
+                    eprintln!("error: {}", crate::watchdog::message())
+                }
             }
             3
         }),

@@ -708,6 +708,20 @@ impl Machine {
         Ok(g.code.get().unwrap())
     }
 
+    /// [`Machine::group_code`] where the group's code is not made yet: made
+    /// with the watchdog told (`--timeout`'s message then says what ran past it).
+    #[cold]
+    #[inline(never)]
+    pub fn group_code_first<'g>(&mut self, g: &'g Rc<Group>) -> Result<&'g GroupCode> {
+        let was = crate::watchdog::phase();
+        if was == crate::watchdog::Phase::Running {
+            crate::watchdog::set_phase(crate::watchdog::Phase::CompilingCalled);
+        }
+        let r = self.group_code(g);
+        crate::watchdog::set_phase(was);
+        r
+    }
+
     /// The procedure calls (and other steps) counted so far: a deterministic
     /// measure of work, bounded by `--max-steps`.
     pub fn steps(&self) -> u64 {
@@ -1361,6 +1375,9 @@ impl Machine {
                     return Err(Error::runtime(None, format!("{}: {}", member_name(&inst.group, idx), msg)));
                 }
             }
+        }
+        if inst.group.code.get().is_none() {
+            return self.group_code_first(&inst.group);
         }
         self.group_code(&inst.group)
     }

@@ -9,7 +9,7 @@
 //! Only the command line arms it (library users and tests never do): `vlad run`
 //! for the whole run, `vlad test` for each check, the REPL for each input.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -52,23 +52,26 @@ fn shared() -> &'static Shared {
 pub enum Phase {
     /// Reading and compiling source (which does not look at the clock).
     Compiling,
+    /// Compiling a procedure's code (or its transformed version) on its first
+    /// call, during evaluation (which does not look at the clock either).
+    CompilingCalled,
     /// Evaluating (or printing a value).
     Running,
 }
 
-static COMPILING: AtomicBool = AtomicBool::new(false);
+static PHASE: AtomicU8 = AtomicU8::new(Phase::Running as u8);
 
 /// Tells the watchdog what the program does from now on (initially [`Phase::Running`]).
 pub fn set_phase(p: Phase) {
-    COMPILING.store(p == Phase::Compiling, Ordering::SeqCst);
+    PHASE.store(p as u8, Ordering::SeqCst);
 }
 
 /// The current [`Phase`].
 pub fn phase() -> Phase {
-    if COMPILING.load(Ordering::SeqCst) {
-        Phase::Compiling
-    } else {
-        Phase::Running
+    match PHASE.load(Ordering::SeqCst) {
+        x if x == Phase::Compiling as u8 => Phase::Compiling,
+        x if x == Phase::CompilingCalled as u8 => Phase::CompilingCalled,
+        _ => Phase::Running,
     }
 }
 
@@ -82,6 +85,11 @@ pub fn message() -> String {
         ),
         Phase::Compiling => format!(
             "time limit exceeded (--timeout) while reading and compiling, before evaluation; \
+             it was still not done {} s later and cannot be interrupted, so vlad stopped",
+            GRACE.as_secs_f64()
+        ),
+        Phase::CompilingCalled => format!(
+            "time limit exceeded (--timeout) while compiling a procedure for its first call; \
              it was still not done {} s later and cannot be interrupted, so vlad stopped",
             GRACE.as_secs_f64()
         ),

@@ -2376,3 +2376,24 @@ fn long_reductions_do_not_depend_on_the_thread_count() {
     assert_eq!(one, out("2"));
     assert_eq!(one, out("5"));
 }
+
+/// A procedure's code is compiled on its first call, during evaluation; where
+/// that ran past `--timeout` (a million nested `if`s: seconds), the watchdog's
+/// message said "a primitive operation was still running". It says it was
+/// compiling (a debug build may still be compiling the file: that says so too).
+#[test]
+fn a_timeout_while_compiling_says_so() {
+    let d = Dir::new();
+    let n = 1_000_000;
+    d.file("n.vlad", &format!("{}0{}\n", "(if #t ".repeat(n), " 1)".repeat(n)));
+    for args in [&["--timeout", "1", "n.vlad"][..], &["test", "--timeout", "1", "n.vlad"][..]] {
+        let o = vlad(&d, args);
+        let text = format!("{}{}", o.stdout, o.stderr);
+        assert_eq!(o.code, 3, "{args:?}: {text}");
+        assert!(
+            text.contains("while compiling a procedure for its first call")
+                || text.contains("while reading and compiling, before evaluation"),
+            "{args:?}: {text}"
+        );
+    }
+}
