@@ -92,10 +92,6 @@ pub const VALUE_AND_VJP_VIA: &str = "(lambda ((cons f (cons x ybar))) (let* (((c
 pub const JVP_VIA: &str = "(lambda ((cons f (cons x dx))) \
      (unperturb (tangent ((bundle f (perturb (zero f))) (bundle x (perturb (%check-tangent x dx)))))))";
 
-/// `(length l)`: the number of elements of the list `l`.
-pub const LENGTH_VIA: &str = "(lambda (l) \
-  (let loop ((l l) (n 0)) (if (null? l) n (let (((cons a d) l)) (loop d (+ n 1))))))";
-
 /// `(list-ref l i)`: element `i` of `l`, counting from 0.
 pub const LIST_REF_VIA: &str = "(lambda ((cons l i)) \
   (let loop ((l l) (i i)) (let (((cons a d) l)) (if (= i 0) a (loop d (- i 1))))))";

@@ -496,9 +496,12 @@ impl Repl {
                 3
             }),
         );
-        let after_expr = std::mem::take(&mut self.after_expr);
+        let after_expr = self.after_expr;
         let flow = match split_command(text) {
-            Some((cmd, arg)) => self.command(cmd, text, arg, name, first_line),
+            Some((cmd, arg)) => {
+                self.after_expr = None;
+                self.command(cmd, text, arg, name, first_line)
+            }
             None => {
                 match (strip_annotation(text), after_expr) {
                     (Some((rest, _)), Some(false)) => {
@@ -507,17 +510,15 @@ impl Repl {
                     }
                     // (the expression before had its expected value)
                     (Some((_, arrow)), Some(true)) => {
+                        self.after_expr = None;
                         let span = self.span_in(name, text, first_line, arrow.start, arrow.end);
                         self.report(&Error::syntax(
                             span,
                             "a second `===>`: an expression has one expected value",
                         ))
                     }
-                    _ => {
-                        // (kept through an input of comments alone)
-                        self.after_expr = after_expr;
-                        self.eval_text(text, name, first_line)
-                    }
+                    // (`after_expr` kept through an input of comments alone)
+                    _ => self.eval_text(text, name, first_line),
                 }
                 Flow::Continue
             }

@@ -1464,11 +1464,12 @@ pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
 /// message shows the transformed value (`(reverse 1.0)`): the level's error
 /// (`on_tape`) then.
 fn same_error(e: Error, on_tape: Option<Error>) -> Error {
+    let said_by = |msg: &str, name: &str| msg.strip_prefix(name).is_some_and(|rest| rest.starts_with(": "));
     let list_prim = |msg: &str| {
         prims::prims().iter().find(|p| {
             matches!(p.rule, prims::Rule::Via { .. } | prims::Rule::Predicate)
                 && !p.name.starts_with('%')
-                && msg.strip_prefix(p.name).is_some_and(|rest| rest.starts_with(": "))
+                && said_by(msg, p.name)
         })
     };
     match on_tape {
@@ -1478,8 +1479,7 @@ fn same_error(e: Error, on_tape: Option<Error>) -> Error {
                 && t.span.is_some()
                 && t.span == e.span
                 && list_prim(&t.message).is_some_and(|p| {
-                    e.message.starts_with("pattern mismatch")
-                        || e.message.strip_prefix(p.name).is_some_and(|rest| rest.starts_with(": "))
+                    e.message.starts_with("pattern mismatch") || said_by(&e.message, p.name)
                 }) =>
         {
             t
