@@ -11,6 +11,7 @@ use crate::num;
 use crate::resolve::Op2;
 use crate::value::{ListBuilder, Tag, Value};
 use std::cmp::Ordering;
+use std::rc::Rc;
 use std::sync::OnceLock;
 
 pub type PrimId = u16;
@@ -91,10 +92,6 @@ pub const VALUE_AND_VJP_VIA: &str = "(lambda ((cons f (cons x ybar))) (let* (((c
 /// `(jvp f x dx)` by the transform: the tangent of `(f x)` for tangent `dx` of `x`.
 pub const JVP_VIA: &str = "(lambda ((cons f (cons x dx))) \
      (unperturb (tangent ((bundle f (perturb (zero f))) (bundle x (perturb (%check-tangent x dx)))))))";
-
-/// `(list-ref l i)`: element `i` of `l`, counting from 0.
-pub const LIST_REF_VIA: &str = "(lambda ((cons l i)) \
-  (let loop ((l l) (i i)) (let (((cons a d) l)) (if (= i 0) a (loop d (- i 1))))))";
 
 /// `(append a b)`: the elements of `a` followed by `b`.
 pub const APPEND_VIA: &str = "(lambda ((cons a b)) \
@@ -180,8 +177,10 @@ impl PrimDef {
                 | "procedure?"
                 | "%check-sensitivity"
                 | "%check-tangent"
-                // (it takes a lazy list apart pair by pair)
+                // (they take a lazy list apart pair by pair)
                 | "length"
+                | "list-ref"
+                | "%one-hot"
         );
         let shallow = matches!(
             name,
@@ -387,7 +386,32 @@ fn table() -> Vec<PrimDef> {
         // as the prelude defined them) when a transform differentiates them.
         // `length`'s derivative is zero: its versions count the transformed list.
         p("length", 1, length_native, Rule::Predicate, Other),
-        p("list-ref", 2, list_ref_native, Rule::Via { f: LIST_REF_VIA }, Other),
+        // `list-ref` selects: its tangent is the same element of the tangent,
+        // its cotangent the zero of the list with the sensitivity at that
+        // element (`%one-hot`, whose own rules are `list-ref`'s transposed). (Its
+        // definition by a loop cost the transform a step per element passed.)
+        p(
+            "list-ref",
+            2,
+            list_ref_native,
+            rules!(
+                "(lambda ((cons l i) y (cons dl di)) (list-ref dl i))",
+                "(lambda ((cons l i) y yb) (cons (%one-hot l i yb) (zero i)))"
+            ),
+            Other,
+        ),
+        // `(%one-hot l i v)`: the zero of list `l` with element `i` replaced by `v`
+        // (the elements after it one lazy zero).
+        p(
+            "%one-hot",
+            3,
+            one_hot,
+            rules!(
+                "(lambda ((cons l (cons i v)) y (cons dl (cons di dv))) (%one-hot l i dv))",
+                "(lambda ((cons l (cons i v)) y yb) (cons (zero l) (cons (zero i) (list-ref yb i))))"
+            ),
+            Other,
+        ),
         p("append", 2, append_native, Rule::Via { f: APPEND_VIA }, Other),
         p("map", 2, map_native, Rule::Via { f: MAP_VIA }, Other),
         p("map2", 3, map2_native, Rule::Via { f: MAP2_VIA }, Other),
@@ -1034,43 +1058,87 @@ fn length_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
 /// `cdr`). The index may be inexact (`2.0`) or a real being differentiated,
 /// as `=` and `-` took it there.
 fn list_ref_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
-    let bad = |why: &str| {
-        err(format!("list-ref: the index must be {why}, got {} ({})", describe(&a[1]), a[1].kind_name()))
-    };
-    let i = match &*tape::strip(&a[1]) {
+    let i = list_index("list-ref", &a[1])?;
+    match walk_to(m, "list-ref", &a[0], i, |_, _| Ok(()))? {
+        Ok(p) => Ok(p.car.clone()),
+        Err(len) => Err(past_the_end("list-ref", &a[1], len)),
+    }
+}
+
+/// The index argument `i` of `list-ref` (or `%one-hot`, as `who`).
+fn list_index(who: &str, i: &Value) -> Result<u64> {
+    let bad =
+        |why: &str| err(format!("{who}: the index must be {why}, got {} ({})", describe(i), i.kind_name()));
+    Ok(match &*tape::strip(i) {
         Value::Int(i) if *i >= 0 => *i as u64,
         Value::Real(x) if *x >= 0.0 && x.fract() == 0.0 && *x < 2f64.powi(63) => *x as u64,
         Value::Big(b) if b.sign() == num_bigint::Sign::Plus => u64::MAX,
         v if v.is_number() => return Err(bad("a whole number from 0")),
         _ => return Err(bad("a number")),
-    };
-    let (mut l, mut k) = (&a[0], 0u64);
-    // (the rest of the list, built, once a lazy tail was met: as in `walk`)
-    let mut built;
+    })
+}
+
+#[cold]
+fn past_the_end(who: &str, i: &Value, len: u64) -> Error {
+    err(format!(
+        "{who}: index {} is past the end of a list of {len} element{}",
+        describe(i),
+        if len == 1 { "" } else { "s" }
+    ))
+}
+
+/// Walks list `l` to its pair `i` (counting from 0), calling `each` on the
+/// elements before it; gives that pair, or the list's length where it is
+/// shorter. A lazy tail, as a transformed list is, is taken one pair at a
+/// time through its head normal form (the rest of it is not built).
+fn walk_to(
+    m: &mut Machine,
+    who: &str,
+    l: &Value,
+    i: u64,
+    mut each: impl FnMut(&mut Machine, &Value) -> Result<()>,
+) -> Result<std::result::Result<Rc<crate::value::Pair>, u64>> {
+    let (mut at, mut k) = (l, 0u64);
+    let mut here;
     loop {
-        match l {
-            Value::Pair(p) if k == i => return Ok(p.car.clone()),
+        match at {
+            Value::Pair(p) if k == i => return Ok(Ok(p.clone())),
             Value::Pair(p) => {
-                l = &p.cdr;
+                each(m, &p.car)?;
+                at = &p.cdr;
                 k += 1;
                 if k.is_multiple_of(WALK_CHECK_EVERY as u64) {
                     m.check_limits()?;
                 }
             }
-            Value::Lazy(z) if z.pair => {
-                built = build_rest(m, l)?;
-                l = &built;
+            Value::Nil => return Ok(Err(k)),
+            Value::Lazy(_) => {
+                here = ops::hnf(m, at)?;
+                at = &here;
             }
-            Value::Nil => {
-                return Err(err(format!(
-                    "list-ref: index {} is past the end of a list of {k} element{}",
-                    describe(&a[1]),
-                    if k == 1 { "" } else { "s" }
-                )))
-            }
-            other => return Err(not_a_list("list-ref", &a[0], other, k as usize)),
+            other => return Err(not_a_list(who, &ops::force(m, l)?, other, k as usize)),
         }
     }
+}
+
+/// `(%one-hot l i v)`: the zero of list `l` (each element's zero, lazy where
+/// it is an aggregate) up to element `i`, which is `v`, and after it the
+/// zero of the rest, lazily. `list-ref`'s cotangent.
+fn one_hot(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    let i = list_index("%one-hot", &a[1])?;
+    let mut zeros = Vec::new();
+    let p = match walk_to(m, "%one-hot", &a[0], i, |m, x| {
+        zeros.push(ops::lazy_zero(m, x)?);
+        Ok(())
+    })? {
+        Ok(p) => p,
+        Err(len) => return Err(past_the_end("%one-hot", &a[1], len)),
+    };
+    let mut out = Value::cons(a[2].clone(), ops::lazy_zero(m, &p.cdr)?);
+    for z in zeros.into_iter().rev() {
+        out = Value::cons(z, out);
+    }
+    Ok(out)
 }
 
 /// `(append a b)` called directly: what is not a list in `a` is named.

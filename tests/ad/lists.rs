@@ -240,6 +240,68 @@ fn a_nil_sensitivity_of_a_number_is_zero() {
     assert_eq!(flat(&v[6]), [1.0, 0.0]);
 }
 
+/// `list-ref` under every nesting of two and three derivatives: f(a, b, c) =
+/// ac + b²c through `list-ref` has gradient (c, 2bc, a + b²) and Hessian
+/// ((0 0 1) (0 2c 2b) (1 2b 0)); ∂³f/∂b²∂c = 2. Also elements that are
+/// pairs (an inexact index), and a list built inside the function.
+fn list_ref_under_every_nesting() {
+    let (a, b, c) = (1.5, -2.0, 0.75);
+    let f = "(lambda (l) (+ (* (list-ref l 0) (list-ref l 2)) (* (* (list-ref l 1) (list-ref l 1)) (list-ref l 2))))";
+    let x = format!("(list {} {} {})", lit(a), lit(b), lit(c));
+    let grad = [c, 2.0 * b * c, a + b * b];
+    let hess = [[0.0, 0.0, 1.0], [0.0, 2.0 * c, 2.0 * b], [1.0, 2.0 * b, 0.0]];
+    let mut src = format!("(define f {f})\n((gradient-R f) {x})\n((gradient-F f) {x})\n");
+    for (k, (outer, inner)) in [("R", "R"), ("F", "R"), ("R", "F"), ("F", "F")].into_iter().enumerate() {
+        // row k of the Hessian (k = 3: row 0 again), one gradient inside the other
+        let sel = ["car", "cadr", "caddr", "car"][k];
+        src.push_str(&format!("((gradient-{outer} (lambda (l) ({sel} ((gradient-{inner} f) l)))) {x})\n"));
+    }
+    let dir = "(list 0.5 -1.0 2.0)";
+    src.push_str(&format!("(hvp f {x} {dir})\n(hvp-RR f {x} {dir})\n"));
+    for (o1, o2, o3) in [("R", "F", "R"), ("F", "R", "F"), ("R", "R", "R"), ("F", "F", "F")] {
+        src.push_str(&format!(
+            "((derivative-{o1} (lambda (b) ((derivative-{o2} (lambda (b2) ((derivative-{o3} \
+               (lambda (c) (f (list {a} b2 c)))) {c}))) b))) {b})\n",
+            a = lit(a),
+            b = lit(b),
+            c = lit(c)
+        ));
+    }
+    src.push_str(
+        "(define (g l) (let ((p (list-ref l 1.))) (* (car p) (cdr p))))\n\
+         ((gradient-R g) (list (cons 1. 2.) (cons 3. 4.) (cons 5. 6.)))\n\
+         ((gradient-F g) (list (cons 1. 2.) (cons 3. 4.) (cons 5. 6.)))\n\
+         ((derivative-R (lambda (x) (list-ref (map (lambda (k) (* k (* x x))) (list 1. 2. 3.)) 2))) 2.)\n\
+         ((derivative-F (lambda (x) (list-ref (map (lambda (k) (* k (* x x))) (list 1. 2. 3.)) 2))) 2.)\n\
+         (vjp (lambda (l) (list (list-ref l 1) (list-ref l 0))) (list 1. 2.) (list 10. 20.))\n\
+         (jvp (lambda (l) (list (list-ref l 1) (list-ref l 0))) (list 1. 2.) (list 10. 20.))\n",
+    );
+    let v = run(&src);
+    assert_all_close(&flat(&v[0]), &grad, 1e-15, "gradient-R");
+    assert_all_close(&flat(&v[1]), &grad, 1e-15, "gradient-F");
+    for k in 0..4 {
+        assert_all_close(&flat(&v[2 + k]), &hess[k % 3], 1e-15, &format!("Hessian row {k}"));
+    }
+    let hv: Vec<f64> = hess.iter().map(|r| r[0] * 0.5 - r[1] + r[2] * 2.0).collect();
+    assert_all_close(&flat(&v[6]), &hv, 1e-15, "hvp");
+    assert_all_close(&flat(&v[7]), &hv, 1e-15, "hvp-RR");
+    for (k, d3) in v[8..12].iter().enumerate() {
+        assert_close(num(d3), 2.0, 1e-15, &format!("third derivative #{k}"));
+    }
+    assert_eq!(flat(&v[12]), [0.0, 0.0, 4.0, 3.0, 0.0, 0.0]);
+    assert_eq!(flat(&v[13]), [0.0, 0.0, 4.0, 3.0, 0.0, 0.0]);
+    assert_eq!(num(&v[14]), 12.0);
+    assert_eq!(num(&v[15]), 12.0);
+    assert_eq!(flat(&v[16]), [20.0, 10.0]);
+    assert_eq!(flat(&v[17]), [20.0, 10.0]);
+    assert_eq!(v.len(), 18);
+}
+
+#[test]
+fn list_ref_under_nesting() {
+    list_ref_under_every_nesting();
+}
+
 /// Every test above again, with the prelude's `jvp`/`vjp` run by the closure
 /// transforms only (as `--no-tape`): the tests above run them on dual numbers
 /// and tapes. (A new test above belongs in this list too.)
@@ -255,5 +317,6 @@ fn all_of_the_above_by_the_transform() {
         derivative_through_iteration,
         long_closure_chains,
         a_nil_sensitivity_of_a_number_is_zero,
+        list_ref_under_every_nesting,
     ]);
 }
