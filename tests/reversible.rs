@@ -614,7 +614,8 @@ fn type_and_arity_errors_are_clear() {
     run(
         &mut s,
         "(define-reversible (p x y) (+= x y))\n(define-reversible (m x) (declare mod32) (+= x 1))
-         (define-reversible (z) (skip))\n(define-reversible (one x) (+= x 1))",
+         (define-reversible (z) (skip))\n(define-reversible (one x) (+= x 1))
+         (define-reversible (r x y) (local (i 1) (+= (ref (ref x i) 0) (ref (ref y 1) i)) (delocal i 1)))",
     )
     .unwrap();
     for (e, msg) in [
@@ -640,6 +641,11 @@ fn type_and_arity_errors_are_clear() {
         // a right-hand side's primitive names the direction and procedure
         ("(call p 1 car)", "(forward, in p)"),
         ("(uncall p 1 car)", "(backward, in p)"),
+        // (the internal run on a list of values, given something else)
+        ("(%rev-call p 1)", "call: expected a list of arguments, got 1"),
+        // a place that is wrong shows its own variables, not the right-hand side's
+        ("(call r (list 1 2) (list 5 (list 6 7)))", "2 is not a vector (a list) where x = (1 2), i = 1"),
+        ("(call r (list 1 (list 2)) (list 5 (list 6)))", "index 1 but the vector has 1 element"),
     ] {
         let err = error_of(&mut s, e);
         assert!(err.message.contains(msg), "{e}: expected `{msg}`, got {}", err.message);

@@ -258,7 +258,8 @@ fn bad_index(i: &Value, len: usize) -> Violation {
     } else if !i.is_number() {
         ("index not a number", format!("the index {} is not a number", describe(i)))
     } else {
-        ("index out of range", format!("index {} but the vector has {} elements", describe(i), len))
+        let s = if len == 1 { "" } else { "s" };
+        ("index out of range", format!("index {} but the vector has {len} element{s}", describe(i)))
     }
 }
 
@@ -721,20 +722,18 @@ impl<'m> Exec<'m> {
                         let e = self.eval(f, &rhs.e)?;
                         let mod32 = f.code.options.mod32;
                         let slot = f.base + place.slot as usize;
-                        let r = get_path_mut(&mut self.vals[slot], &iv).and_then(|cur| {
-                            let t = match cur {
-                                Val::S(t) => t,
-                                Val::A(_) => {
-                                    return Err((
-                                        "not a number",
-                                        format!("{} is a vector, not a number", place.text),
-                                    ))
-                                }
-                            };
-                            *t = apply_op(op, t, &e, mod32)?;
-                            Ok(())
-                        });
-                        r.map_err(|v| self.update_error(f, dir, *span, op, place, rhs, &e, v))
+                        // (`true`: the place is wrong, not the operation)
+                        let r = match get_path_mut(&mut self.vals[slot], &iv) {
+                            Ok(Val::S(t)) => {
+                                apply_op(op, t, &e, mod32).map(|n| *t = n).map_err(|v| (v, false))
+                            }
+                            Ok(Val::A(_)) => Err((
+                                ("not a number", format!("{} is a vector, not a number", place.text)),
+                                true,
+                            )),
+                            Err(v) => Err((v, true)),
+                        };
+                        r.map_err(|(v, at)| self.update_error(f, dir, *span, op, place, rhs, &e, v, at))
                     }
                     _ => self.update_deriv(f, dir, op, place, &iv, rhs, *span),
                 }
@@ -1071,13 +1070,24 @@ impl<'m> Exec<'m> {
         rhs: &CExpr,
         e: &Value,
         v: Violation,
+        at_place: bool,
     ) -> Error {
         let mut detail = format!("({} {} {}): {}", op.name(), place.text, rhs.text, v.1);
         if v.0 == "division by zero" {
             detail.push_str(&format!("; the operand is {}", describe(e)));
         }
-        detail.push_str(&self.where_vars(f, &rhs.vars));
-        let _ = place.span;
+        if at_place {
+            // (the place's variable, then those its indices mention)
+            let mut vars = vec![(f.code.slot_names[place.slot as usize].clone(), place.slot)];
+            for x in place.idx.iter().flat_map(|i| i.vars.iter()) {
+                if !vars.iter().any(|(_, s)| *s == x.1) {
+                    vars.push(x.clone());
+                }
+            }
+            detail.push_str(&self.where_vars(f, &vars));
+        } else {
+            detail.push_str(&self.where_vars(f, &rhs.vars));
+        }
         self.err(f, dir, span, v.0, detail)
     }
 

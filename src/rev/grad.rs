@@ -599,16 +599,16 @@ impl Exec<'_> {
             Ok(Val::S(t)) => t.clone(),
             Ok(Val::A(_)) => {
                 let v = ("not a number", format!("{} is a vector, not a number", place.text));
-                return Err(self.update_error(f, dir, span, op, place, rhs, &e, v));
+                return Err(self.update_error(f, dir, span, op, place, rhs, &e, v, true));
             }
-            Err(v) => return Err(self.update_error(f, dir, span, op, place, rhs, &e, v)),
+            Err(v) => return Err(self.update_error(f, dir, span, op, place, rhs, &e, v, true)),
         };
         let td = match get_path(&self.ders[slot], iv) {
             Ok(Val::S(d)) => d.clone(),
             _ => Value::Nil,
         };
         let nt = apply_op(op, &t, &e, mod32)
-            .map_err(|v| self.update_error(f, dir, span, op, place, rhs, &e, v))?;
+            .map_err(|v| self.update_error(f, dir, span, op, place, rhs, &e, v, false))?;
         let ntd = if self.mode == super::exec::Mode::Tangent {
             match op {
                 UpOp::Add => dadd(&td, &de)?,

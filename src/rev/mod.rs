@@ -125,7 +125,7 @@ pub(super) fn mod32_entry(p: &RevProc, i: usize, value: &str) -> String {
 /// The argument list of a run as store values (arity and mod32 range checked).
 fn in_vals(m: &mut Machine, p: &RevProc, args: &Value, what: &str) -> Result<Vec<Val>> {
     let items = list_items(m, args)
-        .ok_or_else(|| err(format!("{}: internal error: arguments are not a list", what)))?;
+        .ok_or_else(|| err(format!("{what}: expected a list of arguments, got {}", describe(args))))?;
     let code = &p.code;
     if items.len() != code.nparams {
         return Err(err(format!(
