@@ -1028,28 +1028,12 @@ fn call_with(m: &mut Machine, f: &Value, args: &[Value]) -> Result<Value> {
 /// `(length l)` called directly (a primitive so that what is not a list is
 /// named: the prelude's loop failed in its `cdr`, inside `length`).
 fn length_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
-    let mut n = 0usize;
-    let mut l = &a[0];
     // (a lazy tail, as a transformed list is (`length`'s versions apply it to
     // one: `Rule::Predicate`), is taken one pair at a time: its head normal
     // form, which it keeps, so that counting it again builds nothing)
-    let mut here;
-    loop {
-        match l {
-            Value::Pair(p) => {
-                l = &p.cdr;
-                n += 1;
-                if n.is_multiple_of(WALK_CHECK_EVERY) {
-                    m.check_limits()?;
-                }
-            }
-            Value::Nil => return Ok(Value::Int(n as i64)),
-            Value::Lazy(_) => {
-                here = ops::hnf(m, l)?;
-                l = &here;
-            }
-            other => return Err(not_a_list("length", &ops::force(m, &a[0])?, other, n)),
-        }
+    match walk_to(m, "length", &a[0], u64::MAX, |_, _| Ok(()))? {
+        Err(n) => Ok(Value::Int(n as i64)),
+        Ok(_) => Err(err("length: the list is too long to count".into())),
     }
 }
 

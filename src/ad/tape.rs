@@ -29,8 +29,10 @@
 //! the primitives' `Rule::Via` definitions, which are also what any enclosing
 //! transform differentiates. Nothing with an effect runs on a tape, so the
 //! second run repeats nothing observable; limits (`--max-steps`, `--timeout`,
-//! Ctrl-C) stop both. A function whose tape run was declined is not tried on a
-//! tape again. What can differ: the transform applies rules to zeros (the zero
+//! Ctrl-C) stop both. A function whose tape run was declined runs by the
+//! transform its next call, then its next 2, 4, ... 1024 after each further
+//! decline, before it is tried on a tape again; a run on a tape that succeeds
+//! starts the count again (`Declined`). What can differ: the transform applies rules to zeros (the zero
 //! tangents of values that do not depend on the argument, the zero sensitivities
 //! of values that do not reach the result), which a tape skips. A zero through
 //! an inexact operand is inexact, so whether a derivative is exact can differ
@@ -498,6 +500,23 @@ pub(super) struct Mark {
     reals: usize,
 }
 
+/// A function whose run on a level was declined (see [`Tapes::declined`]):
+/// its calls run by the transform while `skip` lasts; each decline after a
+/// new try doubles `wait`, the calls it skips, up to [`MAX_DECLINED_WAIT`]
+/// (a function that always gives way wastes a partial run a few times per
+/// thousand calls; one that gave way once, on a rare branch, returns to
+/// the tape at its next call).
+struct Declined {
+    /// (held so that its address is not reused while it is a key)
+    _group: Rc<crate::anf::Group>,
+    skip: u32,
+    wait: u32,
+}
+
+/// The most calls a declined function runs by the transform before it is
+/// tried on a level again.
+const MAX_DECLINED_WAIT: u32 = 1024;
+
 /// The levels of the calls running now (innermost last), and what the
 /// machine remembers between calls.
 pub struct Tapes {
@@ -512,7 +531,7 @@ pub struct Tapes {
     /// reused by another while its key is here (a program's groups are freed
     /// when it is done: a later one at the same address was taken for it,
     /// and ran by the transform).
-    declined: FxHashMap<usize, Rc<crate::anf::Group>>,
+    declined: FxHashMap<usize, Declined>,
     /// The compiled `Rule::Via` definitions, run when the tape declines.
     fallbacks: FxHashMap<PrimId, Value>,
     /// Off: every call runs the transform (to compare the two).
@@ -1895,8 +1914,11 @@ fn try_tape_with(
         return Ok(None);
     }
     let key = group_key(&args[0], want);
-    if key.is_some_and(|k| m.tape.declined.contains_key(&k)) {
-        return Ok(None);
+    if let Some(d) = key.and_then(|k| m.tape.declined.get_mut(&k)) {
+        if d.skip > 0 {
+            d.skip -= 1;
+            return Ok(None);
+        }
     }
     // (lazy parts, a lazy zero's above all, built: the walks below see data)
     let mut built: SmallVec<[Value; 3]> = SmallVec::new();
@@ -1956,13 +1978,26 @@ fn try_tape_with(
     };
     let tape = m.tape.stack.pop().expect("the level pushed above");
     let y = match r {
-        Ok(Some(y)) => y,
+        Ok(Some(y)) => {
+            if let Some(k) = key {
+                if !m.tape.declined.is_empty() {
+                    m.tape.declined.remove(&k);
+                }
+            }
+            y
+        }
         Ok(None) => return Ok(gave_way(m, "an argument (or tangent) not made of pairs, () and reals")),
         Err(e) if e.kind == ErrorKind::Limit => return Err(e),
         Err(e) => {
             gave_way(m, &e.message);
             if let (Some(k), Value::Closure(inst, _)) = (key, f) {
-                m.tape.declined.insert(k, inst.group.clone());
+                let d = m.tape.declined.entry(k).or_insert(Declined {
+                    _group: inst.group.clone(),
+                    skip: 0,
+                    wait: 0,
+                });
+                d.wait = (d.wait * 2).clamp(1, MAX_DECLINED_WAIT);
+                d.skip = d.wait;
             }
             m.tape.primal_error = Some(e);
             return Ok(None);

@@ -142,7 +142,9 @@ fn nested_gradients_over_lists_with_unused_reals() {
 /// on a tape), so its output appears once; the second call of the same
 /// function does not try the tape again: fewer multiplications, by what the
 /// first call's attempt did before `write` (x x on the tape: one; on a dual
-/// number: one and the two of its tangent, d x + x d).
+/// number: one and the two of its tangent, d x + x d). Of seven calls, the
+/// first, third and sixth try it (after each decline the function waits 1, 2,
+/// 4... calls).
 #[test]
 fn effects_run_once_and_a_declined_function_is_not_tried_again() {
     for (d, attempt) in [("derivative-R", 1), ("derivative-F", 3)] {
@@ -153,14 +155,47 @@ fn effects_run_once_and_a_declined_function_is_not_tried_again() {
         let (mut s, out) = session_with(true);
         run_in(&mut s, "defs", "(define (f x) (let* ((a (* x x)) (u (write a))) a))");
         let mut muls = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..7 {
             s.m.meter = Some(vec![0; vlad::prims::prims().len()].into());
             run_in(&mut s, "call", &format!("(({d} f) 3.0)"));
             let mul = vlad::prims::lookup("*").unwrap() as usize;
             muls.push(s.m.meter.take().unwrap()[mul]);
         }
-        assert_eq!(muls[0], muls[1] + attempt, "{d}: the first call tried the tape, the second did not");
-        assert_eq!(out.text(), "9.0\n9.0\n", "{d}");
+        let tried: Vec<usize> = (0..7).filter(|k| muls[*k] == muls[1] + attempt).collect();
+        assert_eq!(tried, [0, 2, 5], "{d}: the calls that tried the tape ({muls:?})");
+        assert!((0..7).all(|k| tried.contains(&k) || muls[k] == muls[1]), "{d}: {muls:?}");
+        assert_eq!(out.text(), "9.0\n".repeat(7), "{d}");
+        assert_eq!((s.m.tape.runs, s.m.tape.declined_runs), (0, 7), "{d}");
+    }
+}
+
+/// A function that gave way once, on a rare branch (a `write`), runs on a
+/// tape again after its next call: of five calls at 1, -1, 1, 1, 1, the
+/// second gives way, the third waits, the others run on a tape, with the
+/// transform's values (x³ + 1, derivative 3x²).
+#[test]
+fn a_function_that_gave_way_once_returns_to_the_tape() {
+    for d in ["derivative-R", "derivative-F"] {
+        let (mut s, out) = session_with(true);
+        run_in(
+            &mut s,
+            "defs",
+            "(define (f x) (if (< x 0.) (write (+ (* x (* x x)) 1.)) (+ (* x (* x x)) 1.)))",
+        );
+        let mut got = Vec::new();
+        let mut ways = Vec::new();
+        for x in ["1.0", "-1.0", "1.0", "1.0", "1.0"] {
+            let before = (s.m.tape.runs, s.m.tape.declined_runs);
+            got.push(num(&run_in(&mut s, "call", &format!("(({d} f) {x})"))[0]));
+            ways.push((s.m.tape.runs - before.0, s.m.tape.declined_runs - before.1));
+        }
+        assert_eq!(got, [3.0; 5], "{d}");
+        assert_eq!(
+            ways,
+            [(1, 0), (0, 1), (0, 1), (1, 0), (1, 0)],
+            "{d}: (on a tape, by the transform) per call"
+        );
+        assert_eq!(out.text(), "0.0\n", "{d}");
     }
 }
 
