@@ -43,6 +43,14 @@ pub enum Rule {
     /// A primitive with zero derivative that accepts transformed arguments as they
     /// are (e.g. `vec-length`): its forward and reverse versions apply it directly.
     Predicate,
+    /// A primitive that selects an element of a list (its first argument) at an
+    /// index (its second), as `list-ref`: its forward version selects it from the
+    /// forward-transformed list at the index's primal (the tangent is the
+    /// tangent's element: the same element), taking apart the list the caller
+    /// holds, whose parts (lazy) are kept for its next call, not a new view of
+    /// its primal and of its tangent each call; its reverse version is
+    /// `Rules`' with the cotangent rule `vjp`.
+    Element { vjp: &'static str },
     /// A primitive equal to the VLAD function `f` (source over primitives), whose
     /// forward and reverse versions are those of `f`: for primitives whose own
     /// implementation cannot be differentiated (the derivative runs of reversible
@@ -394,10 +402,7 @@ fn table() -> Vec<PrimDef> {
             "list-ref",
             2,
             list_ref_native,
-            rules!(
-                "(lambda ((cons l i) y (cons dl di)) (list-ref dl i))",
-                "(lambda ((cons l i) y yb) (cons (%one-hot l i yb) (zero i)))"
-            ),
+            Rule::Element { vjp: "(lambda ((cons l i) y yb) (cons (%one-hot l i yb) (zero i)))" },
             Other,
         ),
         // `(%one-hot l i v)`: the zero of list `l` with element `i` replaced by `v`

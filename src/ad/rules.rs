@@ -37,7 +37,8 @@ pub fn rule_source(p: PrimId, k: Kind) -> String {
             "(lambda (v) (let* ((x (*j-inverse v)) (y ({name} x))) \
                (cons (*j y) (lambda (s) (sensitize (cons '() ({vjp} x y (%check-sensitivity y (unsensitize s) {p}))))))))"
         ),
-        (Rule::Rules { vjp, .. } | Rule::Joint { vjp, .. }, _) => format!(
+        (Rule::Element { .. }, Kind::F) => format!("(lambda ((cons l i)) ({name} l (primal i)))"),
+        (Rule::Rules { vjp, .. } | Rule::Joint { vjp, .. } | Rule::Element { vjp }, _) => format!(
             "(lambda (v) (let* ((x (*j-inverse v)) (y ({name} x))) \
                (cons (*j y) (lambda (s) (sensitize (cons '() ({vjp} x y (unsensitize s))))))))"
         ),

@@ -198,6 +198,25 @@ fn check_linear(name: &str, defs: &str, expr: &str) {
     assert!(r < 4.6, "{name}: 4x the input took {r:.2}x the work ({w1} -> {w4}): not linear");
 }
 
+/// A forward derivative through `list-ref` at every index of a list: the
+/// forward version takes apart the forward-transformed list the caller holds,
+/// whose expansion is kept, so the AD work is linear in the list's length. (It
+/// walked a new lazy view of the list's primal and of its tangent on every
+/// call, building both views' pairs up to the index: quadratic. The pairs
+/// passed by the walks themselves, the primitive's own, are not counted.)
+fn forward_derivative_through_list_ref_is_linear() {
+    check_linear(
+        "forward derivative through list-ref at every index",
+        "(define (loss l) (fold-left + 0. (map (lambda (i) (list-ref l i)) (iota (length l)))))",
+        "((derivative-F (lambda (s) (loss (map (lambda (x) (* s x)) x0)))) 1.)",
+    );
+}
+
+#[test]
+fn forward_derivative_through_list_ref_at_every_index_is_linear() {
+    forward_derivative_through_list_ref_is_linear();
+}
+
 #[test]
 fn forward_over_reverse_on_a_list_is_linear() {
     // Was quadratic: the forward versions of the structural AD primitives walked
@@ -395,5 +414,6 @@ fn all_of_the_above_by_the_transform() {
         vector_hvp_makes_the_rules_products,
         length_under_a_derivative_does_no_arithmetic,
         list_ref_under_a_derivative_does_no_arithmetic,
+        forward_derivative_through_list_ref_is_linear,
     ]);
 }
