@@ -745,6 +745,13 @@ pub fn record(
         if let Some(y) = record_doubles_on(m, f, args, level, true) {
             return Ok(y);
         }
+        // (or, where its operands' values and tangents are reals of a level
+        // enclosing it, as its `record` computes those on the innermost level:
+        // the same operations, so the same bits; the inner levels of forward
+        // mode nested three deep take this for their tangent rules)
+        if let Some(y) = native::record_forward_lifted(m, level, f, args) {
+            return Ok(y);
+        }
     }
     // the values at this level (and on a forward level the tangents: a constant's
     // is its zero)
