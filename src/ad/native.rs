@@ -1926,6 +1926,7 @@ fn values_and_tangents<T: Copy>(
 /// value as [`lifted_op`] computes it and the tangent as [`tangent_rule`]
 /// does (a constant's tangent its zero), without their checks per value.
 /// `None` where that does not apply (nothing done).
+#[inline(always)]
 pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
     // (a tape's real among the numbers, reverse over forward, which none of
     // the cases below takes: `record_forward_rev` does)
@@ -1950,6 +1951,20 @@ pub(super) fn record_forward_lifted(m: &mut Machine, id: u32, f: Formula, args: 
     let y = Lift::formula_op(m, f, &xs[..n]).ok()?;
     let dy = jvp_num::<Lift>(m, f, &xs[..n], &y, &ds[..n]).ok()?;
     Some(super::tape::forward_real(id, unlift(y, level), unlift(dy, level)))
+}
+
+/// [`record_forward_lifted`] on forward level `id` while levels inside it
+/// run (forward mode nested three deep: `ad::tape::record`), out of line
+/// (inlined into `record` a second time, it was no longer inlined at its
+/// first place, the innermost level's, which nested forward mode runs most).
+#[inline(never)]
+pub(super) fn record_forward_lifted_enclosing(
+    m: &mut Machine,
+    id: u32,
+    f: Formula,
+    args: &[Value],
+) -> Option<Value> {
+    record_forward_lifted(m, id, f, args)
 }
 
 /// [`record_forward_lifted`] where every number is a double, or an exact

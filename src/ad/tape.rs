@@ -749,8 +749,16 @@ pub fn record(
         // enclosing it, as its `record` computes those on the innermost level:
         // the same operations, so the same bits; the inner levels of forward
         // mode nested three deep take this for their tangent rules)
-        if let Some(y) = native::record_forward_lifted(m, level, f, args) {
-            return Ok(y);
+        let lifted = |a: &Value| match a {
+            Value::Active(r) if r.tape == level => {
+                other_dual(level, &r.value) || other_dual(level, &r.tangent)
+            }
+            a => other_dual(level, a),
+        };
+        if args.iter().any(lifted) {
+            if let Some(y) = native::record_forward_lifted_enclosing(m, level, f, args) {
+                return Ok(y);
+            }
         }
     }
     // the values at this level (and on a forward level the tangents: a constant's
