@@ -101,26 +101,43 @@ pub const VALUE_AND_VJP_VIA: &str = "(lambda ((cons f (cons x ybar))) (let* (((c
 pub const JVP_VIA: &str = "(lambda ((cons f (cons x dx))) \
      (unperturb (tangent ((bundle f (perturb (zero f))) (bundle x (perturb (%check-tangent x dx)))))))";
 
+// The list walks' definitions end where the list does not: a tail that is
+// neither a pair nor `()` (or a second list shorter than the first) calls
+// `%list-error` on it, which says so in the primitive's name (the pattern
+// would fail with "pattern mismatch"); its first argument says which primitive
+// (`LIST_WALKS`). (Given the tail, not the whole list, which the loop would
+// then capture: its sensitivity is a step's work more on every element.)
+
 /// `(append a b)`: the elements of `a` followed by `b`.
 pub const APPEND_VIA: &str = "(lambda ((cons a b)) \
-  (let loop ((a a)) (if (null? a) b (let (((cons x d) a)) (cons x (loop d))))))";
+  (let loop ((l a)) (if (pair? l) (let (((cons x d) l)) (cons x (loop d))) \
+    (if (null? l) b (%list-error 0 l)))))";
 
 /// `(map f l)`: f on every element, in order.
-pub const MAP_VIA: &str = "(lambda ((cons f l)) \
-  (let loop ((l l)) (if (null? l) '() (let (((cons a d) l)) (cons (f a) (loop d))))))";
+pub const MAP_VIA: &str = "(lambda ((cons f l0)) \
+  (let loop ((l l0)) (if (pair? l) (let (((cons a d) l)) (cons (f a) (loop d))) \
+    (if (null? l) '() (%list-error 1 l)))))";
 
 /// `(map2 f l1 l2)`: f on corresponding elements, as many as `l1` has.
 pub const MAP2_VIA: &str = "(lambda ((cons f (cons l1 l2))) \
-  (let loop ((l1 l1) (l2 l2)) \
-    (if (null? l1) '() (let (((cons a d1) l1) ((cons b d2) l2)) (cons (f a b) (loop d1 d2))))))";
+  (let loop ((m1 l1) (m2 l2)) \
+    (if (pair? m1) \
+      (if (pair? m2) (let (((cons a d1) m1) ((cons b d2) m2)) (cons (f a b) (loop d1 d2))) \
+        (%list-error 2 (cons m1 m2))) \
+      (if (null? m1) '() (%list-error 2 (cons m1 m2))))))";
 
 /// `(fold-left f acc l)`: `(f (f acc x1) x2)`... from the left.
-pub const FOLD_LEFT_VIA: &str = "(lambda ((cons f (cons acc l))) \
-  (let loop ((acc acc) (l l)) (if (null? l) acc (let (((cons a d) l)) (loop (f acc a) d)))))";
+pub const FOLD_LEFT_VIA: &str = "(lambda ((cons f (cons acc0 l0))) \
+  (let loop ((acc acc0) (l l0)) (if (pair? l) (let (((cons a d) l)) (loop (f acc a) d)) \
+    (if (null? l) acc (%list-error 3 l)))))";
 
 /// `(reduce f i l)`: `(f x1 (f x2 ... (f xn i)))`, the last application first.
-pub const REDUCE_VIA: &str = "(lambda ((cons f (cons i l))) \
-  (let loop ((l l)) (if (null? l) i (let (((cons a d) l)) (f a (loop d))))))";
+pub const REDUCE_VIA: &str = "(lambda ((cons f (cons i l0))) \
+  (let loop ((l l0)) (if (pair? l) (let (((cons a d) l)) (f a (loop d))) \
+    (if (null? l) i (%list-error 4 l)))))";
+
+/// The list walks defined above, by `%list-error`'s first argument.
+const LIST_WALKS: [&str; 5] = ["append", "map", "map2", "fold-left", "reduce"];
 
 /// `((gradient-F f) x)` by the transform: the prelude's walk, one `jvp` per real of
 /// `x` (in order), each along a one-hot tangent shaped like `x`.
@@ -417,6 +434,8 @@ fn table() -> Vec<PrimDef> {
             ),
             Other,
         ),
+        // (the error of a list walk's definition where its list is not one: see `LIST_WALKS`)
+        p("%list-error", 2, list_error, Rule::Predicate, Other),
         p("append", 2, append_native, Rule::Via { f: APPEND_VIA }, Other),
         p("map", 2, map_native, Rule::Via { f: MAP_VIA }, Other),
         p("map2", 3, map2_native, Rule::Via { f: MAP2_VIA }, Other),
@@ -1028,6 +1047,60 @@ fn not_a_list(name: &str, whole: &Value, other: &Value, n: usize) -> Error {
 /// `f` called with `args` (pushed as a call's arguments are).
 fn call_with(m: &mut Machine, f: &Value, args: &[Value]) -> Result<Value> {
     m.call_on(f, args)
+}
+
+/// `(%list-error k x)`: the error of list walk `LIST_WALKS[k]`'s definition
+/// where its list ends in `x` (for `map2`, `(cons m1 m2)`: the two lists
+/// where one of them ended), seen through AD tags, as it was before the
+/// transform.
+fn list_error(m: &mut Machine, a: &[Value]) -> Result<Value> {
+    // (a constant of transformed code: seen through its tags)
+    let name = match &*ops::strip(&a[0]) {
+        Value::Int(k) => LIST_WALKS.get(*k as usize).copied(),
+        _ => None,
+    };
+    let Some(name) = name else { return Err(err("%list-error: not a list walk's error".into())) };
+    let x = stripped(m, &a[1])?;
+    let ends = |which: &str, v: &Value| {
+        err(format!(
+            "{name}: expected a list, but {which} ends in {} ({}), not ()",
+            describe(v),
+            v.kind_name()
+        ))
+    };
+    Err(match (name, &x) {
+        ("map2", Value::Pair(p)) => match (&p.car, &p.cdr) {
+            (Value::Pair(_), Value::Nil) => err("map2: the second list is shorter than the first".into()),
+            (Value::Pair(_), l2) => ends("the second list", l2),
+            (l1, _) => ends("the first list", l1),
+        },
+        _ => ends("it", &x),
+    })
+}
+
+/// `v` with every pending operation applied and every leaf's AD tags
+/// stripped (a transformed argument as it was before the transform).
+fn stripped(m: &mut Machine, v: &Value) -> Result<Value> {
+    fn go(v: &Value) -> Value {
+        match v {
+            Value::Pair(_) => {
+                let mut items = Vec::new();
+                let mut at = v;
+                while let Value::Pair(p) = at {
+                    items.push(crate::stack::grow(|| go(&p.car)));
+                    at = &p.cdr;
+                }
+                let mut out = go(at);
+                for x in items.into_iter().rev() {
+                    out = Value::cons(x, out);
+                }
+                out
+            }
+            Value::Tagged(..) | Value::TReal(..) | Value::Bundle(_) => go(&ops::strip(v)),
+            _ => v.clone(),
+        }
+    }
+    Ok(go(&ops::force(m, v)?))
 }
 
 /// `(length l)` called directly (a primitive so that what is not a list is

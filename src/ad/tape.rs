@@ -32,9 +32,10 @@
 //! Ctrl-C) stop both. A function whose tape run was declined runs by the
 //! transform its next call, then its next 2, 4, ... 1024 after each further
 //! decline, before it is tried on a tape again; a run on a tape that succeeds
-//! starts the count again (`Declined`). What can differ: the transform applies rules to zeros (the zero
-//! tangents of values that do not depend on the argument, the zero sensitivities
-//! of values that do not reach the result), which a tape skips. A zero through
+//! starts the count again (`Declined`). What can differ: the transform applies
+//! rules to zeros (the zero tangents of values that do not depend on the
+//! argument, the zero sensitivities of values that do not reach the result),
+//! which a tape skips. A zero through
 //! an inexact operand is inexact, so whether a derivative is exact can differ
 //! (a tape gives way where it sees that, `exactness_may_differ`, but not through
 //! pairs taken apart, nor for a constant operand's zero tangent in nested

@@ -240,9 +240,10 @@ fn errors_are_the_transforms() {
 
 /// A list primitive misused in the function: on a level the primitive runs
 /// and says what is wrong; by the transform its definition (`Rule::Via`)
-/// runs and fails on one of its patterns, at the same place, or (`length`,
-/// `list-ref`) its versions run the primitive, which says it again. The
-/// level's error is reported (the transform's alone with the tape off).
+/// runs and says, in the primitive's name, where the list ends, at the same
+/// place, or (`length`, `list-ref`) its versions run the primitive, which says
+/// it again. The level's error is reported (the transform's alone with the
+/// tape off).
 #[test]
 fn a_list_primitives_misuse_is_the_primitives_error() {
     for (src, want) in [
@@ -261,13 +262,51 @@ fn a_list_primitives_misuse_is_the_primitives_error() {
         } else if want.starts_with("list-ref") {
             &format!("error: {want}")
         } else {
-            "error: pattern mismatch"
+            "error: append: expected a list, but it ends in 1.0 (a real), not ()"
         };
         assert!(by_transform.contains(own), "{src}: {by_transform}");
     }
     // (an error of the function's own code is the transform's, as ever)
     let (got, _, _) = alike("((derivative-R (lambda (x) (list-ref (car x) 0))) 1.0)");
     assert!(got.contains("pattern mismatch"), "{got}");
+}
+
+/// The list walks by the transform (the tape off), misused: each says, in
+/// its own name, where its list ends (their definitions' patterns said
+/// "pattern mismatch: expected a pair"), in every mode, with the primal of
+/// what it ends in.
+#[test]
+fn list_walks_misused_by_the_transform_say_so() {
+    for d in ["derivative-R", "derivative-F"] {
+        for (body, want) in [
+            (
+                "(car (append (cons x x) (list x)))",
+                "append: expected a list, but it ends in 0.5 (a real), not ()",
+            ),
+            (
+                "(car (map (lambda (y) (* y y)) (cons x 2)))",
+                "map: expected a list, but it ends in 2 (an exact integer), not ()",
+            ),
+            ("(car (map2 * (list x x) (list x)))", "map2: the second list is shorter than the first"),
+            (
+                "(car (map2 * (list x x) (cons x x)))",
+                "map2: expected a list, but the second list ends in 0.5 (a real), not ()",
+            ),
+            (
+                "(car (map2 * (cons x x) (list x x)))",
+                "map2: expected a list, but the first list ends in 0.5 (a real), not ()",
+            ),
+            (
+                "(fold-left + 0. (cons 1. x))",
+                "fold-left: expected a list, but it ends in 0.5 (a real), not ()",
+            ),
+            ("(reduce + 0. x)", "reduce: expected a list, but it ends in 0.5 (a real), not ()"),
+        ] {
+            let src = format!("(({d} (lambda (x) {body})) 0.5)");
+            let (got, _) = outcome(&src, false);
+            assert!(got.starts_with("error: t:1:") && got.contains(want), "{src}: {got}");
+        }
+    }
 }
 
 /// `--max-steps` stops a run on a tape; it is not retried by the transform.
