@@ -1492,9 +1492,9 @@ pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
 /// errors as the transform, but for a list primitive's misuse. There the
 /// level ran the primitive itself, whose message says what is wrong
 /// ("list-ref: index 5 is past the end of a list of 2 elements"), and the
-/// transform its definition (`Rule::Via`), which failed at the same place on
-/// one of its patterns ("pattern mismatch: expected a pair, got ()", traced
-/// through the definition's loops), or (`length`, whose versions apply it to
+/// transform its definition (`Rule::Via`), which failed at the same place
+/// saying less ("map: expected a list, but it ends in 2.0 (a real), not ()",
+/// traced through the definition's loops), or (`length`, whose versions apply it to
 /// the transformed list: `Rule::Predicate`) the primitive itself, whose
 /// message shows the transformed value (`(reverse 1.0)`), or (`list-ref`,
 /// whose versions apply it to the untagged list) the primitive itself, traced
