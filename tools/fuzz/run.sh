@@ -11,6 +11,9 @@
 #                                             sweeps (gen_sweeps.py) instead of gen.py's
 #   GEN=gen_loops.py tools/fuzz/run.sh ...    programs aimed at the slots of loops
 #                                             (gen_loops.py)
+#   GEN=gen_listref.py tools/fuzz/run.sh ...  gen.py's programs with list-ref for
+#                                             car/cadr (its rules; with --no-tape)
+#   GEN=gen_nested.py tools/fuzz/run.sh ...   derivatives nested 3-4 deep, F/R mixes
 #
 # Programs that differ are kept as $TMPDIR/vlad-fuzz-SEED.vlad. Before a change
 # that must not change values, run the previous build against the new one (a few
