@@ -1060,7 +1060,10 @@ fn list_error(m: &mut Machine, a: &[Value]) -> Result<Value> {
         _ => None,
     };
     let Some(name) = name else { return Err(err("%list-error: not a list walk's error".into())) };
-    let x = stripped(m, &a[1])?;
+    // (what a list ends in, a leaf, or for `map2` a pair of the two lists'
+    // rests, as transformed code holds them: seen through tags and laziness)
+    let seen = |m: &mut Machine, v: &Value| Ok::<_, Error>(ops::strip(&ops::hnf(m, v)?).into_owned());
+    let x = seen(m, &a[1])?;
     let ends = |which: &str, v: &Value| {
         err(format!(
             "{name}: expected a list, but {which} ends in {} ({}), not ()",
@@ -1069,38 +1072,13 @@ fn list_error(m: &mut Machine, a: &[Value]) -> Result<Value> {
         ))
     };
     Err(match (name, &x) {
-        ("map2", Value::Pair(p)) => match (&p.car, &p.cdr) {
+        ("map2", Value::Pair(p)) => match (seen(m, &p.car)?, seen(m, &p.cdr)?) {
             (Value::Pair(_), Value::Nil) => err("map2: the second list is shorter than the first".into()),
-            (Value::Pair(_), l2) => ends("the second list", l2),
-            (l1, _) => ends("the first list", l1),
+            (Value::Pair(_), l2) => ends("the second list", &l2),
+            (l1, _) => ends("the first list", &l1),
         },
         _ => ends("it", &x),
     })
-}
-
-/// `v` with every pending operation applied and every leaf's AD tags
-/// stripped (a transformed argument as it was before the transform).
-fn stripped(m: &mut Machine, v: &Value) -> Result<Value> {
-    fn go(v: &Value) -> Value {
-        match v {
-            Value::Pair(_) => {
-                let mut items = Vec::new();
-                let mut at = v;
-                while let Value::Pair(p) = at {
-                    items.push(crate::stack::grow(|| go(&p.car)));
-                    at = &p.cdr;
-                }
-                let mut out = go(at);
-                for x in items.into_iter().rev() {
-                    out = Value::cons(x, out);
-                }
-                out
-            }
-            Value::Tagged(..) | Value::TReal(..) | Value::Bundle(_) => go(&ops::strip(v)),
-            _ => v.clone(),
-        }
-    }
-    Ok(go(&ops::force(m, v)?))
 }
 
 /// `(length l)` called directly (a primitive so that what is not a list is

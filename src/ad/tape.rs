@@ -1497,13 +1497,13 @@ pub fn run(m: &mut Machine, want: Want, args: &[Value]) -> Result<Value> {
 /// traced through the definition's loops), or (`length`, whose versions apply it to
 /// the transformed list: `Rule::Predicate`) the primitive itself, whose
 /// message shows the transformed value (`(reverse 1.0)`), or (`list-ref`,
-/// whose versions apply it to the untagged list) the primitive itself, traced
+/// whose versions apply it to the untagged list: `Rule::Element`) the primitive itself, traced
 /// through its transformed versions: the level's error (`on_tape`) then.
 fn same_error(e: Error, on_tape: Option<Error>) -> Error {
     let said_by = |msg: &str, name: &str| msg.strip_prefix(name).is_some_and(|rest| rest.starts_with(": "));
     let list_prim = |msg: &str| {
         prims::prims().iter().find(|p| {
-            (matches!(p.rule, prims::Rule::Via { .. } | prims::Rule::Predicate) || p.name == "list-ref")
+            matches!(p.rule, prims::Rule::Via { .. } | prims::Rule::Predicate | prims::Rule::Element { .. })
                 && !p.name.starts_with('%')
                 && said_by(msg, p.name)
         })
