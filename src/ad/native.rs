@@ -2299,11 +2299,21 @@ impl Num for L1 {
 /// tape as [`lifted_op`] records it and the tangent rule as [`tangent_rule`]
 /// records it. `None` where that does not apply (nothing done: the tape is as
 /// it was).
-pub(super) fn record_forward_rev(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
+///
+/// `ENCLOSING`: whether `id` has levels running inside it (reverse over
+/// forward over forward: `ad::tape::record`'s enclosing forward levels). It
+/// changes nothing but makes that caller's copy a function of its own, so that
+/// the innermost level's copy is inlined into `record` as it would be alone.
+pub(super) fn record_forward_rev<const ENCLOSING: bool>(
+    m: &mut Machine,
+    id: u32,
+    f: Formula,
+    args: &[Value],
+) -> Option<Value> {
     if !forward_op(m, id, f, args) {
         return None;
     }
-    if let Some(y) = forward_rev_doubles(m, id, f, args) {
+    if let Some(y) = forward_rev_doubles::<ENCLOSING>(m, id, f, args) {
         return Some(y);
     }
     let n = args.len();
@@ -2326,7 +2336,12 @@ pub(super) fn record_forward_rev(m: &mut Machine, id: u32, f: Formula, args: &[V
 /// rule's 2): computed as `R1`s, which record on the tape the nodes `Rv`
 /// records, as `record_doubles` records them. `None` where that does not apply
 /// (nothing done: the tape is as it was).
-fn forward_rev_doubles(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
+fn forward_rev_doubles<const ENCLOSING: bool>(
+    m: &mut Machine,
+    id: u32,
+    f: Formula,
+    args: &[Value],
+) -> Option<Value> {
     let n = args.len();
     let (parts, constants) = operand_parts(id, args);
     // (the tape's level and index among the running levels, once one is met)

@@ -721,7 +721,7 @@ pub fn record(
         if let Some(y) = native::record_forward_lifted(m, id, f, args) {
             return Ok(y);
         }
-        if let Some(y) = native::record_forward_rev(m, id, f, args) {
+        if let Some(y) = native::record_forward_rev::<false>(m, id, f, args) {
             return Ok(y);
         }
     }
@@ -758,6 +758,14 @@ pub fn record(
         };
         if args.iter().any(lifted) {
             if let Some(y) = native::record_forward_lifted_enclosing(m, level, f, args) {
+                return Ok(y);
+            }
+        }
+        if args.iter().any(|a| tape_part(level, a)) {
+            // (or where they hold an enclosing tape's reals: reverse over
+            // forward over forward, as `record` records those on the
+            // innermost level)
+            if let Some(y) = record_enclosing_forward_rev(m, f, args, level) {
                 return Ok(y);
             }
         }
@@ -1060,6 +1068,14 @@ fn dual_op2(id: u32, f: Formula, a: f64, b: f64, da: f64, db: f64) -> Option<Lev
 #[inline(always)]
 pub(super) fn other_dual(id: u32, v: &Value) -> bool {
     matches!(v, Value::Active(w) if w.node == NONE && w.tape != id)
+}
+
+/// `native::record_forward_rev` on forward level `level` while levels inside
+/// it run (reverse over forward over forward: `record`), out of line, as
+/// `native::record_forward_lifted_enclosing` is.
+#[inline(never)]
+fn record_enclosing_forward_rev(m: &mut Machine, f: Formula, args: &[Value], level: u32) -> Option<Value> {
+    native::record_forward_rev::<true>(m, level, f, args)
 }
 
 /// `+ - * /` (`f`) on `x` and `y` while level `id` runs (the innermost), where
