@@ -167,12 +167,13 @@ const FORCED_PAIRS: usize = 1 << 16;
 const MAX_NESTING: usize = 1000;
 
 /// Is `v` nested at most `MAX_NESTING` deep in the cars of its pairs, and not
-/// a large structure with sharing (a pair reached twice past
-/// `ops::SHARING_WATCHED_AFTER` pairs)? The tape's walks of an argument,
-/// tangent, sensitivity, result and cotangent take each pair as often as it is
-/// reached, so data with shared structure (a list of `n` pairs each holding
-/// the one before twice: 2^n reals as a tree) go to the transform, whose
-/// `zero`, `plus` and sensitivities keep the sharing.
+/// a large structure whose sharing makes it far larger as a tree? The tape's
+/// walks of an argument, tangent, sensitivity, result and cotangent take each
+/// pair as often as it is reached, so data with shared structure (a list of `n`
+/// pairs each holding the one before twice: 2^n reals as a tree) go to the
+/// transform, whose `zero`, `plus` and sensitivities keep the sharing. Data
+/// that holds a pair a few times (eight references to one list) stay on the
+/// tape, which takes them as their unshared copy: see [`expansion_within`].
 fn shallow(v: &Value) -> bool {
     // (a list of atoms, the commonest, in one walk down its spine)
     let mut l = v;
@@ -186,21 +187,101 @@ fn shallow(v: &Value) -> bool {
 }
 
 /// [`shallow`] of any data. (A list down its spine holds no pair twice: only
-/// a pair in a car can be one reached before.)
+/// a pair in a car can be one reached before.) Past
+/// `ops::SHARING_WATCHED_AFTER` pairs, a pair reached a second time sends the
+/// question to [`expansion_within`].
 #[inline(never)]
 fn shallow_nested(v: &Value) -> bool {
     let mut work: SmallVec<[(&Value, usize); 16]> = smallvec::smallvec![(v, 0usize)];
     let mut watch = super::ops::SharingWatch::default();
-    while let Some((v, d)) = work.pop() {
-        if let Value::Pair(p) = v {
-            if d > MAX_NESTING || watch.again(p) {
+    while let Some((w, d)) = work.pop() {
+        if let Value::Pair(p) = w {
+            if d > MAX_NESTING {
                 return false;
+            }
+            if watch.again(p) {
+                return expansion_within(v);
             }
             work.push((&p.car, d + 1));
             work.push((&p.cdr, d));
         }
     }
     true
+}
+
+/// How many times larger than its distinct pairs data with shared structure
+/// may be as a tree (each pair counted as often as it is reached), for the
+/// tape to take it as it takes its unshared copy. The tape's work on the
+/// argument grows with the tree, the transform's with the distinct pairs, but
+/// the transform runs the function itself about eight times slower: a function
+/// that walks what it is given (`k` references to one list of 10^4 reals,
+/// summed: 5.5 times the primal on the tape for every `k` from 4 to 64, 44
+/// times by the transform) gains, one that reads a little of a widely shared
+/// structure loses, at most in proportion to this.
+const EXPANSION_RATIO: usize = 32;
+
+/// [`shallow`] of data with shared structure: its size as a tree (each pair
+/// counted as often as it is reached) at most [`EXPANSION_RATIO`] times its
+/// distinct pairs, and its nesting within `MAX_NESTING`. Computed in one walk of its distinct
+/// pairs, each shared pair's tree size and nesting kept for the next time it
+/// is reached.
+#[inline(never)]
+fn expansion_within(v: &Value) -> bool {
+    let mut memo = FxHashMap::default();
+    let mut distinct = 0usize;
+    match tree_size(v, 0, &mut memo, &mut distinct) {
+        Some((size, _)) => size <= distinct.saturating_mul(EXPANSION_RATIO),
+        None => false,
+    }
+}
+
+/// The pairs of `v` as a tree (saturating) and its nesting in the cars of its
+/// pairs; `None` if that nesting, below `depth`, passes `MAX_NESTING`.
+/// `memo`: the shared pairs (held by more than one value) already sized;
+/// `distinct`: a count of the pairs walked. Recursive in the cars only (at
+/// most `MAX_NESTING` deep); a list's spine is walked in a loop.
+fn tree_size(
+    v: &Value,
+    depth: usize,
+    memo: &mut FxHashMap<*const crate::value::Pair, (usize, usize)>,
+    distinct: &mut usize,
+) -> Option<(usize, usize)> {
+    if depth > MAX_NESTING {
+        return None;
+    }
+    // (down the spine: each pair's car sized, until a leaf or a pair sized before)
+    let mut spine: Vec<(&Rc<crate::value::Pair>, usize, usize)> = Vec::new();
+    let mut l = v;
+    let mut end = (0usize, 0usize);
+    while let Value::Pair(p) = l {
+        if let Some(&known) = memo.get(&Rc::as_ptr(p)) {
+            end = known;
+            break;
+        }
+        *distinct += 1;
+        let (size, nesting) = match &p.car {
+            car @ Value::Pair(_) => {
+                let (s, n) = tree_size(car, depth + 1, memo, distinct)?;
+                (s, n + 1)
+            }
+            _ => (0, 0),
+        };
+        spine.push((p, size, nesting));
+        l = &p.cdr;
+    }
+    // (back up the spine: the sizes of its tails, kept for the shared pairs)
+    let (mut size, mut nesting) = end;
+    for (p, car_size, car_nesting) in spine.into_iter().rev() {
+        size = size.saturating_add(car_size).saturating_add(1);
+        nesting = nesting.max(car_nesting);
+        if Rc::strong_count(p) > 1 {
+            memo.insert(Rc::as_ptr(p), (size, nesting));
+        }
+    }
+    if depth + nesting > MAX_NESTING {
+        return None;
+    }
+    Some((size, nesting))
 }
 
 /// One operation on a tape: `y = f(x)`, whose operands `x` (one or two) are

@@ -342,6 +342,51 @@ fn long_arguments_and_results() {
     assert_eq!((s.m.tape.runs, s.m.tape.declined_runs), (3, 0));
 }
 
+/// Data with shared structure past the first 4096 pairs (eight references to
+/// one list of 600 reals; a list holding itself twice at each of 20 levels,
+/// 2^20 times its distinct pairs as a tree; 40 references to the list, as an
+/// argument and as a result): the tape takes data whose tree is at most 32
+/// times its distinct pairs, as it would their unshared copy; the transform,
+/// which keeps the sharing, takes the rest. The gradient of the sum of squares
+/// of the elements of all the lists, by position, is 2x at every place x is
+/// reached; the vjp of x -> 40 references to x l, with the cotangent 40
+/// references to l, is 40 |l|^2 = 40 * 10^-6 * (599 * 600 * 1199 / 6).
+#[test]
+fn shared_structure_runs_where_it_is_cheaper() {
+    let defs = "(define l (map (lambda (i) (* 0.001 i)) (iota 600)))\n\
+                (define (refs k x) (let loop ((i 0) (acc '())) (if (= i k) acc (loop (+ i 1) (cons x acc)))))\n\
+                (define (ssq ls) (fold-left (lambda (a m) (fold-left (lambda (b x) (+ b (* x x))) a m)) 0.0 ls))\n\
+                (define (big n z) (let loop ((i 0) (v z)) (if (= i n) v (loop (+ i 1) (cons v v)))))\n\
+                (define (leftmost v) (if (pair? v) (leftmost (car v)) v))\n";
+    // (the gradient's element 599 of list 7, and the sum of every element:
+    // 2 * 0.599 and 2 * 8 * (0.001 * 599 * 600 / 2))
+    let eight = format!(
+        "{defs}(define g ((gradient-R ssq) (refs 8 l)))\n\
+         (list (list-ref (list-ref g 7) 599) (fold-left (lambda (a m) (fold-left + a m)) 0.0 g))"
+    );
+    let (got, runs, declined) = alike(&eight);
+    let nums: Vec<f64> =
+        got.trim_matches(|c| c == '(' || c == ')').split(' ').map(|x| x.parse().unwrap()).collect();
+    assert_close(nums[0], 2.0 * 0.599, 1e-12, "eight references: an element");
+    assert_close(nums[1], 2.0 * 8.0 * (0.001 * 599.0 * 600.0 / 2.0), 1e-9, "eight references: the sum");
+    assert_eq!((runs, declined), (1, 0), "eight references run on the tape");
+    let ssq = 40.0 * 1e-6 * (599.0 * 600.0 * 1199.0 / 6.0);
+    for (src, want) in [
+        (
+            format!(
+                "{defs}(leftmost ((gradient-R (lambda (v) (* 3.0 (leftmost v)))) (big 20 (list 1.5 2.5))))"
+            ),
+            3.0,
+        ),
+        (format!("{defs}(list-ref (list-ref ((gradient-R ssq) (refs 40 l)) 39) 10)"), 0.02),
+        (format!("{defs}(vjp (lambda (x) (refs 40 (map (lambda (y) (* x y)) l))) 2.0 (refs 40 l))"), ssq),
+    ] {
+        let (got, runs, declined) = alike(&src);
+        assert_close(got.parse().unwrap(), want, 1e-9, &src);
+        assert_eq!((runs, declined), (0, 1), "{src}: gives way");
+    }
+}
+
 /// The primitive operations on active reals are the transform's: the
 /// function's own, and each primitive's tangent or cotangent rule (here, where
 /// every operation depends on the argument; an operation on constants only is
