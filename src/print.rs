@@ -84,6 +84,15 @@ struct Printer<'a> {
     stopped: bool,
 }
 
+/// What remains to print of a value, on the printer's stack.
+enum Todo {
+    Text(&'static str),
+    Value(Value),
+    /// The rest of a list, from this pair (or its end), and whether it is the
+    /// whole list (no element printed yet).
+    Rest(Value, bool),
+}
+
 impl<'a> Printer<'a> {
     fn new(limit: usize, sink: Option<&'a mut dyn FnMut(&str) -> bool>) -> Self {
         Printer { buf: String::new(), flushed: 0, limit, sink, stopped: false }
@@ -118,13 +127,23 @@ impl<'a> Printer<'a> {
         self.buf.push_str(s)
     }
 
-    /// Nested values (a list in the car of a list, millions deep) recurse
-    /// natively, on a stack grown like the other recursive passes'.
+    /// Prints `v`. Nested values (a list in the car of a list, millions
+    /// deep) are taken from a stack of what remains to print, not by
+    /// recursion: a level costs one entry (about 32 bytes) of it.
     fn value(&mut self, v: &Value) {
-        crate::stack::grow(|| self.value_here(v))
+        let mut todo = vec![Todo::Value(v.clone())];
+        while let Some(t) = todo.pop() {
+            match t {
+                Todo::Text(s) => self.push_str(s),
+                Todo::Value(v) => self.value_here(&v, &mut todo),
+                Todo::Rest(cur, first) => self.rest(cur, first, &mut todo),
+            }
+        }
     }
 
-    fn value_here(&mut self, v: &Value) {
+    /// Prints `v`, or its beginning, leaving its parts on `todo` (to be
+    /// printed in the order they are popped).
+    fn value_here(&mut self, v: &Value, todo: &mut Vec<Todo>) {
         if self.full() {
             if !self.stopped {
                 self.buf.push_str("...");
@@ -143,7 +162,7 @@ impl<'a> Printer<'a> {
             }
             Value::Real(r) => self.buf.push_str(&format_real(*r)),
             // (a real on a tape: only in messages the tape discards)
-            Value::Active(a) => self.value_here(&a.value),
+            Value::Active(a) => todo.push(Todo::Value(a.value.clone())),
             Value::TapeReal(_, _, p) => self.buf.push_str(&format_real(*p)),
             Value::Rat(q) => {
                 let _ = write!(self.buf, "{}/{}", q.numer(), q.denom());
@@ -154,40 +173,7 @@ impl<'a> Printer<'a> {
             Value::Vector(x) => self.vector(x),
             Value::Pair(_) => {
                 self.push_str("(");
-                let mut cur = v.clone();
-                let mut first = true;
-                loop {
-                    if let Value::Lazy(_) = cur {
-                        cur = match crate::ad::ops::hnf_detached(&cur) {
-                            Ok(h) => h,
-                            Err(_) => cur,
-                        };
-                    }
-                    match &cur {
-                        Value::Pair(_) if self.full() => {
-                            if !self.stopped {
-                                self.push_str(" ...");
-                            }
-                            break;
-                        }
-                        Value::Pair(p) => {
-                            if !first {
-                                self.push_str(" ");
-                            }
-                            first = false;
-                            self.value(&p.car);
-                            let next = p.cdr.clone();
-                            cur = next;
-                        }
-                        Value::Nil => break,
-                        other => {
-                            self.push_str(" . ");
-                            self.value(other);
-                            break;
-                        }
-                    }
-                }
-                self.push_str(")");
+                todo.push(Todo::Rest(v.clone(), true));
             }
             Value::Prim(p) => self.push_str(crate::prims::prim(*p).name),
             // (on one line where the printing is cut short, for a message)
@@ -205,21 +191,54 @@ impl<'a> Printer<'a> {
                     Tag::Sensitivity => "(sensitivity ",
                     Tag::Reverse => "(reverse ",
                 });
-                self.value(&inner);
-                self.push_str(")");
+                todo.push(Todo::Text(")"));
+                todo.push(Todo::Value(inner));
             }
             Value::Lazy(_) => match crate::ad::ops::hnf_detached(v) {
-                Ok(m) => self.value(&m),
+                Ok(m) => todo.push(Todo::Value(m)),
                 Err(e) => {
                     let _ = write!(self.buf, "#<error: {}>", e.message);
                 }
             },
             Value::Bundle(b) => {
                 self.push_str("(forward ");
-                self.value(&b.0);
-                self.push_str(" ");
-                self.value(&b.1);
+                todo.extend([
+                    Todo::Text(")"),
+                    Todo::Value(b.1.clone()),
+                    Todo::Text(" "),
+                    Todo::Value(b.0.clone()),
+                ]);
+            }
+        }
+    }
+
+    /// Prints the rest of a list from `cur` (after its `(`; `first`: nothing
+    /// of it printed yet), leaving its next element and the rest after that on
+    /// `todo`.
+    fn rest(&mut self, cur: Value, first: bool, todo: &mut Vec<Todo>) {
+        let cur = match cur {
+            Value::Lazy(_) => crate::ad::ops::hnf_detached(&cur).unwrap_or(cur),
+            cur => cur,
+        };
+        match &cur {
+            Value::Pair(_) if self.full() => {
+                if !self.stopped {
+                    self.push_str(" ...");
+                }
                 self.push_str(")");
+            }
+            Value::Pair(p) => {
+                if !first {
+                    self.push_str(" ");
+                }
+                todo.push(Todo::Rest(p.cdr.clone(), false));
+                todo.push(Todo::Value(p.car.clone()));
+            }
+            Value::Nil => self.push_str(")"),
+            other => {
+                self.push_str(" . ");
+                todo.push(Todo::Text(")"));
+                todo.push(Todo::Value(other.clone()));
             }
         }
     }

@@ -126,3 +126,29 @@ fn brief_forms_are_cut_short_without_printing_the_whole_value() {
     let mid = Value::list((0..30).map(int).collect::<Vec<_>>());
     assert_eq!(brief(&mid, 1000), to_string(&mid));
 }
+
+#[test]
+fn deeply_nested_values_print_whole() {
+    use crate::value::Tag;
+    let n = 200_000;
+    let mut deep = int(7);
+    for _ in 0..n {
+        deep = Value::cons(deep, Value::Nil);
+    }
+    assert_eq!(to_string(&deep), format!("{}7{}", "(".repeat(n), ")".repeat(n)));
+    // (a list's tail after a dot, inside tagged values and bundles)
+    let mut t = Value::Real(0.5);
+    for i in 0..n {
+        let pair = Value::cons(int(1), t);
+        t = if i % 2 == 0 { Value::tagged(Tag::Sensitivity, pair) } else { Value::bundle(pair, int(2)) };
+    }
+    // (openers from the outermost, closers from the innermost)
+    let (mut want, mut end) = (String::new(), String::new());
+    for i in (0..n).rev() {
+        want.push_str(if i % 2 == 0 { "(sensitivity (1 . " } else { "(forward (1 . " });
+    }
+    for i in 0..n {
+        end.push_str(if i % 2 == 0 { "))" } else { ") 2)" });
+    }
+    assert_eq!(to_string(&t), format!("{want}0.5{end}"));
+}
