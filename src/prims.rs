@@ -252,6 +252,28 @@ impl PrimDef {
                 | "reduce"
                 | "zero"
                 | "%real-derivative"
+                // (reversible procedures under nested derivatives: see
+                // `rev::run_on_levels`; their translation's helpers, which give
+                // way themselves where a level does not model what they meet)
+                | "call"
+                | "uncall"
+                | "%rev-call"
+                | "%rev-uncall"
+                | "%rev-fun"
+                | "%rev-ref"
+                | "%rev-set"
+                | "%rev-unpack"
+                | "%rev-repack"
+                | "%rev-zero-of"
+                | "%rev-wrap32"
+                | "%rev-qdiv"
+                | "%rev-div"
+                | "%rev-mod"
+                | "%rev-fracmul"
+                | "%rev-and"
+                | "%rev-or"
+                | "%rev-xor"
+                | "%rev-xor-update"
         );
         PrimDef { name, lazy, shallow, tape_ok, arity, imp, rule, class }
     }

@@ -702,6 +702,20 @@ impl Tapes {
         !self.stack.is_empty()
     }
 
+    /// How many levels are running (nested derivatives on levels).
+    pub fn depth(&self) -> usize {
+        self.stack.len()
+    }
+
+    /// Runs `f` with no level running (as on plain values), then the levels
+    /// again: for work done on the plain values of active reals.
+    pub fn paused<R>(m: &mut Machine, f: impl FnOnce(&mut Machine) -> R) -> R {
+        let levels = std::mem::take(&mut m.tape.stack);
+        let r = f(m);
+        m.tape.stack = levels;
+        r
+    }
+
     /// Starts a new innermost level (a tape unless `forward`) with a new
     /// identity, which it returns; `None` if none is left.
     #[inline(always)]

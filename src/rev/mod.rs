@@ -401,6 +401,10 @@ fn elem_ref(m: &mut Machine, v: &Value, i: &Value) -> Result<Value> {
 /// `v` with element `i` replaced by `x` (a list or packed vector).
 fn elem_set(m: &mut Machine, v: &Value, i: &Value, x: &Value) -> Result<Value> {
     if let Value::Vector(rv) = v {
+        if x.is_active() {
+            // (a packed vector holds no active real)
+            return Err(crate::ad::tape::decline("%rev-set"));
+        }
         let k = elem_index(i, rv.len(), "ref")?;
         let mut xs = rv.host().to_vec();
         xs[k] = x.as_f64().ok_or_else(|| {
@@ -493,6 +497,9 @@ fn grad_index(k: &Value, n: usize) -> Result<usize> {
 /// `call` (`Dir::Fwd`) or `uncall` (`Dir::Bwd`): the list of final values.
 pub fn run(m: &mut Machine, p: &Value, args: &Value, dir: Dir) -> Result<Value> {
     let what = if dir == Dir::Fwd { "call" } else { "uncall" };
+    if m.tape.active() {
+        return run_on_levels(m, p, args, dir);
+    }
     let rp = expect_rev(p, what)?;
     let vals = in_vals(m, &rp, args, what)?;
     let orig = list_items(m, args).unwrap_or_default();
@@ -502,6 +509,75 @@ pub fn run(m: &mut Machine, p: &Value, args: &Value, dir: Dir) -> Result<Value> 
     // Packed vectors passed in come back packed.
     let outs = ex.vals[..rp.code.nparams].iter().zip(&orig).map(|(v, a)| exec::repack(val_value(v), a));
     Ok(Value::list(outs.collect::<Vec<_>>()))
+}
+
+/// [`run`] while a function runs on active reals (`ad::tape`). Where they
+/// are nested derivatives' (two or more levels running) and the arguments hold
+/// active reals, the call is what the transform's rules make it
+/// (`VIA_VJP`...): the procedure run natively on the arguments' plain values,
+/// silently, for the checks its translation leaves out, then its translation
+/// (`functional`) applied to the arguments, ordinary code the levels
+/// differentiate. A first derivative gives way to the transform instead,
+/// whose rule for `call` is the executor's own derivative run (linear in the
+/// procedure's element updates, where the translation copies a list at each),
+/// and so does a call on plain values (its `write` statements would print
+/// during a run that may still give way).
+fn run_on_levels(m: &mut Machine, p: &Value, args: &Value, dir: Dir) -> Result<Value> {
+    let what = if dir == Dir::Fwd { "call" } else { "uncall" };
+    if m.tape.depth() < 2 || !holds_active(args) {
+        return Err(crate::ad::tape::decline(what));
+    }
+    let rp = expect_rev(p, what)?;
+    let primal = primal_data(args);
+    let out = std::mem::replace(&mut m.out, Box::new(std::io::sink()));
+    let checked = crate::ad::tape::Tapes::paused(m, |m| run(m, p, &primal, dir));
+    m.out = out;
+    checked?;
+    let f = rp
+        .code
+        .functional()
+        .as_ref()
+        .map_err(|msg| err(format!("nested differentiation through {}: {}", rp.display_name(), msg)))?;
+    let f = if (dir == Dir::Fwd) != rp.inverted { f.fwd.list.clone() } else { f.bwd.list.clone() };
+    m.call_on(&f, std::slice::from_ref(args))
+}
+
+/// Does `v` (a list of a procedure's values, at any depth) hold an active real?
+fn holds_active(v: &Value) -> bool {
+    let mut cur = v;
+    loop {
+        match cur {
+            Value::Pair(p) => {
+                if crate::stack::grow(|| holds_active(&p.car)) {
+                    return true;
+                }
+                cur = &p.cdr;
+            }
+            other => return other.is_active(),
+        }
+    }
+}
+
+/// `v` with each active real (at any depth of its lists) replaced by its
+/// plain value.
+fn primal_data(v: &Value) -> Value {
+    let mut items = Vec::new();
+    let mut cur = v;
+    while let Value::Pair(p) = cur {
+        items.push(crate::stack::grow(|| primal_data(&p.car)));
+        cur = &p.cdr;
+    }
+    let tail = crate::ad::tape::strip(cur).into_owned();
+    items.into_iter().rev().fold(tail, |acc, x| Value::cons(x, acc))
+}
+
+/// The arguments of one of the translation's arithmetic helpers, which a
+/// level does not model: it gives way if one is an active real.
+fn on_plain<'a>(a: &'a [Value], what: &str) -> Result<&'a [Value]> {
+    if crate::ad::tape::any_active(a) {
+        return Err(crate::ad::tape::decline(what));
+    }
+    Ok(a)
 }
 
 /// `(rev-grad p k a ...)`: d(final value of variable k)/d(a_i) for every i, by a forward
@@ -1010,7 +1086,13 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "%rev-repack",
             2,
-            |_, a| Ok(exec::repack(a[0].clone(), &a[1])),
+            |m, a| {
+                // (a packed vector holds no active real)
+                if m.tape.active() && matches!(a[1], Value::Vector(_)) && holds_active(&a[0]) {
+                    return Err(crate::ad::tape::decline("%rev-repack"));
+                }
+                Ok(exec::repack(a[0].clone(), &a[1]))
+            },
             Rule::Rules {
                 jvp: "(lambda ((cons v like) y (cons dv dl)) (%rev-repack dv like))",
                 vjp: "(lambda ((cons v like) y yb) (cons (%rev-unpack yb) (zero like)))",
@@ -1020,7 +1102,7 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "%rev-qdiv",
             2,
-            |_, a| match exec::div_exact(&a[0], &a[1]) {
+            |_, a| match exec::div_exact(&on_plain(a, "/=")?[0], &a[1]) {
                 Some(Ok(v)) => Ok(v),
                 Some(Err(msg)) => Err(err(format!("/=: {}", msg))),
                 None => Err(num_err("/=", &a[0], &a[1])),
@@ -1046,7 +1128,10 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "%rev-zero-of",
             1,
-            |_, a| Ok(if matches!(a[0], Value::Real(_)) { Value::Real(0.0) } else { Value::Int(0) }),
+            |_, a| {
+                let x = crate::ad::tape::strip(&a[0]);
+                Ok(if matches!(*x, Value::Real(_)) { Value::Real(0.0) } else { Value::Int(0) })
+            },
             ZERO,
             Class::Other,
         ),
@@ -1075,7 +1160,7 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "%rev-div",
             2,
-            |_, a| floor_div(&a[0], &a[1]),
+            |_, a| floor_div(&on_plain(a, "/")?[0], &a[1]),
             Rule::Rules {
                 jvp: "(lambda ((cons x1 x2) y (cons d1 d2)) (if (%rev-ints? x1 x2) (zero y) (/ (- d1 (* y d2)) x2)))",
                 vjp: "(lambda ((cons x1 x2) y yb) (if (%rev-ints? x1 x2) (cons (zero x1) (zero x2)) (cons (/ yb x2) (- 0 (/ (* yb y) x2)))))",
@@ -1085,7 +1170,7 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "%rev-mod",
             2,
-            |_, a| floor_mod(&a[0], &a[1]),
+            |_, a| floor_mod(&on_plain(a, "%")?[0], &a[1]),
             Rule::Rules {
                 jvp: "(lambda ((cons x1 x2) y (cons d1 d2)) (if (%rev-ints? x1 x2) (zero y) (- d1 (* d2 (/ (- x1 y) x2)))))",
                 vjp: "(lambda ((cons x1 x2) y yb) (if (%rev-ints? x1 x2) (cons (zero x1) (zero x2)) (cons yb (- 0 (* yb (/ (- x1 y) x2))))))",
@@ -1095,7 +1180,7 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "%rev-fracmul",
             2,
-            |_, a| match (&a[0], &a[1]) {
+            |_, a| match (&on_plain(a, "*/")?[0], &a[1]) {
                 (Value::Int(x), Value::Int(y)) => {
                     let r = (*x as i128 * *y as i128) >> 32; // floored
                     Ok(i64::try_from(r).map(Value::Int).unwrap_or_else(|_| crate::num::from_big(BigInt::from(r))))
@@ -1105,15 +1190,15 @@ pub fn prims() -> Vec<PrimDef> {
             ZERO,
             Class::Arith,
         ),
-        p("%rev-and", 2, |_, a| int_op("bitwise-and", &a[0], &a[1], |x, y| x & y), ZERO, Class::Arith),
-        p("%rev-or", 2, |_, a| int_op("bitwise-or", &a[0], &a[1], |x, y| x | y), ZERO, Class::Arith),
-        p("%rev-xor", 2, |_, a| int_op("bitwise-xor", &a[0], &a[1], |x, y| x ^ y), ZERO, Class::Arith),
+        p("%rev-and", 2, |_, a| int_op("bitwise-and", &on_plain(a, "&")?[0], &a[1], |x, y| x & y), ZERO, Class::Arith),
+        p("%rev-or", 2, |_, a| int_op("bitwise-or", &on_plain(a, "|")?[0], &a[1], |x, y| x | y), ZERO, Class::Arith),
+        p("%rev-xor", 2, |_, a| int_op("bitwise-xor", &on_plain(a, "^")?[0], &a[1], |x, y| x ^ y), ZERO, Class::Arith),
         // `^=` in the translation: the target's derivative passes through, as in the
         // executor's tangent and adjoint runs.
         p(
             "%rev-xor-update",
             2,
-            |_, a| int_op("^=", &a[0], &a[1], |x, y| x ^ y),
+            |_, a| int_op("^=", &on_plain(a, "^=")?[0], &a[1], |x, y| x ^ y),
             Rule::Rules {
                 jvp: "(lambda ((cons x e) y (cons dx de)) dx)",
                 vjp: "(lambda ((cons x e) y yb) (cons yb (zero e)))",

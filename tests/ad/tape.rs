@@ -199,8 +199,10 @@ fn a_function_that_gave_way_once_returns_to_the_tape() {
     }
 }
 
-/// Vectors, reversible procedures and the AD primitives themselves are not
-/// modelled on a tape: those runs give way to the transform, with its values.
+/// Vectors, reversible procedures (at a first derivative: see
+/// `nested_derivatives_through_reversible_procedures_run_on_levels`) and the AD
+/// primitives themselves are not modelled on a tape: those runs give way to the
+/// transform, with its values.
 #[test]
 fn what_a_tape_does_not_model_gives_way() {
     let cases: &[(&str, &str)] = &[
@@ -219,6 +221,54 @@ fn what_a_tape_does_not_model_gives_way() {
         let (got, runs, declined) = alike(src);
         assert!(got.ends_with(want), "{src}: {got}");
         assert!(runs == 0 && declined > 0, "{src}: {runs} runs on the tape, {declined} gave way");
+    }
+}
+
+/// A derivative of a derivative through a reversible procedure runs its
+/// translation on the levels (a first derivative gives way, for the executor's
+/// own derivative run), with the transform's values: f(x) = x^2 sum sin u_i
+/// read from a list, and g(x) = sum (x sin u_i)^2 through element updates of
+/// a list, have f'' = 2 sum sin u_i and g'' = 2 sum sin^2 u_i (u_i = 0.01 i,
+/// i < 40; the third derivative of g is 0). Element updates of a packed vector
+/// by an active real give way, as does a `write` in the procedure (printed
+/// once, by the transform).
+#[test]
+fn nested_derivatives_through_reversible_procedures_run_on_levels() {
+    let defs = "(define-reversible (rd s u x n)\n\
+                  (local (i 0) (from-loop (= i 0) (skip) (begin-rev (+= s (* x (sin (ref u i)))) (+= i 1)) (= i n))\n\
+                    (delocal i n)))\n\
+                (define-reversible (sq s w u x n)\n\
+                  (local (i 0) (from-loop (= i 0) (skip)\n\
+                    (begin-rev (+= (ref w i) (* x (sin (ref u i)))) (+= s (* (ref w i) (ref w i))) (+= i 1)) (= i n))\n\
+                    (delocal i n)))\n\
+                (define u (map (lambda (i) (* 0.01 i)) (iota 40)))\n\
+                (define w (map (lambda (i) 0.0) (iota 40)))\n\
+                (define (f x) (car (call rd 0.0 u (* x x) 40)))\n\
+                (define (g x) (car (call sq 0.0 w u x 40)))\n\
+                (define (gv x) (car (call sq 0.0 (vector-of w) u x 40)))\n";
+    let sins: Vec<f64> = (0..40).map(|i| (0.01 * i as f64).sin()).collect();
+    let f2 = 2.0 * sins.iter().sum::<f64>();
+    let g2 = 2.0 * sins.iter().map(|s| s * s).sum::<f64>();
+    let mut cases = Vec::new();
+    for (o, i) in [("F", "F"), ("F", "R"), ("R", "F"), ("R", "R")] {
+        cases.push((format!("{defs}((derivative-{o} (derivative-{i} f)) 0.7)"), f2));
+        cases.push((format!("{defs}((derivative-{o} (derivative-{i} g)) 0.7)"), g2));
+    }
+    cases.push((format!("{defs}((derivative-R (derivative-F (derivative-R g))) 0.7)"), 0.0));
+    for (src, want) in &cases {
+        let (got, runs, declined) = alike(src);
+        assert_close(got.parse().unwrap(), *want, 1e-10, src);
+        assert!(runs > 0 && declined == 0, "{src}: {runs} runs on levels, {declined} gave way");
+    }
+    for src in [
+        format!("{defs}((derivative-R (derivative-R gv)) 0.7)"),
+        format!("{defs}((derivative-R g) 0.7)"),
+        "(define-reversible (p y x) (+= y (* x x)) (write \"y\" y))\n\
+         ((derivative-R (derivative-R (lambda (x) (car (call p 0.0 x))))) 3.0)"
+            .to_string(),
+    ] {
+        let (_, _, declined) = alike(&src);
+        assert!(declined > 0, "{src}: gives way");
     }
 }
 
