@@ -708,11 +708,16 @@ impl Tapes {
     }
 
     /// Runs `f` with no level running (as on plain values), then the levels
-    /// again: for work done on the plain values of active reals.
+    /// again: for work done on the plain values of active reals. (Levels `f`
+    /// starts take identities from 0 again, as at the top level; the next level
+    /// after it takes one past both its and the paused levels', so that none is
+    /// taken twice.)
     pub fn paused<R>(m: &mut Machine, f: impl FnOnce(&mut Machine) -> R) -> R {
         let levels = std::mem::take(&mut m.tape.stack);
+        let next = m.tape.next_id;
         let r = f(m);
         m.tape.stack = levels;
+        m.tape.next_id = m.tape.next_id.max(next);
         r
     }
 

@@ -255,6 +255,21 @@ fn nested_derivatives_through_reversible_procedures_run_on_levels() {
         cases.push((format!("{defs}((derivative-{o} (derivative-{i} g)) 0.7)"), g2));
     }
     cases.push((format!("{defs}((derivative-R (derivative-F (derivative-R g))) 0.7)"), 0.0));
+    // (a right-hand side that takes a derivative itself: y += d/dz (x z^2) at z =
+    // x, so h(x) = 2x^2 and h'' = 4 (-4 uncalled); its levels, started while
+    // the procedure is checked on plain values, are not confused with the
+    // nested derivatives' own)
+    let u4 = "(define-reversible (u4 y x) (+= y ((derivative-R (lambda (z) (* z (* x z)))) x)))\n";
+    for (o, i) in [("F", "R"), ("R", "R"), ("R", "F"), ("F", "F")] {
+        cases.push((
+            format!("{u4}((derivative-{o} (derivative-{i} (lambda (x) (car (call u4 0.0 x))))) 0.6)"),
+            4.0,
+        ));
+        cases.push((
+            format!("{u4}((derivative-{o} (derivative-{i} (lambda (x) (car (uncall u4 0.0 x))))) 0.6)"),
+            -4.0,
+        ));
+    }
     for (src, want) in &cases {
         let (got, runs, declined) = alike(src);
         assert_close(got.parse().unwrap(), *want, 1e-10, src);
