@@ -15,6 +15,7 @@ use super::RevProc;
 use crate::error::{Error, ErrorKind, Result};
 use crate::eval::Machine;
 use crate::num;
+use crate::resolve::Op2;
 use crate::source::Span;
 use crate::value::Value;
 use num_bigint::BigInt;
@@ -339,6 +340,15 @@ pub fn apply_op(op: UpOp, t: &Value, e: &Value, mod32: bool) -> std::result::Res
             format!("{} {} is {} ({}), not a number", op.name(), what, describe(v), v.kind_name()),
         )
     };
+    // (doubles, the commonest: as `num::arith` computes them)
+    if let (Value::Real(a), Value::Real(b)) = (t, e) {
+        match op {
+            UpOp::Add => return Ok(Value::Real(a + b)),
+            UpOp::Sub => return Ok(Value::Real(a - b)),
+            UpOp::Mul => return Ok(Value::Real(a * b)),
+            _ => {}
+        }
+    }
     if !t.is_number() {
         return Err(not_num("target", t));
     }
@@ -597,6 +607,15 @@ impl<'m> Exec<'m> {
             }
             RExpr::Prim(p, _, args, sp) => {
                 let xs = self.eval_all_noting::<NOTE>(f, args)?;
+                // (two numbers for `+ - * /` or a comparison: the evaluator's
+                // inline arithmetic, the primitive's own result)
+                if let ([x, y], None) = (&xs[..], &self.m.meter) {
+                    if let Some(v) = Op2::of_prim(*p).and_then(|op| crate::eval::inline_arith(op, x, y)) {
+                        if !(f.code.options.mod32 && matches!(v, Value::Int(_))) {
+                            return Ok(v);
+                        }
+                    }
+                }
                 let y = self.call_prim(f, *p, xs, *sp)?;
                 if f.code.options.mod32 && matches!(y, Value::Int(_) | Value::Big(_)) {
                     // Janus: every arithmetic operation is modulo 2^32.
