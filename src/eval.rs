@@ -510,6 +510,10 @@ pub struct Machine {
     /// Data `read-real` has read from `input` and not yet given out (a line
     /// may hold several numbers), each with its text (for an error).
     input_pending: std::collections::VecDeque<(crate::datum::Datum, String)>,
+    /// The list whose elements a reversible procedure's translation read last
+    /// (`rev`'s `%rev-ref`), held, and its elements: a loop reading one list
+    /// takes each element in constant time, not a walk of the list.
+    pub rev_elems: Option<(Value, Rc<[Value]>)>,
 }
 
 impl Default for Machine {
@@ -550,6 +554,7 @@ impl Machine {
             backend: crate::vec::default_backend(),
             input: Box::new(std::io::BufReader::new(std::io::stdin())),
             input_pending: Default::default(),
+            rev_elems: None,
         }
     }
 

@@ -875,9 +875,11 @@ impl Session {
         self.m.tape.clear_levels();
         self.m.stack.push(Value::Nil);
         let at = g.spans.first().copied();
-        self.m
-            .call_closure(InstRc::empty(g.clone()), 0, 1, None)
-            .map_err(|e| anchor(self.name_pattern(e), at))
+        let r = self.m.call_closure(InstRc::empty(g.clone()), 0, 1, None);
+        // (a list held for reversible procedures' element reads is not kept
+        // past the expression)
+        self.m.rev_elems = None;
+        r.map_err(|e| anchor(self.name_pattern(e), at))
     }
 
     /// The value of a top-level expression `span`, checked before it is printed or

@@ -393,9 +393,24 @@ fn elem_ref(m: &mut Machine, v: &Value, i: &Value) -> Result<Value> {
         let k = elem_index(i, rv.len(), "ref")?;
         return Ok(Value::Real(rv.host()[k]));
     }
-    let xs = elems(m, v, "ref")?;
+    let xs = list_elems(m, v)?;
     let k = elem_index(i, xs.len(), "ref")?;
     Ok(xs[k].clone())
+}
+
+/// The elements of list `v` for `%rev-ref` and `%rev-set`: those of the list
+/// read last if `v` is that list (`Machine::rev_elems`), else found (and kept).
+fn list_elems(m: &mut Machine, v: &Value) -> Result<Rc<[Value]>> {
+    if let (Some((held, xs)), Value::Pair(_)) = (&m.rev_elems, v) {
+        if held.ptr_id() == v.ptr_id() {
+            return Ok(xs.clone());
+        }
+    }
+    let xs: Rc<[Value]> = elems(m, v, "ref")?.into();
+    if let Value::Pair(_) = v {
+        m.rev_elems = Some((v.clone(), xs.clone()));
+    }
+    Ok(xs)
 }
 
 /// `v` with element `i` replaced by `x` (a list or packed vector).
@@ -412,10 +427,14 @@ fn elem_set(m: &mut Machine, v: &Value, i: &Value, x: &Value) -> Result<Value> {
         })?;
         return Ok(Value::Vector(Rc::new(crate::vec::RealVec::from_vec(xs, rv.shape()))));
     }
-    let mut xs = elems(m, v, "ref")?;
+    let mut xs = list_elems(m, v)?.to_vec();
     let k = elem_index(i, xs.len(), "ref")?;
     xs[k] = x.clone();
-    Ok(Value::list(xs))
+    // (kept as the list read last: the loop that updated it reads it next)
+    let xs: Rc<[Value]> = xs.into();
+    let list = Value::list(xs.iter().cloned().collect::<Vec<_>>());
+    m.rev_elems = Some((list.clone(), xs));
+    Ok(list)
 }
 
 /// A value as the executor's store holds it: packed vectors (at any depth of a list)
@@ -539,7 +558,10 @@ fn run_on_levels(m: &mut Machine, p: &Value, args: &Value, dir: Dir) -> Result<V
         .as_ref()
         .map_err(|msg| err(format!("nested differentiation through {}: {}", rp.display_name(), msg)))?;
     let f = if (dir == Dir::Fwd) != rp.inverted { f.fwd.list.clone() } else { f.bwd.list.clone() };
-    m.call_on(&f, std::slice::from_ref(args))
+    let r = m.call_on(&f, std::slice::from_ref(args));
+    // (the list it read last is not held past the call)
+    m.rev_elems = None;
+    r
 }
 
 /// Does `v` (a list of a procedure's values, at any depth) hold an active real?
