@@ -3337,6 +3337,25 @@ pub fn zero_of(x: &Value) -> Value {
     num::zero_like(&strip(x))
 }
 
+/// Does `v` hold an active real (of any level) among its leaves?
+pub fn holds_active(v: &Value) -> bool {
+    !for_each_leaf(v, |x| !x.is_active())
+}
+
+/// `v` with each active real (of any level, at any depth of its lists)
+/// replaced by its plain value (`strip`).
+pub fn plain_data(v: &Value) -> Value {
+    match v {
+        Value::Pair(p) => match map_spine(p, &mut |x| {
+            Ok::<_, std::convert::Infallible>(crate::stack::grow(|| plain_data(x)))
+        }) {
+            Ok(v) => v,
+            Err(never) => match never {},
+        },
+        _ => strip(v).into_owned(),
+    }
+}
+
 /// A result with tape `id`'s reals replaced by their values.
 fn deactivate(y: &Value, id: u32) -> Value {
     match y {

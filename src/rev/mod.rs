@@ -352,13 +352,7 @@ fn fun_entry(m: &mut Machine, arg: &Value, which: Entry) -> Result<Value> {
         Entry::Grad => check_tuple(m, &head, 1, "rev-grad")?,
     }
     let rp = expect_rev(&p, "nested differentiation")?;
-    let fwd = flag != rp.inverted;
-    let f = rp
-        .code
-        .functional()
-        .as_ref()
-        .map_err(|msg| err(format!("nested differentiation through {}: {}", rp.display_name(), msg)))?;
-    let e = if fwd { &f.fwd } else { &f.bwd };
+    let e = translation(&rp, flag)?;
     match which {
         Entry::List => Ok(e.list.clone()),
         Entry::Tuple => Ok(e.tuple.clone()),
@@ -366,6 +360,16 @@ fn fun_entry(m: &mut Machine, arg: &Value, which: Entry) -> Result<Value> {
             e.grad.clone().ok_or_else(|| err(format!("rev-grad: {} has no variables", rp.display_name())))
         }
     }
+}
+
+/// The VLAD translation of `rp` called (`call`: `call` true) or uncalled.
+fn translation(rp: &RevProc, call: bool) -> Result<&functional::Entries> {
+    let f = rp
+        .code
+        .functional()
+        .as_ref()
+        .map_err(|msg| err(format!("nested differentiation through {}: {}", rp.display_name(), msg)))?;
+    Ok(if call != rp.inverted { &f.fwd } else { &f.bwd })
 }
 
 fn elem_index(i: &Value, len: usize, what: &str) -> Result<usize> {
@@ -432,7 +436,7 @@ fn elem_set(m: &mut Machine, v: &Value, i: &Value, x: &Value) -> Result<Value> {
     xs[k] = x.clone();
     // (kept as the list read last: the loop that updated it reads it next)
     let xs: Rc<[Value]> = xs.into();
-    let list = Value::list(xs.iter().cloned().collect::<Vec<_>>());
+    let list = Value::list(xs.iter().cloned());
     m.rev_elems = Some((list.clone(), xs));
     Ok(list)
 }
@@ -543,63 +547,29 @@ pub fn run(m: &mut Machine, p: &Value, args: &Value, dir: Dir) -> Result<Value> 
 /// during a run that may still give way).
 fn run_on_levels(m: &mut Machine, p: &Value, args: &Value, dir: Dir) -> Result<Value> {
     let what = if dir == Dir::Fwd { "call" } else { "uncall" };
-    if m.tape.depth() < 2 || !holds_active(args) {
+    if m.tape.depth() < 2 || !crate::ad::tape::holds_active(args) {
         return Err(crate::ad::tape::decline(what));
     }
     let rp = expect_rev(p, what)?;
-    let primal = primal_data(args);
+    let primal = crate::ad::tape::plain_data(args);
     let out = std::mem::replace(&mut m.out, Box::new(std::io::sink()));
     let checked = crate::ad::tape::Tapes::paused(m, |m| run(m, p, &primal, dir));
     m.out = out;
     checked?;
-    let f = rp
-        .code
-        .functional()
-        .as_ref()
-        .map_err(|msg| err(format!("nested differentiation through {}: {}", rp.display_name(), msg)))?;
-    let f = if (dir == Dir::Fwd) != rp.inverted { f.fwd.list.clone() } else { f.bwd.list.clone() };
+    let f = translation(&rp, dir == Dir::Fwd)?.list.clone();
     let r = m.call_on(&f, std::slice::from_ref(args));
     // (the list it read last is not held past the call)
     m.rev_elems = None;
     r
 }
 
-/// Does `v` (a list of a procedure's values, at any depth) hold an active real?
-fn holds_active(v: &Value) -> bool {
-    let mut cur = v;
-    loop {
-        match cur {
-            Value::Pair(p) => {
-                if crate::stack::grow(|| holds_active(&p.car)) {
-                    return true;
-                }
-                cur = &p.cdr;
-            }
-            other => return other.is_active(),
-        }
-    }
-}
-
-/// `v` with each active real (at any depth of its lists) replaced by its
-/// plain value.
-fn primal_data(v: &Value) -> Value {
-    let mut items = Vec::new();
-    let mut cur = v;
-    while let Value::Pair(p) = cur {
-        items.push(crate::stack::grow(|| primal_data(&p.car)));
-        cur = &p.cdr;
-    }
-    let tail = crate::ad::tape::strip(cur).into_owned();
-    items.into_iter().rev().fold(tail, |acc, x| Value::cons(x, acc))
-}
-
 /// The arguments of one of the translation's arithmetic helpers, which a
 /// level does not model: it gives way if one is an active real.
-fn on_plain<'a>(a: &'a [Value], what: &str) -> Result<&'a [Value]> {
+fn on_plain(a: &[Value], what: &str) -> Result<()> {
     if crate::ad::tape::any_active(a) {
         return Err(crate::ad::tape::decline(what));
     }
-    Ok(a)
+    Ok(())
 }
 
 /// `(rev-grad p k a ...)`: d(final value of variable k)/d(a_i) for every i, by a forward
@@ -1110,7 +1080,7 @@ pub fn prims() -> Vec<PrimDef> {
             2,
             |m, a| {
                 // (a packed vector holds no active real)
-                if m.tape.active() && matches!(a[1], Value::Vector(_)) && holds_active(&a[0]) {
+                if m.tape.active() && matches!(a[1], Value::Vector(_)) && crate::ad::tape::holds_active(&a[0]) {
                     return Err(crate::ad::tape::decline("%rev-repack"));
                 }
                 Ok(exec::repack(a[0].clone(), &a[1]))
@@ -1124,10 +1094,13 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "%rev-qdiv",
             2,
-            |_, a| match exec::div_exact(&on_plain(a, "/=")?[0], &a[1]) {
-                Some(Ok(v)) => Ok(v),
-                Some(Err(msg)) => Err(err(format!("/=: {}", msg))),
-                None => Err(num_err("/=", &a[0], &a[1])),
+            |_, a| {
+                on_plain(a, "/=")?;
+                match exec::div_exact(&a[0], &a[1]) {
+                    Some(Ok(v)) => Ok(v),
+                    Some(Err(msg)) => Err(err(format!("/=: {}", msg))),
+                    None => Err(num_err("/=", &a[0], &a[1])),
+                }
             },
             Rule::Rules {
                 jvp: "(lambda ((cons x1 x2) y (cons d1 d2)) (/ (- d1 (* y d2)) x2))",
@@ -1182,7 +1155,7 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "%rev-div",
             2,
-            |_, a| floor_div(&on_plain(a, "/")?[0], &a[1]),
+            |_, a| on_plain(a, "/").and_then(|()| floor_div(&a[0], &a[1])),
             Rule::Rules {
                 jvp: "(lambda ((cons x1 x2) y (cons d1 d2)) (if (%rev-ints? x1 x2) (zero y) (/ (- d1 (* y d2)) x2)))",
                 vjp: "(lambda ((cons x1 x2) y yb) (if (%rev-ints? x1 x2) (cons (zero x1) (zero x2)) (cons (/ yb x2) (- 0 (/ (* yb y) x2)))))",
@@ -1192,7 +1165,7 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "%rev-mod",
             2,
-            |_, a| floor_mod(&on_plain(a, "%")?[0], &a[1]),
+            |_, a| on_plain(a, "%").and_then(|()| floor_mod(&a[0], &a[1])),
             Rule::Rules {
                 jvp: "(lambda ((cons x1 x2) y (cons d1 d2)) (if (%rev-ints? x1 x2) (zero y) (- d1 (* d2 (/ (- x1 y) x2)))))",
                 vjp: "(lambda ((cons x1 x2) y yb) (if (%rev-ints? x1 x2) (cons (zero x1) (zero x2)) (cons yb (- 0 (* yb (/ (- x1 y) x2))))))",
@@ -1202,25 +1175,28 @@ pub fn prims() -> Vec<PrimDef> {
         p(
             "%rev-fracmul",
             2,
-            |_, a| match (&on_plain(a, "*/")?[0], &a[1]) {
-                (Value::Int(x), Value::Int(y)) => {
-                    let r = (*x as i128 * *y as i128) >> 32; // floored
-                    Ok(i64::try_from(r).map(Value::Int).unwrap_or_else(|_| crate::num::from_big(BigInt::from(r))))
+            |_, a| {
+                on_plain(a, "*/")?;
+                match (&a[0], &a[1]) {
+                    (Value::Int(x), Value::Int(y)) => {
+                        let r = (*x as i128 * *y as i128) >> 32; // floored
+                        Ok(i64::try_from(r).map(Value::Int).unwrap_or_else(|_| crate::num::from_big(BigInt::from(r))))
+                    }
+                    _ => int_op("*/", &a[0], &a[1], |x, y| (x * y).div_floor(&(BigInt::from(1) << 32))),
                 }
-                _ => int_op("*/", &a[0], &a[1], |x, y| (x * y).div_floor(&(BigInt::from(1) << 32))),
             },
             ZERO,
             Class::Arith,
         ),
-        p("%rev-and", 2, |_, a| int_op("bitwise-and", &on_plain(a, "&")?[0], &a[1], |x, y| x & y), ZERO, Class::Arith),
-        p("%rev-or", 2, |_, a| int_op("bitwise-or", &on_plain(a, "|")?[0], &a[1], |x, y| x | y), ZERO, Class::Arith),
-        p("%rev-xor", 2, |_, a| int_op("bitwise-xor", &on_plain(a, "^")?[0], &a[1], |x, y| x ^ y), ZERO, Class::Arith),
+        p("%rev-and", 2, |_, a| on_plain(a, "&").and_then(|()| int_op("bitwise-and", &a[0], &a[1], |x, y| x & y)), ZERO, Class::Arith),
+        p("%rev-or", 2, |_, a| on_plain(a, "|").and_then(|()| int_op("bitwise-or", &a[0], &a[1], |x, y| x | y)), ZERO, Class::Arith),
+        p("%rev-xor", 2, |_, a| on_plain(a, "^").and_then(|()| int_op("bitwise-xor", &a[0], &a[1], |x, y| x ^ y)), ZERO, Class::Arith),
         // `^=` in the translation: the target's derivative passes through, as in the
         // executor's tangent and adjoint runs.
         p(
             "%rev-xor-update",
             2,
-            |_, a| int_op("^=", &on_plain(a, "^=")?[0], &a[1], |x, y| x ^ y),
+            |_, a| on_plain(a, "^=").and_then(|()| int_op("^=", &a[0], &a[1], |x, y| x ^ y)),
             Rule::Rules {
                 jvp: "(lambda ((cons x e) y (cons dx de)) dx)",
                 vjp: "(lambda ((cons x e) y yb) (cons yb (zero e)))",
