@@ -146,6 +146,39 @@ fn stack_pointer() -> usize {
     std::ptr::addr_of!(x) as usize
 }
 
+/// Runs `f` on a new stack segment if the native stack is running out (or its
+/// bounds are not known yet), recording in the machine (reached from `ctx` by
+/// `machine`) the bounds of the stack `f` runs on, so that the recursion in `f`
+/// can check them cheaply ([`Machine::native_stack_ok`]); they are restored after.
+/// `ctx` is the machine itself, or an executor holding it.
+#[cold]
+#[inline(never)]
+pub(crate) fn grow_native_stack<C, R>(
+    ctx: &mut C,
+    machine: impl Fn(&mut C) -> &mut Machine,
+    f: impl FnOnce(&mut C) -> R,
+) -> R {
+    let m = machine(ctx);
+    let saved = (m.stack_lo, m.stack_span);
+    let r = stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+        let sp = stack_pointer();
+        let m = machine(ctx);
+        match stacker::remaining_stack() {
+            Some(rem) if rem > RED_ZONE => {
+                // Safe while the stack pointer is in (sp - rem + RED_ZONE, sp].
+                m.stack_lo = sp - rem + RED_ZONE;
+                m.stack_span = rem - RED_ZONE;
+            }
+            // Unknown bounds: check on every call.
+            _ => (m.stack_lo, m.stack_span) = (0, 0),
+        }
+        f(ctx)
+    });
+    let m = machine(ctx);
+    (m.stack_lo, m.stack_span) = saved;
+    r
+}
+
 /// A result of the inline arithmetic.
 #[derive(Clone, Copy)]
 enum Num {
@@ -260,6 +293,7 @@ fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Num> {
 
 /// [`fast_arith`] as a value: the inline arithmetic of numbers (`None` where
 /// the primitive must run), for the native list walks.
+#[inline]
 pub(crate) fn inline_arith(op: Op2, x: &Value, y: &Value) -> Option<Value> {
     fast_arith(op, x, y).map(Num::value)
 }
@@ -1129,22 +1163,15 @@ impl Machine {
     #[cold]
     #[inline(never)]
     fn with_stack<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
-        let saved = (self.stack_lo, self.stack_span);
-        let r = stacker::maybe_grow(RED_ZONE, SEGMENT, || {
-            let sp = stack_pointer();
-            match stacker::remaining_stack() {
-                Some(rem) if rem > RED_ZONE => {
-                    // Safe while the stack pointer is in (sp - rem + RED_ZONE, sp].
-                    self.stack_lo = sp - rem + RED_ZONE;
-                    self.stack_span = rem - RED_ZONE;
-                }
-                // Unknown bounds: check on every call.
-                _ => (self.stack_lo, self.stack_span) = (0, 0),
-            }
-            f(self)
-        });
-        (self.stack_lo, self.stack_span) = saved;
-        r
+        grow_native_stack(self, |m| m, f)
+    }
+
+    /// Whether the native stack has room for another level of a recursive
+    /// executor (the reversible one, `rev::exec`) without a check by
+    /// `stacker`; where not, it continues in [`grow_native_stack`].
+    #[inline(always)]
+    pub(crate) fn native_stack_ok(&self) -> bool {
+        self.stack_ok()
     }
 
     /// Runs a closure call; leaves the result on top of the value stack, where the

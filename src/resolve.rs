@@ -444,15 +444,8 @@ impl Op2 {
         !matches!(self, Op2::Add | Op2::Sub | Op2::Mul | Op2::Div)
     }
 
-    /// The inline operation of primitive `p`, if it has one.
-    pub fn of_prim(p: crate::prims::PrimId) -> Option<Op2> {
-        thread_local! {
-            static TABLE: Vec<Option<Op2>> = crate::prims::prims().iter().map(|d| Op2::of(d.name)).collect();
-        }
-        TABLE.with(|t| t.get(p as usize).copied().flatten())
-    }
-
-    fn of(name: &str) -> Option<Op2> {
+    /// The inline operation of the primitive named `name`, if it has one.
+    pub fn of(name: &str) -> Option<Op2> {
         Some(match name {
             "+" => Op2::Add,
             "-" => Op2::Sub,

@@ -448,6 +448,18 @@ impl Value {
         items.into_iter().rev().fold(Value::Nil, |acc, v| Value::cons(v, acc))
     }
 
+    /// Drops the value, with no call where it owns nothing (most numbers):
+    /// where the compiler cannot tell, a plain `drop` calls the drop glue out
+    /// of line for every value.
+    #[inline(always)]
+    pub fn discard(self) {
+        if self.needs_drop() {
+            drop(self)
+        } else {
+            std::mem::forget(self)
+        }
+    }
+
     /// Whether dropping this value does anything (it holds a reference count).
     #[inline(always)]
     pub fn needs_drop(&self) -> bool {

@@ -422,17 +422,24 @@ fn has_lazy_nested(v: &Value) -> bool {
     // (a pair met again is not looked into again: data with shared structure
     // take time in their size, not in their size as a tree)
     let mut watch = SharingWatch::default();
-    while let Some(v) = work.pop() {
-        match v {
-            Value::Lazy(_) => return true,
-            Value::Pair(p) => {
-                if watch.again(p) {
-                    continue;
+    while let Some(mut v) = work.pop() {
+        // (down a spine in place: only a car that is a pair waits on the work list)
+        loop {
+            match v {
+                Value::Lazy(_) => return true,
+                Value::Pair(p) => {
+                    if watch.again(p) {
+                        break;
+                    }
+                    match &p.car {
+                        Value::Lazy(_) => return true,
+                        car @ Value::Pair(_) => work.push(car),
+                        _ => {}
+                    }
+                    v = &p.cdr;
                 }
-                work.push(&p.cdr);
-                work.push(&p.car);
+                _ => break,
             }
-            _ => {}
         }
     }
     false

@@ -13,6 +13,7 @@ use crate::datum::{Datum, DatumKind};
 use crate::error::{Error, Result};
 use crate::expand::{self, ConstVal, CoreLambda, DatumKindValue, Pat};
 use crate::prims::{self, PrimId};
+use crate::resolve::Op2;
 use crate::source::Span;
 use crate::value::{InstRc, Value};
 use std::rc::Rc;
@@ -69,7 +70,9 @@ pub enum RExpr {
     Global(u32),
     /// An element of a vector variable: `(ref (ref v i) j)` is `Elem(v, [i, j])`.
     Elem(u32, Box<[RExpr]>, Span),
-    Prim(PrimId, Deriv, Box<[RExpr]>, Span),
+    /// A primitive applied, with its inline operation where it has one (`+ - * /`
+    /// and the comparisons, which the evaluator computes inline on two numbers).
+    Prim(PrimId, Deriv, Box<[RExpr]>, Span, Option<Op2>),
     If(Box<[RExpr; 3]>),
     And(Box<[RExpr]>),
     Or(Box<[RExpr]>),
@@ -85,7 +88,7 @@ impl Drop for RExpr {
             let hole = || RExpr::Var(0);
             match e {
                 RExpr::Const(_) | RExpr::Var(_) | RExpr::Global(_) => {}
-                RExpr::Elem(_, xs, _) | RExpr::Prim(_, _, xs, _) | RExpr::And(xs) | RExpr::Or(xs) => {
+                RExpr::Elem(_, xs, _) | RExpr::Prim(_, _, xs, ..) | RExpr::And(xs) | RExpr::Or(xs) => {
                     out.extend(std::mem::take(xs).into_vec())
                 }
                 RExpr::If(xs) => out.extend(xs.iter_mut().map(|x| std::mem::replace(x, hole()))),
@@ -534,7 +537,7 @@ impl Compiler<'_> {
                         n => n as usize == args.len(),
                     };
                     if let (Some(dv), true) = (deriv_of(def.name), fits) {
-                        return Ok(RExpr::Prim(*p, dv, args.into_boxed_slice(), sp));
+                        return Ok(RExpr::Prim(*p, dv, args.into_boxed_slice(), sp, Op2::of(def.name)));
                     }
                 }
                 Ok(RExpr::Apply(Box::new(f), args.into_boxed_slice(), sp))

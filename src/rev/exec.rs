@@ -15,7 +15,6 @@ use super::RevProc;
 use crate::error::{Error, ErrorKind, Result};
 use crate::eval::Machine;
 use crate::num;
-use crate::resolve::Op2;
 use crate::source::Span;
 use crate::value::Value;
 use num_bigint::BigInt;
@@ -126,6 +125,15 @@ pub fn val_value(v: &Val) -> Value {
     }
 }
 
+/// A variable's value as a VLAD value ([`val_value`], inlined for a scalar).
+#[inline(always)]
+fn var_value(v: &Val) -> Value {
+    match v {
+        Val::S(x) => x.clone(),
+        _ => val_value(v),
+    }
+}
+
 /// A short printed form for messages.
 pub fn describe(v: &Value) -> String {
     crate::print::brief(v, 60)
@@ -213,7 +221,10 @@ impl Notes {
     }
     /// The subexpression whose note is at `at` has the value `v`.
     fn close(&mut self, at: usize, v: &Value) {
-        self.0[at] = (self.0.len() as u32, v.clone());
+        let end = self.0.len() as u32;
+        let note = &mut self.0[at];
+        note.0 = end;
+        std::mem::replace(&mut note.1, v.clone()).discard();
     }
 
     /// The value of the subexpression noted at `at`.
@@ -333,22 +344,33 @@ pub fn div_exact(a: &Value, b: &Value) -> Option<std::result::Result<Value, Stri
 }
 
 /// Applies an update operator to a value.
+#[inline]
 pub fn apply_op(op: UpOp, t: &Value, e: &Value, mod32: bool) -> std::result::Result<Value, Violation> {
+    // (doubles, the commonest: as `num::arith` computes them; and machine
+    // integers that do not overflow)
+    match (t, e, op) {
+        (Value::Real(a), Value::Real(b), UpOp::Add) => return Ok(Value::Real(a + b)),
+        (Value::Real(a), Value::Real(b), UpOp::Sub) => return Ok(Value::Real(a - b)),
+        (Value::Real(a), Value::Real(b), UpOp::Mul) => return Ok(Value::Real(a * b)),
+        (Value::Int(a), Value::Int(b), UpOp::Add | UpOp::Sub) if !mod32 => {
+            let r = if op == UpOp::Add { a.checked_add(*b) } else { a.checked_sub(*b) };
+            if let Some(r) = r {
+                return Ok(Value::Int(r));
+            }
+        }
+        _ => {}
+    }
+    apply_op_general(op, t, e, mod32)
+}
+
+#[inline(never)]
+fn apply_op_general(op: UpOp, t: &Value, e: &Value, mod32: bool) -> std::result::Result<Value, Violation> {
     let not_num = |what: &str, v: &Value| -> Violation {
         (
             "not a number",
             format!("{} {} is {} ({}), not a number", op.name(), what, describe(v), v.kind_name()),
         )
     };
-    // (doubles, the commonest: as `num::arith` computes them)
-    if let (Value::Real(a), Value::Real(b)) = (t, e) {
-        match op {
-            UpOp::Add => return Ok(Value::Real(a + b)),
-            UpOp::Sub => return Ok(Value::Real(a - b)),
-            UpOp::Mul => return Ok(Value::Real(a * b)),
-            _ => {}
-        }
-    }
     if !t.is_number() {
         return Err(not_num("target", t));
     }
@@ -469,6 +491,19 @@ impl<'m> Exec<'m> {
         }
     }
 
+    /// Runs `f`, a level of the executor's recursion, on a new native stack
+    /// segment where the current one is running out (checked against the bounds
+    /// the machine keeps, see `eval::grow_native_stack`: no call into `stacker`
+    /// on the common path).
+    #[inline(always)]
+    pub(super) fn guarded<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+        if self.m.native_stack_ok() {
+            f(self)
+        } else {
+            crate::eval::grow_native_stack(self, |x| &mut *x.m, f)
+        }
+    }
+
     pub fn err(&self, f: Frame, dir: Dir, span: Span, rule: &str, detail: impl AsRef<str>) -> Error {
         Error::runtime(
             Some(span),
@@ -492,12 +527,19 @@ impl<'m> Exec<'m> {
         format!(" where {}", parts.join(", "))
     }
 
+    #[inline(always)]
     fn tick(&mut self, f: Frame, dir: Dir, span: Span) -> Result<()> {
-        let m = &mut *self.m;
         // (`count_step` is true every so often, and on each step past the limit)
-        if !m.count_step() {
+        if !self.m.count_step() {
             return Ok(());
         }
+        self.check_limits(f, dir, span)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn check_limits(&mut self, f: Frame, dir: Dir, span: Span) -> Result<()> {
+        let m = &mut *self.m;
         if let Err(mut e) = m.check_interrupt_and_clock() {
             e.span = Some(span);
             return Err(e);
@@ -548,18 +590,18 @@ impl<'m> Exec<'m> {
             // (a leaf needs no stack check)
             match e {
                 RExpr::Const(v) => return Ok(v.clone()),
-                RExpr::Var(s) => return Ok(val_value(&self.vals[f.base + *s as usize])),
+                RExpr::Var(s) => return Ok(var_value(&self.vals[f.base + *s as usize])),
                 _ => {}
             }
         }
-        crate::stack::grow(|| {
+        self.guarded(|x| {
             if !NOTE {
-                return self.eval_here::<false>(f, e);
+                return x.eval_here::<false>(f, e);
             }
-            let at = self.notes.open();
-            let r = self.eval_here::<true>(f, e);
+            let at = x.notes.open();
+            let r = x.eval_here::<true>(f, e);
             if let Ok(v) = &r {
-                self.notes.close(at, v);
+                x.notes.close(at, v);
             }
             r
         })
@@ -573,7 +615,7 @@ impl<'m> Exec<'m> {
             let at = self.notes.open();
             match e {
                 RExpr::Const(_) | RExpr::Var(_) | RExpr::Global(_) | RExpr::Prim(_, Deriv::Zero, ..) => {}
-                RExpr::Elem(_, xs, _) | RExpr::Prim(_, _, xs, _) => {
+                RExpr::Elem(_, xs, _) | RExpr::Prim(_, _, xs, ..) => {
                     self.eval_all_noting::<true>(f, xs)?;
                 }
                 RExpr::If(b) => {
@@ -596,7 +638,7 @@ impl<'m> Exec<'m> {
     fn eval_here<const NOTE: bool>(&mut self, f: Frame, e: &RExpr) -> Result<Value> {
         match e {
             RExpr::Const(v) => Ok(v.clone()),
-            RExpr::Var(s) => Ok(val_value(&self.vals[f.base + *s as usize])),
+            RExpr::Var(s) => Ok(var_value(&self.vals[f.base + *s as usize])),
             RExpr::Global(g) => self.m.global(*g),
             RExpr::Elem(s, idx, sp) => {
                 let iv = self.eval_all_noting::<NOTE>(f, idx)?;
@@ -605,24 +647,37 @@ impl<'m> Exec<'m> {
                     Err(v) => Err(self.violation(f, self.dir, *sp, v)),
                 }
             }
-            RExpr::Prim(p, _, args, sp) => {
-                let xs = self.eval_all_noting::<NOTE>(f, args)?;
+            RExpr::Prim(p, _, args, sp, op) => match (op, &args[..]) {
                 // (two numbers for `+ - * /` or a comparison: the evaluator's
                 // inline arithmetic, the primitive's own result)
-                if let ([x, y], None) = (&xs[..], &self.m.meter) {
-                    if let Some(v) = Op2::of_prim(*p).and_then(|op| crate::eval::inline_arith(op, x, y)) {
-                        if !(f.code.options.mod32 && matches!(v, Value::Int(_))) {
-                            return Ok(v);
+                (Some(op), [a, b]) => {
+                    let x = self.eval_noting::<NOTE>(f, a)?;
+                    let y = self.eval_noting::<NOTE>(f, b)?;
+                    if self.m.meter.is_none() {
+                        if let Some(v) = crate::eval::inline_arith(*op, &x, &y) {
+                            if !(f.code.options.mod32 && matches!(v, Value::Int(_))) {
+                                x.discard();
+                                y.discard();
+                                return Ok(v);
+                            }
                         }
                     }
+                    self.prim_value(f, *p, &mut [x, y], *sp)
                 }
-                let y = self.call_prim(f, *p, xs, *sp)?;
-                if f.code.options.mod32 && matches!(y, Value::Int(_) | Value::Big(_)) {
-                    // Janus: every arithmetic operation is modulo 2^32.
-                    return wrap32(&y).map_err(|v| self.violation(f, self.dir, *sp, v));
+                // (one argument, as `sin`: no vector of them)
+                (_, [a]) => {
+                    let x = self.eval_noting::<NOTE>(f, a)?;
+                    let mut xs = [x];
+                    let r = self.prim_value(f, *p, &mut xs, *sp);
+                    let [x] = xs;
+                    x.discard();
+                    r
                 }
-                Ok(y)
-            }
+                _ => {
+                    let mut xs = self.eval_all_noting::<NOTE>(f, args)?;
+                    self.prim_value(f, *p, &mut xs, *sp)
+                }
+            },
             RExpr::If(b) => {
                 let c = self.eval_noting::<NOTE>(f, &b[0])?;
                 self.eval_noting::<NOTE>(f, if c.is_true_stripped() { &b[1] } else { &b[2] })
@@ -654,6 +709,17 @@ impl<'m> Exec<'m> {
         }
     }
 
+    /// A primitive's value on its arguments, as a reversible procedure computes it
+    /// (see [`Exec::call_prim`]; modulo 2^32 in a mod32 procedure).
+    fn prim_value(&mut self, f: Frame, p: crate::prims::PrimId, xs: &mut [Value], sp: Span) -> Result<Value> {
+        let y = self.call_prim(f, p, xs, sp)?;
+        if f.code.options.mod32 && matches!(y, Value::Int(_) | Value::Big(_)) {
+            // Janus: every arithmetic operation is modulo 2^32.
+            return wrap32(&y).map_err(|v| self.violation(f, self.dir, sp, v));
+        }
+        Ok(y)
+    }
+
     /// Calls a primitive on its arguments, as `Machine::call_prim` does (metering,
     /// forcing lazy arguments), without going through the value stack.
     /// An error names the direction and the procedure, as a rule's does.
@@ -661,7 +727,7 @@ impl<'m> Exec<'m> {
         &mut self,
         f: Frame,
         p: crate::prims::PrimId,
-        mut xs: SmallVec<[Value; 3]>,
+        xs: &mut [Value],
         sp: Span,
     ) -> Result<Value> {
         let def = crate::prims::prim(p);
@@ -677,7 +743,7 @@ impl<'m> Exec<'m> {
                 }
             }
         }
-        (def.imp)(self.m, &xs).map_err(|mut e| {
+        (def.imp)(self.m, xs).map_err(|mut e| {
             if e.kind == ErrorKind::Runtime && e.span.is_none() {
                 e.message = format!("{} ({}, in {})", e.message, self.dir.name(), f.code.name);
             }
@@ -699,7 +765,10 @@ impl<'m> Exec<'m> {
 
     fn cond(&mut self, f: Frame, c: &CExpr, dir: Dir) -> Result<bool> {
         self.dir = dir;
-        Ok(self.eval(f, &c.e)?.is_true_stripped())
+        let v = self.eval(f, &c.e)?;
+        let t = v.is_true_stripped();
+        v.discard();
+        Ok(t)
     }
 
     fn index_values(&mut self, f: Frame, p: &CPlace) -> Result<SmallVec<[Value; 3]>> {
@@ -713,7 +782,7 @@ impl<'m> Exec<'m> {
     // ----- statements -----
 
     pub fn exec(&mut self, f: Frame, s: &CStmt, dir: Dir) -> Result<()> {
-        crate::stack::grow(|| self.exec_here(f, s, dir))
+        self.guarded(|x| x.exec_here(f, s, dir))
     }
 
     fn exec_here(&mut self, f: Frame, s: &CStmt, dir: Dir) -> Result<()> {
@@ -735,26 +804,39 @@ impl<'m> Exec<'m> {
             CStmt::Update { op, place, rhs, span } => {
                 self.tick(f, dir, *span)?;
                 let op = if dir == Dir::Bwd { op.inverse() } else { *op };
-                let iv = self.index_values(f, place)?;
+                // (a variable, the commonest place: no index to evaluate)
+                let held;
+                let iv: &[Value] = if place.idx.is_empty() {
+                    &[]
+                } else {
+                    held = self.index_values(f, place)?;
+                    &held
+                };
                 match self.mode {
                     Mode::Plain => {
                         let e = self.eval(f, &rhs.e)?;
                         let mod32 = f.code.options.mod32;
                         let slot = f.base + place.slot as usize;
                         // (`true`: the place is wrong, not the operation)
-                        let r = match get_path_mut(&mut self.vals[slot], &iv) {
-                            Ok(Val::S(t)) => {
-                                apply_op(op, t, &e, mod32).map(|n| *t = n).map_err(|v| (v, false))
-                            }
+                        let r = match get_path_mut(&mut self.vals[slot], iv) {
+                            Ok(Val::S(t)) => apply_op(op, t, &e, mod32)
+                                .map(|n| std::mem::replace(t, n).discard())
+                                .map_err(|v| (v, false)),
                             Ok(Val::A(_)) => Err((
                                 ("not a number", format!("{} is a vector, not a number", place.text)),
                                 true,
                             )),
                             Err(v) => Err((v, true)),
                         };
-                        r.map_err(|(v, at)| self.update_error(f, dir, *span, op, place, rhs, &e, v, at))
+                        match r {
+                            Ok(()) => {
+                                e.discard();
+                                Ok(())
+                            }
+                            Err((v, at)) => Err(self.update_error(f, dir, *span, op, place, rhs, &e, v, at)),
+                        }
                     }
-                    _ => self.update_deriv(f, dir, op, place, &iv, rhs, *span),
+                    _ => self.update_deriv(f, dir, op, place, iv, rhs, *span),
                 }
             }
             CStmt::Swap { a, b, span } => {

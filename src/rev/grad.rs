@@ -22,7 +22,29 @@ use crate::stack::{try_grow, RED_ZONE, SEGMENT};
 use crate::value::{Tag, Value};
 use smallvec::{smallvec, SmallVec};
 
+#[inline]
 fn arith(op: char, a: &Value, b: &Value) -> Result<Value> {
+    // (a double with a double or an exact integer, the commonest: as
+    // `num::arith` computes it, inline)
+    let reals = match (a, b) {
+        (Value::Real(x), Value::Real(y)) => Some((*x, *y)),
+        (Value::Int(x), Value::Real(y)) => Some((*x as f64, *y)),
+        (Value::Real(x), Value::Int(y)) => Some((*x, *y as f64)),
+        _ => None,
+    };
+    if let Some((x, y)) = reals {
+        return Ok(Value::Real(match op {
+            '+' => x + y,
+            '-' => x - y,
+            '*' => x * y,
+            _ => x / y,
+        }));
+    }
+    arith_general(op, a, b)
+}
+
+#[inline(never)]
+fn arith_general(op: char, a: &Value, b: &Value) -> Result<Value> {
     match num::arith(op, a, b) {
         Some(Ok(v)) => Ok(v),
         Some(Err(m)) => Err(Error::runtime(None, format!("derivative: {}", m))),
@@ -48,6 +70,9 @@ pub fn is_zero_der(v: &Value) -> bool {
 
 /// Sum of derivatives (`()` is zero; lists add elementwise).
 pub fn dadd(a: &Value, b: &Value) -> Result<Value> {
+    if let (Value::Real(x), Value::Real(y)) = (a, b) {
+        return Ok(Value::Real(x + y));
+    }
     match (a, b) {
         (Value::Nil, _) => Ok(b.clone()),
         (_, Value::Nil) => Ok(a.clone()),
@@ -124,7 +149,8 @@ pub fn der_val(v: &Val, d: &Value) -> Val {
 fn der_add(slot: &mut Val, d: &Value) -> Result<()> {
     match slot {
         Val::S(x) => {
-            *x = dadd(x, d)?;
+            let sum = dadd(x, d)?;
+            std::mem::replace(x, sum).discard();
         }
         Val::A(items) => {
             let mut cur = d;
@@ -365,7 +391,7 @@ impl Exec<'_> {
             }
             _ => {}
         }
-        crate::stack::grow(|| self.eval_t_here(f, e))
+        self.guarded(|x| x.eval_t_here(f, e))
     }
 
     fn eval_t_here(&mut self, f: Frame, e: &RExpr) -> Result<(Value, Value)> {
@@ -401,7 +427,7 @@ impl Exec<'_> {
                 let d = get_path(&self.ders[f.base + *s as usize], &iv).map(val_value).unwrap_or(Value::Nil);
                 Ok((v, d))
             }
-            RExpr::Prim(p, dv, args, sp) => {
+            RExpr::Prim(p, dv, args, sp, _) => {
                 let mut xs: SmallVec<[Value; 3]> = SmallVec::new();
                 let mut dxs: SmallVec<[Value; 3]> = SmallVec::new();
                 for a in args.iter() {
@@ -409,7 +435,7 @@ impl Exec<'_> {
                     xs.push(x);
                     dxs.push(dx);
                 }
-                let mut y = self.call_prim(f, *p, xs.clone(), *sp)?;
+                let mut y = self.call_prim(f, *p, &mut xs.clone(), *sp)?;
                 if f.code.options.mod32 && matches!(y, Value::Int(_) | Value::Big(_)) {
                     // as in a plain run (the wrap is the identity locally: same derivative)
                     y = super::exec::wrap32(&y).map_err(|v| self.violation(f, self.dir, *sp, v))?;
@@ -472,7 +498,7 @@ impl Exec<'_> {
             // (a leaf needs no stack check)
             return self.vjp_here(f, e, cot, notes, at);
         }
-        crate::stack::grow(|| self.vjp_here(f, e, cot, notes, at))
+        self.guarded(|x| x.vjp_here(f, e, cot, notes, at))
     }
 
     fn vjp_here(&mut self, f: Frame, e: &RExpr, cot: Value, notes: &mut Notes, at: usize) -> Result<()> {
@@ -515,12 +541,13 @@ impl Exec<'_> {
                 }
                 Ok(())
             }
-            RExpr::Prim(p, dv, args, sp) => {
+            RExpr::Prim(p, dv, args, sp, _) => {
                 if *dv == Deriv::Zero {
                     return Ok(());
                 }
                 let xs = notes.take_parts(at);
-                let y = if needs_result(*dv) { self.call_prim(f, *p, xs.clone(), *sp)? } else { Value::Nil };
+                let y =
+                    if needs_result(*dv) { self.call_prim(f, *p, &mut xs.clone(), *sp)? } else { Value::Nil };
                 let ps = partials(self.m, *dv, &xs, &y).map_err(|e| e.at(*sp))?;
                 let mut n = at + 1;
                 for (a, pd) in args.iter().zip(ps.iter()) {
@@ -640,8 +667,11 @@ impl Exec<'_> {
             }
         };
         if let Ok(Val::S(x)) = get_path_mut(&mut self.vals[slot], iv) {
-            *x = nt;
+            std::mem::replace(x, nt).discard();
         }
+        t.discard();
+        e.discard();
+        de.discard();
         if let Ok(d) = get_path_mut(&mut self.ders[slot], iv) {
             *d = Val::S(ntd);
         }
