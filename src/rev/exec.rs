@@ -125,6 +125,32 @@ pub fn val_value(v: &Val) -> Value {
     }
 }
 
+/// Drops a store entry, with no call where it owns nothing (a number, a slot
+/// left empty).
+#[inline(always)]
+fn discard_val(v: Val) {
+    match &v {
+        Val::S(x) if !x.needs_drop() => std::mem::forget(v),
+        _ => drop(v),
+    }
+}
+
+/// Sets a store entry.
+#[inline(always)]
+fn put_val(slot: &mut Val, v: Val) {
+    discard_val(std::mem::replace(slot, v));
+}
+
+/// Cuts the store back to `len` entries (a finished frame).
+#[inline(always)]
+fn truncate_vals(vals: &mut Vec<Val>, len: usize) {
+    while vals.len() > len {
+        if let Some(v) = vals.pop() {
+            discard_val(v);
+        }
+    }
+}
+
 /// A variable's value as a VLAD value ([`val_value`], inlined for a scalar).
 #[inline(always)]
 fn var_value(v: &Val) -> Value {
@@ -352,10 +378,12 @@ pub fn apply_op(op: UpOp, t: &Value, e: &Value, mod32: bool) -> std::result::Res
         (Value::Real(a), Value::Real(b), UpOp::Add) => return Ok(Value::Real(a + b)),
         (Value::Real(a), Value::Real(b), UpOp::Sub) => return Ok(Value::Real(a - b)),
         (Value::Real(a), Value::Real(b), UpOp::Mul) => return Ok(Value::Real(a * b)),
-        (Value::Int(a), Value::Int(b), UpOp::Add | UpOp::Sub) if !mod32 => {
+        (Value::Int(a), Value::Int(b), UpOp::Add | UpOp::Sub) => {
             let r = if op == UpOp::Add { a.checked_add(*b) } else { a.checked_sub(*b) };
-            if let Some(r) = r {
-                return Ok(Value::Int(r));
+            match r {
+                Some(r) if mod32 => return Ok(Value::Int(r.rem_euclid(1 << 32))),
+                Some(r) => return Ok(Value::Int(r)),
+                None => {}
             }
         }
         _ => {}
@@ -641,9 +669,17 @@ impl<'m> Exec<'m> {
             RExpr::Var(s) => Ok(var_value(&self.vals[f.base + *s as usize])),
             RExpr::Global(g) => self.m.global(*g),
             RExpr::Elem(s, idx, sp) => {
-                let iv = self.eval_all_noting::<NOTE>(f, idx)?;
-                match get_path(&self.vals[f.base + *s as usize], &iv) {
-                    Ok(v) => Ok(val_value(v)),
+                // (one index, the commonest: no vector of them)
+                let (one, more);
+                let iv: &[Value] = if let [i] = &idx[..] {
+                    one = self.eval_noting::<NOTE>(f, i)?;
+                    std::slice::from_ref(&one)
+                } else {
+                    more = self.eval_all_noting::<NOTE>(f, idx)?;
+                    &more
+                };
+                match get_path(&self.vals[f.base + *s as usize], iv) {
+                    Ok(v) => Ok(var_value(v)),
                     Err(v) => Err(self.violation(f, self.dir, *sp, v)),
                 }
             }
@@ -655,14 +691,29 @@ impl<'m> Exec<'m> {
                     let y = self.eval_noting::<NOTE>(f, b)?;
                     if self.m.meter.is_none() {
                         if let Some(v) = crate::eval::inline_arith(*op, &x, &y) {
-                            if !(f.code.options.mod32 && matches!(v, Value::Int(_))) {
-                                x.discard();
-                                y.discard();
-                                return Ok(v);
-                            }
+                            x.discard();
+                            y.discard();
+                            // (Janus: modulo 2^32 in a mod32 procedure, as
+                            // `prim_value` reduces the primitive's result)
+                            return match v {
+                                Value::Int(i) if f.code.options.mod32 => {
+                                    Ok(Value::Int(i.rem_euclid(1 << 32)))
+                                }
+                                v => Ok(v),
+                            };
                         }
                     }
                     self.prim_value(f, *p, &mut [x, y], *sp)
+                }
+                (None, [a, b]) => {
+                    let x = self.eval_noting::<NOTE>(f, a)?;
+                    let y = self.eval_noting::<NOTE>(f, b)?;
+                    let mut xs = [x, y];
+                    let r = self.prim_value(f, *p, &mut xs, *sp);
+                    let [x, y] = xs;
+                    x.discard();
+                    y.discard();
+                    r
                 }
                 // (one argument, as `sin`: no vector of them)
                 (_, [a]) => {
@@ -1036,16 +1087,21 @@ impl<'m> Exec<'m> {
             return Err(self.err(f, dir, span, "recursion limit exceeded", detail));
         }
         let nb = self.vals.len();
-        self.vals.resize_with(nb + code.nslots, Val::default);
         let derivs = self.mode != Mode::Plain;
-        if derivs {
-            self.ders.resize_with(nb + code.nslots, Val::default);
+        // (the arguments moved to the new frame, then its other slots)
+        for a in args.iter() {
+            let v = std::mem::take(&mut self.vals[f.base + *a as usize]);
+            self.vals.push(v);
         }
-        for (i, a) in args.iter().enumerate() {
-            self.vals[nb + i] = std::mem::take(&mut self.vals[f.base + *a as usize]);
-            if derivs {
-                self.ders[nb + i] = std::mem::take(&mut self.ders[f.base + *a as usize]);
+        self.vals.resize_with(nb + code.nslots, Val::default);
+        if derivs {
+            self.ders.truncate(nb);
+            self.ders.resize_with(nb, Val::default);
+            for a in args.iter() {
+                let d = std::mem::take(&mut self.ders[f.base + *a as usize]);
+                self.ders.push(d);
             }
+            self.ders.resize_with(nb + code.nslots, Val::default);
         }
         // Between a mod32 procedure and one that is not, the values must be in
         // the mod32 one's range both ways (as `call` from VLAD checks them on
@@ -1056,7 +1112,11 @@ impl<'m> Exec<'m> {
         }
         self.depth += 1;
         let d = dir.xor(p.inverted);
-        let mut r = crate::stack::try_grow(256 * 1024, 16 * 1024 * 1024, || self.run(code, nb, d));
+        let mut r = if self.m.native_stack_ok() {
+            self.run(code, nb, d)
+        } else {
+            crate::stack::try_grow(256 * 1024, 16 * 1024 * 1024, || self.run(code, nb, d))
+        };
         self.depth -= 1;
         if crossing && r.is_ok() && f.code.options.mod32 {
             r = self.mod32_range(f, dir, span, p, nb);
@@ -1064,14 +1124,16 @@ impl<'m> Exec<'m> {
         match r {
             Ok(()) => {
                 for (i, a) in args.iter().enumerate() {
-                    self.vals[f.base + *a as usize] = std::mem::take(&mut self.vals[nb + i]);
+                    let v = std::mem::take(&mut self.vals[nb + i]);
+                    put_val(&mut self.vals[f.base + *a as usize], v);
                     if derivs {
-                        self.ders[f.base + *a as usize] = std::mem::take(&mut self.ders[nb + i]);
+                        let d = std::mem::take(&mut self.ders[nb + i]);
+                        put_val(&mut self.ders[f.base + *a as usize], d);
                     }
                 }
-                self.vals.truncate(nb);
+                truncate_vals(&mut self.vals, nb);
                 if derivs {
-                    self.ders.truncate(nb);
+                    truncate_vals(&mut self.ders, nb);
                 }
                 Ok(())
             }
