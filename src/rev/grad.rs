@@ -427,29 +427,28 @@ impl Exec<'_> {
                 let d = get_path(&self.ders[f.base + *s as usize], &iv).map(val_value).unwrap_or(Value::Nil);
                 Ok((v, d))
             }
-            RExpr::Prim(p, dv, args, sp, _) => {
-                let mut xs: SmallVec<[Value; 3]> = SmallVec::new();
-                let mut dxs: SmallVec<[Value; 3]> = SmallVec::new();
-                for a in args.iter() {
+            RExpr::Prim(p, dv, args, sp, op) => match &args[..] {
+                // (one and two arguments, the commonest: in arrays)
+                [a] => {
                     let (x, dx) = self.eval_t(f, a)?;
-                    xs.push(x);
-                    dxs.push(dx);
+                    self.prim_t(f, *p, *dv, None, [x], [dx], *sp)
                 }
-                let mut y = self.call_prim(f, *p, &mut xs.clone(), *sp)?;
-                if f.code.options.mod32 && matches!(y, Value::Int(_) | Value::Big(_)) {
-                    // as in a plain run (the wrap is the identity locally: same derivative)
-                    y = super::exec::wrap32(&y).map_err(|v| self.violation(f, self.dir, *sp, v))?;
+                [a, b] => {
+                    let (x, dx) = self.eval_t(f, a)?;
+                    let (y, dy) = self.eval_t(f, b)?;
+                    self.prim_t(f, *p, *dv, *op, [x, y], [dx, dy], *sp)
                 }
-                if *dv == Deriv::Zero || dxs.iter().all(is_zero_der) {
-                    return Ok((y, Value::Nil));
+                _ => {
+                    let mut xs: SmallVec<[Value; 3]> = SmallVec::new();
+                    let mut dxs: SmallVec<[Value; 3]> = SmallVec::new();
+                    for a in args.iter() {
+                        let (x, dx) = self.eval_t(f, a)?;
+                        xs.push(x);
+                        dxs.push(dx);
+                    }
+                    self.prim_t(f, *p, *dv, None, xs, dxs, *sp)
                 }
-                let ps = partials(self.m, *dv, &xs, &y).map_err(|e| e.at(*sp))?;
-                let mut dy = Value::Nil;
-                for (pd, dx) in ps.iter().zip(&dxs) {
-                    dy = dadd(&dy, &dmul(pd, dx)?)?;
-                }
-                Ok((y, dy))
-            }
+            },
             RExpr::If(b) => {
                 let c = self.eval(f, &b[0])?;
                 self.eval_t(f, if c.is_true_stripped() { &b[1] } else { &b[2] })
@@ -481,6 +480,50 @@ impl Exec<'_> {
         self.notes.clear();
         self.note_parts(f, e)?;
         self.vjp_of_notes(f, e, cot)
+    }
+
+    /// Value and tangent of primitive `p` at `xs` with tangents `dxs` (`op`: its
+    /// inline operation, for two numbers, as a plain run computes it).
+    #[allow(clippy::too_many_arguments)]
+    fn prim_t<A: AsRef<[Value]> + AsMut<[Value]>>(
+        &mut self,
+        f: Frame,
+        p: crate::prims::PrimId,
+        dv: Deriv,
+        op: Option<crate::resolve::Op2>,
+        mut xs: A,
+        dxs: A,
+        sp: Span,
+    ) -> Result<(Value, Value)> {
+        let inline = match (op, xs.as_ref(), &self.m.meter) {
+            (Some(op), [x, y], None) => crate::eval::inline_arith(op, x, y),
+            _ => None,
+        };
+        let y = match inline {
+            // (as `prim_value` reduces the primitive's result in a mod32 procedure)
+            Some(Value::Int(i)) if f.code.options.mod32 => Value::Int(i.rem_euclid(1 << 32)),
+            Some(v) => v,
+            None => {
+                // (the primitive gets copies: the partials below read the arguments)
+                let mut args: SmallVec<[Value; 3]> = xs.as_ref().iter().cloned().collect();
+                let y = self.call_prim(f, p, &mut args, sp)?;
+                if f.code.options.mod32 && matches!(y, Value::Int(_) | Value::Big(_)) {
+                    // as in a plain run (the wrap is the identity locally: same derivative)
+                    super::exec::wrap32(&y).map_err(|v| self.violation(f, self.dir, sp, v))?
+                } else {
+                    y
+                }
+            }
+        };
+        if dv == Deriv::Zero || dxs.as_ref().iter().all(is_zero_der) {
+            return Ok((y, Value::Nil));
+        }
+        let ps = partials(self.m, dv, xs.as_mut(), &y).map_err(|e| e.at(sp))?;
+        let mut dy = Value::Nil;
+        for (pd, dx) in ps.iter().zip(dxs.as_ref()) {
+            dy = dadd(&dy, &dmul(pd, dx)?)?;
+        }
+        Ok((y, dy))
     }
 
     /// [`Exec::vjp`] of `e`, whose evaluation `self.notes` holds (from its start).
