@@ -1671,6 +1671,27 @@ fn metered_counts_primitive_arithmetic() {
 }
 
 #[test]
+fn metered_counts_a_reversible_procedures_arithmetic() {
+    // A from-loop with entry test (= i 0), step i += 1, y += x i, until (= i n): the
+    // until test runs for i = 0..n (n + 1 times), the entry test at the start and after
+    // each of the n steps (n + 1), the product once a step. (The executor's inline
+    // arithmetic, used when not metering, must not change these.)
+    let d = Dir::new();
+    d.file(
+        "r.vlad",
+        "(define-reversible (r y x n) (local (i 0) (from-loop (= i 0) (skip) (begin-rev (+= i 1) (+= y (* x i))) (= i n)) (delocal i n)))\n(call r 0 2 10)\n",
+    );
+    let o = vlad(&d, &["--metered", "r.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "(110 2 10)\n"), "{}", o.stderr);
+    assert_eq!(
+        o.stderr.lines().next(),
+        Some("metered: 32 primitive operations (* 10, = 22)"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
 fn rev_grad_evaluates_a_right_hand_side_a_bounded_number_of_times() {
     // x += (+ y (+ y ... (+ y 1.0))), d deep: x ends x + d y + 1, so the gradient
     // is (1 d). The backward run evaluates the right-hand side once, to uncompute

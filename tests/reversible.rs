@@ -1386,3 +1386,59 @@ fn too_many_values_and_inexact_indices_are_named() {
     assert!(e.message.starts_with("index not a number (forward, in get)"), "{}", e.message);
     assert_eq!(last(&mut s, "(call get (list 1 2 3) 1 0)"), "((1 2 3) 1 2)");
 }
+
+/// The executor's arithmetic at its edges, where its inline paths (machine integers,
+/// doubles, and modulo 2^32 in a mod32 procedure) meet the general ones: expected values
+/// are worked out by hand.
+#[test]
+fn executor_arithmetic_at_the_edges() {
+    let mut s = session();
+    run(
+        &mut s,
+        "(define-reversible (a x y) (+= x y) (+= x y))
+         (define-reversible (b x y) (-= x y))
+         (define-reversible (c x y) (+= x (* y y)))
+         (define-reversible (d x y) (declare mod32) (+= x (+ y y)))
+         (define-reversible (e x) (declare mod32) (-= x 1))
+         (define-reversible (g x y) (declare mod32) (if-rev (< x y) (+= x 1) (skip) (<= x y)))
+         (define-reversible (h x y) (+= x (* y 0.5)) (*= x 3.0) (-= x 1.5))
+         (define-reversible (k z a b) (+= z (atan a b)))",
+    )
+    .unwrap();
+    for (expr, want) in [
+        // 1 + 2 (2^63 - 1) = 2^64 - 1: past the machine integers, and back
+        ("(call a 1 9223372036854775807)", "(18446744073709551615 9223372036854775807)"),
+        ("(uncall a 18446744073709551615 9223372036854775807)", "(1 9223372036854775807)"),
+        ("(call b -9223372036854775808 1)", "(-9223372036854775809 1)"),
+        // (2^32)^2 = 2^64 on the right-hand side
+        ("(call c 0 4294967296)", "(18446744073709551616 4294967296)"),
+        // 2 (2^32 - 1) mod 2^32 = 2^32 - 2, then twice that mod 2^32 = 2^32 - 4
+        ("(call d 0 4294967295)", "(4294967294 4294967295)"),
+        ("(call d 4294967294 4294967295)", "(4294967292 4294967295)"),
+        ("(uncall d 4294967292 4294967295)", "(4294967294 4294967295)"),
+        ("(call e 0)", "(4294967295)"),
+        ("(uncall e 4294967295)", "(0)"),
+        // comparisons stay booleans in a mod32 procedure
+        ("(call g 3 5)", "(4 5)"),
+        ("(call g 7 5)", "(7 5)"),
+        ("(uncall g 4 5)", "(3 5)"),
+        // ((1 + 2/2) 3 - 1.5)
+        ("(call h 1.0 2.0)", "(4.5 2.0)"),
+        ("(uncall h 4.5 2.0)", "(1.0 2.0)"),
+    ] {
+        assert_eq!(last(&mut s, expr), want, "{expr}");
+    }
+    // x = (1 + y/2) 3 - 1.5: dx/dy = 1.5, dx/dx0 = 3; z = atan(a, b): dz/da = b / (a^2 + b^2)
+    assert_value(&mut s, "(car (call k 0.0 1.0 1.0))", std::f64::consts::FRAC_PI_4, 1e-15);
+    for (expr, want) in [
+        ("((derivative-F (lambda (t) (car (call h 1.0 t)))) 2.0)", 1.5),
+        ("((derivative-R (lambda (t) (car (call h 1.0 t)))) 2.0)", 1.5),
+        ("(car (rev-grad h 0 1.0 2.0))", 3.0),
+        ("(cadr (rev-grad h 0 1.0 2.0))", 1.5),
+        ("((derivative-F (lambda (a) (car (call k 0.0 a 1.0)))) 1.0)", 0.5),
+        ("((derivative-R (lambda (a) (car (call k 0.0 a 1.0)))) 1.0)", 0.5),
+        ("((derivative-F (lambda (a) (car (call k 0.0 a 2.0)))) 1.0)", 0.4),
+    ] {
+        assert_value(&mut s, expr, want, 1e-12);
+    }
+}
