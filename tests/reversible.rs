@@ -501,6 +501,15 @@ fn run_time_errors_fire_in_both_directions_with_their_location() {
             2,
             2,
         ),
+        // (doubles: `*=` by 0.0 forward, and `/=` by 0.0, its inverse, backward)
+        (
+            "(define-reversible (p x y)\n  (*= x y))",
+            "(call p 2.0 0.0)",
+            "(uncall p 2.0 0.0)",
+            "division by zero",
+            2,
+            2,
+        ),
         (
             "(define-reversible (p x y)\n  (+= x (/ 5 y)))",
             "(call p 1 0)",

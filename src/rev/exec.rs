@@ -377,7 +377,8 @@ pub fn apply_op(op: UpOp, t: &Value, e: &Value, mod32: bool) -> std::result::Res
     match (t, e, op) {
         (Value::Real(a), Value::Real(b), UpOp::Add) => return Ok(Value::Real(a + b)),
         (Value::Real(a), Value::Real(b), UpOp::Sub) => return Ok(Value::Real(a - b)),
-        (Value::Real(a), Value::Real(b), UpOp::Mul) => return Ok(Value::Real(a * b)),
+        // (a zero operand is refused below: multiplying by it cannot be undone)
+        (Value::Real(a), Value::Real(b), UpOp::Mul) if *b != 0.0 => return Ok(Value::Real(a * b)),
         (Value::Int(a), Value::Int(b), UpOp::Add | UpOp::Sub) => {
             let r = if op == UpOp::Add { a.checked_add(*b) } else { a.checked_sub(*b) };
             match r {
