@@ -57,23 +57,30 @@ fn is_exact(v: &Value) -> bool {
     matches!(v, Value::Int(_) | Value::Big(_))
 }
 
+/// [`arith`] where an operand is a double and the other a double or a machine
+/// integer (converted to a double, as the general path converts an exact
+/// integer meeting a real); `None` otherwise.
+#[inline]
+pub fn real_arith(op: char, a: &Value, b: &Value) -> Option<Value> {
+    let (x, y) = match (a, b) {
+        (Value::Real(x), Value::Real(y)) => (*x, *y),
+        (Value::Int(x), Value::Real(y)) => (*x as f64, *y),
+        (Value::Real(x), Value::Int(y)) => (*x, *y as f64),
+        _ => return None,
+    };
+    Some(Value::Real(match op {
+        '+' => x + y,
+        '-' => x - y,
+        '*' => x * y,
+        _ => x / y,
+    }))
+}
+
 /// Binary arithmetic on two numbers. `None` when an operand is not a number.
 pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
-    // Reals first (what derivative code computes with): as the general path
-    // below does it, an exact integer with a real is converted to a double.
-    let reals = match (a, b) {
-        (Value::Real(x), Value::Real(y)) => Some((*x, *y)),
-        (Value::Int(x), Value::Real(y)) => Some((*x as f64, *y)),
-        (Value::Real(x), Value::Int(y)) => Some((*x, *y as f64)),
-        _ => None,
-    };
-    if let Some((x, y)) = reals {
-        return Some(Ok(Value::Real(match op {
-            '+' => x + y,
-            '-' => x - y,
-            '*' => x * y,
-            _ => x / y,
-        })));
+    // Reals first (what derivative code computes with).
+    if let Some(v) = real_arith(op, a, b) {
+        return Some(Ok(v));
     }
     if let (Value::Int(x), Value::Int(y)) = (a, b) {
         let r = match op {

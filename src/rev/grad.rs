@@ -22,25 +22,16 @@ use crate::stack::{try_grow, RED_ZONE, SEGMENT};
 use crate::value::{Tag, Value};
 use smallvec::{smallvec, SmallVec};
 
+/// Arguments and their tangents, as the executor holds them.
+type Values = SmallVec<[Value; 3]>;
+
 #[inline]
 fn arith(op: char, a: &Value, b: &Value) -> Result<Value> {
-    // (a double with a double or an exact integer, the commonest: as
-    // `num::arith` computes it, inline)
-    let reals = match (a, b) {
-        (Value::Real(x), Value::Real(y)) => Some((*x, *y)),
-        (Value::Int(x), Value::Real(y)) => Some((*x as f64, *y)),
-        (Value::Real(x), Value::Int(y)) => Some((*x, *y as f64)),
-        _ => None,
-    };
-    if let Some((x, y)) = reals {
-        return Ok(Value::Real(match op {
-            '+' => x + y,
-            '-' => x - y,
-            '*' => x * y,
-            _ => x / y,
-        }));
+    // (a double with a double or an exact integer, the commonest: inline)
+    match num::real_arith(op, a, b) {
+        Some(v) => Ok(v),
+        None => arith_general(op, a, b),
     }
-    arith_general(op, a, b)
 }
 
 #[inline(never)]
@@ -439,13 +430,7 @@ impl Exec<'_> {
                     self.prim_t(f, *p, *dv, *op, [x, y], [dx, dy], *sp)
                 }
                 _ => {
-                    let mut xs: SmallVec<[Value; 3]> = SmallVec::new();
-                    let mut dxs: SmallVec<[Value; 3]> = SmallVec::new();
-                    for a in args.iter() {
-                        let (x, dx) = self.eval_t(f, a)?;
-                        xs.push(x);
-                        dxs.push(dx);
-                    }
+                    let (xs, dxs) = self.eval_t_all(f, args)?;
                     self.prim_t(f, *p, *dv, None, xs, dxs, *sp)
                 }
             },
@@ -455,13 +440,7 @@ impl Exec<'_> {
             }
             RExpr::Apply(fe, args, sp) => {
                 let (fv, dfv) = self.eval_t(f, fe)?;
-                let mut xs: SmallVec<[Value; 3]> = SmallVec::new();
-                let mut dxs: SmallVec<[Value; 3]> = SmallVec::new();
-                for a in args.iter() {
-                    let (x, dx) = self.eval_t(f, a)?;
-                    xs.push(x);
-                    dxs.push(dx);
-                }
+                let (xs, dxs) = self.eval_t_all(f, args)?;
                 if is_zero_der(&dfv) && dxs.iter().all(is_zero_der) {
                     let y = self.m.apply_value(fv, tuple(xs), Some(*sp))?;
                     return Ok((y, Value::Nil));
@@ -480,6 +459,17 @@ impl Exec<'_> {
         self.notes.clear();
         self.note_parts(f, e)?;
         self.vjp_of_notes(f, e, cot)
+    }
+
+    /// Values and tangents of expressions, in order.
+    fn eval_t_all(&mut self, f: Frame, es: &[RExpr]) -> Result<(Values, Values)> {
+        let (mut xs, mut dxs) = (SmallVec::new(), SmallVec::new());
+        for e in es {
+            let (x, dx) = self.eval_t(f, e)?;
+            xs.push(x);
+            dxs.push(dx);
+        }
+        Ok((xs, dxs))
     }
 
     /// Value and tangent of primitive `p` at `xs` with tangents `dxs` (`op`: its
