@@ -31,6 +31,31 @@ const SCHEME_ONLY: &[(&[&str], &str)] = &[
     (&["error"], "`error` needs its message first, a string: `(error \"f: bad input\" x)`"),
     (&["assert", "raise"], "stop with a message by `(if ok value (error \"f: bad input\" x))`"),
     (&["apply"], "a VLAD procedure takes one argument, several being one tuple: `(f (cons* a b))` is `(f a b)`"),
+    (
+        &["foldl", "foldr", "fold", "fold-right", "reduce-left", "reduce-right"],
+        "VLAD folds with `fold-left`, `(fold-left f acc l)` being `(f (f acc x1) x2)`..., and `reduce`, `(reduce f i l)` being `(f x1 (f x2 ... (f xn i)))`",
+    ),
+    (&["for-each"], "VLAD has no loops for effect: `map` over the list, calling `write` in the procedure"),
+    (
+        &[
+            "filter", "remove", "assoc", "assq", "assv", "member", "memq", "memv", "list-tail", "last",
+            "last-pair", "list-copy", "append-map", "filter-map", "sort", "list-index", "vector-map",
+        ],
+        "not in VLAD's prelude, which has length, list-ref, append, map, map2, fold-left, reduce, reverse and iota: define it with recursion or a named `let`",
+    ),
+    (&["eq?", "eqv?"], "VLAD compares structures with `equal?` and numbers with `=`"),
+    (&["number?", "integer?", "rational?", "exact?", "inexact?"], "VLAD's numeric type test is `real?`"),
+    (&["add1", "sub1", "1+", "-1+", "1-"], "write `(+ x 1)` or `(- x 1)`"),
+    (&["expt"], "VLAD has no power primitive: multiply, or write `(exp (* y (log x)))` for x > 0"),
+    (&["exact->inexact", "inexact"], "`(* 1.0 n)` is the double of an integer n"),
+    (&["tan"], "write `(/ (sin x) (cos x))`"),
+    (
+        &[
+            "modulo", "remainder", "quotient", "floor", "ceiling", "round", "truncate", "inexact->exact", "exact",
+            "even?", "odd?", "gcd", "lcm", "asin", "acos",
+        ],
+        "not a VLAD primitive: its numeric primitives are `+ - * / sqrt exp log sin cos atan`, the comparisons, and `zero? positive? negative? real?`",
+    ),
 ];
 
 /// The hint for an unbound `name` (without the leading separator), if any.
@@ -170,5 +195,24 @@ mod tests {
         assert!(hint("quasiquote").unwrap().contains("cons*"));
         assert!(hint("begin").unwrap().contains("let*"));
         assert!(hint("vector").unwrap().contains("make-vec"));
+    }
+
+    #[test]
+    fn common_scheme_procedures_say_what_vlad_has() {
+        // (before the nearest name: `expt` is one edit from `exp`, which is not a power)
+        let bound = ["exp", "list", "fold-left", "reduce", "equal?", "real?"];
+        let h = |n: &str| unbound_hint(n, bound.iter().copied()).unwrap();
+        for n in ["foldl", "foldr", "fold", "fold-right"] {
+            assert!(h(n).contains("`fold-left`") && h(n).contains("`reduce`"), "{n}");
+        }
+        assert!(h("expt").contains("(exp (* y (log x)))"));
+        assert!(h("last").contains("define it"));
+        assert!(h("filter").contains("define it"));
+        assert!(h("eq?").contains("`equal?`"));
+        assert!(h("number?").contains("`real?`"));
+        assert!(h("exact->inexact").contains("(* 1.0 n)"));
+        assert!(h("modulo").contains("not a VLAD primitive"));
+        // a misspelling of a bound name still gets that name
+        assert_eq!(h("fold-lefft"), "did you mean `fold-left`?");
     }
 }

@@ -113,6 +113,8 @@ fn a_scheme_form_vlad_lacks_or_a_malformed_number_says_what_to_use() {
     for (src, at, hint) in [
         ("(define x 1)\n(set! x 2)\n", "bad.vlad:2:2", "unbound variable `set!` (VLAD has no mutation"),
         ("(begin 1 2)\n", "bad.vlad:1:2", "unbound variable `begin` (a body is one expression"),
+        ("(foldl + 0 (list 1 2))\n", "bad.vlad:1:2", "unbound variable `foldl` (VLAD folds with `fold-left`"),
+        ("(expt 2 3)\n", "bad.vlad:1:2", "unbound variable `expt` (VLAD has no power primitive"),
         ("(+ 1/0 1)\n", "bad.vlad:1:4", "unbound variable `1/0` (not a number: a rational's denominator"),
         (
             "(define (f x) `(1 ,x))\n",
