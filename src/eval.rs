@@ -1316,7 +1316,7 @@ impl Machine {
         };
         let lam = &code.members[idx as usize];
         // The slots the body needs before its tail (a branch extends the frame).
-        let nslots = lam.body.frame as usize;
+        let nslots = lam.body.pre as usize;
         let start = if nargs == lam.unary {
             // (`Param::Slot(0)`) The one argument is already in its slot.
             self.push_nils(base + nslots);
@@ -1590,6 +1590,17 @@ impl Machine {
                         self.app_arith_push(base, inst, c)?;
                         self.pop_into(base + *s as usize);
                     }
+                    // (the call's result is the slot: see `CBind::PushArith`)
+                    CBind::PushArith(s, c, clear) => {
+                        debug_assert_eq!(self.stack.len(), base + *s as usize);
+                        self.app_arith_push(base, inst, c)?;
+                        self.clear_dead(base, clear);
+                    }
+                    CBind::PushApp(s, f, args, span, clear) => {
+                        debug_assert_eq!(self.stack.len(), base + *s as usize);
+                        self.app_push(base, inst, f, args, span)?;
+                        self.clear_dead(base, clear);
+                    }
                     // (a list walked: in a small frame of its own, not
                     // through `exec_bind`'s)
                     CBind::Uncons(..) => self.exec_uncons(base, inst, b)?,
@@ -1604,7 +1615,7 @@ impl Machine {
                     block = if self.truth(base, inst, c)? { t } else { e };
                     if !INNER {
                         // (An inner block's slots are all in its frame already.)
-                        self.push_nils(base + block.frame as usize);
+                        self.push_nils(base + block.pre as usize);
                     }
                     continue;
                 }
@@ -1988,9 +1999,12 @@ impl Machine {
         debug_assert!(i < self.stack.len());
         // SAFETY: the resolver numbers the slots a block uses below the block's
         // `frame` (its procedure's `nslots` bounds them all), and the value stack
-        // is grown to `base + frame` before a block runs (`enter`, `run_block`);
-        // the frame is only cut back when its procedure returns or fails, after
-        // its last slot access.
+        // is grown to `base + frame` before a block runs (`enter`, `run_block`),
+        // or, in a block with `Push`es in place, to `base + pre`, then slot by
+        // slot by those and by `Grow`s before any binding or tail that reads or
+        // writes a slot past them (`Resolver::block_resolved`); the frame is
+        // only cut back when its procedure returns or fails, after its last
+        // slot access.
         unsafe { self.stack.get_unchecked(i) }
     }
 
@@ -3025,7 +3039,51 @@ impl Machine {
                 self.exec_block_value(base, inst, b)
             }
             CBind::Uncons(..) => self.exec_uncons(base, inst, b),
+            CBind::Push(..) | CBind::PushArith(..) | CBind::PushApp(..) => self.exec_push(base, inst, b),
             _ => self.exec_other(base, inst, b),
+        }
+    }
+
+    /// A `Push` binding (see `CBind::Push`; `run_block` runs the ones in
+    /// place itself, this the others).
+    #[inline(never)]
+    fn exec_push(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
+        let clear = match b {
+            CBind::Push(s, e, clear) => {
+                match e {
+                    CExpr::App(f, args, span, _) => self.app_push(base, inst, f, args, span)?,
+                    CExpr::AppArith(c) => self.app_arith_push(base, inst, c)?,
+                    e => {
+                        let v = self.eval_expr(base, inst, e)?;
+                        self.push(v);
+                    }
+                }
+                self.pop_into(base + *s as usize);
+                clear
+            }
+            CBind::PushArith(s, c, clear) => {
+                debug_assert_eq!(self.stack.len(), base + *s as usize);
+                self.app_arith_push(base, inst, c)?;
+                clear
+            }
+            CBind::PushApp(s, f, args, span, clear) => {
+                debug_assert_eq!(self.stack.len(), base + *s as usize);
+                self.app_push(base, inst, f, args, span)?;
+                clear
+            }
+            _ => return self.exec_other(base, inst, b),
+        };
+        self.clear_dead(base, clear);
+        Ok(())
+    }
+
+    /// Empties the frame slots `clear` of values that own something.
+    #[inline(always)]
+    fn clear_dead(&mut self, base: usize, clear: &[u32]) {
+        for &c in clear {
+            if self.slot(base + c as usize).needs_drop() {
+                self.clear_slot(base + c as usize);
+            }
         }
     }
 
@@ -3341,6 +3399,14 @@ impl Machine {
                 self.stack[base + *y as usize] = cdr;
             }
             CBind::Split(..) => return self.exec_split(base, inst, b),
+            CBind::Push(..) | CBind::PushArith(..) | CBind::PushApp(..) => {
+                return self.exec_push(base, inst, b)
+            }
+            CBind::Clear(slots) => self.clear_dead(base, slots),
+            CBind::Grow(len) => {
+                debug_assert!(self.stack.len() <= base + *len as usize);
+                self.push_nils(base + *len as usize)
+            }
             CBind::Check(c, a, span) => {
                 let v = atom!(self, base, inst, a);
                 let v = crate::ad::ops::force(self, &v).map_err(|e| e.at(*span))?;

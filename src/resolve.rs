@@ -363,6 +363,32 @@ pub enum CBind {
     /// reads only its own variables allocated a closure at each entry).
     Letrec(Box<[u32]>, Rc<Group>, Box<[CAtom]>, std::cell::OnceCell<crate::value::InstRc>),
     EnvSens(Box<[u32]>, CAtom),
+    /// `(x (f a))`, a call (`App` or `AppArith`) bound to a variable that
+    /// takes a slot of its own, past every slot used before it, in a block
+    /// that `run_block` runs as a procedure's body or as a branch of an `if`
+    /// in tail position (not in a loop, nor in a call run in place); after
+    /// the call, the slots of the variables it (or its fused argument) read
+    /// for the last time are emptied of values that own something (the
+    /// third field): a `Let` reusing one of them would have dropped its
+    /// value there. Those of a block's last bindings that are such calls,
+    /// at the top slots of its frame one after the other, run in place
+    /// (`PushArith`, `PushApp`; see [`CBlock::pre`]); the resolver turns
+    /// the others into a `Let` and a [`CBind::Clear`].
+    Push(u32, CExpr, Box<[u32]>),
+    /// A [`CBind::Push`] of an `AppArith` in place: when it runs, the frame
+    /// holds exactly the slots below the variable's, so the call's result,
+    /// left on top of the value stack, is the slot, and nothing moves.
+    PushArith(u32, Box<AppArith>, Box<[u32]>),
+    /// A [`CBind::Push`] of an `App` in place (as `PushArith`).
+    PushApp(u32, CAtom, CArgs, Span, Box<[u32]>),
+    /// Empties the slots of variables read for the last time by the binding
+    /// before, a [`CBind::Push`] not in place (then a `Let`), of values
+    /// that own something.
+    Clear(Box<[u32]>),
+    /// Sets up the frame's slots up to this one (exclusive) with `()`, in a
+    /// block whose `Push`es run in place (see [`CBlock::pre`]), before a
+    /// binding or the block's tail that needs them.
+    Grow(u32),
 }
 
 /// Where a [`CBind::Split`] puts the second part of its pair.
@@ -384,6 +410,24 @@ pub struct CBlock {
     /// nested in its bindings. The branches of an `if` in tail position need
     /// more (their own `frame`); the two branches of an `if` share slot numbers.
     pub frame: u32,
+    /// The slots `run_block` sets up on entering the block (procedure
+    /// bodies, branches of an `if` in tail position): `frame`, or, where the
+    /// block has `Push` bindings in place (`PushArith`, `PushApp`), the
+    /// slots below the first of them: the results of their calls become
+    /// their slots, and `Grow` bindings set up the others as needed.
+    pub pre: u32,
+}
+
+/// Keeps `marks` (the frame's size once each binding of a block being
+/// resolved was made) in step with its `len` bindings, `nslots` being the
+/// size now: the bindings made since the last call (`before` of them then;
+/// the last of those `replaced` by another) get it.
+fn sync_marks(marks: &mut Vec<u32>, len: usize, nslots: u32, replaced: bool, before: usize) {
+    if replaced {
+        marks.truncate(before.saturating_sub(1));
+    }
+    marks.truncate(len);
+    marks.resize(len, nslots);
 }
 
 /// Resolved blocks nest through conditionals as deeply as the source does:
@@ -391,8 +435,12 @@ pub struct CBlock {
 impl Drop for CBlock {
     fn drop(&mut self) {
         fn take(e: &mut CExpr, out: &mut Vec<CBlock>) {
-            let empty =
-                || CBlock { binds: Vec::new(), tail: CExpr::Atom(CAtom::Const(Value::Nil)), frame: 0 };
+            let empty = || CBlock {
+                binds: Vec::new(),
+                tail: CExpr::Atom(CAtom::Const(Value::Nil)),
+                frame: 0,
+                pre: 0,
+            };
             match e {
                 CExpr::If(_, t, f) => {
                     for b in [t, f] {
@@ -1222,13 +1270,13 @@ impl Resolver<'_> {
             params,
             dead: Box::new([]),
             frame,
-            body: CBlock { binds: rest, tail, frame: body.frame },
+            body: CBlock { binds: rest, tail, frame: body.frame, pre: body.frame },
             name: self.group.display_name(0).into(),
             site: Span::UNKNOWN,
             entered: true,
             in_place_tail: false,
         };
-        CBlock { binds: std::mem::take(&mut body.binds), tail: CExpr::Loop(Box::new(lp)), frame }
+        CBlock { binds: std::mem::take(&mut body.binds), tail: CExpr::Loop(Box::new(lp)), frame, pre: frame }
     }
 
     /// Whether global `g` holds the procedure being resolved (as far as
@@ -1795,25 +1843,117 @@ impl Resolver<'_> {
     /// before (the last of `binds`, taken off them) and read nowhere else;
     /// else `ce`. (Not where the call's pair is taken apart next: that
     /// binding and the call become a `CBind::Split`.)
-    fn arith_arg_fused(&self, binds: &mut Vec<CBind>, b: &Block, i: usize, ce: CExpr) -> CExpr {
-        let CExpr::App(f, CArgs::One(CAtom::Local(a)), call, _) = &ce else { return ce };
+    fn arith_arg_fused(
+        &self,
+        binds: &mut Vec<CBind>,
+        b: &Block,
+        i: usize,
+        ce: CExpr,
+    ) -> (CExpr, Option<VarId>) {
+        let CExpr::App(f, CArgs::One(CAtom::Local(a)), call, _) = &ce else { return (ce, None) };
         let (
             Some(Bind::Let(t, Expr::Prim(..))),
             Some(Bind::Let(x, Expr::App(_, Args::One(Atom::Var(t2)), _))),
         ) = (i.checked_sub(1).and_then(|j| b.binds.get(j)), b.binds.get(i))
         else {
-            return ce;
+            return (ce, None);
         };
         let split_next = matches!(b.binds.get(i + 1), Some(Bind::Uncons(_, _, Atom::Var(r), _)) if r == x);
         if t != t2 || self.uses.get(t).copied() != Some(1) || split_next {
-            return ce;
+            return (ce, None);
         }
         match binds.last() {
             Some(CBind::Let(s, CExpr::Arith2(..) | CExpr::Arith2Int(..))) if s == a => {}
-            _ => return ce,
+            _ => return (ce, None),
         }
         let Some(CBind::Let(_, arg)) = binds.pop() else { unreachable!("checked above") };
-        CExpr::AppArith(Box::new(AppArith { f: f.clone(), arg, call: *call }))
+        (CExpr::AppArith(Box::new(AppArith { f: f.clone(), arg, call: *call })), Some(*t))
+    }
+
+    /// The index of the first binding of block `b` (run as a procedure's
+    /// body or a branch of an `if` in tail position) from which the calls
+    /// bound to variables are [`CBind::Push`]es: the last bindings before
+    /// the block's result, if they are calls and arithmetic passed to the
+    /// call after it (fused into it, see [`Resolver::arith_arg_fused`]),
+    /// and the result is arithmetic or an `if` (neither needs slots; a call
+    /// there may run in place and need some, and the `Push`es would then
+    /// need `Grow`s). `b.binds.len()` if there are none.
+    fn push_from(&self, b: &Block) -> usize {
+        let n = b.binds.len();
+        let mut end = n;
+        if let Some(Bind::Let(x, e)) = b.binds.last() {
+            if matches!(&b.result, Atom::Var(r) if r == x) {
+                if !matches!(e, Expr::Prim(..) | Expr::If(..)) {
+                    return n;
+                }
+                end = n - 1;
+                // (a comparison the `if` reads)
+                if matches!(e, Expr::If(..))
+                    && matches!(b.binds.get(n.wrapping_sub(2)), Some(Bind::Let(_, Expr::Prim(..))))
+                {
+                    end = n - 2;
+                }
+            }
+        }
+        let mut k = end;
+        while k > 0 {
+            match &b.binds[k - 1] {
+                Bind::Let(_, Expr::App(..)) => k -= 1,
+                Bind::Let(t, Expr::Prim(..))
+                    if k < end
+                        && self.uses.get(t).copied() == Some(1)
+                        && matches!(&b.binds[k], Bind::Let(_, Expr::App(_, Args::One(Atom::Var(t2)), _)) if t2 == t) =>
+                {
+                    k -= 1
+                }
+                _ => break,
+            }
+        }
+        k
+    }
+
+    /// Binds `x` to the call `ce` as a [`CBind::Push`]: a slot of its own
+    /// past every slot used so far; `dying` (the variables the call reads
+    /// last) and the slots `released` before it are emptied after the call.
+    /// `fused`: the variable of the argument fused into `ce` (`AppArith`),
+    /// whose slot is given back (nothing stores it now; emptied too where it
+    /// was another's before: unless it is the slot the binding before took
+    /// at the top of the frame, if it took one, beside the variable).
+    fn bind_push(
+        &mut self,
+        binds: &mut Vec<CBind>,
+        x: VarId,
+        ce: CExpr,
+        mut dying: Vec<VarId>,
+        released: &[u32],
+        fused: Option<(VarId, Option<u32>)>,
+    ) {
+        let mut clear: Vec<u32> = released.to_vec();
+        if let Some((t, fresh)) = fused {
+            dying.retain(|v| *v != t);
+            if let Some(CAtom::Local(ts)) = self.map.remove(&t) {
+                if fresh == Some(ts) && ts + 1 == self.nslots {
+                    self.nslots -= 1;
+                } else {
+                    // (a slot freed by a variable before: the store that
+                    // would have dropped its value there is gone)
+                    self.free.push(ts);
+                    clear.push(ts);
+                }
+            }
+        }
+        clear.extend(dying.iter().filter_map(|v| match self.map.get(v) {
+            Some(CAtom::Local(s)) => Some(*s),
+            _ => None,
+        }));
+        self.release_all(dying);
+        let s = self.nslots;
+        self.nslots += 1;
+        clear.retain(|c| *c != s);
+        clear.sort_unstable();
+        clear.dedup();
+        self.map.insert(x, CAtom::Local(s));
+        binds.push(CBind::Push(s, ce, clear.into_boxed_slice()));
     }
 
     /// Bindings `i`, `i + 1` and `i + 2` of a block, if they are
@@ -1983,19 +2123,38 @@ impl Resolver<'_> {
                 }
             }
         }
+        // (a block `run_block` sets up on entry, where a call's result may
+        // stay where the call leaves it: see `CBind::Push`)
+        let push_ctx = self.tail && !self.loop_tail && self.loops.is_empty() && self.inlining.is_empty();
+        let push_from = if push_ctx { self.push_from(b) } else { n };
         let preferred = self.prefer.len();
         self.prefer_loop_slots(b);
         // A backpropagator call being fused (bindings skipped so far).
         let mut bp_call: Option<(BpCall, usize)> = None;
+        // The slots freed after the binding before, and the slot it took at
+        // the top of the frame, if it did (see `bind_push`).
+        let mut released: Vec<u32> = Vec::new();
+        let mut fresh: Option<u32> = None;
+        // For each binding made, the frame's size once it was made (the
+        // slots it and the blocks nested in it use are below); how many
+        // bindings there were before this one, and whether it replaced the
+        // last of them (see `sync_marks`).
+        let mut marks: Vec<u32> = Vec::new();
+        let mut len_before = 0;
+        let mut replaced_last = false;
         let (outer_tail, outer_loop_tail) = (self.tail, self.loop_tail);
         // (the call an inner loop's binding stands for, at the next index)
         let mut skip = false;
         for (i, bind) in b.binds.iter().enumerate() {
+            sync_marks(&mut marks, binds.len(), self.nslots, std::mem::take(&mut replaced_last), len_before);
+            len_before = binds.len();
+            let fresh_before = std::mem::take(&mut fresh);
             // (what this binding's expression holds is in tail position only
             // if the expression is, and the block is)
             let last = i + 1 == n && matches!((bind, &b.result), (Bind::Let(x, _), Atom::Var(r)) if r == x);
             self.tail = outer_tail && last;
             self.loop_tail = outer_loop_tail && last;
+            released.clear();
             if i > 0 {
                 if fused.is_some() || bp_call.is_some() {
                     // A comparison fused into the `if` after it is read by that
@@ -2003,9 +2162,19 @@ impl Resolver<'_> {
                     let d = std::mem::take(&mut dying[i - 1]);
                     dying[i].extend(d);
                 } else {
-                    self.release_all(std::mem::take(&mut dying[i - 1]));
+                    let d = std::mem::take(&mut dying[i - 1]);
+                    released.extend(d.iter().filter_map(|v| match self.map.get(v) {
+                        Some(CAtom::Local(s)) => Some(*s),
+                        _ => None,
+                    }));
+                    self.release_all(d);
                 }
-                self.release_all(std::mem::take(&mut unread[i - 1]));
+                let u = std::mem::take(&mut unread[i - 1]);
+                released.extend(u.iter().filter_map(|v| match self.map.get(v) {
+                    Some(CAtom::Local(s)) => Some(*s),
+                    _ => None,
+                }));
+                self.release_all(u);
             }
             if std::mem::take(&mut skip) {
                 continue;
@@ -2125,8 +2294,29 @@ impl Resolver<'_> {
                         });
                     } else {
                         let ce = self.expr_at(e, &dying[i]);
-                        let ce = self.arith_arg_fused(&mut binds, b, i, ce);
-                        self.bind_let(&mut binds, *x, ce, std::mem::take(&mut dying[i]));
+                        let (ce, fused_arg) = self.arith_arg_fused(&mut binds, b, i, ce);
+                        replaced_last |= fused_arg.is_some();
+                        let split_next =
+                            matches!(b.binds.get(i + 1), Some(Bind::Uncons(_, _, Atom::Var(r), _)) if r == x);
+                        if i >= push_from
+                            && matches!(ce, CExpr::App(..) | CExpr::AppArith(_))
+                            && !split_next
+                            && !self.map.contains_key(x)
+                        {
+                            let d = std::mem::take(&mut dying[i]);
+                            self.bind_push(
+                                &mut binds,
+                                *x,
+                                ce,
+                                d,
+                                &released,
+                                fused_arg.map(|t| (t, fresh_before)),
+                            );
+                        } else {
+                            let top = self.nslots;
+                            self.bind_let(&mut binds, *x, ce, std::mem::take(&mut dying[i]));
+                            fresh = (self.nslots > top).then_some(top);
+                        }
                     }
                 }
                 Bind::Uncons(x, y, a, s) => {
@@ -2145,11 +2335,13 @@ impl Resolver<'_> {
                             let rest =
                                 if self.uses.contains_key(y) { Split::Slot(sy) } else { Split::Unread };
                             binds.push(CBind::Split(e, sx, rest, *s));
+                            replaced_last = true;
                         }
                         Some(CBind::Split(e, sr, Split::Slot(sd), s0))
                             if fresh && matches!(ca, CAtom::Local(s) if s == sd) =>
                         {
                             binds.push(CBind::Split(e, sr, Split::Pair(sx, sy, *s), s0));
+                            replaced_last = true;
                         }
                         last => {
                             binds.extend(last);
@@ -2179,7 +2371,63 @@ impl Resolver<'_> {
             CExpr::Atom(self.atom(&b.result))
         });
         self.prefer.truncate(preferred);
-        CBlock { binds, tail, frame }
+        sync_marks(&mut marks, binds.len(), self.nslots, replaced_last, len_before);
+        // The `Push`es run in place: from the first, the frame is set up as
+        // the block runs (`Grow`s where a binding or the tail needs slots
+        // past those set up so far); one whose slot was set up already (none
+        // is, but a mark taken too high would make it so) is a `Let`.
+        let mut pre = frame;
+        if let Some(first) = binds.iter().find_map(|b| match b {
+            CBind::Push(s, ..) => Some(*s),
+            _ => None,
+        }) {
+            pre = first;
+            let mut len = first;
+            let mut out = Vec::with_capacity(binds.len() + 2);
+            for (bind, mark) in binds.into_iter().zip(marks) {
+                match bind {
+                    CBind::Push(s, CExpr::AppArith(c), clear) if s >= len => {
+                        if s > len {
+                            out.push(CBind::Grow(s));
+                        }
+                        len = s + 1;
+                        out.push(CBind::PushArith(s, c, clear));
+                    }
+                    CBind::Push(s, CExpr::App(f, args, span, _), clear) if s >= len => {
+                        if s > len {
+                            out.push(CBind::Grow(s));
+                        }
+                        len = s + 1;
+                        out.push(CBind::PushApp(s, f, args, span, clear));
+                    }
+                    CBind::Push(s, e, clear) => {
+                        out.push(CBind::Let(s, e));
+                        if !clear.is_empty() {
+                            out.push(CBind::Clear(clear));
+                        }
+                    }
+                    bind => {
+                        if mark > len {
+                            out.push(CBind::Grow(mark));
+                            len = mark;
+                        }
+                        out.push(bind);
+                    }
+                }
+            }
+            if frame > len {
+                out.push(CBind::Grow(frame));
+            }
+            // (nothing to empty after the last binding where only inline
+            // arithmetic runs before the frame is dropped)
+            if matches!(tail, CExpr::Arith2(..) | CExpr::Arith2Int(..)) {
+                if let Some(CBind::PushArith(_, _, clear) | CBind::PushApp(.., clear)) = out.last_mut() {
+                    *clear = Box::new([]);
+                }
+            }
+            binds = out;
+        }
+        CBlock { binds, tail, frame, pre }
     }
 
     /// Where block `b` ends in a call of the innermost loop (an [`Again`] in

@@ -123,9 +123,18 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
     };
     for bind in &b.binds {
         match bind {
-            CBind::Let(_, e) | CBind::Split(e, ..) => expr(e, out),
+            CBind::Let(_, e) | CBind::Split(e, ..) | CBind::Push(_, e, _) => expr(e, out),
+            CBind::PushArith(_, c, _) => {
+                a(&c.f, out);
+                arith(&c.arg, out)
+            }
+            CBind::PushApp(_, f, xs, ..) => {
+                a(f, out);
+                args(xs, out)
+            }
             CBind::Uncons(_, _, x, _) | CBind::Check(_, x, _) | CBind::EnvSens(_, x) => a(x, out),
             CBind::Letrec(_, _, caps, _) => caps.iter().for_each(|c| a(c, out)),
+            CBind::Clear(_) | CBind::Grow(_) => {}
         }
     }
     expr(&b.tail, out);
@@ -218,7 +227,21 @@ fn each_expr(b: &CBlock, f: &mut dyn FnMut(&CExpr, Option<&Split>)) {
     for bind in &b.binds {
         match bind {
             CBind::Split(e, _, rest, _) => visit(e, Some(rest), f),
-            CBind::Let(_, e) => visit(e, None, f),
+            CBind::Let(_, e) | CBind::Push(_, e, _) => visit(e, None, f),
+            // (the calls in place, as the expressions they were: an
+            // `AppArith`'s argument left out)
+            CBind::PushArith(_, c, _) => {
+                let arg = CExpr::Atom(CAtom::Const(crate::value::Value::Nil));
+                let e = CExpr::AppArith(Box::new(super::AppArith { f: c.f.clone(), arg, call: c.call }));
+                visit(&e, None, f)
+            }
+            CBind::PushApp(_, g, xs, span, _) => {
+                let xs = match xs {
+                    CArgs::One(x) => CArgs::One(x.clone()),
+                    CArgs::Tuple(ys) => CArgs::Tuple(ys.clone()),
+                };
+                visit(&CExpr::App(g.clone(), xs, *span, Default::default()), None, f)
+            }
             _ => {}
         }
     }
@@ -363,7 +386,7 @@ fn loop_counts(b: &CBlock, n: &mut (usize, usize, usize)) {
     };
     for bind in &b.binds {
         match bind {
-            CBind::Let(_, e) | CBind::Split(e, ..) => expr(e, n),
+            CBind::Let(_, e) | CBind::Split(e, ..) | CBind::Push(_, e, _) => expr(e, n),
             CBind::Letrec(..) => n.2 += 1,
             _ => {}
         }
@@ -596,4 +619,61 @@ fn calls_of_arithmetic_give_what_plain_calls_give() {
     let d = "(define (sq x) (* x x)) (define (f x) (+ 1.0 (sq (+ x 1.0))))
              ((derivative-F f) 2.0) ((derivative-R f) 2.0)";
     assert_eq!(eval_all(d), ["6.0", "6.0"]);
+}
+
+/// The bindings of the branch run when the test fails of the `if` that ends
+/// member 0's body.
+fn else_branch(src: &str) -> (Vec<&'static str>, u32, u32) {
+    let c = code(&group(src));
+    let CExpr::If(_, _, e) = &c.members[0].body.tail else { panic!("not an if") };
+    let kinds = e
+        .binds
+        .iter()
+        .map(|b| match b {
+            CBind::PushArith(..) => "push-arith",
+            CBind::PushApp(..) => "push-app",
+            CBind::Push(..) => "push",
+            CBind::Grow(_) => "grow",
+            CBind::Clear(_) => "clear",
+            CBind::Let(..) => "let",
+            _ => "other",
+        })
+        .collect();
+    (kinds, e.pre, e.frame)
+}
+
+#[test]
+fn calls_bound_at_the_end_of_a_branch_leave_their_results_in_place() {
+    // both calls of a doubly recursive procedure: their results are the
+    // branch's last two slots, which its entry does not set up
+    let (kinds, pre, frame) = else_branch("(lambda (f n) (if (< n 2) n (+ (f (- n 1)) (f (- n 2)))))");
+    assert_eq!(kinds, ["push-arith", "push-arith"]);
+    assert_eq!((pre + 2, frame), (frame, frame));
+    // two arguments
+    let (kinds, _, _) = else_branch("(lambda (f n) (if (< n 2) n (* n (f n (- n 1)))))");
+    assert_eq!(kinds, ["let", "push-app"]);
+    // a result the block's tail passes on (a call, which may run in place
+    // and need slots): ordinary bindings
+    let (kinds, pre, frame) = else_branch("(lambda (f g n) (if (< n 2) n (g (f (- n 1)))))");
+    assert_eq!(kinds, ["let"]);
+    assert_eq!(pre, frame);
+}
+
+#[test]
+fn calls_left_in_place_give_what_bindings_give() {
+    // values by hand: 2^10 by doubling (the argument's slot was the
+    // parameter's); sums of squares where the second call runs in place and
+    // needs a slot past the first's; a list walked (the pair read last is
+    // emptied after the call); a body, not a branch; 10^5 deep; an error in
+    // a call whose result would stay in place
+    let src = "(define (pow2 n) (if (= n 0) 1 (* 2 (pow2 (- n 1)))))
+               (define (sq x) (* x x))
+               (define (sumsq n) (if (< n 1) 0 (+ (sumsq (- n 1)) (sq n))))
+               (define (len l) (if (null? l) 0 (+ 1 (len (cdr l)))))
+               (define (twice f x) (let ((a (f x))) (+ a (f a))))
+               (define (sum n) (if (= n 0) 0 (+ n (sum (- n 1)))))
+               (pow2 10) (sumsq 10) (len (iota 1000)) (twice (lambda (y) (* y 3)) 2) (sum 100000)";
+    assert_eq!(eval_all(src), ["1024", "385", "1000", "24", "5000050000"]);
+    let e = eval_all("(define (h n) (car n)) (define (g n) (+ (g (h n)) 1)) (g 5)");
+    assert!(e[0].contains("car"), "{e:?}");
 }
