@@ -2000,10 +2000,10 @@ impl Machine {
         // SAFETY: the resolver numbers the slots a block uses below the block's
         // `frame` (its procedure's `nslots` bounds them all), and the value stack
         // is grown to `base + frame` before a block runs (`enter`, `run_block`),
-        // or, in a block with `Push`es in place, to `base + pre`, then slot by
-        // slot by those and by `Grow`s before any binding or tail that reads or
-        // writes a slot past them (`Resolver::block_resolved`); the frame is
-        // only cut back when its procedure returns or fails, after its last
+        // or, in a block with calls run in place (`PushArith`), to
+        // `base + pre`, then slot by slot by those and by `Grow`s before any
+        // binding or tail that reads or writes a slot past them
+        // (`Resolver::block_resolved`); the frame is only cut back when its procedure returns or fails, after its last
         // slot access.
         unsafe { self.stack.get_unchecked(i) }
     }
@@ -3039,28 +3039,16 @@ impl Machine {
                 self.exec_block_value(base, inst, b)
             }
             CBind::Uncons(..) => self.exec_uncons(base, inst, b),
-            CBind::Push(..) | CBind::PushArith(..) | CBind::PushApp(..) => self.exec_push(base, inst, b),
+            CBind::PushArith(..) | CBind::PushApp(..) => self.exec_push(base, inst, b),
             _ => self.exec_other(base, inst, b),
         }
     }
 
-    /// A `Push` binding (see `CBind::Push`; `run_block` runs the ones in
-    /// place itself, this the others).
+    /// A call whose result stays where the call puts it (see
+    /// `CBind::PushArith`; `run_block` runs these itself).
     #[inline(never)]
     fn exec_push(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
         let clear = match b {
-            CBind::Push(s, e, clear) => {
-                match e {
-                    CExpr::App(f, args, span, _) => self.app_push(base, inst, f, args, span)?,
-                    CExpr::AppArith(c) => self.app_arith_push(base, inst, c)?,
-                    e => {
-                        let v = self.eval_expr(base, inst, e)?;
-                        self.push(v);
-                    }
-                }
-                self.pop_into(base + *s as usize);
-                clear
-            }
             CBind::PushArith(s, c, clear) => {
                 debug_assert_eq!(self.stack.len(), base + *s as usize);
                 self.app_arith_push(base, inst, c)?;
@@ -3399,9 +3387,7 @@ impl Machine {
                 self.stack[base + *y as usize] = cdr;
             }
             CBind::Split(..) => return self.exec_split(base, inst, b),
-            CBind::Push(..) | CBind::PushArith(..) | CBind::PushApp(..) => {
-                return self.exec_push(base, inst, b)
-            }
+            CBind::PushArith(..) | CBind::PushApp(..) => return self.exec_push(base, inst, b),
             CBind::Clear(slots) => self.clear_dead(base, slots),
             CBind::Grow(len) => {
                 debug_assert!(self.stack.len() <= base + *len as usize);

@@ -363,31 +363,28 @@ pub enum CBind {
     /// reads only its own variables allocated a closure at each entry).
     Letrec(Box<[u32]>, Rc<Group>, Box<[CAtom]>, std::cell::OnceCell<crate::value::InstRc>),
     EnvSens(Box<[u32]>, CAtom),
-    /// `(x (f a))`, a call (`App` or `AppArith`) bound to a variable that
-    /// takes a slot of its own, past every slot used before it, in a block
-    /// that `run_block` runs as a procedure's body or as a branch of an `if`
-    /// in tail position (not in a loop, nor in a call run in place); after
-    /// the call, the slots of the variables it (or its fused argument) read
+    /// `(x (f a))`, a call's result left where the call put it: `x` takes a
+    /// slot of its own, past every slot used before it, in a block that
+    /// `run_block` runs as a procedure's body or as a branch of an `if` in
+    /// tail position (not in a loop, nor in a call run in place; see
+    /// [`Resolver::push_from`]). When it runs, the frame holds exactly the
+    /// slots below `x`'s (see [`CBlock::pre`]), so the result of the call,
+    /// left on top of the value stack, is the slot, and nothing moves.
+    /// Then the slots of the variables the call (or its fused argument) read
     /// for the last time are emptied of values that own something (the
     /// third field): a `Let` reusing one of them would have dropped its
-    /// value there. Those of a block's last bindings that are such calls,
-    /// at the top slots of its frame one after the other, run in place
-    /// (`PushArith`, `PushApp`; see [`CBlock::pre`]); the resolver turns
-    /// the others into a `Let` and a [`CBind::Clear`].
-    Push(u32, CExpr, Box<[u32]>),
-    /// A [`CBind::Push`] of an `AppArith` in place: when it runs, the frame
-    /// holds exactly the slots below the variable's, so the call's result,
-    /// left on top of the value stack, is the slot, and nothing moves.
+    /// value there. (One whose slot the frame holds already, which the
+    /// resolver does not make, is a `Let` and a [`CBind::Clear`].)
     PushArith(u32, Box<AppArith>, Box<[u32]>),
-    /// A [`CBind::Push`] of an `App` in place (as `PushArith`).
+    /// A [`CBind::PushArith`] of an `App`.
     PushApp(u32, CAtom, CArgs, Span, Box<[u32]>),
     /// Empties the slots of variables read for the last time by the binding
-    /// before, a [`CBind::Push`] not in place (then a `Let`), of values
-    /// that own something.
+    /// before (a call that would have been a [`CBind::PushArith`] or
+    /// `PushApp`) of values that own something.
     Clear(Box<[u32]>),
     /// Sets up the frame's slots up to this one (exclusive) with `()`, in a
-    /// block whose `Push`es run in place (see [`CBlock::pre`]), before a
-    /// binding or the block's tail that needs them.
+    /// block with calls run in place (`PushArith`, `PushApp`; see
+    /// [`CBlock::pre`]), before a binding or the block's tail that needs them.
     Grow(u32),
 }
 
@@ -412,9 +409,9 @@ pub struct CBlock {
     pub frame: u32,
     /// The slots `run_block` sets up on entering the block (procedure
     /// bodies, branches of an `if` in tail position): `frame`, or, where the
-    /// block has `Push` bindings in place (`PushArith`, `PushApp`), the
-    /// slots below the first of them: the results of their calls become
-    /// their slots, and `Grow` bindings set up the others as needed.
+    /// block has calls run in place (`PushArith`, `PushApp`), the slots
+    /// below the first of them: the results of those calls become their
+    /// slots, and `Grow` bindings set up the others as needed.
     pub pre: u32,
 }
 
@@ -1758,8 +1755,16 @@ impl Resolver<'_> {
 
     /// Frees the slot of a variable that is no longer read.
     fn release(&mut self, v: VarId) {
-        if let Some(CAtom::Local(s)) = self.map.get(&v) {
-            self.free.push(*s);
+        if let Some(s) = self.slot_of(v) {
+            self.free.push(s);
+        }
+    }
+
+    /// The frame slot of variable `v`, if it has one.
+    fn slot_of(&self, v: VarId) -> Option<u32> {
+        match self.map.get(&v) {
+            Some(CAtom::Local(s)) => Some(*s),
+            _ => None,
         }
     }
 
@@ -1849,16 +1854,16 @@ impl Resolver<'_> {
         b: &Block,
         i: usize,
         ce: CExpr,
+        split_next: bool,
     ) -> (CExpr, Option<VarId>) {
         let CExpr::App(f, CArgs::One(CAtom::Local(a)), call, _) = &ce else { return (ce, None) };
         let (
             Some(Bind::Let(t, Expr::Prim(..))),
-            Some(Bind::Let(x, Expr::App(_, Args::One(Atom::Var(t2)), _))),
+            Some(Bind::Let(_, Expr::App(_, Args::One(Atom::Var(t2)), _))),
         ) = (i.checked_sub(1).and_then(|j| b.binds.get(j)), b.binds.get(i))
         else {
             return (ce, None);
         };
-        let split_next = matches!(b.binds.get(i + 1), Some(Bind::Uncons(_, _, Atom::Var(r), _)) if r == x);
         if t != t2 || self.uses.get(t).copied() != Some(1) || split_next {
             return (ce, None);
         }
@@ -1872,12 +1877,13 @@ impl Resolver<'_> {
 
     /// The index of the first binding of block `b` (run as a procedure's
     /// body or a branch of an `if` in tail position) from which the calls
-    /// bound to variables are [`CBind::Push`]es: the last bindings before
-    /// the block's result, if they are calls and arithmetic passed to the
-    /// call after it (fused into it, see [`Resolver::arith_arg_fused`]),
-    /// and the result is arithmetic or an `if` (neither needs slots; a call
-    /// there may run in place and need some, and the `Push`es would then
-    /// need `Grow`s). `b.binds.len()` if there are none.
+    /// bound to variables run in place ([`CBind::PushArith`], `PushApp`):
+    /// the last bindings before the block's result, if they are calls and
+    /// arithmetic passed to the call after it (fused into it, see
+    /// [`Resolver::arith_arg_fused`]), and the result is arithmetic or an
+    /// `if` (neither needs slots; a call there may run in place and need
+    /// some, and those would then need `Grow`s). `b.binds.len()` if there
+    /// are none.
     fn push_from(&self, b: &Block) -> usize {
         let n = b.binds.len();
         let mut end = n;
@@ -1912,7 +1918,8 @@ impl Resolver<'_> {
         k
     }
 
-    /// Binds `x` to the call `ce` as a [`CBind::Push`]: a slot of its own
+    /// Binds `x` to the call `ce` as a `Let` to become a [`CBind::PushArith`]
+    /// or `PushApp`: a slot of its own
     /// past every slot used so far; `dying` (the variables the call reads
     /// last) and the slots `released` before it are emptied after the call.
     /// `fused`: the variable of the argument fused into `ce` (`AppArith`),
@@ -1927,7 +1934,7 @@ impl Resolver<'_> {
         mut dying: Vec<VarId>,
         released: &[u32],
         fused: Option<(VarId, Option<u32>)>,
-    ) {
+    ) -> (u32, Box<[u32]>) {
         let mut clear: Vec<u32> = released.to_vec();
         if let Some((t, fresh)) = fused {
             dying.retain(|v| *v != t);
@@ -1942,10 +1949,7 @@ impl Resolver<'_> {
                 }
             }
         }
-        clear.extend(dying.iter().filter_map(|v| match self.map.get(v) {
-            Some(CAtom::Local(s)) => Some(*s),
-            _ => None,
-        }));
+        clear.extend(dying.iter().filter_map(|v| self.slot_of(*v)));
         self.release_all(dying);
         let s = self.nslots;
         self.nslots += 1;
@@ -1953,7 +1957,8 @@ impl Resolver<'_> {
         clear.sort_unstable();
         clear.dedup();
         self.map.insert(x, CAtom::Local(s));
-        binds.push(CBind::Push(s, ce, clear.into_boxed_slice()));
+        binds.push(CBind::Let(s, ce));
+        (s, clear.into_boxed_slice())
     }
 
     /// Bindings `i`, `i + 1` and `i + 2` of a block, if they are
@@ -2124,7 +2129,7 @@ impl Resolver<'_> {
             }
         }
         // (a block `run_block` sets up on entry, where a call's result may
-        // stay where the call leaves it: see `CBind::Push`)
+        // stay where the call leaves it: see `CBind::PushArith`)
         let push_ctx = self.tail && !self.loop_tail && self.loops.is_empty() && self.inlining.is_empty();
         let push_from = if push_ctx { self.push_from(b) } else { n };
         let preferred = self.prefer.len();
@@ -2142,6 +2147,9 @@ impl Resolver<'_> {
         let mut marks: Vec<u32> = Vec::new();
         let mut len_before = 0;
         let mut replaced_last = false;
+        // The calls bound to become `PushArith`s or `PushApp`s: the index of
+        // their `Let`, its slot, the slots to empty after it.
+        let mut pushes: Vec<(usize, u32, Box<[u32]>)> = Vec::new();
         let (outer_tail, outer_loop_tail) = (self.tail, self.loop_tail);
         // (the call an inner loop's binding stands for, at the next index)
         let mut skip = false;
@@ -2163,17 +2171,11 @@ impl Resolver<'_> {
                     dying[i].extend(d);
                 } else {
                     let d = std::mem::take(&mut dying[i - 1]);
-                    released.extend(d.iter().filter_map(|v| match self.map.get(v) {
-                        Some(CAtom::Local(s)) => Some(*s),
-                        _ => None,
-                    }));
+                    released.extend(d.iter().filter_map(|v| self.slot_of(*v)));
                     self.release_all(d);
                 }
                 let u = std::mem::take(&mut unread[i - 1]);
-                released.extend(u.iter().filter_map(|v| match self.map.get(v) {
-                    Some(CAtom::Local(s)) => Some(*s),
-                    _ => None,
-                }));
+                released.extend(u.iter().filter_map(|v| self.slot_of(*v)));
                 self.release_all(u);
             }
             if std::mem::take(&mut skip) {
@@ -2294,24 +2296,19 @@ impl Resolver<'_> {
                         });
                     } else {
                         let ce = self.expr_at(e, &dying[i]);
-                        let (ce, fused_arg) = self.arith_arg_fused(&mut binds, b, i, ce);
-                        replaced_last |= fused_arg.is_some();
                         let split_next =
                             matches!(b.binds.get(i + 1), Some(Bind::Uncons(_, _, Atom::Var(r), _)) if r == x);
+                        let (ce, fused_arg) = self.arith_arg_fused(&mut binds, b, i, ce, split_next);
+                        replaced_last |= fused_arg.is_some();
                         if i >= push_from
                             && matches!(ce, CExpr::App(..) | CExpr::AppArith(_))
                             && !split_next
                             && !self.map.contains_key(x)
                         {
                             let d = std::mem::take(&mut dying[i]);
-                            self.bind_push(
-                                &mut binds,
-                                *x,
-                                ce,
-                                d,
-                                &released,
-                                fused_arg.map(|t| (t, fresh_before)),
-                            );
+                            let fused = fused_arg.map(|t| (t, fresh_before));
+                            let (slot, clear) = self.bind_push(&mut binds, *x, ce, d, &released, fused);
+                            pushes.push((binds.len() - 1, slot, clear));
                         } else {
                             let top = self.nslots;
                             self.bind_let(&mut binds, *x, ce, std::mem::take(&mut dying[i]));
@@ -2372,46 +2369,40 @@ impl Resolver<'_> {
         });
         self.prefer.truncate(preferred);
         sync_marks(&mut marks, binds.len(), self.nslots, replaced_last, len_before);
-        // The `Push`es run in place: from the first, the frame is set up as
-        // the block runs (`Grow`s where a binding or the tail needs slots
-        // past those set up so far); one whose slot was set up already (none
-        // is, but a mark taken too high would make it so) is a `Let`.
+        // The calls run in place: from the first, the frame is set up as the
+        // block runs (`Grow`s where a binding or the tail needs slots past
+        // those set up so far); one whose slot was set up already (none is,
+        // but a mark taken too high would make it so) stays a `Let`, with a
+        // `Clear` after it.
         let mut pre = frame;
-        if let Some(first) = binds.iter().find_map(|b| match b {
-            CBind::Push(s, ..) => Some(*s),
-            _ => None,
-        }) {
+        if let Some(&(_, first, _)) = pushes.first() {
             pre = first;
             let mut len = first;
             let mut out = Vec::with_capacity(binds.len() + 2);
-            for (bind, mark) in binds.into_iter().zip(marks) {
-                match bind {
-                    CBind::Push(s, CExpr::AppArith(c), clear) if s >= len => {
+            let mut pushes = pushes.into_iter().peekable();
+            for (k, (bind, mark)) in binds.into_iter().zip(marks).enumerate() {
+                let clear = pushes.next_if(|p| p.0 == k).map(|p| p.2);
+                match (bind, clear) {
+                    (CBind::Let(s, e @ (CExpr::App(..) | CExpr::AppArith(_))), Some(clear)) if s >= len => {
                         if s > len {
                             out.push(CBind::Grow(s));
                         }
                         len = s + 1;
-                        out.push(CBind::PushArith(s, c, clear));
+                        out.push(match e {
+                            CExpr::AppArith(c) => CBind::PushArith(s, c, clear),
+                            CExpr::App(f, args, span, _) => CBind::PushApp(s, f, args, span, clear),
+                            _ => unreachable!("matched above"),
+                        });
                     }
-                    CBind::Push(s, CExpr::App(f, args, span, _), clear) if s >= len => {
-                        if s > len {
-                            out.push(CBind::Grow(s));
-                        }
-                        len = s + 1;
-                        out.push(CBind::PushApp(s, f, args, span, clear));
-                    }
-                    CBind::Push(s, e, clear) => {
-                        out.push(CBind::Let(s, e));
-                        if !clear.is_empty() {
-                            out.push(CBind::Clear(clear));
-                        }
-                    }
-                    bind => {
+                    (bind, clear) => {
                         if mark > len {
                             out.push(CBind::Grow(mark));
                             len = mark;
                         }
                         out.push(bind);
+                        if let Some(clear) = clear.filter(|c| !c.is_empty()) {
+                            out.push(CBind::Clear(clear));
+                        }
                     }
                 }
             }

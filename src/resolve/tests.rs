@@ -123,7 +123,7 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
     };
     for bind in &b.binds {
         match bind {
-            CBind::Let(_, e) | CBind::Split(e, ..) | CBind::Push(_, e, _) => expr(e, out),
+            CBind::Let(_, e) | CBind::Split(e, ..) => expr(e, out),
             CBind::PushArith(_, c, _) => {
                 a(&c.f, out);
                 arith(&c.arg, out)
@@ -227,7 +227,7 @@ fn each_expr(b: &CBlock, f: &mut dyn FnMut(&CExpr, Option<&Split>)) {
     for bind in &b.binds {
         match bind {
             CBind::Split(e, _, rest, _) => visit(e, Some(rest), f),
-            CBind::Let(_, e) | CBind::Push(_, e, _) => visit(e, None, f),
+            CBind::Let(_, e) => visit(e, None, f),
             // (the calls in place, as the expressions they were: an
             // `AppArith`'s argument left out)
             CBind::PushArith(_, c, _) => {
@@ -386,7 +386,7 @@ fn loop_counts(b: &CBlock, n: &mut (usize, usize, usize)) {
     };
     for bind in &b.binds {
         match bind {
-            CBind::Let(_, e) | CBind::Split(e, ..) | CBind::Push(_, e, _) => expr(e, n),
+            CBind::Let(_, e) | CBind::Split(e, ..) => expr(e, n),
             CBind::Letrec(..) => n.2 += 1,
             _ => {}
         }
@@ -632,7 +632,6 @@ fn else_branch(src: &str) -> (Vec<&'static str>, u32, u32) {
         .map(|b| match b {
             CBind::PushArith(..) => "push-arith",
             CBind::PushApp(..) => "push-app",
-            CBind::Push(..) => "push",
             CBind::Grow(_) => "grow",
             CBind::Clear(_) => "clear",
             CBind::Let(..) => "let",
