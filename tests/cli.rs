@@ -2317,32 +2317,33 @@ fn derivatives_of_data_with_shared_structure_take_time_in_its_size() {
 /// deep: 18 s in a release build; 10000 deep: ~110 s by that growth, past
 /// this test's timeout). The translation that nested derivatives go through now applies
 /// the callee's translation, so the cost is linear (10000 deep: ~2 s in a
-/// release build, ~24 s in the debug build `cargo test` makes; 20000 deep took
-/// 57 s there, too near the timeout). G(x) = Σ 0.001 sin x over n levels: G''
-/// = -0.001 n sin x.
+/// release build, 23 s a derivative in the debug build `cargo test` makes).
+/// Each derivative, with the tape and without, runs in a process of its own,
+/// 8000 deep (~18 s each in the debug build, a third of the 60 s limit; the
+/// n² cost would take ~70 s in a release build). G(x) = Σ 0.001 sin x over n
+/// levels: G'' = -0.001 n sin x.
 #[test]
 fn second_derivatives_through_a_deep_reversible_recursion_are_linear() {
-    let n = 10000;
-    let src = format!(
+    let n = 8000;
+    let defs = format!(
         "(define ((dR f) x) (cdr (unsensitize ((cdr ((*j f) (*j x))) (sensitize 1)))))\n\
          (define-reversible (rp y x n) (if-rev (= n 0) (skip)\n\
            (begin-rev (-= n 1) (call rp y x n) (+= y (* 0.001 (sin x))) (+= n 1)) (= n 0)))\n\
-         (define (G x) (car (call rp 0.0 x {n})))\n\
-         ((dR (dR G)) 1.0)\n((derivative (dR G)) 1.0)\n"
+         (define (G x) (car (call rp 0.0 x {n})))\n"
     );
     let d = Dir::new();
-    d.file("r.vlad", &src);
+    d.file("rr.vlad", &format!("{defs}((dR (dR G)) 1.0)\n"));
+    d.file("fr.vlad", &format!("{defs}((derivative (dR G)) 1.0)\n"));
     let want = -0.001 * n as f64 * 1f64.sin();
-    for extra in [&[][..], &["--no-tape"][..]] {
-        let mut args = vec!["--timeout", "60"];
-        args.extend(extra);
-        args.push("r.vlad");
-        let o = vlad(&d, &args);
-        assert_eq!(o.code, 0, "{extra:?}: {}", o.stderr);
-        let got: Vec<f64> = o.stdout.lines().map(|l| l.parse().unwrap()).collect();
-        assert_eq!(got.len(), 2, "{}", o.stdout);
-        for g in got {
-            assert!((g - want).abs() <= 1e-9 * want.abs(), "{extra:?}: {g} against {want}");
+    for file in ["rr.vlad", "fr.vlad"] {
+        for extra in [&[][..], &["--no-tape"][..]] {
+            let mut args = vec!["--timeout", "60"];
+            args.extend(extra);
+            args.push(file);
+            let o = vlad(&d, &args);
+            assert_eq!(o.code, 0, "{file} {extra:?}: {}", o.stderr);
+            let g: f64 = o.stdout.trim().parse().unwrap();
+            assert!((g - want).abs() <= 1e-9 * want.abs(), "{file} {extra:?}: {g} against {want}");
         }
     }
 }
