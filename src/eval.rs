@@ -2394,6 +2394,10 @@ impl Machine {
             if let (Some(x), Some(y)) =
                 (peek_in(stack, globals, base, inst, a), peek_in(stack, globals, base, inst, b))
             {
+                if let Some((t, node, v)) = crate::ad::tape::plain_arith2(&mut self.tape, op, x, y) {
+                    self.set(i, Value::TapeReal(t, node, v));
+                    return Ok(());
+                }
                 match crate::ad::tape::level_arith2_parts(&mut self.tape, op, x, y) {
                     Some(Level::Tape(t, node, v)) => {
                         self.set(i, Value::TapeReal(t, node, v));

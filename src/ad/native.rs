@@ -1163,6 +1163,7 @@ pub(super) fn cotangent_duals(
 /// real of forward level `level` made of doubles `(v, Some(t))`, its parts as
 /// such: the same numbers (`L1` computes as `Lift` does), unboxed. `None` where
 /// that does not apply.
+#[inline]
 pub(super) fn cotangent_duals_unboxed(
     m: &mut Machine,
     f: Formula,

@@ -450,6 +450,13 @@ impl Tape {
     /// duals; the result, a real of this tape.
     #[inline(always)]
     fn push_plain2(&mut self, f: Formula, x: (f64, u32, bool), y: (f64, u32, bool)) -> Level {
+        let (node, v) = self.push_plain2_node(f, x, y);
+        reverse_parts(self.id, node, v)
+    }
+
+    /// [`Tape::push_plain2`]: the node and the result's value.
+    #[inline(always)]
+    fn push_plain2_node(&mut self, f: Formula, x: (f64, u32, bool), y: (f64, u32, bool)) -> (u32, f64) {
         let ((a, na, exact_a), (b, nb, exact_b)) = (x, y);
         let v = match f {
             Formula::Add => a + b,
@@ -471,7 +478,7 @@ impl Tape {
         let node = self.nodes.len() as u32;
         let bits = UNBOXED | INEXACT | ((exact & kept) << EXACT_SHIFT);
         self.nodes.push(Node { parents: [na, nb], f: Some(f), n: 2 | exact << CONST_SHIFT, bits });
-        reverse_parts(self.id, node, v)
+        (node, v)
     }
 
     fn new(id: u32, forward: bool) -> Tape {
@@ -564,6 +571,20 @@ impl<T> Chunks<T> {
             &self.full[c][i % CHUNK]
         } else {
             &self.last[i % CHUNK]
+        }
+    }
+
+    /// Items `i` and `i + 1`.
+    #[inline(always)]
+    fn pair(&self, i: usize) -> (T, T)
+    where
+        T: Copy,
+    {
+        if i / CHUNK == self.full.len() {
+            let r = &self.last[i % CHUNK..];
+            (r[0], r[1])
+        } else {
+            (*self.get(i), *self.get(i + 1))
         }
     }
 
@@ -965,8 +986,11 @@ pub(super) fn tape_part(id: u32, a: &Value) -> bool {
 /// same order, and the same node, as `record_doubles` (`formula_f64`, then
 /// `jvp_num` on `f64`; `kept_mask`), so the same bits. `None` where that
 /// does not apply (nothing done).
-#[inline]
+#[inline(always)]
 pub fn level_arith2(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value, y: &Value) -> Option<Value> {
+    if let Some((t, node, v)) = plain_arith2(tapes, op, x, y) {
+        return Some(Value::TapeReal(t, node, v));
+    }
     level_arith2_parts(tapes, op, x, y).map(Level::into_value)
 }
 
@@ -990,6 +1014,41 @@ impl Level {
             Level::Active(a) => Value::Active(a),
         }
     }
+}
+
+/// [`level_arith2_parts`]'s commonest case alone, small enough for the
+/// evaluator to try first: `+ - * /` on the innermost level, a reverse one
+/// whose identity fits a [`Value::TapeReal`], each operand a real of it whose
+/// value is a double or a constant, not both constants; the result's level,
+/// node and value. (Where the evaluator calls [`level_arith2_parts`] itself,
+/// its larger frame and its result, built and then taken apart, cost this
+/// case a third more.)
+#[inline(always)]
+pub fn plain_arith2(
+    tapes: &mut Tapes,
+    op: crate::resolve::Op2,
+    x: &Value,
+    y: &Value,
+) -> Option<(u16, u32, f64)> {
+    use crate::resolve::Op2;
+    let f = match op {
+        Op2::Add => Formula::Add,
+        Op2::Sub => Formula::Sub,
+        Op2::Mul => Formula::Mul,
+        Op2::Div => Formula::Div,
+        _ => return None,
+    };
+    let t = tapes.stack.last_mut()?;
+    if t.forward || t.id > u16::MAX as u32 {
+        return None;
+    }
+    let (a, b) = (plain_real(x, t.id)?, plain_real(y, t.id)?);
+    if a.1 == NONE && b.1 == NONE {
+        return None;
+    }
+    let id = t.id as u16;
+    let (node, v) = t.push_plain2_node(f, a, b);
+    Some((id, node, v))
 }
 
 /// [`level_arith2`], its result as parts.
@@ -2543,6 +2602,7 @@ fn sweep(m: &mut Machine, tape: &mut Tape, adj: &mut [Option<Sens>], marks: &mut
 }
 
 /// [`sweep`], on a tape with dropped results noted (`DISCARDS`) or none.
+#[inline(always)]
 fn sweep_marking<const DISCARDS: bool>(
     m: &mut Machine,
     tape: &mut Tape,
@@ -2577,6 +2637,25 @@ fn sweep_marking<const DISCARDS: bool>(
             tape.vals.truncate(vals_at);
         }
         let node = *tape.nodes.get(i);
+        // (the commonest node first, as the steps below run it: doubles only,
+        // none exact nor a dual, a double sensitivity (or an exact one that
+        // the rule scales, or a dual of the running forward level) or none,
+        // nothing metered, no dropped results)
+        if !DISCARDS && plain && node.bits & (UNBOXED | DUALS | EXACTS) == UNBOXED {
+            if let Some(f) = node.f.filter(|f| !matches!(f, Formula::Zero | Formula::Struct(_))) {
+                let yb = match adj[i] {
+                    None => Some(None),
+                    Some(Sens::Real(p)) => Some(Some((p, None))),
+                    Some(Sens::Int(k)) if scales(f) => Some(Some((k as f64, None))),
+                    Some(Sens::Dual(p, t)) if forward_level_running(m, tape.lift) => Some(Some((p, Some(t)))),
+                    _ => None,
+                };
+                if let Some(yb) = yb {
+                    any |= plain_node(m, &node, f, yb, adj, marks, i, &tape.reals, &mut reals_at, tape.lift)?;
+                    continue;
+                }
+            }
+        }
         // (a node that none reaches has no sensitivity by now: all its
         // children are done)
         let reached = adj[i].is_some();
@@ -2743,6 +2822,130 @@ fn sweep_marking<const DISCARDS: bool>(
     debug_assert!(reals_at == 0 && vals_at == 0, "each node's values found");
     Ok(any)
 }
+
+/// [`sweep_marking`]'s steps for a node `i` of formula `f` (not `Zero` nor
+/// structural) keeping unboxed doubles, none exact nor a dual, whose
+/// sensitivity `yb` is a double `(p, None)` or a real of the running forward
+/// level `lift` made of doubles `(p, Some(t))` (or none), with nothing
+/// metered: its marks passed to its parents (whether any was: the sweep's
+/// result), its kept values found (`reals_at` moved back past them) and,
+/// where it has a sensitivity, its rule's cotangents (as
+/// `native::cotangent_f64`, or for a dual `native::cotangent_duals_unboxed`,
+/// computes them, by the same operations) added to its parents'.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn plain_node(
+    m: &mut Machine,
+    node: &Node,
+    f: Formula,
+    yb: Option<(f64, Option<f64>)>,
+    adj: &mut [Option<Sens>],
+    marks: &mut [u8],
+    i: usize,
+    reals: &Chunks<f64>,
+    reals_at: &mut usize,
+    lift: u32,
+) -> Result<bool> {
+    let mut mark = marks[i];
+    if yb.is_none() && node.bits & INEXACT != 0 {
+        mark |= TAINTED;
+        marks[i] = mark;
+    }
+    let mark = mark & (TAINTED | CERTAIN);
+    let mut any = false;
+    if mark != 0 {
+        for &p in &node.parents {
+            if p != NONE {
+                marks[p as usize] |= mark;
+                any = true;
+            }
+        }
+    }
+    let n = (node.n & ARITY) as usize;
+    let yb = match yb {
+        Some((p, None)) => Some(p),
+        Some((p, Some(t))) if (f, n) == (Formula::Add, 2) => {
+            // (forward over reverse: `+`'s rule, (cons yb yb), no arithmetic)
+            adj[i] = None;
+            add_unboxed(m, adj, node.parents[0], (p, Some(t)), lift)?;
+            add_unboxed(m, adj, node.parents[1], (p, Some(t)), lift)?;
+            return Ok(any);
+        }
+        Some((p, Some(t))) => {
+            // (forward over reverse: the general sweep's case for it)
+            let kept = kept_mask(f, n);
+            *reals_at -= KEPT_COUNT[kept as usize] as usize;
+            adj[i] = None;
+            let mut vs = [(0.0, None); 3];
+            let mut at = *reals_at;
+            for (j, v) in vs.iter_mut().enumerate() {
+                if kept & (1 << j) != 0 {
+                    v.0 = *reals.get(at);
+                    at += 1;
+                }
+            }
+            match native::cotangent_duals_unboxed(m, f, lift, &vs[..n], vs[2], (p, Some(t))) {
+                Some(Out::One(a)) => add_unboxed(m, adj, node.parents[0], a, lift)?,
+                Some(Out::Two(a, b)) => {
+                    add_unboxed(m, adj, node.parents[0], a, lift)?;
+                    add_unboxed(m, adj, node.parents[1], b, lift)?;
+                }
+                None => return Err(decline("a primitive without a cotangent rule on duals")),
+            }
+            return Ok(any);
+        }
+        None => None,
+    };
+    // (`native::vjp_num`'s rules on doubles, the same operations in the same
+    // order; `+`, `-`, `*`, `/` of two told apart, the rest by `cotangent_f64`)
+    let (a, b) = match (f, n) {
+        (Formula::Add, 2) | (Formula::Sub, 2) => {
+            let Some(yb) = yb else { return Ok(any) };
+            adj[i] = None;
+            (yb, if f == Formula::Add { yb } else { 0.0 - yb })
+        }
+        (Formula::Mul, 2) | (Formula::Div, 2) => {
+            // (`*` keeps its operands, `/` its second operand and its result)
+            *reals_at -= 2;
+            let Some(yb) = yb else { return Ok(any) };
+            adj[i] = None;
+            let (u, v) = reals.pair(*reals_at);
+            if f == Formula::Mul {
+                (yb * v, yb * u)
+            } else {
+                (yb / u, 0.0 - yb * v / u)
+            }
+        }
+        _ => {
+            let kept = kept_mask(f, n);
+            *reals_at -= KEPT_COUNT[kept as usize] as usize;
+            let Some(yb) = yb else { return Ok(any) };
+            adj[i] = None;
+            let mut vs = [0.0; 3];
+            let mut at = *reals_at;
+            for (j, v) in vs.iter_mut().enumerate() {
+                if kept & (1 << j) != 0 {
+                    *v = *reals.get(at);
+                    at += 1;
+                }
+            }
+            match native::cotangent_f64(m, f, &vs[..n], vs[2], yb)? {
+                Some(Out::One(a)) => {
+                    add_unboxed(m, adj, node.parents[0], (a, None), lift)?;
+                    return Ok(any);
+                }
+                Some(Out::Two(a, b)) => (a, b),
+                None => return Err(decline("a primitive without a cotangent rule")),
+            }
+        }
+    };
+    add_unboxed(m, adj, node.parents[0], (a, None), lift)?;
+    add_unboxed(m, adj, node.parents[1], (b, None), lift)?;
+    Ok(any)
+}
+
+/// How many of a node's values a `kept_mask` keeps.
+const KEPT_COUNT: [u8; 8] = [0, 1, 1, 2, 1, 2, 2, 3];
 
 /// `sweep`'s marks of a node (one byte each): below a node that no
 /// sensitivity reached and whose operands or result are inexact (the
