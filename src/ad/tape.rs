@@ -588,6 +588,23 @@ impl<T> Chunks<T> {
         }
     }
 
+    /// The values a node keeps (`kept_mask`), from item `at` on, in their
+    /// places (operands, result); the default (0.0) where one is not kept.
+    #[inline(always)]
+    fn kept(&self, mut at: usize, kept: u8) -> [T; 3]
+    where
+        T: Copy + Default,
+    {
+        let mut vs = [T::default(); 3];
+        for (j, v) in vs.iter_mut().enumerate() {
+            if kept & (1 << j) != 0 {
+                *v = *self.get(at);
+                at += 1;
+            }
+        }
+        vs
+    }
+
     /// The items with their numbers, last first.
     #[cfg(test)]
     fn iter_rev(&self) -> impl Iterator<Item = (usize, &T)> {
@@ -2876,14 +2893,7 @@ fn plain_node(
             let kept = kept_mask(f, n);
             *reals_at -= KEPT_COUNT[kept as usize] as usize;
             adj[i] = None;
-            let mut vs = [(0.0, None); 3];
-            let mut at = *reals_at;
-            for (j, v) in vs.iter_mut().enumerate() {
-                if kept & (1 << j) != 0 {
-                    v.0 = *reals.get(at);
-                    at += 1;
-                }
-            }
+            let vs = reals.kept(*reals_at, kept).map(|v| (v, None));
             match native::cotangent_duals_unboxed(m, f, lift, &vs[..n], vs[2], (p, Some(t))) {
                 Some(Out::One(a)) => add_unboxed(m, adj, node.parents[0], a, lift)?,
                 Some(Out::Two(a, b)) => {
@@ -2921,14 +2931,7 @@ fn plain_node(
             *reals_at -= KEPT_COUNT[kept as usize] as usize;
             let Some(yb) = yb else { return Ok(any) };
             adj[i] = None;
-            let mut vs = [0.0; 3];
-            let mut at = *reals_at;
-            for (j, v) in vs.iter_mut().enumerate() {
-                if kept & (1 << j) != 0 {
-                    *v = *reals.get(at);
-                    at += 1;
-                }
-            }
+            let vs = reals.kept(*reals_at, kept);
             match native::cotangent_f64(m, f, &vs[..n], vs[2], yb)? {
                 Some(Out::One(a)) => {
                     add_unboxed(m, adj, node.parents[0], (a, None), lift)?;
