@@ -1594,12 +1594,12 @@ impl Machine {
                     CBind::PushArith(s, c, clear) => {
                         debug_assert_eq!(self.stack.len(), base + *s as usize);
                         self.app_arith_push(base, inst, c)?;
-                        self.clear_dead(base, clear);
+                        self.clear_slots(base, clear);
                     }
                     CBind::PushApp(s, f, args, span, clear) => {
                         debug_assert_eq!(self.stack.len(), base + *s as usize);
                         self.app_push(base, inst, f, args, span)?;
-                        self.clear_dead(base, clear);
+                        self.clear_slots(base, clear);
                     }
                     // (a list walked: in a small frame of its own, not
                     // through `exec_bind`'s)
@@ -1733,8 +1733,9 @@ impl Machine {
         Ok(())
     }
 
-    /// Empties slots `dead` of the frame at `base` (see `resolve::Loop::dead`
-    /// and `resolve::Again::clear`).
+    /// Empties slots `dead` of the frame at `base` (see `resolve::Loop::dead`,
+    /// `resolve::Again::clear`, and the slots a call run in place read last:
+    /// `CBind::PushArith`, `CBind::Clear`).
     #[inline(always)]
     fn clear_slots(&mut self, base: usize, dead: &[u32]) {
         for s in dead {
@@ -3065,18 +3066,8 @@ impl Machine {
             }
             _ => return self.exec_other(base, inst, b),
         };
-        self.clear_dead(base, clear);
+        self.clear_slots(base, clear);
         Ok(())
-    }
-
-    /// Empties the frame slots `clear` of values that own something.
-    #[inline(always)]
-    fn clear_dead(&mut self, base: usize, clear: &[u32]) {
-        for &c in clear {
-            if self.slot(base + c as usize).needs_drop() {
-                self.clear_slot(base + c as usize);
-            }
-        }
     }
 
     /// A binding of arithmetic (see `exec_bind`; `run_block` runs its own).
@@ -3392,7 +3383,7 @@ impl Machine {
             }
             CBind::Split(..) => return self.exec_split(base, inst, b),
             CBind::PushArith(..) | CBind::PushApp(..) => return self.exec_push(base, inst, b),
-            CBind::Clear(slots) => self.clear_dead(base, slots),
+            CBind::Clear(slots) => self.clear_slots(base, slots),
             CBind::Grow(len) => {
                 debug_assert!(self.stack.len() <= base + *len as usize);
                 self.push_nils(base + *len as usize)
