@@ -2746,11 +2746,7 @@ impl Machine {
                     }
                 }
             }
-            CExpr::Cons(a, d) => {
-                let av = atom!(self, base, inst, a);
-                let dv = atom!(self, base, inst, d);
-                Ok(Value::cons(av, dv))
-            }
+            CExpr::Cons(a, d, moves) => self.cons_of(base, inst, a, d, *moves),
             CExpr::Closure(g, caps) => self.capture(base, inst, g.clone(), caps, 0),
             CExpr::If(c, t, f) => self.if_value(base, inst, c, t, f),
             CExpr::MakeEnvSensLike(l, xs) => {
@@ -3035,7 +3031,7 @@ impl Machine {
     fn exec_bind(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
         match b {
             CBind::Split(..) => self.exec_split(base, inst, b),
-            CBind::Let(s, CExpr::Cons(a, d)) => self.exec_cons(base, inst, *s, a, d),
+            CBind::Let(s, CExpr::Cons(a, d, moves)) => self.exec_cons(base, inst, *s, a, d, *moves),
             CBind::Let(s, e @ CExpr::Prim(..)) => self.exec_prim(base, inst, e, base + *s as usize),
             CBind::Let(s, CExpr::Inline(il)) => self.exec_inline(base, inst, il, base + *s as usize),
             CBind::Let(_, CExpr::Arith2(..)) => self.exec_arith(base, inst, b),
@@ -3340,12 +3336,29 @@ impl Machine {
 
     /// An `Uncons` binding `b` (of `a`'s parts to slots `x` and `y`): a
     /// pair's parts copied out where it lies, the pair's count left alone
-    /// (`set`: a slot a loop's call emptied needs no drop); anything else
-    /// as `exec_other` takes it apart.
+    /// (`set`: a slot a loop's call emptied needs no drop), or, where the
+    /// slot is read nowhere after, the pair moved out of it and taken apart
+    /// (its parts moved where nothing else holds it), leaving a slot that
+    /// needs no drop when it is written next; anything else as `exec_other`
+    /// takes it apart.
     #[inline(never)]
     fn exec_uncons(&mut self, base: usize, inst: &InstRc, b: &CBind) -> Result<()> {
-        let CBind::Uncons(x, y, a, _) = b else { return self.exec_other(base, inst, b) };
+        let CBind::Uncons(x, y, a, _, moved) = b else { return self.exec_other(base, inst, b) };
         let (x, y) = (*x, *y);
+        if let (true, CAtom::Local(s)) = (*moved, a) {
+            let i = base + *s as usize;
+            if let Value::Pair(_) = self.slot(i) {
+                if let Value::Pair(p) = std::mem::replace(self.slot_mut(i), Value::Nil) {
+                    let (car, cdr) = match Rc::try_unwrap(p) {
+                        Ok(q) => q.into_parts(),
+                        Err(p) => (p.car.clone(), p.cdr.clone()),
+                    };
+                    self.set(base + x as usize, car);
+                    self.set(base + y as usize, cdr);
+                    return Ok(());
+                }
+            }
+        }
         if let Some(Value::Pair(p)) = self.peek_operand(base, inst, a) {
             let (car, cdr) = (p.car.clone(), p.cdr.clone());
             self.set(base + x as usize, car);
@@ -3358,11 +3371,33 @@ impl Machine {
     /// A `cons` binding (list building, and the pairs AD-transformed code returns),
     /// in a small frame of its own.
     #[inline(never)]
-    fn exec_cons(&mut self, base: usize, inst: &InstRc, s: u32, a: &CAtom, d: &CAtom) -> Result<()> {
-        let av = atom!(self, base, inst, a);
-        let dv = atom!(self, base, inst, d);
-        self.set(base + s as usize, Value::cons(av, dv));
+    fn exec_cons(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        s: u32,
+        a: &CAtom,
+        d: &CAtom,
+        moves: u8,
+    ) -> Result<()> {
+        let v = self.cons_of(base, inst, a, d, moves)?;
+        self.set(base + s as usize, v);
         Ok(())
+    }
+
+    /// The pair of `a` and `d`, each moved out of its slot where `moves`
+    /// says it is read nowhere after (see [`CExpr::Cons`]), else copied.
+    #[inline(always)]
+    fn cons_of(&mut self, base: usize, inst: &InstRc, a: &CAtom, d: &CAtom, moves: u8) -> Result<Value> {
+        let av = match (moves & 1, a) {
+            (1, CAtom::Local(s)) => std::mem::replace(self.slot_mut(base + *s as usize), Value::Nil),
+            _ => atom!(self, base, inst, a),
+        };
+        let dv = match (moves & 2, d) {
+            (2, CAtom::Local(s)) => std::mem::replace(self.slot_mut(base + *s as usize), Value::Nil),
+            _ => atom!(self, base, inst, d),
+        };
+        Ok(Value::cons(av, dv))
     }
 
     /// The bindings other than `Split` (see [`Machine::exec_bind`]).
@@ -3375,8 +3410,13 @@ impl Machine {
                 let v = self.eval_expr(base, inst, e)?;
                 self.set(base + *s as usize, v)
             }
-            CBind::Uncons(x, y, a, span) => {
-                let v = atom!(self, base, inst, a);
+            CBind::Uncons(x, y, a, span, moved) => {
+                let v = match (moved, a) {
+                    (true, CAtom::Local(s)) => {
+                        std::mem::replace(&mut self.stack[base + *s as usize], Value::Nil)
+                    }
+                    _ => atom!(self, base, inst, a),
+                };
                 let (car, cdr) = self.split_value(v, *span)?;
                 self.stack[base + *x as usize] = car;
                 self.stack[base + *y as usize] = cdr;

@@ -52,7 +52,10 @@ pub enum CExpr {
     /// arithmetic and that nothing else reads (see [`AppArith`]).
     AppArith(Box<AppArith>),
     Prim(PrimId, CArgs, Span),
-    Cons(CAtom, CAtom),
+    /// `(cons a d)`; bit 0 (1): `a` is a slot of the frame read nowhere after,
+    /// whose value is moved into the pair (the slot emptied), as bit 1 (2)
+    /// says of `d`.
+    Cons(CAtom, CAtom, u8),
     Closure(Rc<Group>, Box<[CAtom]>),
     If(Cond, Box<CBlock>, Box<CBlock>),
     MakeEnvSens(Rc<Group>, u32, Box<[CAtom]>),
@@ -349,7 +352,10 @@ impl Shape {
 #[repr(u8)]
 pub enum CBind {
     Let(u32, CExpr),
-    Uncons(u32, u32, CAtom, Span),
+    /// `((cons x y) a)`; `true`: `a` is a slot of the frame read nowhere
+    /// after (its pair is moved out of it and taken apart, moved apart when
+    /// nothing else holds it).
+    Uncons(u32, u32, CAtom, Span, bool),
     /// `(r e)` then `((cons x y) r)`, `r` read nowhere else: the pair `e`
     /// returns is taken apart without being stored (moved apart when nothing
     /// else holds it), and not built at all where a native version can return
@@ -1803,6 +1809,15 @@ impl Resolver<'_> {
                 let c = Cond::Atom(self.atom(c));
                 self.branches(c, t, f, dying)
             }
+            Expr::Cons(a, d) => {
+                let last = |x: &Atom| matches!(x, Atom::Var(v) if dying.contains(v));
+                let (ca, cd) = (self.atom(a), self.atom(d));
+                let (la, ld) = (matches!(ca, CAtom::Local(_)), matches!(cd, CAtom::Local(_)));
+                // (the car is read first: not moved where the cdr reads it too)
+                let same = matches!((&ca, &cd), (CAtom::Local(x), CAtom::Local(y)) if x == y);
+                let moves = u8::from(la && last(a) && !same) | u8::from(ld && last(d)) << 1;
+                CExpr::Cons(ca, cd, moves)
+            }
             e => self.expr(e),
         }
     }
@@ -1828,7 +1843,7 @@ impl Resolver<'_> {
                 CExpr::Plus(self.atom(&xs[0]), self.atom(&xs[1]), *p, *s)
             }
             Expr::Prim(p, args, s) => CExpr::Prim(*p, self.args(args), *s),
-            Expr::Cons(a, d) => CExpr::Cons(self.atom(a), self.atom(d)),
+            Expr::Cons(a, d) => CExpr::Cons(self.atom(a), self.atom(d), 0),
             Expr::Lambda(g) => CExpr::Closure(g.clone(), self.captures(g)),
             Expr::If(c, t, f) => {
                 let c = Cond::Atom(self.atom(c));
@@ -2318,6 +2333,7 @@ impl Resolver<'_> {
                 }
                 Bind::Uncons(x, y, a, s) => {
                     let ca = self.atom(a);
+                    let moved = matches!((a, &ca), (Atom::Var(r), CAtom::Local(_)) if dying[i].contains(r));
                     self.release_all(std::mem::take(&mut dying[i]));
                     let (sx, sy) = (self.bind(*x), self.bind(*y));
                     // The pair the binding before made (and that nothing else reads).
@@ -2342,7 +2358,7 @@ impl Resolver<'_> {
                         }
                         last => {
                             binds.extend(last);
-                            binds.push(CBind::Uncons(sx, sy, ca, *s));
+                            binds.push(CBind::Uncons(sx, sy, ca, *s, moved));
                         }
                     }
                 }

@@ -104,6 +104,44 @@ fn arity_mismatch_is_a_pattern_error() {
     assert!(e.message.contains("pattern mismatch: expected (), got 5"), "{}", e.message);
 }
 
+/// A pair taken apart where its variable is read for the last time is moved
+/// out of its slot (`CBind::Uncons`'s flag): a list held elsewhere too stays
+/// whole for its other readers, in loops, in procedures run in place, in
+/// captured values and in values read again after an inner loop.
+#[test]
+fn taking_apart_at_a_last_use_leaves_shared_lists_whole() {
+    let src = "(define (sum l) (let loop ((l l) (acc 0)) (if (null? l) acc (loop (cdr l) (+ acc (car l))))))
+               (define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))
+               (define l (list 1 2 3 4))
+               (list (sum l) (sum l) (dot l l) l)
+               (sum (list 5 6 7))
+               (let ((p (cons 1 2))) (let (((cons a b) p)) (list a b p)))
+               (let* ((l2 (list 1 2 3)) (f (lambda (k) (+ k (sum l2))))) (list (f 1) (f 2) (sum l2) l2))
+               (let ((m (list 10 20))) (let ((s (let loop ((k m) (acc 0)) (if (null? k) acc (loop (cdr k) (+ acc (car k))))))) (list s (car m) (cadr m))))
+               (define (first-two p) (let (((cons a (cons b c)) p)) (list a b)))
+               (let ((q (list 7 8 9))) (list (first-two q) (first-two q) q))";
+    // 1+2+3+4 = 10; 1+4+9+16 = 30; 5+6+7 = 18; 1+(1+2+3) = 7, 2+6 = 8; 10+20 = 30
+    assert_eq!(
+        run(src),
+        [
+            "(10 10 30 (1 2 3 4))",
+            "18",
+            "(1 2 (1 . 2))",
+            "(7 8 6 (1 2 3))",
+            "(30 10 20)",
+            "((7 8) (7 8) (7 8 9))"
+        ]
+    );
+    // Values read for the last time by a `cons` are moved into the pair
+    // (`CExpr::Cons`'s flags), but for a car that the cdr reads too.
+    let src = "(let ((x (list 1 2))) (cons x x))
+               (define (rev l acc) (if (null? l) acc (rev (cdr l) (cons (car l) acc))))
+               (define (my-map f l) (if (null? l) '() (cons (f (car l)) (my-map f (cdr l)))))
+               (let ((l (list 1 2 3))) (list (rev l '()) (my-map (lambda (x) (* x x)) l) l (rev (rev l '()) '())))
+               (let* ((a (list 5)) (p (cons a a)) (q (cons p a))) (list p q a))";
+    assert_eq!(run(src), ["((1 2) 1 2)", "((3 2 1) (1 4 9) (1 2 3) (1 2 3))", "(((5) 5) (((5) 5) 5) (5))"]);
+}
+
 #[test]
 fn closures_capture_values() {
     let src = "(define (make-adder n) (lambda (x) (+ x n)))

@@ -88,7 +88,7 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
             a(&c.bp, out);
             a(&c.x, out)
         }
-        CExpr::Cons(x, y) => {
+        CExpr::Cons(x, y, _) => {
             a(x, out);
             a(y, out)
         }
@@ -132,7 +132,7 @@ fn atoms(b: &CBlock, out: &mut Vec<String>) {
                 a(f, out);
                 args(xs, out)
             }
-            CBind::Uncons(_, _, x, _) | CBind::Check(_, x, _) | CBind::EnvSens(_, x) => a(x, out),
+            CBind::Uncons(_, _, x, ..) | CBind::Check(_, x, _) | CBind::EnvSens(_, x) => a(x, out),
             CBind::Letrec(_, _, caps, _) => caps.iter().for_each(|c| a(c, out)),
             CBind::Clear(_) | CBind::Grow(_) => {}
         }
