@@ -2665,6 +2665,14 @@ fn sweep_marking<const DISCARDS: bool>(
                     Some(Sens::Real(p)) => Some(Some((p, None))),
                     Some(Sens::Int(k)) if scales(f) => Some(Some((k as f64, None))),
                     Some(Sens::Dual(p, t)) if forward_level_running(m, tape.lift) => Some(Some((p, Some(t)))),
+                    Some(Sens::Int(k))
+                        if matches!(f, Formula::Add | Formula::Sub)
+                            && node.n & ARITY == 2
+                            && k != i64::MIN =>
+                    {
+                        any |= exact_sum_node(m, &node, f, k, adj, marks, i, tape.lift)?;
+                        continue;
+                    }
                     _ => None,
                 };
                 if let Some(yb) = yb {
@@ -2837,6 +2845,39 @@ fn sweep_marking<const DISCARDS: bool>(
         propagate(m, adj, &node, parts, tape.lift)?;
     }
     debug_assert!(reals_at == 0 && vals_at == 0, "each node's values found");
+    Ok(any)
+}
+
+/// [`sweep`]'s step of a `+` or `-` of two (node `i`, formula `f`, no values
+/// kept) whose sensitivity is the exact integer `k` (not `i64::MIN`), such as
+/// a gradient's seed 1: `k` to the first parent, `k` or `-k` to the second,
+/// as the general step sums them (`add_sens`, `sub_exact`), the marks passed
+/// on as [`plain_node`] passes them. Whether a parent was marked.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn exact_sum_node(
+    m: &mut Machine,
+    node: &Node,
+    f: Formula,
+    k: i64,
+    adj: &mut [Option<Sens>],
+    marks: &mut [u8],
+    i: usize,
+    lift: u32,
+) -> Result<bool> {
+    let mark = marks[i] & (TAINTED | CERTAIN);
+    let mut any = false;
+    if mark != 0 {
+        for &p in &node.parents {
+            if p != NONE {
+                marks[p as usize] |= mark;
+                any = true;
+            }
+        }
+    }
+    adj[i] = None;
+    add_int(m, adj, node.parents[0], k, lift)?;
+    add_int(m, adj, node.parents[1], if f == Formula::Sub { -k } else { k }, lift)?;
     Ok(any)
 }
 

@@ -128,6 +128,20 @@ fn the_sweeps_double_rules_give_the_closed_forms() {
             "(2.0 1.5)".to_string(),
         ),
         (product, format!("{dg}")),
+        // (exact sensitivities through `+` and `-` of two, the seed 1 first:
+        // d(0 - (2 - (u^2 + v^2))) = (2u, 2v); d(u - (v + u)) = (0, -1),
+        // d((u - v) - (v - u)) = (2, -2), d(u + (2 - v)) = (1, -1), exactly)
+        (
+            "((gradient-R (lambda (l) (- 0.0 (- (+ 1.0 1.0) (+ (* (car l) (car l)) (* (cadr l) (cadr l))))))) (list 3.0 4.0))"
+                .to_string(),
+            "(6.0 8.0)".to_string(),
+        ),
+        ("((gradient-R (lambda (l) (- (car l) (+ (cadr l) (car l))))) (list 3.0 4.0))".to_string(), "(0 -1)".to_string()),
+        (
+            "((gradient-R (lambda (l) (- (- (car l) (cadr l)) (- (cadr l) (car l))))) (list 3.0 4.0))".to_string(),
+            "(2 -2)".to_string(),
+        ),
+        ("((gradient-R (lambda (l) (+ (car l) (- 2.0 (cadr l))))) (list 3.0 4.0))".to_string(), "(1 -1)".to_string()),
     ];
     on_levels_alike(cases.iter().map(|(src, want)| (src.as_str(), Some(want.as_str()))), 1e-12);
 }
