@@ -211,6 +211,12 @@ pub fn run_on_big_stack<F: FnOnce() -> i32 + Send + 'static>(f: F) -> i32 {
             // A panic is a bug in vlad, never the user's fault: report it plainly.
             let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(g)) {
                 Ok(c) => c,
+                Err(p) if p.is::<crate::stack::Exhausted>() => {
+                    // (a pass over a program or a value found no stack left:
+                    // see `stack::grow`)
+                    let _ = writeln!(std::io::stderr(), "error: {}", crate::stack::EXHAUSTED);
+                    1
+                }
                 Err(p) => {
                     let msg = p
                         .downcast_ref::<String>()

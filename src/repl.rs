@@ -642,6 +642,10 @@ impl Repl {
             Err(p) => {
                 self.s.m.stack.clear();
                 self.s.m.reset_depth();
+                if p.is::<crate::stack::Exhausted>() {
+                    // (see `stack::grow`)
+                    return Err(Error::runtime(None, crate::stack::EXHAUSTED));
+                }
                 Err(Error::runtime(None, format!("internal error (a bug in vlad): {}", panic_message(&*p))))
             }
         }

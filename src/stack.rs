@@ -13,10 +13,42 @@ pub const RED_ZONE: usize = 512 * 1024;
 /// The size of each extra segment.
 pub const SEGMENT: usize = 16 * 1024 * 1024;
 
-/// Runs `f` with at least [`RED_ZONE`] bytes of stack.
+/// Runs `f` with at least [`RED_ZONE`] bytes of stack. Where the stack has
+/// less left and no new segment can be mapped (under a memory limit such as
+/// `ulimit -v`), unwinds with [`Exhausted`] (without the panic hook's
+/// message), which [`catch_exhausted`] and the command line's and the REPL's
+/// handlers turn into an error: `stacker` itself would panic there.
 #[inline(always)]
 pub fn grow<R>(f: impl FnOnce() -> R) -> R {
-    stacker::maybe_grow(RED_ZONE, SEGMENT, f)
+    match stacker::remaining_stack() {
+        Some(rem) if rem >= RED_ZONE => f(),
+        _ => grow_segment(f),
+    }
+}
+
+/// [`grow`] past the current segment.
+#[inline(never)]
+fn grow_segment<R>(f: impl FnOnce() -> R) -> R {
+    if !segment_mappable(SEGMENT) {
+        std::panic::resume_unwind(Box::new(Exhausted));
+    }
+    stacker::grow(SEGMENT, f)
+}
+
+/// What a recursion step of a pass over a program unwinds with when no
+/// stack is left for it (see [`grow`]).
+pub struct Exhausted;
+
+/// The message of an [`Exhausted`] unwinding, as an error.
+pub const EXHAUSTED: &str = "out of memory for the stack (a program or a value nested too deeply)";
+
+/// Runs `f`, an [`Exhausted`] unwinding out of it an error.
+pub fn catch_exhausted<R>(f: impl FnOnce() -> crate::error::Result<R>) -> crate::error::Result<R> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) if p.is::<Exhausted>() => Err(crate::error::Error::runtime(None, EXHAUSTED)),
+        Err(p) => std::panic::resume_unwind(p),
+    }
 }
 
 /// `stacker::maybe_grow(red_zone, segment, f)` for a step that can fail: where

@@ -633,6 +633,13 @@ impl Session {
     /// Compiles items: allocates globals, checks duplicates and scopes, and
     /// converts every definition and expression. Nothing runs.
     pub fn compile(&mut self, items: Vec<Item>) -> Result<Unit> {
+        // (a program nested too deeply for the memory left: an error, see
+        // `stack::grow`)
+        crate::stack::catch_exhausted(|| self.compile_parts(items))
+    }
+
+    /// [`Session::compile`], its library part first.
+    fn compile_parts(&mut self, items: Vec<Item>) -> Result<Unit> {
         // The definitions of a library file included from the prelude directory
         // (`(include "optimize")`) are compiled first, as a unit of their own: as
         // with the built-in prelude, the library's uses of its names keep its

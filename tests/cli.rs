@@ -2241,6 +2241,31 @@ fn recursion_that_runs_out_of_memory_is_an_error() {
     );
 }
 
+/// Under a memory limit, a program nested too deeply for the stack its
+/// compilation needs (400,000 nested `if`s, `+`s, `lambda`s) is an error,
+/// not `stacker`'s panic ("mmap failed to allocate stack", once reported as an
+/// internal error with exit status 70). (Without the limit such programs
+/// compile and run: `deeply_nested_conditionals_run`,
+/// `eval::tests::deeply_nested_programs_compile_on_a_small_stack`.)
+#[test]
+fn a_program_nested_too_deeply_for_the_memory_left_is_an_error() {
+    let n = 400_000;
+    let d = Dir::new();
+    let nest = |open: &str, inner: &str| format!("{}{inner}{}", open.repeat(n), ")".repeat(n));
+    d.file("ifs.vlad", &format!("(define (f x) {})\n(f 5)\n", nest("(if (< x 0) 0 ", "x")))
+        .file("sums.vlad", &format!("(define (f x) {})\n(f 0)\n", nest("(+ 1 ", "x")))
+        .file("lambdas.vlad", &format!("(define f {})\n(pair? f)\n", nest("(lambda (x) ", "x")));
+    let message = "error: out of memory for the stack (a program or a value nested too deeply)\n";
+    for f in ["ifs.vlad", "sums.vlad", "lambdas.vlad"] {
+        let o = vlad_limited(&d, 1_500_000, &[f]);
+        assert_eq!((o.code, o.stderr.as_str(), o.stdout.as_str()), (1, message, ""), "{f}");
+    }
+    let o = vlad_limited(&d, 1_500_000, &["test", "sums.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains(message), "{}", o.stderr);
+    assert!(!o.stderr.contains("panicked") && !o.stderr.contains("internal error"), "{}", o.stderr);
+}
+
 /// A list nested millions deep in its first element prints (the printer once
 /// overflowed its 1 GiB stack at 3,000,000 levels).
 #[test]
