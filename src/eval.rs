@@ -3389,15 +3389,19 @@ impl Machine {
     /// says it is read nowhere after (see [`CExpr::Cons`]), else copied.
     #[inline(always)]
     fn cons_of(&mut self, base: usize, inst: &InstRc, a: &CAtom, d: &CAtom, moves: u8) -> Result<Value> {
-        let av = match (moves & 1, a) {
-            (1, CAtom::Local(s)) => std::mem::replace(self.slot_mut(base + *s as usize), Value::Nil),
-            _ => atom!(self, base, inst, a),
-        };
-        let dv = match (moves & 2, d) {
-            (2, CAtom::Local(s)) => std::mem::replace(self.slot_mut(base + *s as usize), Value::Nil),
-            _ => atom!(self, base, inst, d),
-        };
+        let av = self.operand(base, inst, a, moves & 1 != 0)?;
+        let dv = self.operand(base, inst, d, moves & 2 != 0)?;
         Ok(Value::cons(av, dv))
+    }
+
+    /// The value of operand `a`: moved out of its slot (left holding `()`)
+    /// if `take` (a slot read nowhere after), else copied.
+    #[inline(always)]
+    fn operand(&mut self, base: usize, inst: &InstRc, a: &CAtom, take: bool) -> Result<Value> {
+        Ok(match a {
+            CAtom::Local(s) if take => std::mem::replace(self.slot_mut(base + *s as usize), Value::Nil),
+            a => atom!(self, base, inst, a),
+        })
     }
 
     /// The bindings other than `Split` (see [`Machine::exec_bind`]).
@@ -3411,12 +3415,7 @@ impl Machine {
                 self.set(base + *s as usize, v)
             }
             CBind::Uncons(x, y, a, span, moved) => {
-                let v = match (moved, a) {
-                    (true, CAtom::Local(s)) => {
-                        std::mem::replace(&mut self.stack[base + *s as usize], Value::Nil)
-                    }
-                    _ => atom!(self, base, inst, a),
-                };
+                let v = self.operand(base, inst, a, *moved)?;
                 let (car, cdr) = self.split_value(v, *span)?;
                 self.stack[base + *x as usize] = car;
                 self.stack[base + *y as usize] = cdr;

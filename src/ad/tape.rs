@@ -2705,15 +2705,7 @@ fn sweep_marking<const DISCARDS: bool>(
             mark |= TAINTED;
             marks[i] = mark;
         }
-        let mark = mark & (TAINTED | CERTAIN);
-        if mark != 0 {
-            for &p in &node.parents {
-                if p != NONE {
-                    marks[p as usize] |= mark;
-                    any = true;
-                }
-            }
-        }
+        any |= pass_marks(&node, mark, marks);
         let n = (node.n & ARITY) as usize;
         let kept = kept_mask(f, n);
         let unboxed = node.bits & UNBOXED != 0;
@@ -2848,6 +2840,24 @@ fn sweep_marking<const DISCARDS: bool>(
     Ok(any)
 }
 
+/// Passes a node's marks `mark` (its `TAINTED` and `CERTAIN` bits) on to its
+/// parents; whether it had any to pass.
+#[inline(always)]
+fn pass_marks(node: &Node, mark: u8, marks: &mut [u8]) -> bool {
+    let mark = mark & (TAINTED | CERTAIN);
+    if mark == 0 {
+        return false;
+    }
+    let mut any = false;
+    for &p in &node.parents {
+        if p != NONE {
+            marks[p as usize] |= mark;
+            any = true;
+        }
+    }
+    any
+}
+
 /// [`sweep`]'s step of a `+` or `-` of two (node `i`, formula `f`, no values
 /// kept) whose sensitivity is the exact integer `k` (not `i64::MIN`), such as
 /// a gradient's seed 1: `k` to the first parent, `k` or `-k` to the second,
@@ -2865,16 +2875,7 @@ fn exact_sum_node(
     i: usize,
     lift: u32,
 ) -> Result<bool> {
-    let mark = marks[i] & (TAINTED | CERTAIN);
-    let mut any = false;
-    if mark != 0 {
-        for &p in &node.parents {
-            if p != NONE {
-                marks[p as usize] |= mark;
-                any = true;
-            }
-        }
-    }
+    let any = pass_marks(node, marks[i], marks);
     adj[i] = None;
     add_int(m, adj, node.parents[0], k, lift)?;
     add_int(m, adj, node.parents[1], if f == Formula::Sub { -k } else { k }, lift)?;
@@ -2909,16 +2910,7 @@ fn plain_node(
         mark |= TAINTED;
         marks[i] = mark;
     }
-    let mark = mark & (TAINTED | CERTAIN);
-    let mut any = false;
-    if mark != 0 {
-        for &p in &node.parents {
-            if p != NONE {
-                marks[p as usize] |= mark;
-                any = true;
-            }
-        }
-    }
+    let any = pass_marks(node, mark, marks);
     let n = (node.n & ARITY) as usize;
     let yb = match yb {
         Some((p, None)) => Some(p),
