@@ -440,6 +440,17 @@ impl Session {
         dir: Option<&Path>,
         stack: &mut Vec<PathBuf>,
     ) -> Result<Vec<Item>> {
+        // (data nested too deeply for the memory left: an error, see `stack::grow`)
+        crate::stack::catch_exhausted(|| self.read_items_here(name, text, dir, stack))
+    }
+
+    fn read_items_here(
+        &mut self,
+        name: &str,
+        text: &str,
+        dir: Option<&Path>,
+        stack: &mut Vec<PathBuf>,
+    ) -> Result<Vec<Item>> {
         let file = self.sources.add(name, text);
         let data = crate::reader::read_all(text, file).map_err(|e| {
             let kind = if e.kind == crate::reader::ReadErrorKind::Incomplete {
@@ -872,7 +883,8 @@ impl Session {
     pub fn run_define(&mut self, g: u32) -> Result<Value> {
         self.m.stack.clear();
         self.m.reset_depth();
-        self.m.global(g).map_err(|e| self.name_pattern(e))
+        let r = self.exhaustible(|m| m.global(g));
+        r.map_err(|e| self.name_pattern(e))
     }
 
     /// Runs a thunk group (a top-level expression).
@@ -882,11 +894,26 @@ impl Session {
         self.m.tape.clear_levels();
         self.m.stack.push(Value::Nil);
         let at = g.spans.first().copied();
-        let r = self.m.call_closure(InstRc::empty(g.clone()), 0, 1, None);
+        let r = self.exhaustible(|m| m.call_closure(InstRc::empty(g.clone()), 0, 1, None));
         // (a list held for reversible procedures' element reads is not kept
         // past the expression)
         self.m.rev_elems = None;
         r.map_err(|e| anchor(self.name_pattern(e), at))
+    }
+
+    /// Runs `f` on the machine, a pass that finds no stack left for it while
+    /// evaluating (the first call of a procedure nested too deeply resolves
+    /// it; an AD transform of one: see `stack::grow`) the expression's error,
+    /// not the end of the run, with the machine left as an error leaves it.
+    fn exhaustible(&mut self, f: impl FnOnce(&mut Machine) -> Result<Value>) -> Result<Value> {
+        let m = &mut self.m;
+        let r = crate::stack::catch_exhausted(|| f(m));
+        if r.is_err() {
+            self.m.stack.clear();
+            self.m.reset_depth();
+            self.m.tape.clear_levels();
+        }
+        r
     }
 
     /// The value of a top-level expression `span`, checked before it is printed or

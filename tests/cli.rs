@@ -2260,10 +2260,44 @@ fn a_program_nested_too_deeply_for_the_memory_left_is_an_error() {
         let o = vlad_limited(&d, 1_500_000, &[f]);
         assert_eq!((o.code, o.stderr.as_str(), o.stdout.as_str()), (1, message, ""), "{f}");
     }
+    // (`vlad test`: the file's failure, wherever the passes ran out: reading
+    // its data or compiling)
     let o = vlad_limited(&d, 1_500_000, &["test", "sums.vlad"]);
-    assert_eq!(o.code, 1, "{}", o.stderr);
-    assert!(o.stderr.contains(message), "{}", o.stderr);
-    assert!(!o.stderr.contains("panicked") && !o.stderr.contains("internal error"), "{}", o.stderr);
+    assert_eq!(
+        (o.code, o.stdout.as_str(), o.stderr.as_str()),
+        (1, format!("sums.vlad: {message}0 passed, 1 failed\n").as_str(), "")
+    );
+}
+
+/// A value nested too deeply for the memory left to walk, met while running
+/// (a reversible procedure's argument, 3,000,000 lists deep), is that
+/// expression's error: `vlad test` fails that check and runs the ones after
+/// it, and a program stops there with the error at the expression. (It ended
+/// the whole run with the bare message, as a compile-time one does.)
+#[test]
+fn a_value_nested_too_deeply_for_the_memory_left_is_its_expressions_error() {
+    let d = Dir::new();
+    d.file(
+        "deep.vlad",
+        "(define-reversible (id x) (skip))
+(define (deep n) (let loop ((i 0) (d '())) (if (= i n) d (loop (+ i 1) (list d)))))
+(+ 1 2)
+===> 3
+(pair? (call id (deep 3000000)))
+===> #t
+(* 2 3)
+===> 6
+",
+    );
+    let message = "error: out of memory for the stack (a program or a value nested too deeply)";
+    let o = vlad_limited(&d, 1_500_000, &["test", "deep.vlad"]);
+    assert_eq!(
+        (o.code, o.stdout.as_str(), o.stderr.as_str()),
+        (1, format!("deep.vlad:5: expected #t, got {message}\n2 passed, 1 failed\n").as_str(), ""),
+    );
+    let o = vlad_limited(&d, 1_500_000, &["deep.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (1, "3\n"));
+    assert!(o.stderr.starts_with(&format!("deep.vlad:5:1: {message}\n")), "{}", o.stderr);
 }
 
 /// A list nested millions deep in its first element prints (the printer once
