@@ -105,36 +105,50 @@ pub const JVP_VIA: &str = "(lambda ((cons f (cons x dx))) \
 // neither a pair nor `()` (or a second list shorter than the first) calls
 // `%list-error` on it, which says so in the primitive's name (the pattern
 // would fail with "pattern mismatch"); its first argument says which primitive
-// (`LIST_WALKS`). (Given the tail, not the whole list, which the loop would
+// (`LIST_WALKS`), plus 5 where what is not a list is the whole argument
+// (tested before the loop: the primitive's own message then, "expected a
+// list, got #t"). (Given the tail, not the whole list, which the loop would
 // then capture: its sensitivity is a step's work more on every element.)
 
 /// `(append a b)`: the elements of `a` followed by `b`.
 pub const APPEND_VIA: &str = "(lambda ((cons a b)) \
-  (let loop ((l a)) (if (pair? l) (let (((cons x d) l)) (cons x (loop d))) \
-    (if (null? l) b (%list-error 0 l)))))";
+  (if (pair? a) \
+    (let loop ((l a)) (if (pair? l) (let (((cons x d) l)) (cons x (loop d))) \
+      (if (null? l) b (%list-error 0 l)))) \
+    (if (null? a) b (%list-error 5 a))))";
 
 /// `(map f l)`: f on every element, in order.
 pub const MAP_VIA: &str = "(lambda ((cons f l0)) \
-  (let loop ((l l0)) (if (pair? l) (let (((cons a d) l)) (cons (f a) (loop d))) \
-    (if (null? l) '() (%list-error 1 l)))))";
+  (if (pair? l0) \
+    (let loop ((l l0)) (if (pair? l) (let (((cons a d) l)) (cons (f a) (loop d))) \
+      (if (null? l) '() (%list-error 1 l)))) \
+    (if (null? l0) '() (%list-error 6 l0))))";
 
 /// `(map2 f l1 l2)`: f on corresponding elements, as many as `l1` has.
 pub const MAP2_VIA: &str = "(lambda ((cons f (cons l1 l2))) \
-  (let loop ((m1 l1) (m2 l2)) \
-    (if (pair? m1) \
-      (if (pair? m2) (let (((cons a d1) m1) ((cons b d2) m2)) (cons (f a b) (loop d1 d2))) \
-        (%list-error 2 (cons m1 m2))) \
-      (if (null? m1) '() (%list-error 2 (cons m1 m2))))))";
+  (if (pair? l1) \
+    (if (pair? l2) \
+      (let loop ((m1 l1) (m2 l2)) \
+        (if (pair? m1) \
+          (if (pair? m2) (let (((cons a d1) m1) ((cons b d2) m2)) (cons (f a b) (loop d1 d2))) \
+            (%list-error 2 (cons m1 m2))) \
+          (if (null? m1) '() (%list-error 2 (cons m1 m2))))) \
+      (%list-error 7 (cons l1 l2))) \
+    (if (null? l1) '() (%list-error 7 (cons l1 l2)))))";
 
 /// `(fold-left f acc l)`: `(f (f acc x1) x2)`... from the left.
 pub const FOLD_LEFT_VIA: &str = "(lambda ((cons f (cons acc0 l0))) \
-  (let loop ((acc acc0) (l l0)) (if (pair? l) (let (((cons a d) l)) (loop (f acc a) d)) \
-    (if (null? l) acc (%list-error 3 l)))))";
+  (if (pair? l0) \
+    (let loop ((acc acc0) (l l0)) (if (pair? l) (let (((cons a d) l)) (loop (f acc a) d)) \
+      (if (null? l) acc (%list-error 3 l)))) \
+    (if (null? l0) acc0 (%list-error 8 l0))))";
 
 /// `(reduce f i l)`: `(f x1 (f x2 ... (f xn i)))`, the last application first.
 pub const REDUCE_VIA: &str = "(lambda ((cons f (cons i l0))) \
-  (let loop ((l l0)) (if (pair? l) (let (((cons a d) l)) (f a (loop d))) \
-    (if (null? l) i (%list-error 4 l)))))";
+  (if (pair? l0) \
+    (let loop ((l l0)) (if (pair? l) (let (((cons a d) l)) (f a (loop d))) \
+      (if (null? l) i (%list-error 4 l)))) \
+    (if (null? l0) i (%list-error 9 l0))))";
 
 /// The list walks defined above, by `%list-error`'s first argument.
 const LIST_WALKS: [&str; 5] = ["append", "map", "map2", "fold-left", "reduce"];
@@ -1077,9 +1091,9 @@ fn call_with(m: &mut Machine, f: &Value, args: &[Value]) -> Result<Value> {
 /// transform.
 fn list_error(m: &mut Machine, a: &[Value]) -> Result<Value> {
     // (a constant of transformed code: seen through its tags)
-    let name = match &*ops::strip(&a[0]) {
-        Value::Int(k) => LIST_WALKS.get(*k as usize).copied(),
-        _ => None,
+    let (name, whole) = match &*ops::strip(&a[0]) {
+        Value::Int(k @ 0..=9) => (LIST_WALKS.get(*k as usize % 5).copied(), *k >= 5),
+        _ => (None, false),
     };
     let Some(name) = name else { return Err(err("%list-error: not a list walk's error".into())) };
     // (what a list ends in, a leaf, or for `map2` a pair of the two lists'
@@ -1093,12 +1107,17 @@ fn list_error(m: &mut Machine, a: &[Value]) -> Result<Value> {
             v.kind_name()
         ))
     };
+    // (the whole argument: as the primitive says it, `not_a_list`)
+    let got = |v: &Value| not_a_list(name, v, v, 0);
     Err(match (name, &x) {
         ("map2", Value::Pair(p)) => match (seen(m, &p.car)?, seen(m, &p.cdr)?) {
             (Value::Pair(_), Value::Nil) => err("map2: the second list is shorter than the first".into()),
+            (Value::Pair(_), l2) if whole => got(&l2),
             (Value::Pair(_), l2) => ends("the second list", &l2),
+            (l1, _) if whole => got(&l1),
             (l1, _) => ends("the first list", &l1),
         },
+        _ if whole => got(&x),
         _ => ends("it", &x),
     })
 }

@@ -385,7 +385,8 @@ fn a_list_primitives_misuse_is_the_primitives_error() {
 /// The list walks by the transform (the tape off), misused: each says, in
 /// its own name, where its list ends (their definitions' patterns said
 /// "pattern mismatch: expected a pair"), in every mode, with the primal of
-/// what it ends in.
+/// what it ends in; where the whole argument is not a list, in the words of
+/// the primitive itself (as on the tape: "expected a list, got #t").
 #[test]
 fn list_walks_misused_by_the_transform_say_so() {
     for d in ["derivative-R", "derivative-F"] {
@@ -411,11 +412,23 @@ fn list_walks_misused_by_the_transform_say_so() {
                 "(fold-left + 0. (cons 1. x))",
                 "fold-left: expected a list, but it ends in 0.5 (a real), not ()",
             ),
-            ("(reduce + 0. x)", "reduce: expected a list, but it ends in 0.5 (a real), not ()"),
+            ("(reduce + 0. x)", "reduce: expected a list, got 0.5 (a real)"),
+            // (the whole argument not a list: the primitive's own message)
+            ("(car (map (lambda (y) (* y y)) #t))", "map: expected a list, got #t (a boolean)"),
+            ("(car (map2 * x (list x)))", "map2: expected a list, got 0.5 (a real)"),
+            ("(car (map2 * (list x) 2))", "map2: expected a list, got 2 (an exact integer)"),
+            ("(car (map2 * (list x) '()))", "map2: the second list is shorter than the first"),
+            ("(fold-left + x 3)", "fold-left: expected a list, got 3 (an exact integer)"),
+            ("(car (append x (list x)))", "append: expected a list, got 0.5 (a real)"),
         ] {
             let src = format!("(({d} (lambda (x) {body})) 0.5)");
             let (got, _) = outcome(&src, false);
             assert!(got.starts_with("error: t:1:") && got.contains(want), "{src}: {got}");
+            if !want.contains("ends in") {
+                // (and on the tape, where the primitive itself runs: the same words)
+                let (got, _) = outcome(&src, true);
+                assert!(got.starts_with("error: t:1:") && got.contains(want), "{src}: {got}");
+            }
         }
     }
 }
