@@ -6,6 +6,7 @@
 # the right answer to such a program.
 #
 #   tools/fuzz/crash.sh BIN FIRST-LAST [FLAGS]
+#   GEN=gen_rev.py tools/fuzz/crash.sh ...   reversible procedures instead (gen_rev.py)
 #
 # Programs that crash are kept as $TMPDIR/vlad-crash-SEED.vlad.
 set -u
@@ -16,7 +17,7 @@ first=${R%-*}; last=${R#*-}
 bad=0
 for s in $(seq "$first" "$last"); do
   f=$tmp/vlad-crash-$s.vlad
-  python3 "$dir/gen_junk.py" "$s" > "$f"
+  python3 "$dir/${GEN:-gen_junk.py}" "$s" > "$f"
   ok=1
   for mode in run test; do
     out=$(timeout 20 "$BIN" $mode --max-steps 2000000 "$@" "$f" 2>&1 </dev/null)
