@@ -95,14 +95,24 @@ class Typed:
             return atom(r, names)
         return r.choice(["'()", "#t", "car", "(lambda (q) q)", "(list 1.0)", "(list)", '"s"', "1/0"])
 
-    def real(self, d, env):
+    def leaf(self, d, env, kind, literals, stop=0.2):
+        """A mistake (at rate `bad`), or at depth 0 (else at rate `stop`) a
+        variable of `kind` (None: none) or one of `literals`; None where a
+        compound expression is to be built."""
         r = self.r
         if r.random() < self.bad:
-            return self.slip(env["real"])
-        if d <= 0 or r.random() < 0.2:
-            if env["real"] and r.random() < 0.6:
-                return r.choice(env["real"])
-            return r.choice(["1.5", "-0.5", "2", "0.0", "3.25", "1/2"])
+            return self.slip(env[kind] if kind else [])
+        if d <= 0 or r.random() < stop:
+            if kind and env[kind] and r.random() < 0.6:
+                return r.choice(env[kind])
+            return r.choice(literals)
+        return None
+
+    def real(self, d, env):
+        r = self.r
+        e = self.leaf(d, env, "real", ["1.5", "-0.5", "2", "0.0", "3.25", "1/2"])
+        if e is not None:
+            return e
         k = r.randrange(14)
         x = lambda: self.real(d - 1, env)
         l = lambda: self.lst(d - 1, env)
@@ -137,12 +147,9 @@ class Typed:
 
     def lst(self, d, env):
         r = self.r
-        if r.random() < self.bad:
-            return self.slip(env["list"])
-        if d <= 0 or r.random() < 0.2:
-            if env["list"] and r.random() < 0.6:
-                return r.choice(env["list"])
-            return r.choice(["(list 1.0 2.0)", "(list 0.5 -1.5)", "(list 3 4)"])
+        e = self.leaf(d, env, "list", ["(list 1.0 2.0)", "(list 0.5 -1.5)", "(list 3 4)"])
+        if e is not None:
+            return e
         k = r.randrange(8)
         x = lambda: self.real(d - 1, env)
         l = lambda: self.lst(d - 1, env)
@@ -168,10 +175,9 @@ class Typed:
 
     def vec(self, d, env):
         r = self.r
-        if r.random() < self.bad:
-            return self.slip([])
-        if d <= 0 or r.random() < 0.3:
-            return r.choice(["(vector-of (list 1.0 2.0))", "(make-vec 2 0.5)", "(vec-iota 2)"])
+        e = self.leaf(d, env, None, ["(vector-of (list 1.0 2.0))", "(make-vec 2 0.5)", "(vec-iota 2)"], 0.3)
+        if e is not None:
+            return e
         x = lambda: self.real(d - 1, env)
         v = lambda: self.vec(d - 1, env)
         k = r.randrange(5)
