@@ -640,8 +640,7 @@ impl Repl {
         match r {
             Ok(r) => r,
             Err(p) => {
-                self.s.m.stack.clear();
-                self.s.m.reset_depth();
+                self.s.fresh_machine();
                 if p.is::<crate::stack::Exhausted>() {
                     // (see `stack::grow`)
                     return Err(Error::runtime(None, crate::stack::EXHAUSTED));

@@ -881,17 +881,14 @@ impl Session {
 
     /// Evaluates a constant definition (a `Step::Define`) from a clean stack.
     pub fn run_define(&mut self, g: u32) -> Result<Value> {
-        self.m.stack.clear();
-        self.m.reset_depth();
+        self.fresh_machine();
         let r = self.exhaustible(|m| m.global(g));
         r.map_err(|e| self.name_pattern(e))
     }
 
     /// Runs a thunk group (a top-level expression).
     pub fn run_thunk(&mut self, g: &Rc<Group>) -> Result<Value> {
-        self.m.stack.clear();
-        self.m.reset_depth();
-        self.m.tape.clear_levels();
+        self.fresh_machine();
         self.m.stack.push(Value::Nil);
         let at = g.spans.first().copied();
         let r = self.exhaustible(|m| m.call_closure(InstRc::empty(g.clone()), 0, 1, None));
@@ -901,17 +898,24 @@ impl Session {
         r.map_err(|e| anchor(self.name_pattern(e), at))
     }
 
+    /// The machine as a top-level run starts it: no values on its stack, no
+    /// calls running, no tapes.
+    pub fn fresh_machine(&mut self) {
+        self.m.stack.clear();
+        self.m.reset_depth();
+        self.m.tape.clear_levels();
+    }
+
     /// Runs `f` on the machine, a pass that finds no stack left for it while
     /// evaluating (the first call of a procedure nested too deeply resolves
     /// it; an AD transform of one: see `stack::grow`) the expression's error,
-    /// not the end of the run, with the machine left as an error leaves it.
+    /// not the end of the run; after an error the machine is made fresh at
+    /// once (an unwinding left its values held until the next run).
     fn exhaustible(&mut self, f: impl FnOnce(&mut Machine) -> Result<Value>) -> Result<Value> {
         let m = &mut self.m;
         let r = crate::stack::catch_exhausted(|| f(m));
         if r.is_err() {
-            self.m.stack.clear();
-            self.m.reset_depth();
-            self.m.tape.clear_levels();
+            self.fresh_machine();
         }
         r
     }
