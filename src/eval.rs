@@ -1975,6 +1975,34 @@ impl Machine {
         unsafe { std::ptr::write(self.slot_mut(i), v) }
     }
 
+    /// Moves the value at `src` into slot `i` as its 16 bytes at once (a
+    /// pair's field, stored long before: read whole, where a copy field by
+    /// field would be reassembled through a temporary that its wide load
+    /// cannot be forwarded from).
+    ///
+    /// # Safety
+    /// `src` must be a valid value given up by the caller, not a slot.
+    #[inline(always)]
+    unsafe fn set_whole(&mut self, i: usize, src: *const Value) {
+        if self.slot(i).needs_drop() {
+            self.clear_slot(i);
+        }
+        std::ptr::copy_nonoverlapping(src, self.slot_mut(i), 1);
+    }
+
+    /// Copies the car and the cdr of a shared pair into slots `x` and `y` of
+    /// the frame at `base`, each whole (see [`Machine::set_whole`]).
+    #[inline(always)]
+    fn set_parts(&mut self, base: usize, x: u32, y: u32, p: &crate::value::Pair) {
+        for (s, v) in [(x, &p.car), (y, &p.cdr)] {
+            // (one owner more: the copy made below)
+            std::mem::forget(v.clone());
+            // SAFETY: `v`'s count was raised for this copy; `p` is held by the
+            // caller, so the slot's old value cannot be what holds `v`.
+            unsafe { self.set_whole(base + s as usize, v) }
+        }
+    }
+
     /// Moves the top of the value stack into slot `i`.
     #[inline(always)]
     fn pop_into(&mut self, i: usize) {
@@ -3349,20 +3377,25 @@ impl Machine {
             let i = base + *s as usize;
             if let Value::Pair(_) = self.slot(i) {
                 if let Value::Pair(p) = std::mem::replace(self.slot_mut(i), Value::Nil) {
-                    let (car, cdr) = match Rc::try_unwrap(p) {
-                        Ok(q) => q.into_parts(),
-                        Err(p) => (p.car.clone(), p.cdr.clone()),
-                    };
-                    self.set(base + x as usize, car);
-                    self.set(base + y as usize, cdr);
+                    match Rc::try_unwrap(p) {
+                        Ok(q) => {
+                            let q = std::mem::ManuallyDrop::new(q);
+                            // SAFETY: the fields of a pair given up (never
+                            // dropped), each moved out once.
+                            unsafe {
+                                self.set_whole(base + x as usize, &q.car);
+                                self.set_whole(base + y as usize, &q.cdr);
+                            }
+                        }
+                        Err(p) => self.set_parts(base, x, y, &p),
+                    }
                     return Ok(());
                 }
             }
         }
         if let Some(Value::Pair(p)) = self.peek_operand(base, inst, a) {
-            let (car, cdr) = (p.car.clone(), p.cdr.clone());
-            self.set(base + x as usize, car);
-            self.set(base + y as usize, cdr);
+            let p = p.clone();
+            self.set_parts(base, x, y, &p);
             return Ok(());
         }
         self.exec_other(base, inst, b)
