@@ -3043,7 +3043,7 @@ impl Machine {
                 Some(span),
                 format!(
                     "pattern mismatch: expected a pair, got {} ({})",
-                    crate::print::brief(&other, 60),
+                    crate::print::brief_source(&other, 60),
                     other.kind_name()
                 ),
             )),

@@ -860,8 +860,10 @@ fn err(msg: String) -> Error {
     Error::runtime(None, msg)
 }
 
+/// A value in an error message: a procedure of transformed code as the
+/// program gave it (see `print::brief_source`).
 fn describe(v: &Value) -> String {
-    crate::print::brief(v, 60)
+    crate::print::brief_source(v, 60)
 }
 
 fn arith(m: &mut Machine, op: char, a: &[Value]) -> Result<Value> {

@@ -48,7 +48,23 @@ pub fn brief(v: &Value, max: usize) -> String {
 pub fn prefix(v: &Value, max: usize) -> (String, bool) {
     let mut p = Printer::new(max, None);
     p.value(v);
-    let mut s = p.buf;
+    cut(p.buf, max)
+}
+
+/// [`brief`] of a value of transformed code as the user's code had it: a
+/// closure that is an AD transform of another (`(reverse (lambda ...))`)
+/// shown as the closure it is a transform of (`(lambda ...)`), as a
+/// message about a value the program gave shows it where no transform runs.
+pub fn brief_source(v: &Value, max: usize) -> String {
+    let mut p = Printer::new(max, None);
+    p.source = true;
+    p.value(v);
+    cut(p.buf, max).0
+}
+
+/// `s` cut to `max` characters, ending in `...` where it is longer, and
+/// whether it was not cut.
+fn cut(mut s: String, max: usize) -> (String, bool) {
     if s.chars().count() > max {
         let cut = s.char_indices().nth(max.saturating_sub(3)).map(|(i, _)| i).unwrap_or(s.len());
         s.truncate(cut);
@@ -82,6 +98,9 @@ struct Printer<'a> {
     limit: usize,
     sink: Option<&'a mut dyn FnMut(&str) -> bool>,
     stopped: bool,
+    /// Closures of transformed code shown as the source they are a
+    /// transform of (see [`brief_source`]).
+    source: bool,
 }
 
 /// What remains to print of a value, on the printer's stack.
@@ -95,7 +114,7 @@ enum Todo {
 
 impl<'a> Printer<'a> {
     fn new(limit: usize, sink: Option<&'a mut dyn FnMut(&str) -> bool>) -> Self {
-        Printer { buf: String::new(), flushed: 0, limit, sink, stopped: false }
+        Printer { buf: String::new(), flushed: 0, limit, sink, stopped: false, source: false }
     }
 
     /// Whether printing should stop here: past the length limit (after
@@ -179,7 +198,11 @@ impl<'a> Printer<'a> {
             // (on one line where the printing is cut short, for a message)
             Value::Closure(inst, i) if self.limit != usize::MAX => {
                 let mut code = String::new();
-                crate::show::write_closure(&mut code, inst, *i as usize);
+                if self.source {
+                    crate::show::write_closure_source(&mut code, inst, *i as usize);
+                } else {
+                    crate::show::write_closure(&mut code, inst, *i as usize);
+                }
                 let lines: Vec<&str> = code.lines().map(str::trim).collect();
                 self.push_str(&lines.join(" "));
             }

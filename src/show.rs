@@ -273,6 +273,19 @@ pub fn write_closure(out: &mut String, inst: &InstRc, i: usize) {
     write_group_member(out, &inst.group, i, 0);
 }
 
+/// [`write_closure`] of the closure a transformed one is a transform of
+/// (through any number of transforms): its source, or its primitive's name.
+pub fn write_closure_source(out: &mut String, inst: &InstRc, i: usize) {
+    let mut g = &inst.group;
+    while let Origin::Transformed(_, parent) = &g.origin {
+        g = parent;
+    }
+    match &g.origin {
+        Origin::PrimRule(_, p) => out.push_str(crate::prims::prim(*p).name),
+        _ => write_group_member(out, g, i, 0),
+    }
+}
+
 /// A whole lambda as text.
 pub fn lambda_to_string(l: &Lambda) -> String {
     let mut s = String::new();

@@ -430,6 +430,48 @@ fn list_walks_misused_by_the_transform_say_so() {
                 assert!(got.starts_with("error: t:1:") && got.contains(want), "{src}: {got}");
             }
         }
+        // A procedure where a list (or a pair) should be is shown as the
+        // program wrote it, as the tape shows it, not as the transform made it
+        // (`(reverse (lambda ...))`), however deeply nested the transforms.
+        for (body, want) in [
+            ("(car (map (lambda (y) (* y y)) (lambda (z) z)))", "map: expected a list, got (lambda (z_"),
+            (
+                "(car (map (lambda (y) y) (cons x (lambda (z) z))))",
+                "map: expected a list, but it ends in (lambda (z_",
+            ),
+            ("(reduce + 0. (lambda (z) (* x z)))", "reduce: expected a list, got (lambda (z_"),
+            // (the primitive applied to the transformed value; a pattern)
+            ("(length (lambda (z) z))", "length: expected a list, got (lambda (z_"),
+            ("(car (lambda (z) z))", "pattern mismatch: expected a pair, got (lambda (z_"),
+        ] {
+            for src in [
+                format!("(({d} (lambda (x) {body})) 0.5)"),
+                format!("((derivative-F ({d} (lambda (x) {body}))) 0.5)"),
+            ] {
+                // (the message's first line: the trace below it names the
+                // transformed procedures it ran in)
+                // (and the variables' numbers, which differ between sessions)
+                let first = |s: String| {
+                    let line = s.lines().next().unwrap_or_default();
+                    let mut out = String::new();
+                    let mut numbered = false;
+                    for c in line.chars() {
+                        if !(numbered && c.is_ascii_digit()) {
+                            out.push(c);
+                        }
+                        numbered = c == '_' || (numbered && c.is_ascii_digit());
+                    }
+                    out
+                };
+                let got = first(outcome(&src, false).0);
+                assert!(got.starts_with("error: t:1:") && got.contains(want), "{src}: {got}");
+                assert!(got.contains(" (a procedure)"), "{src}: {got}");
+                assert!(!got.contains("(reverse") && !got.contains("(forward"), "{src}: {got}");
+                if !want.contains("ends in") {
+                    assert_eq!(first(outcome(&src, true).0), got, "{src}: on the tape");
+                }
+            }
+        }
     }
 }
 
