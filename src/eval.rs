@@ -416,7 +416,7 @@ fn member_name(g: &Group, idx: u32) -> String {
 #[cold]
 #[inline(never)]
 fn not_a_procedure(v: &Value, span: Option<Span>) -> Error {
-    let shown = crate::print::brief(v, 60);
+    let shown = crate::print::brief_source(v, 60);
     if let Value::Rev(r) = v {
         // (a procedure to `procedure?`, but one that runs one way or the other)
         let n = if r.inverted { format!("(rev-inverse {})", r.name()) } else { r.name().to_string() };
