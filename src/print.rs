@@ -46,9 +46,7 @@ pub fn brief(v: &Value, max: usize) -> String {
 
 /// [`brief`], and whether that is the whole printed form (not cut short).
 pub fn prefix(v: &Value, max: usize) -> (String, bool) {
-    let mut p = Printer::new(max, None);
-    p.value(v);
-    cut(p.buf, max)
+    printed(v, max, false)
 }
 
 /// [`brief`] of a value of transformed code as the user's code had it: a
@@ -56,15 +54,15 @@ pub fn prefix(v: &Value, max: usize) -> (String, bool) {
 /// shown as the closure it is a transform of (`(lambda ...)`), as a
 /// message about a value the program gave shows it where no transform runs.
 pub fn brief_source(v: &Value, max: usize) -> String {
-    let mut p = Printer::new(max, None);
-    p.source = true;
-    p.value(v);
-    cut(p.buf, max).0
+    printed(v, max, true).0
 }
 
-/// `s` cut to `max` characters, ending in `...` where it is longer, and
-/// whether it was not cut.
-fn cut(mut s: String, max: usize) -> (String, bool) {
+/// [`prefix`], closures shown as their source if `source` (see [`brief_source`]).
+fn printed(v: &Value, max: usize, source: bool) -> (String, bool) {
+    let mut p = Printer::new(max, None);
+    p.source = source;
+    p.value(v);
+    let mut s = p.buf;
     if s.chars().count() > max {
         let cut = s.char_indices().nth(max.saturating_sub(3)).map(|(i, _)| i).unwrap_or(s.len());
         s.truncate(cut);

@@ -430,6 +430,21 @@ fn list_walks_misused_by_the_transform_say_so() {
                 assert!(got.starts_with("error: t:1:") && got.contains(want), "{src}: {got}");
             }
         }
+        // (a message's first line, without the variables' numbers, which differ
+        // between sessions: the trace below it names the transformed
+        // procedures it ran in)
+        let first = |s: String| {
+            let line = s.lines().next().unwrap_or_default();
+            let mut out = String::new();
+            let mut numbered = false;
+            for c in line.chars() {
+                if !(numbered && c.is_ascii_digit()) {
+                    out.push(c);
+                }
+                numbered = c == '_' || (numbered && c.is_ascii_digit());
+            }
+            out
+        };
         // A procedure where a list (or a pair, or a procedure) should be is
         // shown as the program wrote it, as the tape shows it, not as the
         // transform made it (`(reverse (lambda ...))`), however deeply nested
@@ -451,21 +466,6 @@ fn list_walks_misused_by_the_transform_say_so() {
                 format!("(({d} (lambda (x) {body})) 0.5)"),
                 format!("((derivative-F ({d} (lambda (x) {body}))) 0.5)"),
             ] {
-                // (the message's first line: the trace below it names the
-                // transformed procedures it ran in)
-                // (and the variables' numbers, which differ between sessions)
-                let first = |s: String| {
-                    let line = s.lines().next().unwrap_or_default();
-                    let mut out = String::new();
-                    let mut numbered = false;
-                    for c in line.chars() {
-                        if !(numbered && c.is_ascii_digit()) {
-                            out.push(c);
-                        }
-                        numbered = c == '_' || (numbered && c.is_ascii_digit());
-                    }
-                    out
-                };
                 let got = first(outcome(&src, false).0);
                 assert!(got.starts_with("error: t:1:") && got.contains(want), "{src}: {got}");
                 assert!(got.contains(" (a procedure)") || got.contains("(a pair)"), "{src}: {got}");
