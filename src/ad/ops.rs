@@ -1044,6 +1044,12 @@ fn nil_as_zero_in(
         let mut spine: Vec<SpineStep> = Vec::new();
         let tail = loop {
             let (Value::Pair(a), Value::Pair(b)) = (&*strip(&y), &s) else {
+                // (a pair of `s` where `y` has none, as a procedure's: no
+                // `()` there stands for a number's zero, and the same two
+                // values again would recurse without end)
+                if let Value::Pair(_) = s {
+                    break None;
+                }
                 break nil_as_zero_in(m, &y, &s, memo)?;
             };
             let key = (shared(&s) && shared(&y)).then_some((Rc::as_ptr(a) as usize, Rc::as_ptr(b) as usize));

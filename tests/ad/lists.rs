@@ -2,6 +2,7 @@
 //! of functions of lists, and Jacobians, in both modes, against closed forms.
 
 use crate::common::*;
+use vlad::print::to_string;
 
 /// x^n by recursive multiplication (non-tail and tail recursive, and by
 /// repeated squaring) has derivative n x^(n-1); second derivative n(n-1)x^(n-2).
@@ -240,6 +241,24 @@ fn a_nil_sensitivity_of_a_number_is_zero() {
     assert_eq!(flat(&v[6]), [1.0, 0.0]);
 }
 
+/// A sensitivity with a pair where the result has a procedure (one that
+/// captures nothing, whose sensitivity nothing checks): `vjp`'s walk making
+/// each `()` standing for a number's zero exact met the pair, found no pair in
+/// the result, and walked the same two values again without end (the process
+/// grew until memory ran out). The identity passes its result's sensitivity to
+/// its argument as given; `(cons f 2.0)` passes the car's to `f`.
+fn a_pair_sensitivity_of_a_procedure() {
+    let v = run("(vjp (lambda (f) f) car (cons 1.0 2.0))\n\
+                 (vjp (lambda (f) (cons f 2.0)) car (cons (cons 1.0 '()) 3.0))\n");
+    assert_eq!(to_string(&v[0]), "(1.0 . 2.0)");
+    assert_eq!(to_string(&v[1]), "(1.0)");
+}
+
+#[test]
+fn a_pair_sensitivity_of_a_procedure_ends() {
+    a_pair_sensitivity_of_a_procedure();
+}
+
 /// `list-ref` under every nesting of two and three derivatives: f(a, b, c) =
 /// ac + b²c through `list-ref` has gradient (c, 2bc, a + b²) and Hessian
 /// ((0 0 1) (0 2c 2b) (1 2b 0)); ∂³f/∂b²∂c = 2. Also elements that are
@@ -317,6 +336,7 @@ fn all_of_the_above_by_the_transform() {
         derivative_through_iteration,
         long_closure_chains,
         a_nil_sensitivity_of_a_number_is_zero,
+        a_pair_sensitivity_of_a_procedure,
         list_ref_under_every_nesting,
     ]);
 }

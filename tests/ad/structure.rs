@@ -184,6 +184,12 @@ fn misuse_is_a_clear_error() {
              the sensitivity is a pair \\(1 . 2\\)",
         ),
         ("(vjp (lambda (x) (list x x)) 1.0 (list 1.0 2.0 3.0))", "at \\(cddr ...\\) the result has \\(\\)"),
+        // (a procedure capturing a value given a pair as its sensitivity: this
+        // ran out of memory, see lists.rs `a_pair_sensitivity_of_a_procedure`)
+        (
+            "(vjp (lambda (x) (lambda (y) (* x y))) 2.0 (cons 1 2))",
+            "sensitivity does not conform: expected the sensitivity of a procedure with 1 captured values",
+        ),
         // (jvp checks dx's shape against the argument's where it enters: it was
         // found where the function took the bundled argument apart, as a bundle
         // of its parts, its tags showing)
