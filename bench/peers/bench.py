@@ -499,6 +499,7 @@ def main():
           ["vlad grad÷primal time", "vlad grad÷primal ops"]
     lines.append("| " + " | ".join(hdr) + " |")
     lines.append("|" + "|".join(["---"] + ["--:"] * (len(hdr) - 1)) + "|")
+    grad_time, grad_ops = {}, {}  # row -> vlad's gradient ÷ primal (time, metered operations)
     for key, desc in ROWS:
         if not wanted(key) or not any((key, c) in cells for c in cols):
             continue
@@ -522,11 +523,13 @@ def main():
         pf = PRIMAL.get(key)
         vname = key + ("-10000" if key.startswith("hvp-quad") else "")
         if pf and vname in vtime and pf in vtime and vtime[pf] > 0:
-            row.append(fmt_r(vtime[vname] / vtime[pf]))
+            grad_time[key] = vtime[vname] / vtime[pf]
+            row.append(fmt_r(grad_time[key]))
             # (less the operations that build the input, where the time is less its building)
             so = ops.get(SETUP.get(vname), 0)
-            row.append(fmt_r((ops[vname] - so) / (ops[pf] - so))
-                       if ops.get(vname) and ops.get(pf) and ops[pf] > so else "—")
+            if ops.get(vname) and ops.get(pf) and ops[pf] > so:
+                grad_ops[key] = (ops[vname] - so) / (ops[pf] - so)
+            row.append(fmt_r(grad_ops[key]) if key in grad_ops else "—")
         else:
             row += ["", ""]
         lines.append("| " + " | ".join(row) + " |")
@@ -557,7 +560,8 @@ def main():
     else:
         notes.append("All results agree with vlad's (or, where vlad has none, Chez's) to a relative 1e-6.")
     notes.append(f"Total wall time {time.time() - t_start:.0f} s; profile {profile}; raw output in {a.log}.")
-    text = table + "\n\n" + "\n".join(notes)
+    goals = targets(cells, grad_time, grad_ops, examples_cpu() if wanted("examples") else None)
+    text = table + "\n\n" + ("\n".join(goals) + "\n\n" if goals else "") + "\n".join(notes)
     print(text)
     if a.md:
         with open(a.md, "w") as f:
@@ -569,8 +573,71 @@ def main():
                                  for (k, c), s in cells.items()],
                        "vlad_primal": {k: {"seconds": vtime.get(k), "ops": ops.get(k)} for k in primal_files},
                        "vlad_ops": ops, "vlad_first_run": first, "errors": {f"{c}: {k}": e for (k, c), e in errors.items()},
-                       "disagreements": [list(map(str, d)) for d in disagree]}, f, indent=1)
+                       "disagreements": [list(map(str, d)) for d in disagree], "targets": goals[1:]}, f, indent=1)
     return 1 if disagree else 0
+
+
+def examples_cpu():
+    """CPU seconds of `vlad test` on examples/ (every .vlad in it and its subfolders), or None"""
+    c0 = child_cpu()
+    r = subprocess.run([VLAD, "test", os.path.join(ROOT, "examples")], capture_output=True)
+    return child_cpu() - c0 if r.returncode == 0 else None
+
+
+def targets(cells, grad_time, grad_ops, examples):
+    """issue #8's speed targets, each judged by this run's cells (lines of text;
+    a target whose rows were not run is left out)"""
+    out = []
+
+    def ratio(key, col):
+        v, p = cells.get((key, "vlad")), cells.get((key, col))
+        return v / p if v and p else None
+
+    def line(ok, what, figures):
+        out.append(f"- {'met' if ok else 'NOT MET'}: {what}: {figures}")
+
+    for w in ("saddle", "particle"):
+        rs = {m: ratio(f"{w}-{m}", "chez") for m in ("FF", "FR", "RF", "RR")}
+        rs = {m: r for m, r in rs.items() if r is not None}
+        if rs:
+            line(all(r <= 2 for r in rs.values()), f"{w} ≤ 2× Chez compiled (vlad ÷ Chez)",
+                 ", ".join(f"{m} {r:.2f}×" for m, r in rs.items()))
+    under = {k: cells[(k, "chez-interp")] / cells[(k, "vlad")] for k, _ in ROWS
+             if k.startswith(("saddle", "particle")) and (k, "chez-interp") in cells and cells.get((k, "vlad"))}
+    if under:
+        k = min(under, key=under.get)
+        line(under[k] >= 2, "nested AD well under Chez interpreted (at least 2× faster: Chez interpreted ÷ vlad)",
+             (f"{under[k]:.1f}× ({k})" if len(under) == 1 else
+              f"{min(under.values()):.1f}–{max(under.values()):.1f}× over {len(under)} rows (least: {k})"))
+    for m in ("FR", "RR"):
+        s = cells.get((f"hvp-quad-{m}", "vlad"))
+        if s is not None:
+            line(s <= 20e-6, f"HVP of 2x²+3xy+4y², {m}, ≤ 20 µs a call", fmt_t(s))
+    for m in ("FR", "RR"):
+        big, small = cells.get((f"hvp-sum-{m}-100000", "vlad")), cells.get((f"hvp-sum-{m}-10000", "vlad"))
+        if big is not None:
+            line(big <= 0.25, f"list HVP, {m}, n = 10⁵, ≤ 0.25 s", fmt_t(big))
+        if big and small:
+            line(big / small <= 12, f"list HVP, {m}, time at 10⁵ ÷ time at 10⁴ ≤ 12", f"{big / small:.1f}")
+    grads = [k for k in grad_time if k.startswith(("product", "xor"))]
+    if grads:
+        worst = max(grads, key=grad_time.get)
+        line(grad_time[worst] <= 5, "gradient ≤ 5× its primal's time",
+             f"at most {grad_time[worst]:.1f}× ({worst}) over {len(grads)} row{'s' if len(grads) > 1 else ''}")
+    gops = [k for k in grad_ops if k.startswith(("product", "xor"))]
+    if gops:
+        worst = max(gops, key=grad_ops.get)
+        line(grad_ops[worst] <= 3, "gradient ≤ 3× its primal's metered operations",
+             f"at most {grad_ops[worst]:.1f}× ({worst})")
+    r = ratio("fib", "chez-interp")
+    if r is not None:
+        line(r <= 1, "fib(30) at least as fast as Chez interpreted (vlad ÷ Chez interpreted)", f"{r:.2f}×")
+    if examples is not None:
+        line(examples < 10, "`vlad test examples` under 10 s (CPU)", fmt_t(examples))
+    if out:
+        out.insert(0, "Issue #8's speed targets, by this run (the HVPs' rows are second derivatives, "
+                      "not gradients: the gradient targets are judged on the product and XOR rows):")
+    return out
 
 
 def job_rows(argv):
