@@ -1002,7 +1002,8 @@ fn shape_words(v: &Value) -> String {
 /// Checks that `s` can be a sensitivity of `y` (at the same tag depth: leaves are
 /// compared through their tags): pairs where `y` has pairs, `()` where it has
 /// `()`, reals where it has reals, vectors of the same shape where it has
-/// vectors (booleans and procedures are not checked; a lazy zero conforms).
+/// vectors, a procedure or `()` where it has a procedure (booleans and a
+/// reversible procedure are not checked; a lazy zero conforms).
 /// Unless `strict`, also `()` for a real and a flat vector for a matrix of as
 /// many numbers (what the reversible procedures' derivatives accept).
 /// On a mismatch, the words of an error: what `y` has and what `s` has there.
@@ -1105,7 +1106,17 @@ fn shape_mismatch(
         }
         let (y, s) = (hnf(m, &y)?, hnf(m, &s)?);
         let (ys, ss) = (strip(&y), strip(&s));
-        let Some(want) = sens_kind(&ys) else { continue };
+        let Some(want) = sens_kind(&ys) else {
+            // (a procedure's is a procedure, of the sensitivities of what it
+            // captures, or `()`: data there is a mistake, which a procedure
+            // capturing nothing would pass on as it is)
+            if matches!(&*ys, Value::Closure(..) | Value::Prim(_))
+                && (matches!(&*ss, Value::Pair(_) | Value::Vector(_) | Value::Bool(_)) || ss.is_number())
+            {
+                return Ok(Some(mismatch_words(&ys, &s, &ss, path, names)));
+            }
+            continue;
+        };
         let ok = match (&*ys, &*ss) {
             (Value::Pair(a), Value::Pair(b)) => {
                 work.push((a.cdr.clone(), b.cdr.clone(), path.step(true)));
@@ -1124,27 +1135,28 @@ fn shape_mismatch(
             (a, b) => sens_kind(a) == sens_kind(b) && want != "a vector",
         };
         if !ok {
-            let at = match path.len {
-                0 => String::new(),
-                n if n <= Path::NAMED => format!("at (c{}r ...) ", path.steps()),
-                _ => "deep inside ".into(),
-            };
-            let got = match &*ss {
-                Value::Nil => "()".into(),
-                Value::Pair(_) | Value::Vector(_) | Value::Bool(_) => {
-                    format!("{} {}", shape_words(&ss), crate::print::brief(&s, 60))
-                }
-                x if x.is_number() => format!("the real {}", crate::print::brief(x, 60)),
-                _ => format!("{} ({})", crate::print::brief(&s, 60), s.kind_name()),
-            };
-            let (has, s_has) = if at.is_empty() { (" is", " is") } else { (" has", " has") };
-            return Ok(Some(format!(
-                "{at}{}{has} {}, {}{s_has} {got}",
-                names[0],
-                shape_words(&ys),
-                names[1]
-            )));
+            return Ok(Some(mismatch_words(&ys, &s, &ss, path, names)));
         }
     }
     Ok(None)
+}
+
+/// [`shape_mismatch`]'s words where `s` (`ss` with its tags stripped) does
+/// not conform to `ys` at `path`.
+fn mismatch_words(ys: &Value, s: &Value, ss: &Value, path: Path, names: [&str; 2]) -> String {
+    let at = match path.len {
+        0 => String::new(),
+        n if n <= Path::NAMED => format!("at (c{}r ...) ", path.steps()),
+        _ => "deep inside ".into(),
+    };
+    let got = match ss {
+        Value::Nil => "()".into(),
+        Value::Pair(_) | Value::Vector(_) | Value::Bool(_) => {
+            format!("{} {}", shape_words(ss), crate::print::brief(s, 60))
+        }
+        x if x.is_number() => format!("the real {}", crate::print::brief(x, 60)),
+        _ => format!("{} ({})", crate::print::brief(s, 60), s.kind_name()),
+    };
+    let (has, s_has) = if at.is_empty() { (" is", " is") } else { (" has", " has") };
+    format!("{at}{}{has} {}, {}{s_has} {got}", names[0], shape_words(ys), names[1])
 }

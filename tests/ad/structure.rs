@@ -184,11 +184,26 @@ fn misuse_is_a_clear_error() {
              the sensitivity is a pair \\(1 . 2\\)",
         ),
         ("(vjp (lambda (x) (list x x)) 1.0 (list 1.0 2.0 3.0))", "at \\(cddr ...\\) the result has \\(\\)"),
-        // (a procedure capturing a value given a pair as its sensitivity: this
-        // ran out of memory, see lists.rs `a_pair_sensitivity_of_a_procedure`)
+        // (a procedure's sensitivity is a procedure or `()`: data there was
+        // passed on, or made `vjp` recurse until memory ran out)
+        (
+            "(vjp (lambda (f) f) car (cons 1.0 2.0))",
+            "^vjp: the sensitivity must be shaped like the function's result: the result is a procedure, \
+             the sensitivity is a pair \\(1.0 . 2.0\\)",
+        ),
+        (
+            "(vjp (lambda (f) (cons f 2.0)) car (cons (cons 1.0 '()) 3.0))",
+            "at \\(car ...\\) the result has a procedure, the sensitivity has a pair \\(1.0\\)",
+        ),
+        ("(vjp (lambda (f) f) car 1.0)", "the result is a procedure, the sensitivity is the real 1.0"),
+        ("(vjp j* car (cons 1 2))", "the result is a procedure, the sensitivity is a pair \\(1 . 2\\)"),
         (
             "(vjp (lambda (x) (lambda (y) (* x y))) 2.0 (cons 1 2))",
-            "sensitivity does not conform: expected the sensitivity of a procedure with 1 captured values",
+            "the result is a procedure, the sensitivity is a pair \\(1 . 2\\)",
+        ),
+        (
+            "(jvp (lambda (f) (f 2.0)) sin 1.0)",
+            "^jvp: the tangent must be shaped like the argument: the argument is a procedure, the tangent is the real 1.0",
         ),
         // (jvp checks dx's shape against the argument's where it enters: it was
         // found where the function took the bundled argument apart, as a bundle
