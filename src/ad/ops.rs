@@ -959,6 +959,7 @@ fn sens_kind(y: &Value) -> Option<&'static str> {
         Value::Nil => Some("()"),
         Value::Pair(_) => Some("a pair"),
         Value::Vector(_) => Some("a vector"),
+        Value::Closure(..) | Value::Prim(_) => Some("a procedure"),
         y if y.is_number() => Some("a real"),
         _ => None,
     }
@@ -1045,9 +1046,9 @@ fn nil_as_zero_in(
         let mut spine: Vec<SpineStep> = Vec::new();
         let tail = loop {
             let (Value::Pair(a), Value::Pair(b)) = (&*strip(&y), &s) else {
-                // (a pair of `s` where `y` has none, as a procedure's: no
-                // `()` there stands for a number's zero, and the same two
-                // values again would recurse without end)
+                // (a pair of `s` where `y` has none, as a boolean's, which
+                // the check lets pass: no `()` there stands for a number's
+                // zero, and the same two values again would recurse without end)
                 if let Value::Pair(_) = s {
                     break None;
                 }
@@ -1106,17 +1107,7 @@ fn shape_mismatch(
         }
         let (y, s) = (hnf(m, &y)?, hnf(m, &s)?);
         let (ys, ss) = (strip(&y), strip(&s));
-        let Some(want) = sens_kind(&ys) else {
-            // (a procedure's is a procedure, of the sensitivities of what it
-            // captures, or `()`: data there is a mistake, which a procedure
-            // capturing nothing would pass on as it is)
-            if matches!(&*ys, Value::Closure(..) | Value::Prim(_))
-                && (matches!(&*ss, Value::Pair(_) | Value::Vector(_) | Value::Bool(_)) || ss.is_number())
-            {
-                return Ok(Some(mismatch_words(&ys, &s, &ss, path, names)));
-            }
-            continue;
-        };
+        let Some(want) = sens_kind(&ys) else { continue };
         let ok = match (&*ys, &*ss) {
             (Value::Pair(a), Value::Pair(b)) => {
                 work.push((a.cdr.clone(), b.cdr.clone(), path.step(true)));
@@ -1132,31 +1123,36 @@ fn shape_mismatch(
             // (unless `strict`, `()` as the zero of a real, as the reversible
             // procedures' derivatives take it)
             (a, Value::Nil) if a.is_number() && !strict => true,
+            // (a procedure's is a procedure, of the sensitivities of what it
+            // captures, or `()`: data there is a mistake, which a procedure
+            // capturing nothing would pass on as it is)
+            (Value::Closure(..) | Value::Prim(_), b) => {
+                !(matches!(b, Value::Pair(_) | Value::Vector(_) | Value::Bool(_)) || b.is_number())
+            }
             (a, b) => sens_kind(a) == sens_kind(b) && want != "a vector",
         };
         if !ok {
-            return Ok(Some(mismatch_words(&ys, &s, &ss, path, names)));
+            let at = match path.len {
+                0 => String::new(),
+                n if n <= Path::NAMED => format!("at (c{}r ...) ", path.steps()),
+                _ => "deep inside ".into(),
+            };
+            let got = match &*ss {
+                Value::Nil => "()".into(),
+                Value::Pair(_) | Value::Vector(_) | Value::Bool(_) => {
+                    format!("{} {}", shape_words(&ss), crate::print::brief(&s, 60))
+                }
+                x if x.is_number() => format!("the real {}", crate::print::brief(x, 60)),
+                _ => format!("{} ({})", crate::print::brief(&s, 60), s.kind_name()),
+            };
+            let (has, s_has) = if at.is_empty() { (" is", " is") } else { (" has", " has") };
+            return Ok(Some(format!(
+                "{at}{}{has} {}, {}{s_has} {got}",
+                names[0],
+                shape_words(&ys),
+                names[1]
+            )));
         }
     }
     Ok(None)
-}
-
-/// [`shape_mismatch`]'s words where `s` (`ss` with its tags stripped) does
-/// not conform to `ys` at `path`.
-fn mismatch_words(ys: &Value, s: &Value, ss: &Value, path: Path, names: [&str; 2]) -> String {
-    let at = match path.len {
-        0 => String::new(),
-        n if n <= Path::NAMED => format!("at (c{}r ...) ", path.steps()),
-        _ => "deep inside ".into(),
-    };
-    let got = match ss {
-        Value::Nil => "()".into(),
-        Value::Pair(_) | Value::Vector(_) | Value::Bool(_) => {
-            format!("{} {}", shape_words(ss), crate::print::brief(s, 60))
-        }
-        x if x.is_number() => format!("the real {}", crate::print::brief(x, 60)),
-        _ => format!("{} ({})", crate::print::brief(s, 60), s.kind_name()),
-    };
-    let (has, s_has) = if at.is_empty() { (" is", " is") } else { (" has", " has") };
-    format!("{at}{}{has} {}, {}{s_has} {got}", names[0], shape_words(ys), names[1])
 }

@@ -245,12 +245,16 @@ fn a_nil_sensitivity_of_a_number_is_zero() {
 /// captures) or `()`; `vjp` of the identity passes it on as given. (Data there
 /// is an error: `structure.rs`, `misuse_is_a_clear_error`; a pair there made
 /// `vjp` recurse without end.) The identity's vjp is its sensitivity: applied
-/// to 2.0, the closure of (* k y) with k = 5.0 gives 10.0.
+/// to 2.0, the closure of (* k y) with k = 5.0 gives 10.0. A boolean's
+/// sensitivity is not checked, and a pair there made the transform's `vjp`
+/// recurse without end too; x's sensitivity is the cdr's, 3.0.
 fn a_procedure_sensitivity_passes_through() {
     let v = run("(vjp (lambda (f) f) car '())\n\
-                 ((vjp (lambda (f) f) (let ((k 3.0)) (lambda (y) (* k y))) (let ((k 5.0)) (lambda (y) (* k y)))) 2.0)\n");
+                 ((vjp (lambda (f) f) (let ((k 3.0)) (lambda (y) (* k y))) (let ((k 5.0)) (lambda (y) (* k y)))) 2.0)\n\
+                 (vjp (lambda (x) (cons #t x)) 1.0 (cons (cons 1.0 '()) 3.0))\n");
     assert_eq!(to_string(&v[0]), "()");
     assert_eq!(num(&v[1]), 10.0);
+    assert_eq!(num(&v[2]), 3.0);
 }
 
 #[test]
