@@ -959,7 +959,8 @@ fn sens_kind(y: &Value) -> Option<&'static str> {
         Value::Nil => Some("()"),
         Value::Pair(_) => Some("a pair"),
         Value::Vector(_) => Some("a vector"),
-        Value::Closure(..) | Value::Prim(_) => Some("a procedure"),
+        Value::Closure(..) | Value::Prim(_) | Value::Rev(_) => Some("a procedure"),
+        Value::Bool(_) => Some("a boolean"),
         y if y.is_number() => Some("a real"),
         _ => None,
     }
@@ -1003,8 +1004,8 @@ fn shape_words(v: &Value) -> String {
 /// Checks that `s` can be a sensitivity of `y` (at the same tag depth: leaves are
 /// compared through their tags): pairs where `y` has pairs, `()` where it has
 /// `()`, reals where it has reals, vectors of the same shape where it has
-/// vectors, a procedure or `()` where it has a procedure (booleans and a
-/// reversible procedure are not checked; a lazy zero conforms).
+/// vectors, a procedure or `()` where it has a procedure (a reversible one
+/// too), a boolean or `()` where it has a boolean (a lazy zero conforms).
 /// Unless `strict`, also `()` for a real and a flat vector for a matrix of as
 /// many numbers (what the reversible procedures' derivatives accept).
 /// On a mismatch, the words of an error: what `y` has and what `s` has there.
@@ -1046,9 +1047,10 @@ fn nil_as_zero_in(
         let mut spine: Vec<SpineStep> = Vec::new();
         let tail = loop {
             let (Value::Pair(a), Value::Pair(b)) = (&*strip(&y), &s) else {
-                // (a pair of `s` where `y` has none, as a boolean's, which
-                // the check lets pass: no `()` there stands for a number's
-                // zero, and the same two values again would recurse without end)
+                // (a pair of `s` where `y` has none, which the check lets
+                // pass only where it has no shape to compare (none is known
+                // now: a guard): no `()` there stands for a number's zero,
+                // and the same two values again would recurse without end)
                 if let Value::Pair(_) = s {
                     break None;
                 }
@@ -1126,9 +1128,11 @@ fn shape_mismatch(
             // (a procedure's is a procedure, of the sensitivities of what it
             // captures, or `()`: data there is a mistake, which a procedure
             // capturing nothing would pass on as it is)
-            (Value::Closure(..) | Value::Prim(_), b) => {
+            (Value::Closure(..) | Value::Prim(_) | Value::Rev(_), b) => {
                 !(matches!(b, Value::Pair(_) | Value::Vector(_) | Value::Bool(_)) || b.is_number())
             }
+            // (a boolean's is itself, its `zero`, or `()`)
+            (Value::Bool(_), b) => matches!(b, Value::Bool(_) | Value::Nil),
             (a, b) => sens_kind(a) == sens_kind(b) && want != "a vector",
         };
         if !ok {

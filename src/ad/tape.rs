@@ -2545,7 +2545,7 @@ fn input(t: &mut Tape, id: u32, inputs: &mut Inputs, x: &Value) -> Value {
 
 /// Seeds the sensitivity `s` of result `y` on the nodes of tape `id`. `false`
 /// if `y` does not fit (a real result for `real-vjp`; for `vjp`, pairs, `()`,
-/// booleans and reals shaped like `s`), or if the argument holds booleans
+/// booleans and reals shaped like `s`, a boolean's a boolean or `()`), or if the argument holds booleans
 /// (`bools`) and a boolean of the result has a sensitivity other than itself:
 /// the transform gives a boolean of the argument the sensitivity that reaches
 /// it, and the tape does not follow booleans (one with its own value as its
@@ -2581,7 +2581,10 @@ fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Sens>], real: bool, boo
                 }
             }
             (Value::Bool(b), s) if !real => {
-                if bools && !matches!(s, Value::Bool(c) if c == b) {
+                // (data there is the transform's error to report)
+                if !matches!(&*strip(s), Value::Bool(_) | Value::Nil)
+                    || bools && !matches!(s, Value::Bool(c) if c == b)
+                {
                     return false;
                 }
             }

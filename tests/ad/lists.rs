@@ -251,10 +251,13 @@ fn a_nil_sensitivity_of_a_number_is_zero() {
 fn a_procedure_sensitivity_passes_through() {
     let v = run("(vjp (lambda (f) f) car '())\n\
                  ((vjp (lambda (f) f) (let ((k 3.0)) (lambda (y) (* k y))) (let ((k 5.0)) (lambda (y) (* k y)))) 2.0)\n\
-                 (vjp (lambda (x) (cons #t x)) 1.0 (cons (cons 1.0 '()) 3.0))\n");
+                 (vjp (lambda (x) (cons #t x)) 1.0 (cons #f 3.0))\n\
+                 (vjp (lambda (x) (cons #t x)) 1.0 (cons '() 4.0))\n");
     assert_eq!(to_string(&v[0]), "()");
     assert_eq!(num(&v[1]), 10.0);
+    // (a boolean's sensitivity is a boolean or `()`: the real's passes through)
     assert_eq!(num(&v[2]), 3.0);
+    assert_eq!(num(&v[3]), 4.0);
 }
 
 #[test]

@@ -196,6 +196,22 @@ fn misuse_is_a_clear_error() {
             "at \\(car ...\\) the result has a procedure, the sensitivity has a pair \\(1.0\\)",
         ),
         ("(vjp (lambda (f) f) car 1.0)", "the result is a procedure, the sensitivity is the real 1.0"),
+        // (a boolean's is a boolean or `()`, a reversible procedure's a procedure
+        // or `()`: data there was passed on, by the tape as by the transform)
+        (
+            "(vjp (lambda (x) (cons #t x)) 1.0 (cons (cons 1.0 '()) 3.0))",
+            "at \\(car ...\\) the result has a boolean, the sensitivity has a pair \\(1.0\\)",
+        ),
+        ("(vjp (lambda (x) (cons #t x)) 1.0 (cons 2.0 3.0))", "the result has a boolean, the sensitivity has the real 2.0"),
+        ("(jvp (lambda (x) (cdr x)) (cons #t 3.0) (cons 1.0 3.0))", "the argument has a boolean, the tangent has the real 1.0"),
+        (
+            "(define-reversible (step x y) (+= y (* x x)))\n(vjp (lambda (x) (cons step x)) 1.0 (cons 2.0 3.0))",
+            "the result has a reversible procedure, the sensitivity has the real 2.0",
+        ),
+        (
+            "(define-reversible (step x y) (+= y (* x x)))\n(jvp (lambda (x) (cdr x)) (cons step 3.0) (cons 1.0 3.0))",
+            "the argument has a reversible procedure, the tangent has the real 1.0",
+        ),
         ("(vjp j* car (cons 1 2))", "the result is a procedure, the sensitivity is a pair \\(1 . 2\\)"),
         (
             "(vjp (lambda (x) (lambda (y) (* x y))) 2.0 (cons 1 2))",
