@@ -110,7 +110,7 @@ fn arith_operation<'a>(
 }
 
 /// Whether `f` is a closure whose calls by a primitive (`map`'s) are computed
-/// without a frame (see [`Machine::call_arith_body`]), for the tests.
+/// without a frame (see `Machine::call_arith_body`), for the tests.
 pub fn has_arith_body(f: &Value) -> bool {
     let Value::Closure(inst, idx) = f else { return false };
     let nil = Value::Nil;

@@ -72,7 +72,7 @@ fn printed(v: &Value, max: usize, source: bool) -> (String, bool) {
     (s, true)
 }
 
-/// Prints a value in pieces of about [`CHUNK`] bytes, handing each to `sink`,
+/// Prints a value in pieces of about `CHUNK` bytes, handing each to `sink`,
 /// which returns `false` to stop the printing (a failed write, an interrupt, a
 /// time limit). Space is bounded by the piece size, not by the printed length:
 /// a value with much sharing (a list of 60 levels of `(cons x x)`) prints

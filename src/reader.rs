@@ -7,7 +7,7 @@
 //! - `'x`, `` `x ``, `,x`, `,@x` for `(quote x)`, `(quasiquote x)`, `(unquote x)`,
 //!   `(unquote-splicing x)`;
 //! - booleans `#t #f #true #false` (any letter case), strings with `\\ \" \n \t \r` escapes;
-//! - numbers (see [`parse_number`]; with `#x #b #o #d #e #i` prefixes, [`parse_prefixed`])
+//! - numbers (see `parse_number`; with `#x #b #o #d #e #i` prefixes, `parse_prefixed`)
 //!   and symbols (every other token).
 //!
 //! The reader is a single left-to-right pass with an explicit stack (no recursion),

@@ -373,7 +373,7 @@ pub enum CBind {
     /// slot of its own, past every slot used before it, in a block that
     /// `run_block` runs as a procedure's body or as a branch of an `if` in
     /// tail position (not in a loop, nor in a call run in place; see
-    /// [`Resolver::push_from`]). When it runs, the frame holds exactly the
+    /// `Resolver::push_from`). When it runs, the frame holds exactly the
     /// slots below `x`'s (see [`CBlock::pre`]), so the result of the call,
     /// left on top of the value stack, is the slot, and nothing moves.
     /// Then the slots of the variables the call (or its fused argument) read

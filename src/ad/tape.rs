@@ -41,7 +41,7 @@
 //! pairs taken apart, nor for a constant operand's zero tangent in nested
 //! forward mode: plain here, a zero of its own level there, see `record`;
 //! where it knows the transform's zero reaches a node, as the zero of the
-//! primal result a nested `vjp` drops, see [`Discard`], it makes the inputs
+//! primal result a nested `vjp` drops, see `Discard`, it makes the inputs
 //! below that node inexact itself instead of giving way, or, under an
 //! enclosing level, sweeps the zero through the rules as the transform does); a
 //! zero through an infinite operand is NaN where the tape's derivative is a

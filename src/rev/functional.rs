@@ -1,7 +1,7 @@
 //! The meaning of a reversible procedure as ordinary VLAD code, for nested
 //! differentiation.
 //!
-//! First-order derivatives of `call`/`uncall` come from the executor ([`super::grad`]):
+//! First-order derivatives of `call`/`uncall` come from the executor ([`super::grad`](mod@super::grad)):
 //! tangents carried next to every variable, adjoints by running backward. Those
 //! native derivative runs compute on plain numbers, so they cannot themselves be
 //! differentiated. When they must be (a derivative of a derivative through a

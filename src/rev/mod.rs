@@ -4,7 +4,7 @@
 //! - [`invert`]: local syntactic inversion (for printing; involutive);
 //! - [`compile`]: slots, callees and right-hand sides resolved;
 //! - [`exec`]: one executor with a direction flag over a private store;
-//! - [`grad`]: tangents and NiLang-style adjoints (gradients by running backward).
+//! - [`grad`](mod@grad): tangents and NiLang-style adjoints (gradients by running backward).
 //!
 //! From VLAD's side a reversible procedure is a value ([`Value::Rev`]) and a pure
 //! function from the tuple of its variables' initial values to their final values.

@@ -318,7 +318,7 @@ impl Term {
 
 /// A packed vector of doubles (or a row-major matrix), immutable. The numbers are on
 /// the host, on the device, or both; with neither, the vector is a symbolic zero, or
-/// a pending sum ([`Term`]) whose numbers are computed on the host when first needed.
+/// a pending sum (`Term`) whose numbers are computed on the host when first needed.
 pub struct RealVec {
     len: usize,
     shape: Shape,

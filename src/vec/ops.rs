@@ -4,7 +4,7 @@
 //! Where an operation runs: `--backend cpu` always on the CPU; `cuda` always on the
 //! GPU; `auto` on the GPU when one is usable and either an input already lives only
 //! there (so chains stay on the device) or the vector is at least [`auto_min`] long,
-//! and on the CPU where the GPU has no room for an operation's buffers ([`run`]).
+//! and on the CPU where the GPU has no room for an operation's buffers (`run`).
 //! Results stay where they were computed.
 
 use super::cpu;
