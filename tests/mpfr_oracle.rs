@@ -2,15 +2,17 @@
 //! through `rug`: `cargo test --release --features mpfr --test mpfr_oracle`).
 //!
 //! Random smooth functions of one and two reals (arithmetic, a safe division,
-//! `sin`, `cos`, `exp`, `log`, `sqrt`, `let`) are written as VLAD text and as a
-//! syntax tree that this file evaluates in MPFR at 512 bits. Central differences
-//! at that precision (steps 2^-60 to 2^-48) give the first, second and third
-//! derivatives, the gradient and the Hessian-vector product to about 30 digits:
-//! an oracle independent of vlad's AD, its arithmetic and its doubles, and far
-//! tighter than finite differences in doubles (which agree to ~1e-6 at best).
-//! vlad's derivatives in every nesting of the two modes, on the tape and by the
+//! `sin`, `cos`, `exp`, `log`, `sqrt`, `let`, named-`let` loops, and derivatives
+//! taken inside the function of closures over its variables) are written as
+//! VLAD text and as a syntax tree that this file evaluates in MPFR at 1024 bits.
+//! Central differences at that precision (steps 2^-60 to 2^-48 outside, 2^-200
+//! for the inner derivatives) give the first, second and third derivatives, the
+//! gradient and the Hessian-vector product to about 30 digits: an oracle
+//! independent of vlad's AD, its arithmetic and its doubles, and far tighter
+//! than finite differences in doubles (which agree to ~1e-6 at best). vlad's
+//! derivatives in every nesting of the two modes, on the tape and by the
 //! transforms, must match it to 1e-12 relative (absolute below 1): they match
-//! it to about 1e-15, a few roundings of doubles.
+//! it to about 1e-14, a few roundings of doubles.
 //!
 //! Without the feature the test prints a visible skip.
 
@@ -30,7 +32,7 @@ mod oracle {
     use vlad::value::Value;
 
     /// MPFR precision of the oracle, in bits.
-    const PREC: u32 = 512;
+    const PREC: u32 = 1024;
 
     /// A smooth function's syntax tree; variables are `x` (0) and `y` (1), and
     /// `let`-bound ones after them.
@@ -53,6 +55,12 @@ mod oracle {
         Sqrt(Box<E>),
         /// let v = a in b (v: the variable numbered by the depth of lets)
         Let(Box<E>, Box<E>),
+        /// acc := a, then acc := b (acc bound in it) three times: a named-`let` loop
+        Loop(Box<E>, Box<E>),
+        /// The derivative of b (u bound in it) at u = a, by `derivative-F`, or
+        /// `derivative-R` if `.2`: a closure over the enclosing variables
+        /// differentiated inside the function, so under the outer derivatives
+        Deriv(Box<E>, Box<E>, bool),
     }
 
     /// splitmix64
@@ -76,12 +84,15 @@ mod oracle {
         }
     }
 
-    fn gen(r: &mut Rng, nvars: usize, depth: u32) -> E {
+    /// A random tree of `depth` levels at most over `nvars` variables; `inner`:
+    /// it may hold a derivative (not one inside another, whose difference the
+    /// oracle's precision would not resolve).
+    fn gen(r: &mut Rng, nvars: usize, depth: u32, inner: bool) -> E {
         if depth == 0 || r.below(5) == 0 {
             return if r.below(4) == 0 { E::Const(r.real(-2.0, 2.0)) } else { E::Var(r.below(nvars)) };
         }
-        let sub = |r: &mut Rng, n| Box::new(gen(r, n, depth - 1));
-        match r.below(12) {
+        let sub = |r: &mut Rng, n| Box::new(gen(r, n, depth - 1, inner));
+        match r.below(14) {
             0 | 1 => E::Add(sub(r, nvars), sub(r, nvars)),
             2 => E::Sub(sub(r, nvars), sub(r, nvars)),
             3 | 4 => E::Mul(sub(r, nvars), sub(r, nvars)),
@@ -91,10 +102,19 @@ mod oracle {
             8 => E::Exp(sub(r, nvars)),
             9 => E::Log(sub(r, nvars)),
             10 => E::Sqrt(sub(r, nvars)),
-            _ => {
+            11 => {
                 let a = sub(r, nvars);
                 E::Let(a, sub(r, nvars + 1))
             }
+            12 => {
+                let a = sub(r, nvars);
+                E::Loop(a, sub(r, nvars + 1))
+            }
+            _ if inner => {
+                let a = sub(r, nvars);
+                E::Deriv(a, Box::new(gen(r, nvars + 1, depth - 1, false)), r.below(2) == 1)
+            }
+            _ => E::Mul(sub(r, nvars), sub(r, nvars)),
         }
     }
 
@@ -128,6 +148,22 @@ mod oracle {
                 names.push(v.clone());
                 format!("(let (({v} {a})) {})", text(b, names))
             }
+            E::Loop(a, b) => {
+                let n = names.len();
+                let a = t(a);
+                names.push(format!("acc{n}"));
+                let b = text(b, names);
+                format!(
+                    "(let loop{n} ((i{n} 0) (acc{n} {a})) (if (= i{n} 3) acc{n} (loop{n} (+ i{n} 1) {b})))"
+                )
+            }
+            E::Deriv(a, b, rev) => {
+                let n = names.len();
+                let a = t(a);
+                names.push(format!("u{n}"));
+                let mode = if *rev { "R" } else { "F" };
+                format!("((derivative-{mode} (lambda (u{n}) {})) {a})", text(b, names))
+            }
         }
     }
 
@@ -160,6 +196,27 @@ mod oracle {
                 let mut inner = vars.clone();
                 inner.push(v);
                 eval(b, &mut inner)
+            }
+            E::Loop(a, b) => {
+                let mut acc = eval(a, &mut vars.clone());
+                for _ in 0..3 {
+                    let mut inner = vars.clone();
+                    inner.push(acc);
+                    acc = eval(b, &mut inner);
+                }
+                acc
+            }
+            // (a central difference with a step far below the outer ones':
+            // its error, ~2^-400, stays below what they resolve)
+            E::Deriv(a, b, _) => {
+                let u = eval(a, &mut vars.clone());
+                let h = step(-200);
+                let at = |k: i32| {
+                    let mut inner = vars.clone();
+                    inner.push(u.clone() + h.clone() * k);
+                    eval(b, &mut inner)
+                };
+                (at(1) - at(-1)) / (h.clone() * 2)
             }
         }
     }
@@ -236,7 +293,7 @@ mod oracle {
 
     /// Checks `got` against the oracle's `want`: within 1e-12 relative to
     /// `want` (absolute below 1). vlad's errors measured here are at most about
-    /// 1e-15: a few roundings of doubles.
+    /// 1e-14: a few roundings of doubles.
     fn check(got: f64, want: f64, what: &str, program: &str, worst: &mut f64) {
         let err = (got - want).abs() / want.abs().max(1.0);
         *worst = worst.max(err);
@@ -254,7 +311,7 @@ mod oracle {
         let mut worst = 0.0f64;
         for case in 0..200u64 {
             let mut r = Rng(case.wrapping_mul(7919) + 11);
-            let e = gen(&mut r, 1, 2 + (case % 4) as u32);
+            let e = gen(&mut r, 1, 2 + (case % 4) as u32, true);
             let x = r.real(-1.5, 1.5);
             let body = text(&e, &mut vec!["x".into()]);
             let f = format!("(lambda (x) {body})");
@@ -294,7 +351,7 @@ mod oracle {
         let mut worst = 0.0f64;
         for case in 0..200u64 {
             let mut r = Rng(case.wrapping_mul(104729) + 5);
-            let e = gen(&mut r, 2, 2 + (case % 4) as u32);
+            let e = gen(&mut r, 2, 2 + (case % 4) as u32, true);
             let xs = [r.real(-1.5, 1.5), r.real(-1.5, 1.5)];
             let dir = [r.real(-1.0, 1.0), r.real(-1.0, 1.0)];
             let body = text(&e, &mut vec!["x".into(), "y".into()]);
@@ -324,8 +381,9 @@ mod oracle {
         eprintln!("gradients_and_hessians_of_two_reals_match_mpfr: worst relative error {worst:.1e}");
     }
 
-    /// The oracle itself, on closed forms: d/dx sin(x)·exp(0.3x) and the
-    /// Hessian of 2x² + 3xy + 4y² (AD.md: times (7, 8) it is (52, 85)).
+    /// The oracle itself, on closed forms: d/dx sin(x)·exp(0.3x), the Hessian
+    /// of 2x² + 3xy + 4y² (AD.md: times (7, 8) it is (52, 85)), and inner
+    /// derivatives of closures over x.
     #[test]
     fn the_oracle_agrees_with_closed_forms() {
         let x = 0.7f64;
@@ -347,5 +405,10 @@ mod oracle {
         );
         let h = |i, j| d2(&q, &[3.0, 4.0], i, j);
         assert_eq!([h(0, 0) * 7.0 + h(0, 1) * 8.0, h(1, 0) * 7.0 + h(1, 1) * 8.0], [52.0, 85.0]);
+        // d/dx (x · d/dy (x + y)) = 1 (AD.md: not 2), and d/dx (x · d/dy (x y)) = 2x
+        let pc = E::Mul(v(0), Box::new(E::Deriv(v(0), Box::new(E::Add(v(0), v(1))), false)));
+        assert_eq!(d1(&pc, &[1.0], 0), 1.0);
+        let pc2 = E::Mul(v(0), Box::new(E::Deriv(v(0), Box::new(E::Mul(v(0), v(1))), true)));
+        assert_eq!(d1(&pc2, &[1.5], 0), 3.0);
     }
 }
