@@ -122,6 +122,9 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
             }
         }));
     }
+    if let Some(r) = rat_small_arith(op, a, b) {
+        return Some(r);
+    }
     if is_exact_num(a) && is_exact_num(b) {
         let (x, y) = (rat(a)?, rat(b)?);
         return Some(Ok(match op {
@@ -143,6 +146,89 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
         '*' => x * y,
         _ => x / y,
     })))
+}
+
+/// A machine integer or a rational whose numerator and denominator are machine
+/// integers, as (numerator, denominator > 0); not `i64::MIN`, whose negation
+/// overflows.
+fn small_rat(v: &Value) -> Option<(i64, i64)> {
+    match v {
+        Value::Int(i) if *i != i64::MIN => Some((*i, 1)),
+        Value::Rat(q) => Some((q.numer().to_i64().filter(|&n| n != i64::MIN)?, q.denom().to_i64()?)),
+        _ => None,
+    }
+}
+
+/// `x mod m` (0 <= it < m) for m > 0: one pass over `x`'s digits.
+fn rem_small(x: &BigInt, m: i64) -> i64 {
+    let r = (x % m).to_i64().expect("a remainder by a machine integer");
+    if r < 0 {
+        r + m
+    } else {
+        r
+    }
+}
+
+/// [`arith`] of a rational `a` or `b` (`Value::Rat`) and a small one (a machine
+/// integer, or a rational of two), without the general path's gcd of the
+/// full-size numbers: num-bigint's gcd takes time quadratic in their length, so
+/// a loop that adds to or scales a growing rational (a reversible `(*= x 1/3)
+/// (+= x 1)`) took quadratic time per step. The gcds needed to keep the result
+/// in lowest terms here involve the small operand only (Knuth, TAOCP 4.5.1), so
+/// each is one remainder of a big number by a machine integer. `None` where
+/// this does not apply.
+fn rat_small_arith(op: char, a: &Value, b: &Value) -> Option<Result<Value, String>> {
+    // (the big operand as p/q, the small one as c/d, and whether the big one
+    // is on the left)
+    let (big_q, (c, d), big_left) = match (a, b) {
+        (Value::Rat(q), _) if small_rat(a).is_none() => (q, small_rat(b)?, true),
+        (_, Value::Rat(q)) if small_rat(b).is_none() => (q, small_rat(a)?, false),
+        _ => return None,
+    };
+    let (p, q) = (big_q.numer(), big_q.denom());
+    let gcd = |x: i64, y: i64| x.gcd(&y);
+    // p/q × c/d, in lowest terms: gcd(p, d) and gcd(q, c) divided out.
+    let mul = |p: &BigInt, q: &BigInt, c: i64, d: i64| -> (BigInt, BigInt) {
+        if c == 0 {
+            return (BigInt::zero(), BigInt::from(1));
+        }
+        let g1 = gcd(rem_small(p, d), d);
+        let g2 = gcd(rem_small(q, c.abs()), c.abs());
+        (p / g1 * (c / g2), q / g2 * (d / g1))
+    };
+    // p/q + c/d, in lowest terms
+    let add = |c: i64| -> (BigInt, BigInt) {
+        let d1 = gcd(rem_small(q, d), d);
+        if d1 == 1 {
+            return (p * d + q * c, q * d);
+        }
+        let t = p * (d / d1) + q / d1 * c;
+        let d2 = gcd(rem_small(&t, d1), d1);
+        (t / d2, q / d1 * (d / d2))
+    };
+    let (n, m) = match op {
+        '+' => add(c),
+        '-' if big_left => add(-c),
+        '-' => {
+            let (n, m) = add(-c);
+            (-n, m)
+        }
+        '*' => mul(p, q, c, d),
+        '/' if big_left => {
+            if c == 0 {
+                return Some(Err("exact division by zero".into()));
+            }
+            // p/q ÷ c/d = p/q × d/c, the sign on the numerator
+            mul(p, q, d * c.signum(), c.abs())
+        }
+        '/' => {
+            // c/d ÷ p/q = q/p × c/d (p is not zero: a rational never is)
+            let (q2, p2) = if p.is_negative() { (-q, -p) } else { (q.clone(), p.clone()) };
+            mul(&q2, &p2, c, d)
+        }
+        _ => return None,
+    };
+    Some(Ok(from_rat(BigRational::new_raw(n, m))))
 }
 
 /// x / y as the nearest double, for machine integers: one IEEE division where

@@ -250,3 +250,62 @@ proptest! {
         prop_assert_eq!(cmp(&Value::Real(d), &int(a)), Some(expect.reverse()));
     }
 }
+
+/// A rational too large for machine words: `n` / `d` times powers of 3 and 2
+/// (so that its denominator shares factors with small ones), in lowest terms.
+fn big_rat(n: i64, d: i64, k3: u32, k2: u32) -> BigRational {
+    let num = BigInt::from(n) * BigInt::from(3).pow(k3) + 1;
+    let den = BigInt::from(d.unsigned_abs().max(1)) * BigInt::from(2).pow(k2) * BigInt::from(3).pow(k3 / 2);
+    BigRational::new(num, den)
+}
+
+proptest! {
+    /// A big rational and a small one (a machine integer or a rational of
+    /// two): `arith`'s shortcut (`rat_small_arith`) gives the lowest-terms
+    /// value that num-rational's general arithmetic gives, both ways round.
+    #[test]
+    fn big_and_small_rationals_match_general_arithmetic(
+        n in any::<i64>(), d in 1i64..1000, k3 in 25u32..80, k2 in 0u32..70,
+        c in prop_oneof![any::<i64>(), -40i64..40], e in prop_oneof![Just(1i64), 1i64..50, 1i64..i64::MAX],
+    ) {
+        let x = big_rat(n, d, k3, k2);
+        let y = BigRational::new(BigInt::from(c), BigInt::from(e));
+        let (xv, yv) = (from_rat(x.clone()), from_rat(y.clone()));
+        prop_assume!(matches!(xv, Value::Rat(_)));
+        for o in ['+', '-', '*', '/'] {
+            for (a, b, av, bv) in [(&x, &y, &xv, &yv), (&y, &x, &yv, &xv)] {
+                let want = if o == '/' && b.is_zero() {
+                    "error exact division by zero".to_string()
+                } else {
+                    let r = match o { '+' => a + b, '-' => a - b, '*' => a * b, _ => a / b };
+                    crate::print::to_string(&from_rat(r))
+                };
+                let got = match arith(o, av, bv) {
+                    Some(Ok(v)) => crate::print::to_string(&v),
+                    Some(Err(e)) => format!("error {e}"),
+                    None => "none".into(),
+                };
+                prop_assert_eq!(&got, &want, "{} {} {}", a, o, b);
+            }
+        }
+    }
+}
+
+/// The shortcut keeps a loop of `(*= x 1/3) (+= x 1)` on exact rationals in
+/// lowest terms: after 200 steps x = 3/2 (1 - 3^-200) = ((3^200 - 1) / 2) /
+/// 3^199 exactly (3^200 - 1 is even), checked by BigInt arithmetic.
+#[test]
+fn a_rational_loop_stays_exact_and_reduced() {
+    let third = from_rat(BigRational::new(BigInt::from(1), BigInt::from(3)));
+    let mut x = Value::Int(0);
+    for _ in 0..200 {
+        x = arith('*', &x, &third).unwrap().unwrap();
+        x = arith('+', &x, &Value::Int(1)).unwrap().unwrap();
+    }
+    let p3 = BigInt::from(3).pow(200u32);
+    let want = BigRational::new(BigInt::from(3) * (&p3 - 1), BigInt::from(2) * &p3);
+    let Value::Rat(q) = &x else { panic!("{}", show(&x)) };
+    assert_eq!(**q, want);
+    assert_eq!(q.denom(), &BigInt::from(3).pow(199u32));
+    assert_eq!(q.numer(), &((p3 - 1) / 2));
+}

@@ -359,6 +359,11 @@ fn is_exact_zero(v: &Value) -> bool {
 
 /// Exact division where both are exact (a rational result), else VLAD's `/`.
 pub fn div_exact(a: &Value, b: &Value) -> Option<std::result::Result<Value, String>> {
+    // (a rational operand: `/`'s exact division, with its shortcut for a small
+    // operand, `num::rat_small_arith`)
+    if matches!(a, Value::Rat(_)) || matches!(b, Value::Rat(_)) {
+        return num::arith('/', a, b);
+    }
     if num::is_exact_num(a) && num::is_exact_num(b) {
         let (x, y) = (num::rat(a)?, num::rat(b)?);
         if y.is_zero() {
