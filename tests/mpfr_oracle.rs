@@ -20,7 +20,11 @@
 #[cfg(not(feature = "mpfr"))]
 #[test]
 fn mpfr_oracle() {
-    eprintln!(
+    // (written to stderr itself, which the test harness does not capture, so
+    // that the skip shows in `cargo test`'s output)
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
         "mpfr_oracle: skipped: built without the `mpfr` feature \
          (cargo test --release --features mpfr --test mpfr_oracle)"
     );
