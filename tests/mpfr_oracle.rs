@@ -13,7 +13,8 @@
 //! derivatives in every nesting of the two modes, on the tape and by the
 //! transforms, must match it to 1e-12 relative (absolute below 1): they match
 //! it to about 1e-14, a few roundings of doubles. Random reversible procedures
-//! are run in MPFR too (`call` and `uncall`), for the derivatives through them.
+//! are run in MPFR too (`call` and `uncall`), for the derivatives through them,
+//! and random packed-vector code, for the vector primitives' derivative rules.
 //!
 //! Without the feature the test prints a visible skip.
 
@@ -559,6 +560,197 @@ mod oracle {
             }
         }
         eprintln!("reversible_procedures_match_mpfr: worst relative error {worst:.1e}");
+    }
+
+    /// A vector expression of packed-vector code over the argument `v` (length
+    /// `n`), for [`vectors_match_mpfr`].
+    enum V {
+        Arg,
+        Const(Vec<f64>),
+        /// `vec+`, `vec-`, `vec*` (`.0`: 0, 1, 2)
+        Elementwise(u8, Box<V>, Box<V>),
+        /// `(vec-scale s a)`
+        Scale(Box<Sc>, Box<V>),
+        /// `vec-sin`, `vec-cos`, `(vec-exp (vec-scale 0.3 a))` (`.0`: 0, 1, 2)
+        Unary(u8, Box<V>),
+        PrefixSum(Box<V>),
+        /// `(mat-vec M a)`, M an n×n constant
+        MatVec(Vec<Vec<f64>>, Box<V>),
+    }
+
+    /// A real from vector code.
+    enum Sc {
+        Sum(V),
+        Dot(V, V),
+        Ref(V, usize),
+        Mul(Box<Sc>, Box<Sc>),
+        Sin(Box<Sc>),
+    }
+
+    fn gen_v(r: &mut Rng, n: usize, d: u32) -> V {
+        if d == 0 || r.below(4) == 0 {
+            return if r.below(3) == 0 {
+                V::Const((0..n).map(|_| r.real(-1.5, 1.5)).collect())
+            } else {
+                V::Arg
+            };
+        }
+        match r.below(7) {
+            0..=1 => {
+                V::Elementwise(r.below(3) as u8, Box::new(gen_v(r, n, d - 1)), Box::new(gen_v(r, n, d - 1)))
+            }
+            2 => V::Scale(Box::new(gen_s(r, n, d - 1)), Box::new(gen_v(r, n, d - 1))),
+            3 | 4 => V::Unary(r.below(3) as u8, Box::new(gen_v(r, n, d - 1))),
+            5 => V::PrefixSum(Box::new(gen_v(r, n, d - 1))),
+            _ => V::MatVec(
+                (0..n).map(|_| (0..n).map(|_| r.real(-1.0, 1.0)).collect()).collect(),
+                Box::new(gen_v(r, n, d - 1)),
+            ),
+        }
+    }
+
+    fn gen_s(r: &mut Rng, n: usize, d: u32) -> Sc {
+        let v = |r: &mut Rng| gen_v(r, n, d.saturating_sub(1));
+        match if d == 0 { r.below(3) } else { r.below(5) } {
+            0 => Sc::Sum(v(r)),
+            1 => Sc::Dot(v(r), v(r)),
+            2 => Sc::Ref(v(r), r.below(n)),
+            3 => Sc::Mul(Box::new(gen_s(r, n, d - 1)), Box::new(gen_s(r, n, d - 1))),
+            _ => Sc::Sin(Box::new(gen_s(r, n, d - 1))),
+        }
+    }
+
+    fn list(xs: &[f64]) -> String {
+        let xs: Vec<String> = xs.iter().map(|x| format!("{x:?}")).collect();
+        format!("(list {})", xs.join(" "))
+    }
+
+    fn v_text(e: &V) -> String {
+        match e {
+            V::Arg => "v".into(),
+            V::Const(c) => format!("(vector-of {})", list(c)),
+            V::Elementwise(k, a, b) => {
+                format!("({} {} {})", ["vec+", "vec-", "vec*"][*k as usize], v_text(a), v_text(b))
+            }
+            V::Scale(s, a) => format!("(vec-scale {} {})", s_text(s), v_text(a)),
+            V::Unary(0, a) => format!("(vec-sin {})", v_text(a)),
+            V::Unary(1, a) => format!("(vec-cos {})", v_text(a)),
+            V::Unary(_, a) => format!("(vec-exp (vec-scale 0.3 {}))", v_text(a)),
+            V::PrefixSum(a) => format!("(vec-prefix-sum {})", v_text(a)),
+            V::MatVec(m, a) => {
+                let rows: Vec<String> = m.iter().map(|row| list(row)).collect();
+                format!("(mat-vec (vector-of (list {})) {})", rows.join(" "), v_text(a))
+            }
+        }
+    }
+
+    fn s_text(e: &Sc) -> String {
+        match e {
+            Sc::Sum(a) => format!("(vec-sum {})", v_text(a)),
+            Sc::Dot(a, b) => format!("(vec-dot {} {})", v_text(a), v_text(b)),
+            Sc::Ref(a, i) => format!("(vec-ref {} {i})", v_text(a)),
+            Sc::Mul(a, b) => format!("(* {} {})", s_text(a), s_text(b)),
+            Sc::Sin(a) => format!("(sin {})", s_text(a)),
+        }
+    }
+
+    fn v_eval(e: &V, x: &[Float]) -> Vec<Float> {
+        let f = |c: f64| Float::with_val(PREC, c);
+        match e {
+            V::Arg => x.to_vec(),
+            V::Const(c) => c.iter().map(|&c| f(c)).collect(),
+            V::Elementwise(k, a, b) => {
+                let (a, b) = (v_eval(a, x), v_eval(b, x));
+                a.into_iter()
+                    .zip(b)
+                    .map(|(a, b)| match k {
+                        0 => a + b,
+                        1 => a - b,
+                        _ => a * b,
+                    })
+                    .collect()
+            }
+            V::Scale(s, a) => {
+                let s = s_eval(s, x);
+                v_eval(a, x).into_iter().map(|a| a * &s).collect()
+            }
+            V::Unary(k, a) => v_eval(a, x)
+                .into_iter()
+                .map(|a| match k {
+                    0 => a.sin(),
+                    1 => a.cos(),
+                    _ => (a * f(0.3)).exp(),
+                })
+                .collect(),
+            V::PrefixSum(a) => {
+                let mut acc = f(0.0);
+                v_eval(a, x)
+                    .into_iter()
+                    .map(|a| {
+                        acc += a;
+                        acc.clone()
+                    })
+                    .collect()
+            }
+            V::MatVec(m, a) => {
+                let a = v_eval(a, x);
+                m.iter().map(|row| row.iter().zip(&a).fold(f(0.0), |acc, (&m, a)| acc + f(m) * a)).collect()
+            }
+        }
+    }
+
+    fn s_eval(e: &Sc, x: &[Float]) -> Float {
+        match e {
+            Sc::Sum(a) => v_eval(a, x).into_iter().fold(Float::with_val(PREC, 0), |acc, a| acc + a),
+            Sc::Dot(a, b) => v_eval(a, x)
+                .into_iter()
+                .zip(v_eval(b, x))
+                .fold(Float::with_val(PREC, 0), |acc, (a, b)| acc + a * b),
+            Sc::Ref(a, i) => v_eval(a, x).swap_remove(*i),
+            Sc::Mul(a, b) => s_eval(a, x) * s_eval(b, x),
+            Sc::Sin(a) => s_eval(a, x).sin(),
+        }
+    }
+
+    /// Packed-vector code (elementwise primitives, scaling by a real of the
+    /// vector, `vec-prefix-sum`, `mat-vec`, reductions): `gradient-R`,
+    /// `gradient-F`, `hvp` and `hvp-RR` of a real of a vector of 1 to 4 reals,
+    /// which the vector primitives' own derivative rules compute, against the
+    /// oracle's differences of the same code run in MPFR, to 1e-12.
+    #[test]
+    fn vectors_match_mpfr() {
+        let mut worst = 0.0f64;
+        for case in 0..100u64 {
+            let mut r = Rng(case.wrapping_mul(32452843) + 7);
+            let n = 1 + r.below(4);
+            let e = gen_s(&mut r, n, 2 + (case % 3) as u32);
+            let xs: Vec<f64> = (0..n).map(|_| r.real(-1.0, 1.0)).collect();
+            let dir: Vec<f64> = (0..n).map(|_| r.real(-1.0, 1.0)).collect();
+            let f = format!("(lambda (v) {})", s_text(&e));
+            let (x, dx) = (format!("(vector-of {})", list(&xs)), format!("(vector-of {})", list(&dir)));
+            let src = format!(
+                "(list-of ((gradient-R {f}) {x}))\n(list-of ((gradient-F {f}) {x}))\n\
+                 (list-of (hvp {f} {x} {dx}))\n(list-of (hvp-RR {f} {x} {dx}))\n"
+            );
+            let g = |p: &[Float]| s_eval(&e, p);
+            let grad: Vec<f64> = (0..n).map(|i| fd1(&g, &xs, i)).collect();
+            let hv: Vec<f64> = (0..n).map(|i| (0..n).map(|j| fd2(&g, &xs, i, j) * dir[j]).sum()).collect();
+            for tape in [true, false] {
+                let vals =
+                    session(tape).run_text("oracle", &src).unwrap_or_else(|e| panic!("{src}: {}", e.message));
+                let mode = if tape { "tape" } else { "transform" };
+                for (k, want) in [&grad, &grad, &hv, &hv].into_iter().enumerate() {
+                    let got = flat(&vals[k]);
+                    assert_eq!(got.len(), n, "{src}");
+                    for i in 0..n {
+                        let what =
+                            format!("{} [{i}] ({mode})", ["gradient-R", "gradient-F", "hvp", "hvp-RR"][k]);
+                        check(got[i], want[i], &what, &src, &mut worst);
+                    }
+                }
+            }
+        }
+        eprintln!("vectors_match_mpfr: worst relative error {worst:.1e}");
     }
 
     /// The oracle itself, on closed forms: d/dx sin(x)·exp(0.3x), the Hessian
