@@ -32,7 +32,13 @@ fn mpfr_oracle() {
 }
 
 #[cfg(feature = "mpfr")]
+#[allow(dead_code)] // (`pick` and `chance` serve tests/ad only)
+#[path = "ad/rng.rs"]
+mod rng;
+
+#[cfg(feature = "mpfr")]
 mod oracle {
+    use crate::rng::Rng;
     use rug::Float;
     use vlad::toplevel::Session;
     use vlad::value::Value;
@@ -69,24 +75,14 @@ mod oracle {
         Deriv(Box<E>, Box<E>, bool),
     }
 
-    /// splitmix64
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-            z ^ (z >> 31)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
+    trait Real {
         /// A double in [lo, hi), rounded to a multiple of 1/64 (exact in VLAD text).
+        fn real(&mut self, lo: f64, hi: f64) -> f64;
+    }
+
+    impl Real for Rng {
         fn real(&mut self, lo: f64, hi: f64) -> f64 {
-            let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-            ((lo + u * (hi - lo)) * 64.0).round() / 64.0
+            ((lo + self.unit() * (hi - lo)) * 64.0).round() / 64.0
         }
     }
 
@@ -286,11 +282,16 @@ mod oracle {
         v.to_f64()
     }
 
-    fn session(tape: bool) -> Session {
-        let mut s = Session::new();
-        s.m.out = Box::new(std::io::sink());
-        s.m.tape.enabled = tape;
-        s
+    /// `src` run on the tape and by the transforms: ("tape" or "transform",
+    /// the values of its expressions).
+    fn runs(src: &str) -> [(&'static str, Vec<Value>); 2] {
+        [true, false].map(|tape| {
+            let mut s = Session::new();
+            s.m.out = Box::new(std::io::sink());
+            s.m.tape.enabled = tape;
+            let vals = s.run_text("oracle", src).unwrap_or_else(|e| panic!("{src}: {}", e.message));
+            (if tape { "tape" } else { "transform" }, vals)
+        })
     }
 
     fn flat(v: &Value) -> Vec<f64> {
@@ -305,16 +306,33 @@ mod oracle {
         }
     }
 
-    /// Checks `got` against the oracle's `want`: within 1e-12 relative to
-    /// `want` (absolute below 1). vlad's errors measured here are at most about
-    /// 1e-14: a few roundings of doubles.
-    fn check(got: f64, want: f64, what: &str, program: &str, worst: &mut f64) {
+    /// Checks `got` against the oracle's `want`: within `tol` relative to
+    /// `want` (absolute below 1). `TOL` where doubles compute the derivative
+    /// directly: vlad's errors measured here are at most about 1e-14, a few
+    /// roundings of doubles.
+    fn check(got: f64, want: f64, tol: f64, what: &str, program: &str, worst: &mut f64) {
         let err = (got - want).abs() / want.abs().max(1.0);
         *worst = worst.max(err);
         assert!(
-            err <= 1e-12,
+            err <= tol,
             "{what}: vlad {got:e}, MPFR oracle {want:e} (relative error {err:.1e})\nprogram:\n{program}"
         );
+    }
+
+    const TOL: f64 = 1e-12;
+
+    /// Checks the values of `gradient-R`, `gradient-F`, `hvp` and `hvp-RR`
+    /// (`vals`, in that order, each a list) against the oracle's gradient and
+    /// Hessian-vector product.
+    fn check_gradients(vals: &[Value], grad: &[f64], hv: &[f64], mode: &str, src: &str, worst: &mut f64) {
+        for (k, want) in [grad, grad, hv, hv].into_iter().enumerate() {
+            let got = flat(&vals[k]);
+            assert_eq!(got.len(), want.len(), "{src}");
+            for i in 0..want.len() {
+                let what = format!("{} [{i}] ({mode})", ["gradient-R", "gradient-F", "hvp", "hvp-RR"][k]);
+                check(got[i], want[i], TOL, &what, src, worst);
+            }
+        }
     }
 
     /// Functions of one real: the first derivative both ways, the second in
@@ -345,12 +363,9 @@ mod oracle {
                 }
             }
             let oracle = [0.0, d1(&e, &[x], 0), d2(&e, &[x], 0, 0), d3(&e, x)];
-            for tape in [true, false] {
-                let vals =
-                    session(tape).run_text("oracle", &src).unwrap_or_else(|e| panic!("{src}: {}", e.message));
+            for (mode, vals) in runs(&src) {
                 for (v, (ops, what)) in vals.iter().zip(&want) {
-                    let what = format!("{what} ({})", if tape { "tape" } else { "transform" });
-                    check(flat(v)[0], oracle[*ops], &what, &src, &mut worst);
+                    check(flat(v)[0], oracle[*ops], TOL, &format!("{what} ({mode})"), &src, &mut worst);
                 }
             }
         }
@@ -378,18 +393,8 @@ mod oracle {
             let grad = [d1(&e, &xs, 0), d1(&e, &xs, 1)];
             let h = [[d2(&e, &xs, 0, 0), d2(&e, &xs, 0, 1)], [d2(&e, &xs, 1, 0), d2(&e, &xs, 1, 1)]];
             let hv = [h[0][0] * dir[0] + h[0][1] * dir[1], h[1][0] * dir[0] + h[1][1] * dir[1]];
-            for tape in [true, false] {
-                let vals =
-                    session(tape).run_text("oracle", &src).unwrap_or_else(|e| panic!("{src}: {}", e.message));
-                let mode = if tape { "tape" } else { "transform" };
-                for (k, want) in [grad, grad, hv, hv].iter().enumerate() {
-                    let got = flat(&vals[k]);
-                    for i in 0..2 {
-                        let what =
-                            format!("{} [{i}] ({mode})", ["gradient-R", "gradient-F", "hvp", "hvp-RR"][k]);
-                        check(got[i], want[i], &what, &src, &mut worst);
-                    }
-                }
+            for (mode, vals) in runs(&src) {
+                check_gradients(&vals, &grad, &hv, mode, &src, &mut worst);
             }
         }
         eprintln!("gradients_and_hessians_of_two_reals_match_mpfr: worst relative error {worst:.1e}");
@@ -543,19 +548,10 @@ mod oracle {
             if !backward {
                 want.push(("rev-grad", first));
             }
-            for tape in [true, false] {
-                let vals =
-                    session(tape).run_text("oracle", &src).unwrap_or_else(|e| panic!("{src}: {}", e.message));
-                let mode = if tape { "tape" } else { "transform" };
+            for (mode, vals) in runs(&src) {
                 assert_eq!(vals.len(), want.len(), "{src}");
                 for (v, (what, want)) in vals.iter().zip(&want) {
-                    let got = flat(v)[0];
-                    let err = (got - want).abs() / want.abs().max(1.0);
-                    worst = worst.max(err);
-                    assert!(
-                        err <= 1e-10,
-                        "{what} ({mode}): vlad {got:e}, MPFR oracle {want:e} (relative error {err:.1e})\nprogram:\n{src}"
-                    );
+                    check(flat(v)[0], *want, 1e-10, &format!("{what} ({mode})"), &src, &mut worst);
                 }
             }
         }
@@ -735,19 +731,8 @@ mod oracle {
             let g = |p: &[Float]| s_eval(&e, p);
             let grad: Vec<f64> = (0..n).map(|i| fd1(&g, &xs, i)).collect();
             let hv: Vec<f64> = (0..n).map(|i| (0..n).map(|j| fd2(&g, &xs, i, j) * dir[j]).sum()).collect();
-            for tape in [true, false] {
-                let vals =
-                    session(tape).run_text("oracle", &src).unwrap_or_else(|e| panic!("{src}: {}", e.message));
-                let mode = if tape { "tape" } else { "transform" };
-                for (k, want) in [&grad, &grad, &hv, &hv].into_iter().enumerate() {
-                    let got = flat(&vals[k]);
-                    assert_eq!(got.len(), n, "{src}");
-                    for i in 0..n {
-                        let what =
-                            format!("{} [{i}] ({mode})", ["gradient-R", "gradient-F", "hvp", "hvp-RR"][k]);
-                        check(got[i], want[i], &what, &src, &mut worst);
-                    }
-                }
+            for (mode, vals) in runs(&src) {
+                check_gradients(&vals, &grad, &hv, mode, &src, &mut worst);
             }
         }
         eprintln!("vectors_match_mpfr: worst relative error {worst:.1e}");

@@ -10,5 +10,6 @@ mod meter;
 mod nesting;
 mod prims;
 mod random;
+mod rng;
 mod structure;
 mod tape;
