@@ -22,6 +22,20 @@ def num():
 def const_list():
     return "(list " + " ".join(num() for _ in range(N)) + ")"
 
+# One-operand forms: (vector code of p, list code of q), x a fresh name; by
+# `vec`'s case number (6: one of ELEMENTWISE).
+ELEMENTWISE = [("(vec-sin {p})", "(map sin {q})"), ("(vec-cos {p})", "(map cos {q})"),
+               ("(vec-neg {p})", "(map (lambda (y) (- 0 y)) {q})")]
+ONE = {
+    7: ("(vec-exp (vec-scale 0.25 {p}))", "(map (lambda ({x}) (exp (* 0.25 {x}))) {q})"),
+    8: ("(vec-sqrt (vec-shift 1.0 (vec* {p} {p})))", "(map (lambda ({x}) (sqrt (+ 1.0 (* {x} {x})))) {q})"),
+    9: ("(vec-log (vec-shift 2.0 (vec* {p} {p})))", "(map (lambda ({x}) (log (+ 2.0 (* {x} {x})))) {q})"),
+    10: ("(vec-tanh {p})", "(map ltanh {q})"),
+    11: ("(vec-prefix-sum {p})", "(lprefix {q})"),
+    12: ("(vec-suffix-sum {p})", "(lsuffix {q})"),
+    15: ("(vec-max0 {p})", "(map (lambda ({x}) (if (> {x} 0) {x} 0)) {q})"),
+}
+
 def vec(d):
     """A vector expression of length N in `v`: (vector code, list code)."""
     if d <= 0 or R.random() < 0.2:
@@ -46,30 +60,10 @@ def vec(d):
     if k == 5:
         (p, q), (r, s) = a(), scalar(d - 1)
         return f"(vec-shift {r} {p})", f"(map (lambda ({x}) (+ {s} {x})) {q})"
-    if k == 6:
+    if 6 <= k <= 12:
         p, q = a()
-        f, g = R.choice([("vec-sin", "sin"), ("vec-cos", "cos"), ("vec-neg", "(lambda (y) (- 0 y))")])
-        return f"({f} {p})", f"(map {g} {q})"
-    if k == 7:
-        p, q = a()
-        return f"(vec-exp (vec-scale 0.25 {p}))", f"(map (lambda ({x}) (exp (* 0.25 {x}))) {q})"
-    if k == 8:
-        p, q = a()
-        return (f"(vec-sqrt (vec-shift 1.0 (vec* {p} {p})))",
-                f"(map (lambda ({x}) (sqrt (+ 1.0 (* {x} {x})))) {q})")
-    if k == 9:
-        p, q = a()
-        return (f"(vec-log (vec-shift 2.0 (vec* {p} {p})))",
-                f"(map (lambda ({x}) (log (+ 2.0 (* {x} {x})))) {q})")
-    if k == 10:
-        p, q = a()
-        return f"(vec-tanh {p})", f"(map ltanh {q})"
-    if k == 11:
-        p, q = a()
-        return f"(vec-prefix-sum {p})", f"(lprefix {q})"
-    if k == 12:
-        p, q = a()
-        return f"(vec-suffix-sum {p})", f"(lsuffix {q})"
+        vf, lf = R.choice(ELEMENTWISE) if k == 6 else ONE[k]
+        return vf.format(p=p, x=x), lf.format(q=q, x=x)
     if k == 13:
         (p, q), (m, ml) = a(), mat(d - 1)
         return f"(mat-vec {m} {p})", f"(lmatvec {ml} {q})"
@@ -78,7 +72,8 @@ def vec(d):
         (p, q), (m, ml) = a(), mat(d - 1)
         return f"(vec-mat {p} {m})", f"(lmatvec (ltranspose {ml}) {q})"
     p, q = a()
-    return f"(vec-max0 {p})", f"(map (lambda ({x}) (if (> {x} 0) {x} 0)) {q})"
+    vf, lf = ONE[15]
+    return vf.format(p=p, x=x), lf.format(q=q, x=x)
 
 def const_matrix():
     return "(list " + " ".join(const_list() for _ in range(N)) + ")"
