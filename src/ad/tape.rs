@@ -2545,11 +2545,12 @@ fn input(t: &mut Tape, id: u32, inputs: &mut Inputs, x: &Value) -> Value {
 
 /// Seeds the sensitivity `s` of result `y` on the nodes of tape `id`. `false`
 /// if `y` does not fit (a real result for `real-vjp`; for `vjp`, pairs, `()`,
-/// booleans and reals shaped like `s`, a boolean's a boolean or `()`), or if the argument holds booleans
-/// (`bools`) and a boolean of the result has a sensitivity other than itself:
-/// the transform gives a boolean of the argument the sensitivity that reaches
-/// it, and the tape does not follow booleans (one with its own value as its
-/// sensitivity gets itself either way, as does one that none reaches).
+/// booleans and reals shaped like `s`, a boolean's a boolean or `()`), or if
+/// the argument holds booleans (`bools`) and a boolean of the result has a
+/// sensitivity other than itself: the transform gives a boolean of the argument
+/// the sensitivity that reaches it, and the tape does not follow booleans (one
+/// with its own value as its sensitivity gets itself either way, as does one
+/// that none reaches).
 fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Sens>], real: bool, bools: bool) -> bool {
     let mut work: SmallVec<[(&Value, &Value); 16]> = smallvec::smallvec![(y, s)];
     while let Some((y, s)) = work.pop() {

@@ -246,8 +246,8 @@ fn a_nil_sensitivity_of_a_number_is_zero() {
 /// is an error: `structure.rs`, `misuse_is_a_clear_error`; a pair there made
 /// `vjp` recurse without end.) The identity's vjp is its sensitivity: applied
 /// to 2.0, the closure of (* k y) with k = 5.0 gives 10.0. A boolean's
-/// sensitivity is not checked, and a pair there made the transform's `vjp`
-/// recurse without end too; x's sensitivity is the cdr's, 3.0.
+/// sensitivity is a boolean or `()` (data there is an error too), and x's is
+/// the cdr's: 3.0, 4.0.
 fn a_procedure_sensitivity_passes_through() {
     let v = run("(vjp (lambda (f) f) car '())\n\
                  ((vjp (lambda (f) f) (let ((k 3.0)) (lambda (y) (* k y))) (let ((k 5.0)) (lambda (y) (* k y)))) 2.0)\n\
