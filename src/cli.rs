@@ -197,8 +197,14 @@ pub fn misspelt_command(args: &[std::ffi::OsString]) -> Option<String> {
 
 /// Runs `f` on a thread whose stack is large enough for deep data (dropping long
 /// closure chains, printing deep lists); evaluation itself grows its stack as needed.
+/// The stack is 1 GiB, or half the memory the process has room for where that is
+/// less (`stack::memory_room`; at least 256 MiB): its pages become memory as a
+/// deep recursion touches them, unchecked, while the segments a recursion takes
+/// past it are each checked for room (a control group's memory limit would
+/// otherwise end the process without a message).
 pub fn run_on_big_stack<F: FnOnce() -> i32 + Send + 'static>(f: F) -> i32 {
-    let sizes = [1usize << 30, 256 << 20, 64 << 20];
+    let first = crate::stack::memory_room().map_or(1 << 30, |r| (r / 2).clamp(256 << 20, 1 << 30));
+    let sizes = [first, 256 << 20, 64 << 20];
     let mut f = Some(f);
     for size in sizes {
         let g = f.take().unwrap();

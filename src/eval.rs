@@ -165,9 +165,11 @@ pub(crate) fn grow_native_stack<C, R>(
         let m = machine(ctx);
         match stacker::remaining_stack() {
             Some(rem) if rem > RED_ZONE => {
-                // Safe while the stack pointer is in (sp - rem + RED_ZONE, sp].
-                m.stack_lo = sp - rem + RED_ZONE;
-                m.stack_span = rem - RED_ZONE;
+                // Safe while the stack pointer is in (sp - rem + RED_ZONE, sp];
+                // checked again (by `stack::can_grow`, for the memory the
+                // stack's pages take) after each `stack::CHUNK` of it.
+                m.stack_span = (rem - RED_ZONE).min(crate::stack::CHUNK);
+                m.stack_lo = sp - m.stack_span;
             }
             // Unknown bounds: check on every call.
             _ => (m.stack_lo, m.stack_span) = (0, 0),

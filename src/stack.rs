@@ -71,14 +71,237 @@ pub fn try_grow<R>(
 
 /// Whether a recursion step can get `red_zone` bytes of stack (what it then
 /// asks `stacker::maybe_grow` for, with segments of [`SEGMENT`] bytes): the
-/// current segment has them, or a new segment can be mapped. `stacker` panics
+/// current segment has them (and, once the recursion is past the first
+/// [`CHUNK`] of the stack, the memory to back the next chunk of it: see
+/// [`room_for`]), or a new segment can be mapped. `stacker` panics
 /// when it cannot map a segment (under a memory limit such as `ulimit -v`), and
 /// the panic then unwinds through every frame of the recursion; code that can
 /// fail checks this first and reports an error instead.
 pub fn can_grow(red_zone: usize) -> bool {
     match stacker::remaining_stack() {
-        Some(rem) if rem >= red_zone => true,
+        Some(rem) if rem >= red_zone => stack_backed(red_zone),
         _ => segment_mappable(SEGMENT),
+    }
+}
+
+/// Whether the stack down to `red_zone` bytes below here lies in a part
+/// already found to have memory behind it, or the memory left has room for
+/// the next [`CHUNK`] (which is then taken as found). The first chunk below
+/// where a thread first asks is taken as found without looking: a program
+/// that does not recurse deeply is never stopped for memory, however little
+/// is left.
+fn stack_backed(red_zone: usize) -> bool {
+    use std::cell::Cell;
+    thread_local! {
+        // (the lowest address of the stack found to have memory behind it)
+        static FOUND: Cell<usize> = const { Cell::new(0) };
+    }
+    let x = 0u8;
+    let sp = std::ptr::addr_of!(x) as usize;
+    let need = sp.saturating_sub(red_zone);
+    let found = FOUND.get();
+    if found == 0 {
+        FOUND.set(sp.saturating_sub(CHUNK));
+        return true;
+    }
+    if need >= found {
+        return true;
+    }
+    if room_for(CHUNK) {
+        FOUND.set(sp.saturating_sub(CHUNK));
+        return true;
+    }
+    false
+}
+
+/// How much of a stack the evaluator uses between two calls of [`can_grow`]
+/// (`eval::grow_native_stack` bounds its checks' span by it): the memory left
+/// is checked that often as a deep recursion goes down its thread's stack,
+/// whose pages become memory as they are first touched.
+pub const CHUNK: usize = 32 << 20;
+
+/// The memory kept free: a deep recursion stops with an error when the next
+/// piece of its stack would leave less than this (see [`room_for`]).
+const MARGIN: usize = 32 << 20;
+
+/// Whether the process can use `bytes` more memory and still leave [`MARGIN`]
+/// free, by [`memory_room`] (`true` where that is unknown). A recursion that
+/// goes deeper than memory allows would otherwise be ended by the system: a
+/// control group's memory limit (a container's) lets the stack be mapped and
+/// kills the process as it touches it, without a message.
+///
+/// A reading is used again for 10 ms, less what each `room_for` since has
+/// granted, so that it errs low (what a recursion took may have been given
+/// back: one going up and down across a stack segment's edge maps a segment
+/// each time down, and reading the memory left takes some 100 µs); where that
+/// is not enough, the memory left is read again before refusing.
+pub fn room_for(bytes: usize) -> bool {
+    use std::cell::Cell;
+    use std::time::{Duration, Instant};
+    thread_local! {
+        static LAST: Cell<Option<(Instant, Option<usize>)>> = const { Cell::new(None) };
+    }
+    let need = bytes.saturating_add(MARGIN);
+    let now = Instant::now();
+    let kept = LAST
+        .get()
+        .filter(|&(at, r)| now.duration_since(at) < Duration::from_millis(10) && r.is_none_or(|r| r >= need));
+    let (at, room) = kept.unwrap_or_else(|| (now, memory_room()));
+    match room {
+        None => {
+            LAST.set(Some((at, None)));
+            true
+        }
+        Some(r) if r >= need => {
+            LAST.set(Some((at, Some(r - bytes))));
+            true
+        }
+        Some(r) => {
+            LAST.set(Some((at, Some(r))));
+            false
+        }
+    }
+}
+
+/// The bytes of memory this process can still use: the least of the system's
+/// available memory (`MemAvailable`) and, for each control group the process
+/// is in or under with a memory limit (cgroup v1 or v2), the limit less the
+/// group's usage, its inactive file pages not counted (the kernel reclaims
+/// them before it runs out). `None` where none of these can be read (not
+/// Linux).
+#[cfg(target_os = "linux")]
+pub fn memory_room() -> Option<usize> {
+    memory::room()
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn memory_room() -> Option<usize> {
+    None
+}
+
+/// Reading the memory left (see [`memory_room`]) from `/proc` and the cgroup
+/// file systems.
+#[cfg(target_os = "linux")]
+mod memory {
+    use std::path::{Path, PathBuf};
+    use std::sync::OnceLock;
+
+    /// A control group's directory and the names of its files.
+    struct Group {
+        dir: PathBuf,
+        v2: bool,
+    }
+
+    /// The directories of the control groups the process is in, and of their
+    /// ancestors, that have memory files (found once).
+    fn groups() -> &'static [Group] {
+        static GROUPS: OnceLock<Vec<Group>> = OnceLock::new();
+        GROUPS.get_or_init(|| {
+            let mut out = Vec::new();
+            let Ok(text) = std::fs::read_to_string("/proc/self/cgroup") else { return out };
+            for line in text.lines() {
+                // "ID:CONTROLLERS:PATH": v2's line is "0::PATH"
+                let mut parts = line.splitn(3, ':');
+                let (Some(_), Some(ctl), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+                    continue;
+                };
+                let (roots, v2): (&[&str], bool) = if ctl.is_empty() {
+                    (&["/sys/fs/cgroup", "/sys/fs/cgroup/unified"], true)
+                } else if ctl.split(',').any(|c| c == "memory") {
+                    (&["/sys/fs/cgroup/memory"], false)
+                } else {
+                    continue;
+                };
+                let limit = if v2 { "memory.max" } else { "memory.limit_in_bytes" };
+                for root in roots {
+                    // (the group's own directory and its ancestors; inside a
+                    // container the mount's root is the container's group)
+                    let mut p = Path::new(path.trim_start_matches('/'));
+                    loop {
+                        let dir = Path::new(root).join(p);
+                        if dir.join(limit).exists() && !out.iter().any(|g: &Group| g.dir == dir) {
+                            out.push(Group { dir, v2 });
+                        }
+                        match p.parent() {
+                            Some(q) => p = q,
+                            None => break,
+                        }
+                    }
+                }
+            }
+            out
+        })
+    }
+
+    fn read_number(path: &Path) -> Option<u64> {
+        std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    }
+
+    /// The value of `key` in a `KEY VALUE` or `KEY: VALUE kB` file.
+    fn field(text: &str, key: &str) -> Option<u64> {
+        text.lines().find_map(|l| {
+            let rest = l.strip_prefix(key)?;
+            let rest = rest.strip_prefix(':').unwrap_or(rest);
+            rest.split_whitespace().next()?.parse().ok()
+        })
+    }
+
+    /// What a group's limit leaves, or `None` where it has none.
+    fn group_room(g: &Group) -> Option<u64> {
+        let (limit, usage, inactive) = if g.v2 {
+            ("memory.max", "memory.current", "inactive_file")
+        } else {
+            ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+        };
+        // ("max" in v2; about 2^63 in v1 where there is no limit)
+        let limit = read_number(&g.dir.join(limit)).filter(|&l| l < 1 << 60)?;
+        let usage = read_number(&g.dir.join(usage))?;
+        let stat = std::fs::read_to_string(g.dir.join("memory.stat")).unwrap_or_default();
+        let inactive = field(&stat, inactive).unwrap_or(0);
+        Some(limit.saturating_sub(usage.saturating_sub(inactive)))
+    }
+
+    pub(super) fn room() -> Option<usize> {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
+        let available = meminfo.as_deref().and_then(|t| field(t, "MemAvailable")).map(|kb| kb * 1024);
+        groups()
+            .iter()
+            .filter_map(group_room)
+            .chain(available)
+            .min()
+            .map(|r| usize::try_from(r).unwrap_or(usize::MAX))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn fields_are_read_from_both_formats() {
+            let meminfo = "MemTotal:       24684000 kB\nMemAvailable:   20000000 kB\n";
+            assert_eq!(super::field(meminfo, "MemAvailable"), Some(20_000_000));
+            let stat = "active_file 10\ninactive_file 4096\ntotal_inactive_file 8192\n";
+            assert_eq!(super::field(stat, "inactive_file"), Some(4096));
+            assert_eq!(super::field(stat, "total_inactive_file"), Some(8192));
+            assert_eq!(super::field(stat, "missing"), None);
+        }
+
+        /// A megabyte is granted, more than any machine has is refused, and
+        /// the refusal does not stick.
+        #[test]
+        fn room_is_granted_where_there_is_some() {
+            use crate::stack::room_for;
+            assert!(room_for(1 << 20));
+            assert!(!room_for(1 << 62));
+            assert!(room_for(1 << 20));
+        }
+
+        /// On Linux the room is known (MemAvailable at least), and no more than
+        /// the machine's memory.
+        #[test]
+        fn the_room_is_known_and_at_most_the_memory() {
+            let total = super::field(&std::fs::read_to_string("/proc/meminfo").unwrap(), "MemTotal").unwrap();
+            let room = super::room().expect("MemAvailable");
+            assert!(room > 0 && room as u64 <= total * 1024, "{room} of {total} kB");
+        }
     }
 }
 
@@ -88,6 +311,9 @@ pub fn can_grow(red_zone: usize) -> bool {
 #[cfg(unix)]
 fn segment_mappable(size: usize) -> bool {
     let size = 2 * size;
+    if !room_for(size) {
+        return false;
+    }
     // SAFETY: a fresh anonymous private mapping, unmapped before returning and
     // never accessed.
     unsafe {

@@ -2241,6 +2241,103 @@ fn recursion_that_runs_out_of_memory_is_an_error() {
     );
 }
 
+/// A control group of its own under the one this test runs in, whose memory
+/// is limited to `bytes` (cgroup v1's memory controller, or v2's), removed
+/// when dropped; `None` where one cannot be made (not root, no writable
+/// cgroup file system, v2 without the memory controller delegated).
+struct MemoryGroup(PathBuf);
+
+impl MemoryGroup {
+    fn new(bytes: u64) -> Option<MemoryGroup> {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("vlad-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        for line in text.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (_, ctl, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let (root, limit) = if ctl.is_empty() {
+                ("/sys/fs/cgroup", "memory.max")
+            } else if ctl.split(',').any(|c| c == "memory") {
+                ("/sys/fs/cgroup/memory", "memory.limit_in_bytes")
+            } else {
+                continue;
+            };
+            let dir = Path::new(root).join(path.trim_start_matches('/')).join(&name);
+            if std::fs::create_dir(&dir).is_err() {
+                continue;
+            }
+            let g = MemoryGroup(dir);
+            if std::fs::write(g.0.join(limit), bytes.to_string()).is_ok() {
+                return Some(g);
+            }
+        }
+        None
+    }
+
+    /// Runs `vlad ARGS` in `dir`, in this group.
+    fn vlad(&self, dir: &Dir, args: &[&str]) -> Out {
+        let procs = self.0.join("cgroup.procs");
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!("echo $$ > '{}' && exec \"$0\" \"$@\"", procs.display()))
+            .arg(env!("CARGO_BIN_EXE_vlad"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl Drop for MemoryGroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Under a control group's memory limit (a container's), which lets the stack
+/// be mapped and kills the process (without a message) as it touches more
+/// than the limit, a runaway recursion is an error before the limit, and so
+/// is `plus` over a value nested millions deep; a recursion a million deep
+/// that fits still runs. (Once, the first two were killed, exit status 137,
+/// under this 600 MiB limit.)
+#[test]
+fn recursion_under_a_control_groups_memory_limit_is_an_error() {
+    let Some(g) = MemoryGroup::new(600 << 20) else {
+        eprintln!(
+            "recursion_under_a_control_groups_memory_limit_is_an_error: skipped: \
+             no control group with a memory limit can be made here (needs root and a writable cgroup file system)"
+        );
+        return;
+    };
+    let d = Dir::new();
+    d.file("deep.vlad", "(define (f n) (+ 1 (f n)))\n(f 1)\n")
+        .file("plus.vlad", "(define d (let loop ((i 0) (d '())) (if (= i 3000000) d (loop (+ i 1) (cons d '())))))\n(pair? (plus d d))\n")
+        .file("fits.vlad", "(define (f n) (if (= n 0) 0 (+ 1 (f (- n 1)))))\n(f 1000000)\n");
+    let o = g.vlad(&d, &["deep.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.starts_with("deep.vlad:1:20: error: recursion too deep (out of memory for the stack at "),
+        "{}",
+        o.stderr
+    );
+    let o = g.vlad(&d, &["plus.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.starts_with(
+            "plus.vlad:2:8: error: out of memory for the stack (a value or a recursion nested too deeply)\n"
+        ),
+        "{}",
+        o.stderr
+    );
+    let o = g.vlad(&d, &["fits.vlad"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "1000000\n"), "{}", o.stderr);
+}
+
 /// Under a memory limit, a program nested too deeply for the stack its
 /// compilation needs (400,000 nested `if`s, `+`s, `lambda`s) is an error,
 /// not `stacker`'s panic ("mmap failed to allocate stack", once reported as an
