@@ -179,6 +179,18 @@ pub fn memory_room() -> Option<usize> {
     None
 }
 
+/// The least memory limit (bytes) of the control groups the process is in
+/// or under (a container's), where one has a limit (Linux).
+#[cfg(target_os = "linux")]
+pub fn memory_limit() -> Option<u64> {
+    memory::limit()
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn memory_limit() -> Option<u64> {
+    None
+}
+
 /// Reading the memory left (see [`memory_room`]) from `/proc` and the cgroup
 /// file systems.
 #[cfg(target_os = "linux")]
@@ -259,6 +271,18 @@ mod memory {
         let stat = std::fs::read_to_string(g.dir.join("memory.stat")).unwrap_or_default();
         let inactive = field(&stat, inactive).unwrap_or(0);
         Some(limit.saturating_sub(usage.saturating_sub(inactive)))
+    }
+
+    /// The least memory limit among the process's control groups (bytes),
+    /// where any has one.
+    pub(super) fn limit() -> Option<u64> {
+        groups()
+            .iter()
+            .filter_map(|g| {
+                let name = if g.v2 { "memory.max" } else { "memory.limit_in_bytes" };
+                read_number(&g.dir.join(name)).filter(|&l| l < 1 << 60)
+            })
+            .min()
     }
 
     pub(super) fn room() -> Option<usize> {

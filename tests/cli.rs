@@ -2303,13 +2303,13 @@ impl Drop for MemoryGroup {
 /// be mapped and kills the process (without a message) as it touches more
 /// than the limit, a runaway recursion is an error before the limit, and so
 /// is `plus` over a value nested millions deep; a recursion a million deep
-/// that fits still runs. (Once, the first two were killed, exit status 137,
+/// that fits still runs. A vector larger than the limit is refused. (Once, the first two were killed, exit status 137,
 /// under this 600 MiB limit.)
 #[test]
-fn recursion_under_a_control_groups_memory_limit_is_an_error() {
+fn under_a_control_groups_memory_limit_recursion_and_vectors_are_errors() {
     let Some(g) = MemoryGroup::new(600 << 20) else {
         eprintln!(
-            "recursion_under_a_control_groups_memory_limit_is_an_error: skipped: \
+            "under_a_control_groups_memory_limit_recursion_and_vectors_are_errors: skipped: \
              no control group with a memory limit can be made here (needs root and a writable cgroup file system)"
         );
         return;
@@ -2336,6 +2336,20 @@ fn recursion_under_a_control_groups_memory_limit_is_an_error() {
     );
     let o = g.vlad(&d, &["fits.vlad"]);
     assert_eq!((o.code, o.stdout.as_str()), (0, "1000000\n"), "{}", o.stderr);
+    // (a vector larger than the limit is refused as one larger than the
+    // machine is; one within it is made)
+    d.file(
+        "vec.vlad",
+        "(vec-length (make-vec 100000000 1.0)) ===> 100000000\n(vec-length (make-vec 10000000 1.0)) ===> 10000000\n",
+    );
+    let o = g.vlad(&d, &["test", "vec.vlad"]);
+    assert_eq!(
+        o.stdout,
+        "vec.vlad:1: expected 100000000, got error: make-vec: a vector of 100000000 numbers needs 0.8 GB, \
+         more than the 0.6 GB of memory this process may use (its control group's limit)\n1 passed, 1 failed\n",
+        "{}",
+        o.stderr
+    );
 }
 
 /// Under a memory limit, a program nested too deeply for the stack its

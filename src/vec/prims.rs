@@ -119,15 +119,15 @@ fn list_of(_: &mut Machine, a: &[Value]) -> Result<Value> {
             // (an r x 0 matrix has no numbers but r rows: `()` each, a pair
             // each in the list, of about five words)
             let need = r as u128 * 40;
-            if let Some(total) = memory_bytes().filter(|&t| c == 0 && need > t as u128) {
+            if let Some(mem) = memory_bytes().filter(|m| c == 0 && need > m.bytes as u128) {
                 return Err(err(
                     "list-of",
                     format!(
-                        "the {} rows of a {}x0 matrix need {:.1} GB as a list, more than this machine's {:.1} GB of memory",
+                        "the {} rows of a {}x0 matrix need {:.1} GB as a list, more than {}",
                         r,
                         r,
                         need as f64 * 1e-9,
-                        total as f64 * 1e-9
+                        mem
                     ),
                 ));
             }
@@ -147,33 +147,51 @@ fn length_arg(name: &str, v: &Value) -> Result<usize> {
 
 /// An error if `n` doubles (`what`: a vector, a result) would not fit in memory.
 fn fits(name: &str, what: &str, n: u128) -> Result<()> {
-    if let Some(total) = memory_bytes() {
-        if n * 8 > total as u128 {
+    if let Some(mem) = memory_bytes() {
+        if n * 8 > mem.bytes as u128 {
             return Err(err(
                 name,
-                format!(
-                    "{} of {} numbers needs {:.1} GB, more than this machine's {:.1} GB of memory",
-                    what,
-                    n,
-                    n as f64 * 8e-9,
-                    total as f64 * 1e-9
-                ),
+                format!("{} of {} numbers needs {:.1} GB, more than {}", what, n, n as f64 * 8e-9, mem),
             ));
         }
     }
     Ok(())
 }
 
-/// The machine's memory and swap in bytes, where the system says (Linux).
-fn memory_bytes() -> Option<u64> {
-    static TOTAL: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+/// The most memory a vector could take: the machine's memory and swap, or
+/// the memory limit of the process's control group (a container's) where
+/// that is less.
+#[derive(Clone, Copy)]
+struct Memory {
+    bytes: u64,
+    limited: bool,
+}
+
+impl std::fmt::Display for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let gb = self.bytes as f64 * 1e-9;
+        if self.limited {
+            write!(f, "the {gb:.1} GB of memory this process may use (its control group's limit)")
+        } else {
+            write!(f, "this machine's {gb:.1} GB of memory")
+        }
+    }
+}
+
+/// [`Memory`], where the system says (Linux).
+fn memory_bytes() -> Option<Memory> {
+    static TOTAL: std::sync::OnceLock<Option<Memory>> = std::sync::OnceLock::new();
     *TOTAL.get_or_init(|| {
         let info = std::fs::read_to_string("/proc/meminfo").ok()?;
         let kib = |key: &str| -> Option<u64> {
             let line = info.lines().find(|l| l.starts_with(key))?;
             line[key.len()..].trim().trim_end_matches("kB").trim().parse().ok()
         };
-        Some((kib("MemTotal:")? + kib("SwapTotal:").unwrap_or(0)) * 1024)
+        let machine = (kib("MemTotal:")? + kib("SwapTotal:").unwrap_or(0)) * 1024;
+        Some(match crate::stack::memory_limit() {
+            Some(l) if l < machine => Memory { bytes: l, limited: true },
+            _ => Memory { bytes: machine, limited: false },
+        })
     })
 }
 
