@@ -2267,7 +2267,16 @@ impl MemoryGroup {
                 continue;
             }
             let g = MemoryGroup(dir);
-            if std::fs::write(g.0.join(limit), bytes.to_string()).is_ok() {
+            // (and a process can be moved into it: a v2 hierarchy may refuse)
+            let procs = g.0.join("cgroup.procs");
+            let moves = || {
+                Command::new("sh")
+                    .arg("-c")
+                    .arg(format!("echo $$ > '{}'", procs.display()))
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            if std::fs::write(g.0.join(limit), bytes.to_string()).is_ok() && moves() {
                 return Some(g);
             }
         }
@@ -2295,7 +2304,13 @@ impl MemoryGroup {
 
 impl Drop for MemoryGroup {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.0);
+        // (a group whose last process has just exited can be busy a moment)
+        for _ in 0..20 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
