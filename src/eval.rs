@@ -528,6 +528,11 @@ pub struct Machine {
     pub arith_bodies: bool,
     pub deadline: Option<Instant>,
     pub interrupt: Arc<AtomicBool>,
+    /// For [`Machine::check_memory`]: the limit checks made, and the resident
+    /// memory (bytes) up to which the memory left was last found enough (0:
+    /// not looked at yet).
+    memory_checks: u32,
+    memory_found: usize,
     /// Per-primitive call counts when metering. (A boxed slice: `None` is a
     /// null pointer, which the evaluator's fast paths test with no constant
     /// to load.)
@@ -582,6 +587,8 @@ impl Machine {
             arith_bodies: true,
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
+            memory_checks: 0,
+            memory_found: 0,
             meter: None,
             meter_derivative: None,
             prim_rules: FxHashMap::default(),
@@ -855,7 +862,40 @@ impl Machine {
                 format!("step limit of {} exceeded (--max-steps)", self.max_steps),
             ));
         }
+        self.check_memory()?;
         self.check_interrupt_and_clock()
+    }
+
+    /// Every fourth check of the limits (some 65,000 steps): where the
+    /// process's resident memory has grown by [`crate::stack::CHUNK`] past
+    /// where the memory left was last found enough for it, an error unless
+    /// it still is (`stack::room_for`). A program whose data grows past what
+    /// the machine or its control group (a container's limit) has left then
+    /// stops with an error rather than being killed; the first look only notes
+    /// the size, so a program that does not grow is never stopped.
+    #[cold]
+    #[inline(never)]
+    fn check_memory(&mut self) -> Result<()> {
+        self.memory_checks = self.memory_checks.wrapping_add(1);
+        if !self.memory_checks.is_multiple_of(4) {
+            return Ok(());
+        }
+        let Some(rss) = crate::stack::resident_bytes() else { return Ok(()) };
+        if self.memory_found == 0 {
+            self.memory_found = rss + crate::stack::CHUNK;
+        }
+        if rss < self.memory_found {
+            return Ok(());
+        }
+        if crate::stack::room_for(crate::stack::CHUNK) {
+            self.memory_found = rss + crate::stack::CHUNK;
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::Limit,
+            None,
+            format!("out of memory: the program holds {} MB, and too little is left for more", rss >> 20),
+        ))
     }
 
     /// Ctrl-C and `--timeout`: an error if either has come.

@@ -122,7 +122,7 @@ pub const CHUNK: usize = 32 << 20;
 
 /// The memory kept free: a deep recursion stops with an error when the next
 /// piece of its stack would leave less than this (see [`room_for`]).
-const MARGIN: usize = 32 << 20;
+pub const MARGIN: usize = 32 << 20;
 
 /// Whether the process can use `bytes` more memory and still leave [`MARGIN`]
 /// free, by [`memory_room`] (`true` where that is unknown). A recursion that
@@ -176,6 +176,21 @@ pub fn memory_room() -> Option<usize> {
 
 #[cfg(not(target_os = "linux"))]
 pub fn memory_room() -> Option<usize> {
+    None
+}
+
+/// The process's resident memory in bytes (Linux: `/proc/self/statm`).
+#[cfg(target_os = "linux")]
+pub fn resident_bytes() -> Option<usize> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * usize::try_from(page).ok().filter(|&p| p > 0)?)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn resident_bytes() -> Option<usize> {
     None
 }
 

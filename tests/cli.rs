@@ -2319,14 +2319,15 @@ impl Drop for MemoryGroup {
 /// than the limit, a runaway recursion is an error before the limit, and so
 /// is `plus` over a value nested millions deep; a recursion that fits still
 /// runs (a million deep; 2,000 in a debug build, whose frames are some 60 KiB
-/// a call). A vector larger than the limit is refused. (Once, the first two
-/// and the vector were killed, exit status 137, under this 600 MiB limit.)
+/// a call). A vector larger than the limit is refused, and data that grows
+/// past it is an error. (Once, each of these but the recursion that fits was
+/// killed, exit status 137, under this 600 MiB limit.)
 #[test]
-fn under_a_control_groups_memory_limit_recursion_and_vectors_are_errors() {
+fn under_a_control_groups_memory_limit_deep_recursion_and_large_data_are_errors() {
     const FITS: u32 = if cfg!(debug_assertions) { 2_000 } else { 1_000_000 };
     let Some(g) = MemoryGroup::new(600 << 20) else {
         eprintln!(
-            "under_a_control_groups_memory_limit_recursion_and_vectors_are_errors: skipped: \
+            "under_a_control_groups_memory_limit_deep_recursion_and_large_data_are_errors: skipped: \
              no control group with a memory limit can be made here (needs root and a writable cgroup file system)"
         );
         return;
@@ -2335,11 +2336,17 @@ fn under_a_control_groups_memory_limit_recursion_and_vectors_are_errors() {
     d.file("deep.vlad", "(define (f n) (+ 1 (f n)))\n(f 1)\n")
         .file("plus.vlad", "(define d (let loop ((i 0) (d '())) (if (= i 3000000) d (loop (+ i 1) (cons d '())))))\n(pair? (plus d d))\n")
         .file("fits.vlad", &format!("(define (f n) (if (= n 0) 0 (+ 1 (f (- n 1)))))\n(f {FITS})\n"));
+    // (the stack's check or, where the recursion's memory grows past the
+    // evaluator's check every so many steps first, that one: a debug build)
     let o = g.vlad(&d, &["deep.vlad"]);
-    assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(
-        o.stderr.starts_with("deep.vlad:1:20: error: recursion too deep (out of memory for the stack at "),
-        "{}",
+        (o.code == 1
+            && o.stderr
+                .starts_with("deep.vlad:1:20: error: recursion too deep (out of memory for the stack at "))
+            || (o.code == 3
+                && o.stderr.starts_with("deep.vlad:1:20: error: out of memory: the program holds ")),
+        "{}: {}",
+        o.code,
         o.stderr
     );
     let o = g.vlad(&d, &["plus.vlad"]);
@@ -2367,6 +2374,32 @@ fn under_a_control_groups_memory_limit_recursion_and_vectors_are_errors() {
         "{}",
         o.stderr
     );
+    // (data that grows past the limit: vectors of 100 MB kept in a list, each
+    // checked against the memory left as it is made; a list of 10^8 numbers,
+    // stopped by the evaluator's check every so many steps, with exit status
+    // 3 as for the other limits: slow to reach the limit in a debug build)
+    d.file(
+        "vecs.vlad",
+        "(let loop ((i 0) (l '())) (if (= i 20) (length l) (loop (+ i 1) (cons (make-vec 12500000 1.0) l))))\n",
+    )
+    .file("list.vlad", "(let loop ((i 0) (l '())) (if (= i 100000000) (length l) (loop (+ i 1) (cons i l))))\n");
+    let o = g.vlad(&d, &["vecs.vlad"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .starts_with("vecs.vlad:1:71: error: make-vec: a vector of 12500000 numbers needs 95 MB, and "),
+        "{}",
+        o.stderr
+    );
+    if !cfg!(debug_assertions) {
+        let o = g.vlad(&d, &["list.vlad"]);
+        assert_eq!(o.code, 3, "{}", o.stderr);
+        assert!(
+            o.stderr.starts_with("list.vlad:1:58: error: out of memory: the program holds "),
+            "{}",
+            o.stderr
+        );
+    }
 }
 
 /// Under a memory limit, a program nested too deeply for the stack its

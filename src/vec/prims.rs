@@ -155,8 +155,27 @@ fn fits(name: &str, what: &str, n: u128) -> Result<()> {
             ));
         }
     }
+    // (a large one against the memory left now, which the evaluator's own
+    // check, every so many steps, would not see before the vector is made)
+    if n * 8 >= LARGE && !crate::stack::room_for(n as usize * 8) {
+        return Err(err(
+            name,
+            format!(
+                "{} of {} numbers needs {} MB, and {} MB of memory is left (of which {} MB is kept free)",
+                what,
+                n,
+                (n * 8) >> 20,
+                crate::stack::memory_room().unwrap_or(0) >> 20,
+                crate::stack::MARGIN >> 20
+            ),
+        ));
+    }
     Ok(())
 }
+
+/// The size (bytes) from which [`fits`] also checks a vector against the
+/// memory left.
+const LARGE: u128 = 16 << 20;
 
 /// The most memory a vector could take: the machine's memory and swap, or
 /// the memory limit of the process's control group (a container's) where
