@@ -194,6 +194,18 @@ pub fn resident_bytes() -> Option<usize> {
     None
 }
 
+/// The machine's memory and swap in bytes (Linux: `MemTotal` and
+/// `SwapTotal`).
+#[cfg(target_os = "linux")]
+pub fn machine_memory() -> Option<u64> {
+    Some(memory::meminfo("MemTotal")? + memory::meminfo("SwapTotal").unwrap_or(0))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn machine_memory() -> Option<u64> {
+    None
+}
+
 /// The least memory limit (bytes) of the control groups the process is in
 /// or under (a container's), where one has a limit (Linux).
 #[cfg(target_os = "linux")]
@@ -239,7 +251,7 @@ mod memory {
                 } else {
                     continue;
                 };
-                let limit = if v2 { "memory.max" } else { "memory.limit_in_bytes" };
+                let limit = limit_file(v2);
                 for root in roots {
                     // (the group's own directory and its ancestors; inside a
                     // container the mount's root is the container's group)
@@ -260,6 +272,21 @@ mod memory {
         })
     }
 
+    /// The file holding a group's memory limit.
+    fn limit_file(v2: bool) -> &'static str {
+        if v2 {
+            "memory.max"
+        } else {
+            "memory.limit_in_bytes"
+        }
+    }
+
+    /// A group's memory limit, or `None` where it has none ("max" in v2; about
+    /// 2^63 in v1).
+    fn group_limit(g: &Group) -> Option<u64> {
+        read_number(&g.dir.join(limit_file(g.v2))).filter(|&l| l < 1 << 60)
+    }
+
     fn read_number(path: &Path) -> Option<u64> {
         std::fs::read_to_string(path).ok()?.trim().parse().ok()
     }
@@ -275,13 +302,12 @@ mod memory {
 
     /// What a group's limit leaves, or `None` where it has none.
     fn group_room(g: &Group) -> Option<u64> {
-        let (limit, usage, inactive) = if g.v2 {
-            ("memory.max", "memory.current", "inactive_file")
+        let (usage, inactive) = if g.v2 {
+            ("memory.current", "inactive_file")
         } else {
-            ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+            ("memory.usage_in_bytes", "total_inactive_file")
         };
-        // ("max" in v2; about 2^63 in v1 where there is no limit)
-        let limit = read_number(&g.dir.join(limit)).filter(|&l| l < 1 << 60)?;
+        let limit = group_limit(g)?;
         let usage = read_number(&g.dir.join(usage))?;
         let stat = std::fs::read_to_string(g.dir.join("memory.stat")).unwrap_or_default();
         let inactive = field(&stat, inactive).unwrap_or(0);
@@ -291,18 +317,16 @@ mod memory {
     /// The least memory limit among the process's control groups (bytes),
     /// where any has one.
     pub(super) fn limit() -> Option<u64> {
-        groups()
-            .iter()
-            .filter_map(|g| {
-                let name = if g.v2 { "memory.max" } else { "memory.limit_in_bytes" };
-                read_number(&g.dir.join(name)).filter(|&l| l < 1 << 60)
-            })
-            .min()
+        groups().iter().filter_map(group_limit).min()
+    }
+
+    /// The value (kB) of `key` in `/proc/meminfo`, in bytes.
+    pub(super) fn meminfo(key: &str) -> Option<u64> {
+        field(&std::fs::read_to_string("/proc/meminfo").ok()?, key).map(|kb| kb * 1024)
     }
 
     pub(super) fn room() -> Option<usize> {
-        let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
-        let available = meminfo.as_deref().and_then(|t| field(t, "MemAvailable")).map(|kb| kb * 1024);
+        let available = meminfo("MemAvailable");
         groups()
             .iter()
             .filter_map(group_room)

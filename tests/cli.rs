@@ -46,13 +46,32 @@ struct Out {
     stderr: String,
 }
 
-fn vlad(dir: &Dir, args: &[&str]) -> Out {
-    let o = Command::new(env!("CARGO_BIN_EXE_vlad")).args(args).current_dir(dir.path()).output().unwrap();
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+impl From<std::process::Output> for Out {
+    fn from(o: std::process::Output) -> Out {
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
     }
+}
+
+fn vlad(dir: &Dir, args: &[&str]) -> Out {
+    Command::new(env!("CARGO_BIN_EXE_vlad")).args(args).current_dir(dir.path()).output().unwrap().into()
+}
+
+/// Runs `vlad ARGS` in `dir` from a shell that first runs `setup` (which
+/// must succeed).
+fn vlad_after(dir: &Dir, setup: &str, args: &[&str]) -> Out {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("{setup} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_vlad"))
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .unwrap()
+        .into()
 }
 
 /// Runs `bad.vlad` holding `src` with `vlad run`; it must fail without printing anything.
@@ -2194,19 +2213,7 @@ fn read_real_with_arguments_is_an_arity_error() {
 /// Runs `vlad ARGS` in `dir` with its address space limited to `kib` KiB
 /// (`ulimit -v`), as a sandbox or a small machine would.
 fn vlad_limited(dir: &Dir, kib: u64, args: &[&str]) -> Out {
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
-        .arg(env!("CARGO_BIN_EXE_vlad"))
-        .args(args)
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    vlad_after(dir, &format!("ulimit -v {kib}"), args)
 }
 
 /// Where memory runs out before `--max-depth`, deep recursion (of the evaluator, and
@@ -2285,20 +2292,7 @@ impl MemoryGroup {
 
     /// Runs `vlad ARGS` in `dir`, in this group.
     fn vlad(&self, dir: &Dir, args: &[&str]) -> Out {
-        let procs = self.0.join("cgroup.procs");
-        let o = Command::new("sh")
-            .arg("-c")
-            .arg(format!("echo $$ > '{}' && exec \"$0\" \"$@\"", procs.display()))
-            .arg(env!("CARGO_BIN_EXE_vlad"))
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        Out {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
+        vlad_after(dir, &format!("echo $$ > '{}'", self.0.join("cgroup.procs").display()), args)
     }
 }
 

@@ -201,12 +201,7 @@ impl std::fmt::Display for Memory {
 fn memory_bytes() -> Option<Memory> {
     static TOTAL: std::sync::OnceLock<Option<Memory>> = std::sync::OnceLock::new();
     *TOTAL.get_or_init(|| {
-        let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-        let kib = |key: &str| -> Option<u64> {
-            let line = info.lines().find(|l| l.starts_with(key))?;
-            line[key.len()..].trim().trim_end_matches("kB").trim().parse().ok()
-        };
-        let machine = (kib("MemTotal:")? + kib("SwapTotal:").unwrap_or(0)) * 1024;
+        let machine = crate::stack::machine_memory()?;
         Some(match crate::stack::memory_limit() {
             Some(l) if l < machine => Memory { bytes: l, limited: true },
             _ => Memory { bytes: machine, limited: false },
