@@ -1755,7 +1755,7 @@ fn lift_all(m: &Machine, vs: &[&Value], out: &mut [Lift]) -> Option<Option<u32>>
 /// rule run on them gives the same numbers and the same tape as on the values,
 /// without the primitives' dispatch and a boxed real per intermediate result.
 #[derive(Clone, Copy)]
-struct Rv {
+pub(super) struct Rv {
     v: X64,
     node: u32,
     k: u32,
@@ -1777,6 +1777,75 @@ impl Num for Rv {
 }
 
 impl Rv {
+    /// `v` as a number of the reverse level `level` (its id and index among
+    /// the running levels): an exact integer or double, or a real of that
+    /// level whose value is one; `None` otherwise.
+    pub(super) fn of(m: &Machine, v: &Value, level: (u32, u32)) -> Option<Rv> {
+        let mut at = Some(level);
+        Some(match v {
+            Value::Active(a) => {
+                Rv { v: X64::of(&a.value)?, node: a.node, k: one_reverse_level(m, &mut at, a.tape)? }
+            }
+            Value::TapeReal(t, node, p) => {
+                Rv { v: X64::R(*p), node: *node, k: one_reverse_level(m, &mut at, *t as u32)? }
+            }
+            _ => Rv { v: X64::of(v)?, node: NO_NODE, k: 0 },
+        })
+    }
+
+    /// A plain number: a double, or (`exact`) the exact integer it holds.
+    pub(super) fn plain(p: f64, exact: bool) -> Rv {
+        Rv { v: if exact { X64::I(p as i64) } else { X64::R(p) }, node: NO_NODE, k: 0 }
+    }
+
+    /// The zero of its value, plain: a constant's tangent (as
+    /// [`record_forward_rev`] gives it).
+    pub(super) fn zero(self) -> Rv {
+        Rv { v: self.v.zero(), node: NO_NODE, k: 0 }
+    }
+
+    /// As a value: a real of reverse level `id` if it has a node.
+    pub(super) fn value(self, id: u32) -> Value {
+        unrev(self, Some(id))
+    }
+
+    /// As an [`R1`], where it is one: a double, or an exact integer of at
+    /// most 2^26 in magnitude.
+    fn r1(self) -> Option<R1> {
+        let v = match self.v {
+            X64::R(x) => x,
+            X64::I(i) if i.unsigned_abs() <= super::tape::EXACT_AS_DOUBLE as u64 => i as f64,
+            X64::I(_) => return None,
+        };
+        Some(R1 { v, exact: matches!(self.v, X64::I(_)), node: self.node, k: self.k })
+    }
+
+    /// The tangent rule of scalar formula `f` (operands `x`, result `y`,
+    /// their tangents `d`) as [`record_forward_rev`] runs it: on doubles
+    /// ([`R1`], as [`forward_rev_doubles`]) where each number is one and the
+    /// operation itself is done on them, else on `Rv`s; recorded on the tape
+    /// of the one reverse level among them. An error, with nothing recorded,
+    /// where neither does the rule.
+    pub(super) fn jvp(m: &mut Machine, f: Formula, x: &[Rv], y: Rv, d: &[Rv]) -> Result<Rv> {
+        let n = x.len();
+        let k = x.iter().chain(d).chain([&y]).find(|a| a.node != NO_NODE).map(|a| a.k as usize);
+        let (mut xs, mut ds) = ([R1::int(0); 2], [R1::int(0); 2]);
+        let doubles = (0..n).all(|i| match (x[i].r1(), d[i].r1()) {
+            (Some(a), Some(b)) => {
+                (xs[i], ds[i]) = (a, b);
+                true
+            }
+            _ => false,
+        });
+        if let (true, Some(y1)) = (doubles && R1::does(f, &xs[..n]), y.r1()) {
+            if let Some(dy) = undone_on_failure(m, k, |m| jvp_num::<R1>(m, f, &xs[..n], &y1, &ds[..n])) {
+                let v = if dy.exact { X64::I(dy.v as i64) } else { X64::R(dy.v) };
+                return Ok(Rv { v, node: dy.node, k: dy.k });
+            }
+        }
+        undone_on_failure(m, k, |m| jvp_num::<Rv>(m, f, x, &y, d)).ok_or_else(not_scalar)
+    }
+
     /// The primitive of scalar formula `f` on `args` (recorded if one is a tape's real).
     fn formula_op(m: &mut Machine, f: Formula, args: &[Rv]) -> Result<Rv> {
         let n = args.len();
@@ -2402,18 +2471,29 @@ impl R1 {
     }
 }
 
+impl R1 {
+    /// Whether [`R1`]'s arithmetic does scalar formula `f` on `args`: one or
+    /// two operands, and an exact integer only in `+ - * /` with a double.
+    #[inline(always)]
+    fn does(f: Formula, args: &[R1]) -> bool {
+        let n = args.len();
+        let arith = matches!(f, Formula::Add | Formula::Sub | Formula::Mul | Formula::Div);
+        if n > 2 || matches!(f, Formula::Zero | Formula::Struct(_)) {
+            return false;
+        }
+        let exact = args.iter().enumerate().fold(0u8, |e, (i, a)| e | (a.exact as u8) << i);
+        exact == 0 || arith && n == 2 && exact != 3
+    }
+}
+
 impl Num for R1 {
     #[inline(always)]
     fn op(m: &mut Machine, f: Formula, args: &[R1]) -> Result<R1> {
         let n = args.len();
-        let arith = matches!(f, Formula::Add | Formula::Sub | Formula::Mul | Formula::Div);
-        if n > 2 || matches!(f, Formula::Zero | Formula::Struct(_)) {
+        if !R1::does(f, args) {
             return Err(not_scalar());
         }
         let exact = args.iter().enumerate().fold(0u8, |e, (i, a)| e | (a.exact as u8) << i);
-        if exact != 0 && (!arith || n != 2 || exact == 3) {
-            return Err(not_scalar());
-        }
         let mut xs = [0.0; 2];
         for (x, a) in xs.iter_mut().zip(args) {
             *x = a.v;

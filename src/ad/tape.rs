@@ -1505,16 +1505,20 @@ impl Tape {
 /// Which of the constant operands `x` of a node (those whose `parents` are
 /// `NONE`) are exact, as `Node::n` notes them (bit `j + CONST_SHIFT`): as an
 /// enclosing forward level takes a constant's zero tangent, exact where the
-/// constant is an exact number or a dual number whose value is one; `UNKNOWN`
-/// if one is neither that nor a double or a dual number whose value is one.
+/// constant is an exact number or a dual number or an enclosing tape's real
+/// whose value is one; `UNKNOWN` if one is neither that nor a double or such a
+/// real whose value is one.
 fn const_exactness(x: &[Value], parents: &[u32; 2]) -> u8 {
     let mut bits = 0;
     for (j, v) in x.iter().enumerate() {
         if parents[j] != NONE {
             continue;
         }
+        // (a dual's tangent, or a real of an enclosing tape's, is the zero
+        // of its value: `native::record_forward_rev`)
         let value = match v {
-            Value::Active(a) if a.node == NONE => &a.value,
+            Value::Active(a) => &a.value,
+            Value::TapeReal(..) => &Value::Real(0.0),
             v => v,
         };
         bits |= match value {
@@ -1858,17 +1862,40 @@ fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result
     // `activate_one_hot` makes it (`zero_active`); and whether exact)
     let Some(reals) = reals_in_order(x) else { return Ok(Swept::Unfit) };
     let mut zeros: SmallVec<[(L1, bool); 8]> = SmallVec::with_capacity(n);
-    for v in reals {
+    // (the enclosing reverse level whose reals are among the inputs, if any:
+    // then the sweeps compute on its tape, `sweep_forward_rev`)
+    let mut outer: Option<u32> = None;
+    let mut duals = false;
+    for &v in &reals {
+        let tape = match v {
+            Value::TapeReal(t, ..) => Some(*t as u32),
+            Value::Active(a) if a.node != NONE && matches!(a.value, Value::Real(_) | Value::Int(_)) => {
+                Some(a.tape)
+            }
+            _ => None,
+        };
+        if let Some(t) = tape {
+            if outer.is_some_and(|o| o != t) || reverse_level(m, t).is_none() {
+                return Ok(Swept::Unfit);
+            }
+            outer = Some(t);
+            zeros.push((L1 { p: 0.0, t: None }, false));
+            continue;
+        }
         zeros.push(match v {
             Value::Int(_) => (L1 { p: 0.0, t: None }, true),
             Value::Real(_) => (L1 { p: 0.0, t: None }, false),
             Value::Active(a)
                 if a.node == NONE && matches!((&a.value, &a.tangent), (Value::Real(_), Value::Real(_))) =>
             {
+                duals = true;
                 (L1 { p: 0.0, t: Some(0.0) }, false)
             }
             _ => return Ok(Swept::Unfit),
         });
+    }
+    if duals && outer.is_some() {
+        return Ok(Swept::Unfit);
     }
     let Some(id) = m.tape.push_level(false) else { return Ok(Swept::Unfit) };
     m.tape.stack.last_mut().expect("the level pushed").sweeps = true;
@@ -1891,9 +1918,117 @@ fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result
         }
         Err(_) => None,
     };
-    let out = y.and_then(|y| sweep_forward(m, &tape, &inputs, &zeros, &y, id));
+    let out = y.and_then(|y| match outer {
+        Some(outer) => sweep_forward_rev(m, &tape, &inputs, &reals, &y, id, outer),
+        None => sweep_forward(m, &tape, &inputs, &zeros, &y, id).or_else(|| {
+            // (a node keeping a real of an enclosing tape, as a function
+            // closing over one keeps it: swept on the innermost tape)
+            let innermost = m.tape.stack.iter().rev().find(|t| !t.forward).map(|t| t.id);
+            sweep_forward_rev(m, &tape, &inputs, &reals, &y, id, innermost.filter(|_| !duals)?)
+        }),
+    });
     m.tape.recycle(tape);
     Ok(out.map_or(Swept::Lost, Swept::Done))
+}
+
+/// [`sweep_forward`] where inputs are reals of the enclosing reverse level
+/// `outer` (reverse over `gradient-F`: a gradient taken through an
+/// optimiser's steps, say): each tangent computed on that tape as the forward
+/// runs compute it there ([`native::Rv`], `record_forward_rev`'s arithmetic,
+/// recording each operation whose operand is one of its reals), from the
+/// values the nodes keep (boxed ones too: reals of `outer`), the seed 1 and
+/// the other inputs' zeros as `activate_one_hot` makes them (`zero_active`: of
+/// a real of `outer`, a node of its tape). `None`, with that tape as it was,
+/// where a node keeps a dual or a real of another level, is not a scalar
+/// primitive's, or its rule is not done on such numbers.
+fn sweep_forward_rev(
+    m: &mut Machine,
+    tape: &Tape,
+    inputs: &[u32],
+    reals: &[&Value],
+    y: &Value,
+    id: u32,
+    outer: u32,
+) -> Option<Vec<Value>> {
+    let out_node = match y {
+        Value::TapeReal(t, node, _) if *t as u32 == id => *node,
+        Value::Active(r) if r.tape == id => r.node,
+        _ => return None,
+    } as usize;
+    if inputs.len() != reals.len() || tape.lift != NONE {
+        return None;
+    }
+    let k = reverse_level(m, outer)?;
+    let mark = level_len(m, k);
+    let out = rev_sweeps(m, tape, inputs, reals, out_node, (outer, k as u32));
+    if out.is_none() {
+        truncate_level(m, k, mark);
+    }
+    out
+}
+
+/// [`sweep_forward_rev`]'s sweeps, on the reverse level `level` (its id and
+/// index among the running levels).
+fn rev_sweeps(
+    m: &mut Machine,
+    tape: &Tape,
+    inputs: &[u32],
+    reals: &[&Value],
+    out_node: usize,
+    level: (u32, u32),
+) -> Option<Vec<Value>> {
+    use native::Rv;
+    let mut zeros: SmallVec<[Rv; 8]> = SmallVec::with_capacity(reals.len());
+    for v in reals {
+        let z = zero_active(m, v).ok()?;
+        zeros.push(Rv::of(m, &z, level)?);
+    }
+    let len = tape.nodes.len();
+    let none = Rv::plain(0.0, true);
+    let mut tan = vec![none; len];
+    let mut out = Vec::with_capacity(inputs.len());
+    for dir in 0..inputs.len() {
+        for (j, &node) in inputs.iter().enumerate() {
+            tan[node as usize] = if j == dir { Rv::plain(1.0, true) } else { zeros[j] };
+        }
+        let (mut at, mut vat) = (0usize, 0usize);
+        for i in 0..len {
+            let node = *tape.nodes.get(i);
+            let Some(f) = node.f else { continue };
+            if node.bits & DUALS != 0 || matches!(f, Formula::Zero | Formula::Struct(_)) {
+                return None;
+            }
+            let n = (node.n & ARITY) as usize;
+            let kept = kept_mask(f, n);
+            let exacts = (node.bits & EXACTS) >> EXACT_SHIFT;
+            // (the values the node keeps, as `sweep` reads them)
+            let mut vals = [none; 3];
+            for (j, v) in vals.iter_mut().enumerate() {
+                if kept & (1 << j) != 0 {
+                    *v = if node.bits & UNBOXED != 0 {
+                        at += 1;
+                        Rv::plain(*tape.reals.get(at - 1), exacts & (1 << j) != 0)
+                    } else {
+                        vat += 1;
+                        Rv::of(m, tape.vals.get(vat - 1), level)?
+                    };
+                }
+            }
+            // (a constant's tangent: the zero of its value, exact as it is)
+            let mut d = [none; 2];
+            for j in 0..n {
+                d[j] = match node.parents[j] {
+                    NONE if kept & (1 << j) != 0 => vals[j].zero(),
+                    NONE if node.n & UNKNOWN != 0 => return None,
+                    NONE => Rv::plain(0.0, node.n & (1 << (j as u8 + CONST_SHIFT)) != 0),
+                    p => tan[p as usize],
+                };
+            }
+            tan[i] = Rv::jvp(m, f, &vals[..n], vals[2], &d[..n]).ok()?;
+        }
+        out.push(tan[out_node].value(level.0));
+    }
+    Some(out)
 }
 
 /// The sweeps of [`gradient_by_sweeps`] over `tape` (level `id`) whose inputs

@@ -1315,13 +1315,15 @@ fn gradient_f_under_a_forward_level_by_one_recorded_run() {
 
 /// `gradient-F` under an enclosing tape (reverse over forward, as in the
 /// saddle's RF solve; forward over forward's outer level records on a tape
-/// too) takes its gradient from one recorded run swept forward where no
-/// tangent depends on the tape's reals: the function meets them only in sums
-/// and differences (which keep no operand) and in operations of their own,
-/// and its argument holds none. The outer derivative flows through the
-/// function's value, as by the runs and the transform. Where a tangent's rule
-/// reads such a real (a product of it and the argument's real), or the
-/// argument holds one, the runs take the gradient.
+/// too) takes its gradient from one recorded run swept forward. Where no
+/// tangent depends on the tape's reals (the function meets them only in sums
+/// and differences, which keep no operand, and in operations of their own,
+/// and its argument holds none) the sweeps compute on doubles. Where a
+/// tangent's rule reads such a real (a product of it and the argument's
+/// real), or the argument holds one (a gradient through an optimiser's
+/// steps), they compute on the enclosing tape, recording there what the runs
+/// would. The outer derivative flows through the function's value and its
+/// gradient, as by the runs and the transform.
 #[test]
 fn gradient_f_under_a_tape_by_one_recorded_run() {
     // F(w) = w g1 + w^2, g = grad of v -> w^2 + v1 v2 - 3 v2 at (1, 2):
@@ -1354,27 +1356,75 @@ fn gradient_f_under_a_tape_by_one_recorded_run() {
         assert!(declined == 0 && s.m.tape.swept > 0, "{src}: swept {}, gave way {declined}", s.m.tape.swept);
     }
     // a tangent that depends on w: d/dv1 of w v1^2 at v1 = 1 is 2w, whose
-    // derivative is 2; the argument holding w: d/dv1 of v1 v2 at (w, 2) is 2,
-    // of w^2 v1 + v2 ... at v1 = w: 2 + 2w = 3
+    // derivative is 2; the argument holding w: d/dv1 of v1 v2 at (w, 2) is 2
+    // (the derivative in w of d/dv2, v1 = w, is 1), of v1 v2 at (w, 2) times
+    // w: 2w, whose derivative is 2; with a constant of the tape in a sum
+    // (d/dv1 of v1 (v1 + w) at v1 = w is 3w); exact throughout: d/dv1 of w v1
+    // v2 at (1, 2) is 2w, at (1, w) w^2 (derivative 6 at 3), d/dv2 of 2 v1 +
+    // v2^2 at (1, w) 2w
     for (src, want) in [
         ("((derivative-R (lambda (w) (car ((gradient-F (lambda (v) (* w (* (car v) (car v))))) (list 1.0 2.0))))) 0.5)", "2.0"),
         ("((derivative-R (lambda (w) (cadr ((gradient-F (lambda (v) (+ (* (car v) (cadr v)) (* (car v) (car v))))) (list w 2.0))))) 0.5)", "1.0"),
         ("((derivative-R (lambda (w) (* w (car ((gradient-F (lambda (v) (* (car v) (cadr v)))) (list w 2.0)))))) 0.5)", "2.0"),
+        ("((derivative-R (lambda (w) (car ((gradient-F (lambda (v) (* (car v) (+ (car v) w)))) (list w 2.0))))) 0.5)", "3.0"),
+        ("((derivative-R (lambda (w) (car ((gradient-F (lambda (v) (* w (* (car v) (cadr v))))) (list 1 2))))) 1)", "2"),
+        ("((derivative-R (lambda (w) (car ((gradient-F (lambda (v) (* w (* (car v) (cadr v))))) (list 1 w))))) 3)", "6"),
+        ("((derivative-R (lambda (w) (cadr ((gradient-F (lambda (v) (+ (* 2 (car v)) (* (cadr v) (cadr v))))) (list 1 w))))) 3)", "2"),
     ] {
         let (got, _, _) = alike(src);
         assert_eq!(got, want, "{src}");
         let (_, s) = outcome(src, true);
-        assert_eq!(s.m.tape.swept, 0, "{src}");
+        assert!(s.m.tape.swept > 0, "{src}");
     }
-    // a function whose sweeps gave way under a tape is still swept where it
-    // meets doubles: h(w) = d/dv1 of w v1 v2 at (1, 2) = 2w, its derivative 2
-    // (by the runs), then h at 0.5 and 0.75 at the top level (swept)
+    // h(w) = d/dv1 of w v1 v2 at (1, 2) = 2w, its derivative 2, then h at 0.5
+    // and 0.75 at the top level: each swept
     let src = "(define (h w) (car ((gradient-F (lambda (v) (* w (* (car v) (cadr v))))) (list 1.0 2.0))))\n\
                ((derivative-R h) 0.5)\n(h 0.5)\n(h 0.75)";
     let (got, _, _) = alike(src);
     assert_eq!(got, "2.0\n1.0\n1.5", "{src}");
     let (_, s) = outcome(src, true);
-    assert_eq!(s.m.tape.swept, 2, "{src}");
+    assert_eq!(s.m.tape.swept, 3, "{src}");
+}
+
+/// A gradient taken through an optimiser's steps (reverse over `gradient-F`):
+/// the loss sum c_i x_i^2 after `n` steps of gradient descent at rate `eta`
+/// from x = 1, each step's gradient by `gradient-F`, is sum c (1 - 2 eta
+/// c)^(2n), whose derivative in eta is -4n sum c^2 (1 - 2 eta c)^(2n - 1).
+/// Each step's gradient is swept on the outer tape (its argument holds the
+/// tape's reals), giving the runs' value (a metered session makes the runs;
+/// the outer sweep's sums go in another order, so to rounding), as the
+/// transform and the other modes do.
+#[test]
+fn a_gradient_through_gradient_descent_is_swept_on_the_enclosing_tape() {
+    let (n, eta, cs) = (12, 0.01, [1.0, 2.0, 3.0, 5.0]);
+    let closed: f64 =
+        cs.iter().map(|c: &f64| -4.0 * n as f64 * c * c * (1.0 - 2.0 * eta * c).powi(2 * n - 1)).sum();
+    let program = |outer: &str, inner: &str| {
+        format!(
+            "(define cs '(1. 2. 3. 5.))\n\
+             (define (loss x) (let loop ((c cs) (x x) (acc 0.)) (if (null? c) acc (loop (cdr c) (cdr x) (+ acc (* (car c) (* (car x) (car x))))))))\n\
+             (define (descend eta) (let ((g ({inner} loss))) (let loop ((i 0) (x (map (lambda (c) 1.) cs))) (if (= i {n}) (loss x) (loop (+ i 1) (map2 (lambda (xi gi) (- xi (* eta gi))) x (g x)))))))\n\
+             (({outer} descend) {eta})"
+        )
+    };
+    let src = program("derivative-R", "gradient-F");
+    let (got, s) = outcome(&src, true);
+    assert_close(got.parse::<f64>().unwrap_or(f64::NAN), closed, 1e-12, &src);
+    let t = &s.m.tape;
+    assert!(t.swept >= n as u64 && t.declined_runs == 0, "swept {}, gave way {}", t.swept, t.declined_runs);
+    let (mut runs, _) = session_with(true);
+    runs.m.meter = Some(vec![0; vlad::prims::prims().len()].into());
+    let by_runs = vlad::print::to_string(&run_in(&mut runs, "t", &src)[0]);
+    assert_close(by_runs.parse::<f64>().unwrap_or(f64::NAN), closed, 1e-12, "the runs");
+    assert_eq!(runs.m.tape.swept, 0);
+    let (transform, _) = outcome(&src, false);
+    assert_close(transform.parse::<f64>().unwrap_or(f64::NAN), closed, 1e-12, "the transform");
+    for (outer, inner) in
+        [("derivative-F", "gradient-F"), ("derivative-F", "gradient-R"), ("derivative-R", "gradient-R")]
+    {
+        let (other, _) = outcome(&program(outer, inner), true);
+        assert_close(other.parse::<f64>().unwrap_or(f64::NAN), closed, 1e-12, &format!("{outer} of {inner}"));
+    }
 }
 
 /// Nested derivatives hundreds of levels deep run on dual numbers at every level
