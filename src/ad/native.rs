@@ -2037,6 +2037,114 @@ pub(super) fn record_forward_lifted_enclosing(
     record_forward_lifted(m, id, f, args)
 }
 
+/// [`record_forward_lifted`] one level deeper: forward mode nested three deep,
+/// an operation of the innermost level `id` whose operands' values and
+/// tangents are reals of an enclosing forward level made of reals of one
+/// enclosing that (or doubles): computed as [`L2`]s, the operations the
+/// levels' `record`s would do (the value by `L2`'s arithmetic, as the
+/// enclosing level's `record_forward_lifted` computes it, the tangent by the
+/// rule on `L2`s, each of its operations the same), unboxed. Doubles only (an
+/// exact integer takes the general path). `None` where that does not apply.
+pub(super) fn record_forward_lifted2(m: &mut Machine, id: u32, f: Formula, args: &[Value]) -> Option<Value> {
+    if !forward_op(m, id, f, args) {
+        return None;
+    }
+    // (the two enclosing levels: those of a part made of another level's reals)
+    let two = |v: &Value| match v {
+        Value::Active(r) if r.node == NO_NODE => [&r.value, &r.tangent].into_iter().find_map(|q| match q {
+            Value::Active(q) if q.node == NO_NODE => Some((r.tape, q.tape)),
+            _ => None,
+        }),
+        _ => None,
+    };
+    let (hi, lo) = args.iter().find_map(|a| match a {
+        Value::Active(r) if r.tape == id => two(&r.value).or_else(|| two(&r.tangent)),
+        a => two(a),
+    })?;
+    if !(lo < hi && hi < id && m.tape.forward_running(hi) && m.tape.forward_running(lo)) {
+        return None;
+    }
+    let n = args.len();
+    let (mut xs, mut ds) = ([L2::int(0); 2], [L2::int(0); 2]);
+    for (i, a) in args.iter().enumerate() {
+        (xs[i], ds[i]) = match a {
+            Value::Active(r) if r.tape == id => (L2::of(&r.value, hi, lo)?, L2::of(&r.tangent, hi, lo)?),
+            // (a constant: its tangent is its zero, a double)
+            c => (L2::of(c, hi, lo)?, L2::int(0)),
+        };
+    }
+    let y = L2::op(m, f, &xs[..n]).ok()?;
+    let dy = jvp_num::<L2>(m, f, &xs[..n], &y, &ds[..n]).ok()?;
+    Some(super::tape::forward_real(id, y.value(hi, lo), dy.value(hi, lo)))
+}
+
+/// A number of [`record_forward_lifted2`]: a real of forward level `hi` whose
+/// value and tangent are [`L1`]s of level `lo` (or, `t` none, a plain `L1`),
+/// its operations the primitives' forward versions on level `hi` as that
+/// level's `record_forward_lifted` computes them (a constant's tangent a plain
+/// zero).
+#[derive(Clone, Copy)]
+pub(super) struct L2 {
+    p: L1,
+    t: Option<L1>,
+}
+
+impl L2 {
+    /// `v` as an `L2` of levels `hi` over `lo`: a double, a real of `lo` made
+    /// of doubles, or a real of `hi` made of those.
+    fn of(v: &Value, hi: u32, lo: u32) -> Option<L2> {
+        let l1 = |v: &Value| match v {
+            Value::Real(p) => Some(L1 { p: *p, t: None }),
+            Value::Active(r) if r.tape == lo && r.node == NO_NODE => match (&r.value, &r.tangent) {
+                (Value::Real(p), Value::Real(t)) => Some(L1 { p: *p, t: Some(*t) }),
+                _ => None,
+            },
+            _ => None,
+        };
+        match v {
+            Value::Active(r) if r.tape == hi && r.node == NO_NODE => {
+                Some(L2 { p: l1(&r.value)?, t: Some(l1(&r.tangent)?) })
+            }
+            v => Some(L2 { p: l1(v)?, t: None }),
+        }
+    }
+
+    /// As a value: a real of `hi` if it has a tangent, its parts reals of `lo`
+    /// where they have one.
+    fn value(self, hi: u32, lo: u32) -> Value {
+        match self.t {
+            Some(t) => super::tape::forward_real(hi, self.p.value(Some(lo)), t.value(Some(lo))),
+            None => self.p.value(Some(lo)),
+        }
+    }
+}
+
+impl Num for L2 {
+    fn op(m: &mut Machine, f: Formula, args: &[L2]) -> Result<L2> {
+        let n = args.len();
+        if n > 2 {
+            return Err(not_scalar());
+        }
+        let (mut x, mut d, mut plain) = ([L1::int(0); 2], [L1::int(0); 2], true);
+        for (i, a) in args.iter().enumerate() {
+            x[i] = a.p;
+            if let Some(t) = a.t {
+                d[i] = t;
+                plain = false;
+            }
+        }
+        let y = L1::op(m, f, &x[..n])?;
+        if plain {
+            return Ok(L2 { p: y, t: None });
+        }
+        let dy = jvp_num::<L1>(m, f, &x[..n], &y, &d[..n])?;
+        Ok(L2 { p: y, t: Some(dy) })
+    }
+    fn int(i: i64) -> L2 {
+        L2 { p: L1::int(i), t: None }
+    }
+}
+
 /// [`record_forward_lifted`] where every number is a double, or an exact
 /// integer that meets only doubles: each operand a real of level `id` whose
 /// value and tangent are such numbers or reals of one enclosing forward level

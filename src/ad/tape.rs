@@ -862,6 +862,9 @@ pub fn record(
         if let Some(y) = native::record_forward_rev::<false>(m, id, f, args) {
             return Ok(y);
         }
+        if let Some(y) = native::record_forward_lifted2(m, id, f, args) {
+            return Ok(y);
+        }
     }
     let n = args.len();
     if n > 2 {
@@ -896,6 +899,10 @@ pub fn record(
         };
         if args.iter().any(lifted) {
             if let Some(y) = native::record_forward_lifted_enclosing(m, level, f, args) {
+                return Ok(y);
+            }
+            // (or reals of two levels enclosing it: forward mode nested four deep)
+            if let Some(y) = native::record_forward_lifted2(m, level, f, args) {
                 return Ok(y);
             }
         }

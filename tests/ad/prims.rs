@@ -347,6 +347,15 @@ fn native_rules_agree_with_the_interpreted_rules() {
              (list 3 1))
             ((derivative-R (derivative-R (derivative-F f))) 0.7) ((derivative-F (derivative-R (derivative-F f))) 0.7)
             ((derivative-R (derivative-F (derivative-F f))) 0.7)
+            ;; forward mode three and four deep (their operations on doubles
+            ;; unboxed once past the exact seeds: `native::L2`)
+            ((derivative-F (derivative-F (derivative-F f))) 0.7)
+            ((derivative-F (derivative-F (derivative-F (derivative-F f)))) 0.7)
+            ((derivative-F (derivative-F (derivative-F
+              (lambda (x) (let ((y (sin x)))
+                            (+ (* y (exp y)) (- (/ (sqrt (+ 2.0 (* y y))) (+ 1.0 y)) (atan y (cos (log (+ 2.0 y)))))))))))
+             0.7)
+            ((derivative-F (derivative-F (derivative-F g))) 5)
             ((derivative-R (derivative-R g)) 5) ((derivative-R (derivative-R (derivative-R f))) 0.7)
             (hvp-RR (lambda (l) (fold-left (lambda (a x) (+ a (/ (sin x) (- 3.0 (cos (sqrt (exp (log (* x x))))))))) 0.0 l))
                     (list 0.5 1.5) (list 1.0 -2.0))
