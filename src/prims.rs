@@ -176,6 +176,17 @@ pub const GRADIENT_F_VIA: &str = "(lambda ((cons f x)) \
                      (cons d (column y embed (+ i 1) n))))))) \
       (walk x (lambda (dy) dy)))))";
 
+/// `(%jvp-units f x)` by its definition: `(jvp f x u)` for each unit vector `u` of
+/// the list `x` (`%unit`: exact 1 at its index, exact 0 elsewhere), in order, each
+/// `jvp` the primitive (on levels where it can run there).
+pub const JVP_UNITS_VIA: &str = "(lambda ((cons f x)) \
+  (let* ((n (length x)) \
+         (unit (lambda (i) \
+                 (let loop ((k (- n 1)) (acc '())) \
+                   (if (< k 0) acc (loop (- k 1) (cons (if (= k i) 1 0) acc))))))) \
+    (map (lambda (i) (%jvp f x (unit i))) \
+         (let loop ((k (- n 1)) (acc '())) (if (< k 0) acc (loop (- k 1) (cons k acc)))))))";
+
 /// Zero derivative in both modes.
 pub const ZERO_RULES: Rule =
     Rule::Rules { jvp: "(lambda (x y dx) (zero y))", vjp: "(lambda (x y yb) (zero x))" };
@@ -257,6 +268,7 @@ impl PrimDef {
                 | "%value-and-vjp"
                 | "%jvp"
                 | "%gradient-F"
+                | "%jvp-units"
                 | "length"
                 | "list-ref"
                 | "append"
@@ -418,6 +430,9 @@ fn table() -> Vec<PrimDef> {
         p("%value-and-vjp", 3, |m, a| tape::run(m, Want::ValueAndVjp, a), Rule::Via { f: VALUE_AND_VJP_VIA }, Other),
         p("%jvp", 3, |m, a| tape::run(m, Want::Jvp, a), Rule::Via { f: JVP_VIA }, Other),
         p("%gradient-F", 2, tape::gradient_forward, Rule::Via { f: GRADIENT_F_VIA }, Other),
+        // The columns of a Jacobian by forward mode (`jacobian-F`, `hessian`): one
+        // recorded run swept forward once per real where it can (`ad::tape`).
+        p("%jvp-units", 2, tape::jvp_units, Rule::Via { f: JVP_UNITS_VIA }, Other),
         // A closure's environment as a list, and a closure of the same code over another
         // environment: gradient-F's walk of a closure in its argument (its derivatives
         // are those of its environment's reals, as gradient-R's sensitivities are).

@@ -1785,6 +1785,44 @@ pub fn gradient_forward(m: &mut Machine, args: &[Value]) -> Result<Value> {
     by_transform(m, "%gradient-F", args)
 }
 
+/// `(%jvp-units f x)` called directly (`jacobian-F`, `hessian`): `(jvp f x u)`
+/// for each unit vector `u` of the list `x`, in order (`prims::JVP_UNITS_VIA`).
+/// Where `x` is a list of at least two reals and `f` returns a real or a list
+/// of reals, from one run recorded on a tape and swept forward once per real
+/// of `x` (`gradient_by_sweeps`: the jvps' tangents, exact where theirs are);
+/// otherwise, or where the sweeps give way, by its definition, whose `jvp`s
+/// run on levels as they can.
+pub fn jvp_units(m: &mut Machine, args: &[Value]) -> Result<Value> {
+    check_function("jacobian-F", &args[0])?;
+    let (f, x) = (&args[0], super::ops::force(m, &args[1])?);
+    let n = flat_list_of_reals(&x).map_or(0, |l| list_items(l).count());
+    let key = group_key(f, Want::Jvp);
+    let taped = m.tape.stack.iter().any(|t| !t.forward);
+    if n >= 2
+        && m.tape.enabled
+        && sweeps_apply(m)
+        && !key.is_some_and(|k| m.tape.sweeps_declined(taped).contains_key(&k))
+    {
+        m.tape.primal_error = None;
+        match gradient_by_sweeps(m, f, &x, n, true)? {
+            Swept::Done(cols) => {
+                m.tape.swept += 1;
+                m.tape.runs += 1;
+                return Ok(cols.into_iter().rev().fold(Value::Nil, |acc, c| Value::cons(c, acc)));
+            }
+            Swept::Lost => {
+                if let (Some(k), Value::Closure(inst, _)) = (key, f) {
+                    m.tape.sweeps_declined(taped).insert(k, inst.group.clone());
+                }
+            }
+            Swept::Unfit => {}
+        }
+    }
+    let p = prims::lookup("%jvp-units").expect("the tape's primitives");
+    let via = fallback(m, p)?;
+    m.apply_value(via, Value::cons(f.clone(), x), None)
+}
+
 /// The gradient by forward runs, or `None` where one gives way.
 fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>> {
     if !m.tape.enabled || !shallow(x) {
@@ -1796,7 +1834,7 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
     let key = group_key(f, Want::Jvp);
     let taped = m.tape.stack.iter().any(|t| !t.forward);
     if n >= 2 && sweeps_apply(m) && !key.is_some_and(|k| m.tape.sweeps_declined(taped).contains_key(&k)) {
-        match gradient_by_sweeps(m, f, x, n)? {
+        match gradient_by_sweeps(m, f, x, n, false)? {
             Swept::Done(ds) => {
                 m.tape.swept += 1;
                 let mut k = 0;
@@ -1863,10 +1901,11 @@ pub const NO_IO: &str = "input or output while a gradient-F is recorded once for
 /// kind (`zero`, a vector, a nested level's), a sum with a constant of unknown
 /// exactness meeting an exact tangent, input or output in the run (`NO_IO`),
 /// a result that is not a real of the tape, an error.
-fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result<Swept> {
+fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize, units: bool) -> Result<Swept> {
     use native::L1;
     // (each input's tangent when it is not the one seeded: its zero, as
-    // `activate_one_hot` makes it (`zero_active`); and whether exact)
+    // `activate_one_hot` makes it (`zero_active`), or for `units` exact 0, as
+    // `%unit` makes it; and whether exact)
     let Some(reals) = reals_in_order(x) else { return Ok(Swept::Unfit) };
     let mut zeros: SmallVec<[(L1, bool); 8]> = SmallVec::with_capacity(n);
     // (the enclosing reverse level whose reals are among the inputs, if any:
@@ -1904,6 +1943,9 @@ fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result
     if duals && outer.is_some() {
         return Ok(Swept::Unfit);
     }
+    if units {
+        zeros.iter_mut().for_each(|z| *z = (L1 { p: 0.0, t: None }, true));
+    }
     let Some(id) = m.tape.push_level(false) else { return Ok(Swept::Unfit) };
     m.tape.stack.last_mut().expect("the level pushed").sweeps = true;
     let mut inputs = Inputs::new();
@@ -1925,17 +1967,88 @@ fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize) -> Result
         }
         Err(_) => None,
     };
-    let out = y.and_then(|y| match outer {
-        Some(outer) => sweep_forward_rev(m, &tape, &inputs, &reals, &y, id, outer),
-        None => sweep_forward(m, &tape, &inputs, &zeros, &y, id).or_else(|| {
-            // (a node keeping a real of an enclosing tape, as a function
-            // closing over one keeps it: swept on the innermost tape)
-            let innermost = m.tape.stack.iter().rev().find(|t| !t.forward).map(|t| t.id);
-            sweep_forward_rev(m, &tape, &inputs, &reals, &y, id, innermost.filter(|_| !duals)?)
-        }),
+    // (the result's reals: nodes of the level, or constants, whose tangent is
+    // their zero; `gradient-F`'s must be one real of the level)
+    let outs: Option<SmallVec<[Option<usize>; 4]>> = y.as_ref().and_then(|y| match (units, y) {
+        (false, y) => Some(smallvec::smallvec![Some(own_node(y, id)?)]),
+        (true, Value::Pair(_)) => {
+            flat_list_of_reals(y).map(|l| list_items(l).map(|v| own_node(v, id)).collect())
+        }
+        (true, y) => is_real(y).then(|| smallvec::smallvec![own_node(y, id)]),
+    });
+    let ts = outs.as_ref().and_then(|outs| {
+        let nodes: SmallVec<[usize; 4]> = outs.iter().flatten().copied().collect();
+        match outer {
+            Some(outer) => sweep_forward_rev(m, &tape, &inputs, &reals, &nodes, outer, units),
+            None => sweep_forward(m, &tape, &inputs, &zeros, &nodes).or_else(|| {
+                // (a node keeping a real of an enclosing tape, as a function
+                // closing over one keeps it: swept on the innermost tape)
+                let innermost = m.tape.stack.iter().rev().find(|t| !t.forward).map(|t| t.id);
+                sweep_forward_rev(m, &tape, &inputs, &reals, &nodes, innermost.filter(|_| !duals)?, units)
+            }),
+        }
     });
     m.tape.recycle(tape);
-    Ok(out.map_or(Swept::Lost, Swept::Done))
+    match (ts, outs, y) {
+        (Some(ts), _, _) if !units => Ok(Swept::Done(ts)),
+        (Some(ts), Some(outs), Some(y)) => Ok(Swept::Done(columns(m, ts, &outs, &y, n)?)),
+        _ => Ok(Swept::Lost),
+    }
+}
+
+/// [`gradient_by_sweeps`]' columns for `%jvp-units`: in each of `n`
+/// directions, the tangent of the result `y` (a real's, or the list of its
+/// reals'), from the tangents `ts` of its reals that are nodes (`outs`,
+/// direction by direction), a constant's its zero, as `tangent_of` gives the
+/// runs'.
+#[inline(never)]
+fn columns(
+    m: &mut Machine,
+    ts: Vec<Value>,
+    outs: &[Option<usize>],
+    y: &Value,
+    n: usize,
+) -> Result<Vec<Value>> {
+    let mut cols = Vec::with_capacity(n);
+    let mut ts = ts.into_iter();
+    let items: SmallVec<[&Value; 8]> =
+        if is_real(y) { smallvec::smallvec![y] } else { list_items(y).collect() };
+    for _ in 0..n {
+        let mut col = ListBuilder::new();
+        for (v, node) in items.iter().zip(outs) {
+            col.push(match node {
+                Some(_) => ts.next().expect("a tangent per node"),
+                None => zero_active(m, v)?,
+            });
+        }
+        let col = col.finish(Value::Nil);
+        cols.push(match col {
+            Value::Pair(p) if is_real(y) => p.car.clone(),
+            col => col,
+        });
+    }
+    Ok(cols)
+}
+
+/// The node of level `id` that real `y` is.
+fn own_node(y: &Value, id: u32) -> Option<usize> {
+    match y {
+        Value::TapeReal(t, node, _) if *t as u32 == id => Some(*node as usize),
+        Value::Active(r) if r.tape == id => Some(r.node as usize),
+        _ => None,
+    }
+}
+
+/// The elements of proper list `l`.
+fn list_items(l: &Value) -> impl Iterator<Item = &Value> {
+    let mut at = l;
+    std::iter::from_fn(move || match at {
+        Value::Pair(p) => {
+            at = &p.cdr;
+            Some(&p.car)
+        }
+        _ => None,
+    })
 }
 
 /// [`sweep_forward`] where inputs are reals of the enclosing reverse level
@@ -1953,21 +2066,16 @@ fn sweep_forward_rev(
     tape: &Tape,
     inputs: &[u32],
     reals: &[&Value],
-    y: &Value,
-    id: u32,
+    outs: &[usize],
     outer: u32,
+    units: bool,
 ) -> Option<Vec<Value>> {
-    let out_node = match y {
-        Value::TapeReal(t, node, _) if *t as u32 == id => *node,
-        Value::Active(r) if r.tape == id => r.node,
-        _ => return None,
-    } as usize;
     if inputs.len() != reals.len() || tape.lift != NONE {
         return None;
     }
     let k = reverse_level(m, outer)?;
     let mark = level_len(m, k);
-    let out = rev_sweeps(m, tape, inputs, reals, out_node, (outer, k as u32));
+    let out = rev_sweeps(m, tape, inputs, reals, outs, (outer, k as u32), units);
     if out.is_none() {
         truncate_level(m, k, mark);
     }
@@ -1975,18 +2083,24 @@ fn sweep_forward_rev(
 }
 
 /// [`sweep_forward_rev`]'s sweeps, on the reverse level `level` (its id and
-/// index among the running levels).
+/// index among the running levels): the tangents of nodes `outs`, direction
+/// by direction (for `units`, each other input's tangent exact 0).
 fn rev_sweeps(
     m: &mut Machine,
     tape: &Tape,
     inputs: &[u32],
     reals: &[&Value],
-    out_node: usize,
+    outs: &[usize],
     level: (u32, u32),
+    units: bool,
 ) -> Option<Vec<Value>> {
     use native::Rv;
     let mut zeros: SmallVec<[Rv; 8]> = SmallVec::with_capacity(reals.len());
     for v in reals {
+        if units {
+            zeros.push(Rv::plain(0.0, true));
+            continue;
+        }
         let z = zero_active(m, v).ok()?;
         zeros.push(Rv::of(m, &z, level)?);
     }
@@ -2033,31 +2147,26 @@ fn rev_sweeps(
             }
             tan[i] = Rv::jvp(m, f, &vals[..n], vals[2], &d[..n]).ok()?;
         }
-        out.push(tan[out_node].value(level.0));
+        out.extend(outs.iter().map(|&o| tan[o].value(level.0)));
     }
     Some(out)
 }
 
-/// The sweeps of [`gradient_by_sweeps`] over `tape` (level `id`) whose inputs
-/// are `inputs`, result `y`: one tangent of `y` per input. On plain doubles
+/// The sweeps of [`gradient_by_sweeps`] over `tape` whose inputs are
+/// `inputs`: the tangents of nodes `outs`, direction by direction. On plain doubles
 /// where no enclosing forward level is in play (no node keeps a dual, no
 /// input's zero is one): `L1`s whose tangents are all `None` compute as
 /// `f64`s do, operation for operation (`L1::arith2`, `L1::op`), so the same
 /// bits with less to test.
+#[inline(never)]
 fn sweep_forward(
     m: &mut Machine,
     tape: &Tape,
     inputs: &[u32],
     zeros: &[(native::L1, bool)],
-    y: &Value,
-    id: u32,
+    outs: &[usize],
 ) -> Option<Vec<Value>> {
     use native::L1;
-    let out_node = match y {
-        Value::TapeReal(t, node, _) if *t as u32 == id => *node,
-        Value::Active(r) if r.tape == id => r.node,
-        _ => return None,
-    } as usize;
     if inputs.len() != zeros.len() {
         return None;
     }
@@ -2066,24 +2175,23 @@ fn sweep_forward(
         |p: f64| (p.fract() == 0.0 && p.abs() <= EXACT_AS_DOUBLE as f64).then(|| Value::Int(p as i64));
     if tape.lift == NONE && zeros.iter().all(|(z, _)| z.t.is_none()) {
         let zeros: SmallVec<[(f64, bool); 8]> = zeros.iter().map(|&(z, e)| (z.p, e)).collect();
-        let ts = sweep_forward_on::<f64>(m, tape, inputs, &zeros, out_node, 0.0, 1.0, |p, t| {
+        let ts = sweep_forward_on::<f64>(m, tape, inputs, &zeros, outs, 0.0, 1.0, |p, t| {
             t.is_none().then_some(p)
         })?;
         return ts.into_iter().map(|(t, e)| if e { exact(t) } else { Some(Value::Real(t)) }).collect();
     }
     let lift = (tape.lift != NONE).then_some(tape.lift);
     let none = L1 { p: 0.0, t: None };
-    let ts =
-        sweep_forward_on::<L1>(m, tape, inputs, zeros, out_node, none, L1 { p: 1.0, t: None }, |p, t| {
-            Some(L1 { p, t })
-        })?;
+    let ts = sweep_forward_on::<L1>(m, tape, inputs, zeros, outs, none, L1 { p: 1.0, t: None }, |p, t| {
+        Some(L1 { p, t })
+    })?;
     ts.into_iter().map(|(t, e)| if e { exact(t.p) } else { Some(t.value(lift)) }).collect()
 }
 
 /// [`sweep_forward`]'s sweeps on numbers `N` (`kept_value` makes one of a
 /// node's kept double and, where the node keeps a dual, its tangent's double;
-/// `None` gives the sweeps up): the result's tangent in each input's
-/// direction and whether it is exact.
+/// `None` gives the sweeps up): the tangents of nodes `outs` in each input's
+/// direction (direction by direction) and whether each is exact.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn sweep_forward_on<N: native::Num + Copy>(
@@ -2091,7 +2199,7 @@ fn sweep_forward_on<N: native::Num + Copy>(
     tape: &Tape,
     inputs: &[u32],
     zeros: &[(N, bool)],
-    out_node: usize,
+    outs: &[usize],
     none: N,
     one: N,
     kept_value: impl Fn(f64, Option<f64>) -> Option<N>,
@@ -2150,7 +2258,7 @@ fn sweep_forward_on<N: native::Num + Copy>(
             let dy = native::jvp_num::<N>(m, f, &vals[..n], &vals[2], &d[..n]).ok()?;
             tan[i] = (dy, exact_out);
         }
-        out.push(tan[out_node]);
+        out.extend(outs.iter().map(|&o| tan[o]));
     }
     Some(out)
 }

@@ -1292,6 +1292,18 @@ fn gradient_f_under_a_forward_level_by_one_recorded_run() {
         let (_, s) = outcome(src, true);
         assert!(s.m.tape.swept > 0, "{src}: {got}");
     }
+    // a Hessian by jacobian-F of gradient-F: jacobian-F records one run of
+    // the gradient, whose own sweeps compute on that run's tape (one swept
+    // gradient), making a `zero` node there for each input's zero, which
+    // forward sweeps do not take: jacobian-F then takes its columns by runs,
+    // and their gradients are left to runs (their duals' tangents, the exact
+    // basis, are exact: kept boxed)
+    let src =
+        "((jacobian-F (gradient-F (lambda (l) (- (+ (car l) 5) (* (cadr l) (car l)))))) (list 2.0 3.0))";
+    let (got, _, declined) = alike(src);
+    assert_eq!(got, "((0.0 -1.0) (-1.0 0.0))", "{src}");
+    let (_, s) = outcome(src, true);
+    assert!(declined == 0 && s.m.tape.swept == 1, "{src}: swept {}, gave way {declined}", s.m.tape.swept);
     // left to the runs, the same way as the transform: output in the
     // function (written once a run), a result that is not the tape's, a
     // product with a dual whose tangent is exact (kept boxed), the duals of
@@ -1299,9 +1311,6 @@ fn gradient_f_under_a_forward_level_by_one_recorded_run() {
     let fff = format!("((derivative-F (lambda (u) ((derivative-F (lambda (w) (car ((gradient-F {pf}) (list u 2.0))))) 0.5))) 1.0)");
     let runs = [
         fff.as_str(),
-        // (a Hessian: `jacobian-F`'s tangents, the exact basis, make duals
-        // with exact tangents)
-        "((jacobian-F (gradient-F (lambda (l) (- (+ (car l) 5) (cadr l))))) (list 2.0 3.0))",
         "((derivative-F (lambda (w) (car ((gradient-F (lambda (v) (* w (car v)))) (list 1.0 2.0))))) 0.5)",
         "((derivative-F (lambda (w) (car ((gradient-F (lambda (v) (write (* w (car v))))) (list 1.0 2.0))))) 0.5)",
         "((derivative-F (lambda (w) (car ((gradient-F (lambda (v) w)) (list 1.0 2.0))))) 0.5)",
@@ -1384,6 +1393,53 @@ fn gradient_f_under_a_tape_by_one_recorded_run() {
     assert_eq!(got, "2.0\n1.0\n1.5", "{src}");
     let (_, s) = outcome(src, true);
     assert_eq!(s.m.tape.swept, 3, "{src}");
+}
+
+/// `jacobian-F` and `hessian` take their columns (each a `jvp` along a unit
+/// vector, exact 1 and 0) from one recorded run swept forward once per real
+/// of the argument: the runs' columns (a metered session takes them by runs),
+/// exact where theirs are, as the transform's; outputs that are constants get
+/// their zeros. Under an enclosing tape whose reals the argument holds, swept
+/// on that tape.
+#[test]
+fn jacobians_and_hessians_by_one_recorded_run() {
+    let rosen = "(lambda (l) (let loop ((l l) (acc 0.0)) (if (null? (cdr l)) acc \
+        (loop (cdr l) (+ acc (+ (* 100. (let ((d (- (cadr l) (* (car l) (car l))))) (* d d))) (let ((e (- 1. (car l)))) (* e e))))))))";
+    let cases = [
+        // d2/dx2 of Rosenbrock's function in 4 and 3 variables, at doubles and
+        // exact integers
+        (format!("((hessian {rosen}) '(0.5 1.5 -0.3 2.0))"), Some("((-298.0 -200.0 0.0 0.0) (-200.0 3022.0 -600.0 0.0) (0.0 -600.0 -490.0 120.0) (0.0 0.0 120.0 200.0))")),
+        (format!("((hessian {rosen}) '(1 2 3))"), Some("((402.0 -400.0 0.0) (-400.0 3802.0 -800.0) (0.0 -800.0 200.0))")),
+        // xy: exact where the argument is
+        ("((hessian (lambda (l) (* (car l) (cadr l)))) '(1 2))".into(), Some("((0 1) (1 0))")),
+        ("((hessian (lambda (l) (* (car l) (cadr l)))) '(1.5 2.5))".into(), Some("((0.0 1.0) (1.0 0.0))")),
+        // (x, 3, xy, 2.5): constant rows are the constants' zeros
+        ("((jacobian-F (lambda (l) (list (car l) 3 (* (car l) (cadr l)) 2.5))) '(1 2))".into(), Some("((1 0) (0 0) (2 1) (0.0 0.0))")),
+        ("((jacobian-F (lambda (l) (map (lambda (x) (* x x)) l))) '(1.0 -0.0 3.0))".into(), Some("((2.0 0.0 0.0) (-0.0 -0.0 -0.0) (0.0 0.0 6.0))")),
+        ("((jacobian-F (lambda (l) (list (sin (* (car l) (cadr l))) (/ (car l) (cadr l))))) '(0.5 2.0))".into(), None),
+    ];
+    for (src, want) in &cases {
+        let (got, _, declined) = alike(src);
+        if let Some(w) = want {
+            assert_eq!(got, *w, "{src}");
+        }
+        let (_, s) = outcome(src, true);
+        // (exact integer arguments: the recorded run keeps exact values
+        // boxed, which the sweeps do not take; the runs)
+        let swept = !src.ends_with("'(1 2 3))") && !src.ends_with("'(1 2))");
+        assert!(declined == 0 && (s.m.tape.swept > 0) == swept, "{src}: swept {}", s.m.tape.swept);
+        let (mut runs, _) = session_with(true);
+        runs.m.meter = Some(vec![0; vlad::prims::prims().len()].into());
+        let by_runs = run_in(&mut runs, "t", src).iter().map(vlad::print::to_string).collect::<Vec<_>>();
+        assert_eq!(by_runs, std::slice::from_ref(&got), "the runs, for {src}");
+        assert_eq!(runs.m.tape.swept, 0);
+    }
+    // under derivative-R, the argument holding w: d/dw of H11 of w x1^2 x2 at
+    // (w, 2), 2 w x2 = 4w, is 4
+    let src = "((derivative-R (lambda (w) (car (car ((hessian (lambda (l) (* w (* (car l) (* (car l) (cadr l)))))) (list w 2.0)))))) 0.5)";
+    let (got, s) = outcome(src, true);
+    assert_eq!(got, "4.0", "{src}");
+    assert!(s.m.tape.swept > 0 && s.m.tape.declined_runs == 0, "{src}");
 }
 
 /// A gradient taken through an optimiser's steps (reverse over `gradient-F`):

@@ -9,6 +9,8 @@
 #   tools/fuzz/run.sh A A N "" --no-tape    one binary: the tape against the transforms
 #   GEN=gen_sweeps.py tools/fuzz/run.sh ...   programs aimed at gradient-F's forward
 #                                             sweeps (gen_sweeps.py) instead of gen.py's
+#   GEN=gen_jac.py tools/fuzz/run.sh ...      programs aimed at jacobian-F and hessian
+#                                             (gen_jac.py: their sweeps)
 #   GEN=gen_loops.py tools/fuzz/run.sh ...    programs aimed at the slots of loops
 #                                             (gen_loops.py)
 #   GEN=gen_listref.py tools/fuzz/run.sh ...  gen.py's programs with list-ref for
