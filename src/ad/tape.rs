@@ -1979,12 +1979,14 @@ fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize, units: bo
     let ts = outs.as_ref().and_then(|outs| {
         let nodes: SmallVec<[usize; 4]> = outs.iter().flatten().copied().collect();
         match outer {
-            Some(outer) => sweep_forward_rev(m, &tape, &inputs, &reals, &nodes, outer, units),
+            Some(outer) => sweep_forward_rev(m, &tape, &inputs, &reals, &nodes, Some(outer), units),
+            None if duals => sweep_forward(m, &tape, &inputs, &zeros, &nodes),
             None => sweep_forward(m, &tape, &inputs, &zeros, &nodes).or_else(|| {
                 // (a node keeping a real of an enclosing tape, as a function
-                // closing over one keeps it: swept on the innermost tape)
+                // closing over one keeps it: swept on the innermost tape; or
+                // keeping an exact integer: as numbers)
                 let innermost = m.tape.stack.iter().rev().find(|t| !t.forward).map(|t| t.id);
-                sweep_forward_rev(m, &tape, &inputs, &reals, &nodes, innermost.filter(|_| !duals)?, units)
+                sweep_forward_rev(m, &tape, &inputs, &reals, &nodes, innermost, units)
             }),
         }
     });
@@ -2067,12 +2069,15 @@ fn sweep_forward_rev(
     inputs: &[u32],
     reals: &[&Value],
     outs: &[usize],
-    outer: u32,
+    outer: Option<u32>,
     units: bool,
 ) -> Option<Vec<Value>> {
     if inputs.len() != reals.len() || tape.lift != NONE {
         return None;
     }
+    // (no enclosing tape: plain numbers, exact integers among them, which
+    // `sweep_forward` does not take where a node keeps them)
+    let Some(outer) = outer else { return rev_sweeps(m, tape, inputs, reals, outs, (NONE, 0), units) };
     let k = reverse_level(m, outer)?;
     let mark = level_len(m, k);
     let out = rev_sweeps(m, tape, inputs, reals, outs, (outer, k as u32), units);
