@@ -1781,13 +1781,20 @@ impl Rv {
     /// the running levels): an exact integer or double, or a real of that
     /// level whose value is one; `None` otherwise.
     pub(super) fn of(m: &Machine, v: &Value, level: (u32, u32)) -> Option<Rv> {
-        let mut at = Some(level);
+        Rv::of_level(m, v, &mut Some(level))
+    }
+
+    /// `v` as a number of the reverse level `level`, or, where that is none
+    /// yet and `v` is a real of a running reverse level, of that one (set as
+    /// `level`: [`one_reverse_level`]).
+    #[inline(always)]
+    fn of_level(m: &Machine, v: &Value, level: &mut Option<(u32, u32)>) -> Option<Rv> {
         Some(match v {
             Value::Active(a) => {
-                Rv { v: X64::of(&a.value)?, node: a.node, k: one_reverse_level(m, &mut at, a.tape)? }
+                Rv { v: X64::of(&a.value)?, node: a.node, k: one_reverse_level(m, level, a.tape)? }
             }
             Value::TapeReal(t, node, p) => {
-                Rv { v: X64::R(*p), node: *node, k: one_reverse_level(m, &mut at, *t as u32)? }
+                Rv { v: X64::R(*p), node: *node, k: one_reverse_level(m, level, *t as u32)? }
             }
             _ => Rv { v: X64::of(v)?, node: NO_NODE, k: 0 },
         })
@@ -1876,15 +1883,7 @@ fn rev_all(m: &Machine, vs: &[&Value], out: &mut [Rv]) -> Option<Option<u32>> {
     }
     let mut level: Option<(u32, u32)> = None;
     for (o, v) in out.iter_mut().zip(vs) {
-        *o = match v {
-            Value::Active(a) => {
-                Rv { v: X64::of(&a.value)?, node: a.node, k: one_reverse_level(m, &mut level, a.tape)? }
-            }
-            Value::TapeReal(t, node, p) => {
-                Rv { v: X64::R(*p), node: *node, k: one_reverse_level(m, &mut level, *t as u32)? }
-            }
-            _ => Rv { v: X64::of(v)?, node: NO_NODE, k: 0 },
-        };
+        *o = Rv::of_level(m, v, &mut level)?;
     }
     Some(level.map(|(id, _)| id))
 }

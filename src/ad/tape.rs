@@ -1796,26 +1796,11 @@ pub fn jvp_units(m: &mut Machine, args: &[Value]) -> Result<Value> {
     check_function("jacobian-F", &args[0])?;
     let (f, x) = (&args[0], super::ops::force(m, &args[1])?);
     let n = flat_list_of_reals(&x).map_or(0, |l| list_items(l).count());
-    let key = group_key(f, Want::Jvp);
-    let taped = m.tape.stack.iter().any(|t| !t.forward);
-    if n >= 2
-        && m.tape.enabled
-        && sweeps_apply(m)
-        && !key.is_some_and(|k| m.tape.sweeps_declined(taped).contains_key(&k))
-    {
+    if m.tape.enabled {
         m.tape.primal_error = None;
-        match gradient_by_sweeps(m, f, &x, n, true)? {
-            Swept::Done(cols) => {
-                m.tape.swept += 1;
-                m.tape.runs += 1;
-                return Ok(cols.into_iter().rev().fold(Value::Nil, |acc, c| Value::cons(c, acc)));
-            }
-            Swept::Lost => {
-                if let (Some(k), Value::Closure(inst, _)) = (key, f) {
-                    m.tape.sweeps_declined(taped).insert(k, inst.group.clone());
-                }
-            }
-            Swept::Unfit => {}
+        if let Some(cols) = swept(m, f, &x, n, true)? {
+            m.tape.runs += 1;
+            return Ok(Value::list(cols));
         }
     }
     let p = prims::lookup("%jvp-units").expect("the tape's primitives");
@@ -1829,25 +1814,9 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
         return Ok(None);
     }
     let Some(n) = real_count(x) else { return Ok(None) };
-    // (a function whose gradient the sweeps left to the runs is not
-    // recorded for them again: the run would be lost again, most likely)
-    let key = group_key(f, Want::Jvp);
-    let taped = m.tape.stack.iter().any(|t| !t.forward);
-    if n >= 2 && sweeps_apply(m) && !key.is_some_and(|k| m.tape.sweeps_declined(taped).contains_key(&k)) {
-        match gradient_by_sweeps(m, f, x, n, false)? {
-            Swept::Done(ds) => {
-                m.tape.swept += 1;
-                let mut k = 0;
-                return Ok(Some(fill(x, &mut ds.into_iter(), &mut k)));
-            }
-            Swept::Lost => {
-                if let (Some(k), Value::Closure(inst, _)) = (key, f) {
-                    m.tape.sweeps_declined(taped).insert(k, inst.group.clone());
-                }
-            }
-            // (nothing run: the next call, on other inputs, may suit)
-            Swept::Unfit => {}
-        }
+    if let Some(ds) = swept(m, f, x, n, false)? {
+        let mut k = 0;
+        return Ok(Some(fill(x, &mut ds.into_iter(), &mut k)));
     }
     let mut ds = Vec::with_capacity(n);
     for i in 0..n {
@@ -1860,6 +1829,33 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
     }
     let mut k = 0;
     Ok(Some(fill(x, &mut ds.into_iter(), &mut k)))
+}
+
+/// [`gradient_by_sweeps`] of `f` at `x` (`n` reals), where the sweeps are
+/// tried: `n` at least 2, [`sweeps_apply`], and `f` not one whose sweeps gave
+/// way before (a function whose sweeps were lost is not recorded for them
+/// again: the run would be lost again, most likely). `None` where the runs
+/// take it.
+fn swept(m: &mut Machine, f: &Value, x: &Value, n: usize, units: bool) -> Result<Option<Vec<Value>>> {
+    let key = group_key(f, Want::Jvp);
+    let taped = m.tape.stack.iter().any(|t| !t.forward);
+    if n < 2 || !sweeps_apply(m) || key.is_some_and(|k| m.tape.sweeps_declined(taped).contains_key(&k)) {
+        return Ok(None);
+    }
+    match gradient_by_sweeps(m, f, x, n, units)? {
+        Swept::Done(ds) => {
+            m.tape.swept += 1;
+            return Ok(Some(ds));
+        }
+        Swept::Lost => {
+            if let (Some(k), Value::Closure(inst, _)) = (key, f) {
+                m.tape.sweeps_declined(taped).insert(k, inst.group.clone());
+            }
+        }
+        // (nothing run: the next call, on other inputs, may suit)
+        Swept::Unfit => {}
+    }
+    Ok(None)
 }
 
 /// Whether `gradient_by_sweeps` is tried: with nothing metered (the runs'
@@ -1969,12 +1965,11 @@ fn gradient_by_sweeps(m: &mut Machine, f: &Value, x: &Value, n: usize, units: bo
     };
     // (the result's reals: nodes of the level, or constants, whose tangent is
     // their zero; `gradient-F`'s must be one real of the level)
+    let own = |v: &Value| own_node(v, id).map(|n| n as usize);
     let outs: Option<SmallVec<[Option<usize>; 4]>> = y.as_ref().and_then(|y| match (units, y) {
-        (false, y) => Some(smallvec::smallvec![Some(own_node(y, id)?)]),
-        (true, Value::Pair(_)) => {
-            flat_list_of_reals(y).map(|l| list_items(l).map(|v| own_node(v, id)).collect())
-        }
-        (true, y) => is_real(y).then(|| smallvec::smallvec![own_node(y, id)]),
+        (false, y) => Some(smallvec::smallvec![Some(own(y)?)]),
+        (true, Value::Pair(_)) => flat_list_of_reals(y).map(|l| list_items(l).map(own).collect()),
+        (true, y) => is_real(y).then(|| smallvec::smallvec![own(y)]),
     });
     let ts = outs.as_ref().and_then(|outs| {
         let nodes: SmallVec<[usize; 4]> = outs.iter().flatten().copied().collect();
@@ -2033,10 +2028,11 @@ fn columns(
 }
 
 /// The node of level `id` that real `y` is.
-fn own_node(y: &Value, id: u32) -> Option<usize> {
+#[inline(always)]
+fn own_node(y: &Value, id: u32) -> Option<u32> {
     match y {
-        Value::TapeReal(t, node, _) if *t as u32 == id => Some(*node as usize),
-        Value::Active(r) if r.tape == id => Some(r.node as usize),
+        Value::TapeReal(t, node, _) if *t as u32 == id => Some(*node),
+        Value::Active(r) if r.tape == id => Some(r.node),
         _ => None,
     }
 }
@@ -2809,11 +2805,7 @@ fn input(t: &mut Tape, id: u32, inputs: &mut Inputs, x: &Value) -> Value {
 fn seed(y: &Value, s: &Value, id: u32, adj: &mut [Option<Sens>], real: bool, bools: bool) -> bool {
     let mut work: SmallVec<[(&Value, &Value); 16]> = smallvec::smallvec![(y, s)];
     while let Some((y, s)) = work.pop() {
-        let own = match y {
-            Value::Active(a) if a.tape == id => Some(a.node),
-            Value::TapeReal(t, node, _) if *t as u32 == id => Some(*node),
-            _ => None,
-        };
+        let own = own_node(y, id);
         match (y, s) {
             (_, _) if let Some(i) = own => {
                 if !strip(s).is_number() {
