@@ -4,34 +4,13 @@
 # Hessians and forward Jacobians of random functions of 2-4 reals (lists of
 # results with constants among them), at the top level, inside derivative-F/-R
 # over an outer variable the argument or the function holds, and of inner
-# gradients; exact and double arguments.
+# gradients; exact and double arguments (expressions as gen_sweeps.py makes them).
 #
 #   python3 tools/fuzz/gen_jac.py SEED
-import random, sys
-
-
-# (CONSTS and expr as in gen_sweeps.py)
-CONSTS = ['2', '3', '-1', '0', '1', '0.5', '2.0', '-0.0', '0.0', '1e300', '100000000000000000000', '(/ 1 3)']
-
-
-def expr(R, d, leaf):
-    """A random scalar expression of depth at most d over leaf() (a variable or constant)."""
-    if d <= 0 or R.random() < 0.2: return leaf()
-    k = R.random()
-    if k < 0.55:
-        op = R.choice(['+', '-', '*', '*', '+', '/'])
-        return f"({op} {expr(R, d-1, leaf)} {expr(R, d-1, leaf)})"
-    if k < 0.8:
-        op = R.choice(['sqrt', 'exp', 'sin', 'cos', 'log'])
-        a = expr(R, d-1, leaf)
-        if op in ('sqrt', 'log'): a = f"(+ 2.5 (* {a} {a}))"
-        if op == 'exp': a = f"(sin {a})"
-        return f"({op} {a})"
-    if k < 0.9:
-        return f"(atan {expr(R, d-1, leaf)} (+ 1.5 (* {expr(R, d-1, leaf)} {expr(R, d-1, leaf)})))"
-    return f"(if (< {expr(R, 1, leaf)} {expr(R, 1, leaf)}) {expr(R, d-1, leaf)} {expr(R, d-1, leaf)})"
-
-
+import os, random, sys
+sys.dont_write_bytecode = True  # (no __pycache__ left in tools/fuzz)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_sweeps import CONSTS, expr
 
 
 def program(R):

@@ -77,6 +77,7 @@ def nested(R):
     return out
 
 
-seed = int(sys.argv[1])
-R = random.Random(seed)
-print('\n'.join(ff(R) if seed % 2 else nested(R)))
+if __name__ == '__main__':
+    seed = int(sys.argv[1])
+    R = random.Random(seed)
+    print('\n'.join(ff(R) if seed % 2 else nested(R)))
