@@ -201,62 +201,72 @@ pub fn misspelt_command(args: &[std::ffi::OsString]) -> Option<String> {
 /// less (`stack::memory_room`; at least 256 MiB): its pages become memory as a
 /// deep recursion touches them, unchecked, while the segments a recursion takes
 /// past it are each checked for room (a control group's memory limit would
-/// otherwise end the process without a message).
+/// otherwise end the process without a message). Under an address-space limit
+/// (`ulimit -v`) the stack is at most half the address space left, and smaller
+/// sizes are tried where a thread cannot be had; where none can, `f` runs on
+/// the calling thread (every pass over a program, and evaluation, grow their
+/// stacks by segments: see `stack`).
+/// Below this much address space left (`ulimit -v`), `run_on_big_stack` runs
+/// on the calling thread: a thread would take its stack and a segment of the
+/// allocator's of its own from it.
+const TIGHT_ADDRESS_SPACE: usize = 256 << 20;
+
 pub fn run_on_big_stack<F: FnOnce() -> i32 + Send + 'static>(f: F) -> i32 {
-    let first = crate::stack::memory_room().map_or(1 << 30, |r| (r / 2).clamp(256 << 20, 1 << 30));
-    let sizes = [first, 256 << 20, 64 << 20];
-    let mut f = Some(f);
-    for size in sizes {
-        let g = f.take().unwrap();
+    let mut first = crate::stack::memory_room().map_or(1 << 30, |r| (r / 2).clamp(256 << 20, 1 << 30));
+    if let Some(room) = crate::stack::address_room() {
+        // (each thread's allocations come from segments of their own, of
+        // 32 MiB: under a tight limit, no second thread)
+        first = if room < TIGHT_ADDRESS_SPACE { 0 } else { first.min(room / 2) };
+    }
+    let sizes = [first, 256 << 20, 64 << 20, 16 << 20, 4 << 20];
+    let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(f)));
+    for size in sizes.into_iter().filter(|&s| s <= first && s >= 1 << 20) {
         let (tx, rx) = std::sync::mpsc::channel();
-        let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(g)));
         let s2 = slot.clone();
-        match std::thread::Builder::new().name("vlad".into()).stack_size(size).spawn(move || {
+        let spawned = std::thread::Builder::new().name("vlad".into()).stack_size(size).spawn(move || {
             crate::stack::prefer_huge_pages();
-            let g = s2.lock().unwrap().take().unwrap();
-            // A panic is a bug in vlad, never the user's fault: report it plainly.
-            let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(g)) {
-                Ok(c) => c,
-                Err(p) if p.is::<crate::stack::Exhausted>() => {
-                    // (a pass over a program or a value found no stack left:
-                    // see `stack::grow`)
-                    let _ = writeln!(std::io::stderr(), "error: {}", crate::stack::EXHAUSTED);
-                    1
-                }
-                Err(p) => {
-                    let msg = p
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_default();
-                    if msg.starts_with("failed printing to std") {
-                        // (standard error could not be written, `eprintln!`: not a
-                        // bug, and nothing more can be said there)
-                        1
-                    } else {
-                        let _ = writeln!(
-                            std::io::stderr(),
-                            "internal error (a bug in vlad, please report it): {msg}"
-                        );
-                        70
-                    }
-                }
-            };
-            let _ = tx.send(code);
-        }) {
-            Ok(h) => {
-                let _ = h.join();
-                return rx.recv().unwrap_or(70);
-            }
-            Err(_) => {
-                f = slot.lock().unwrap().take();
-                if f.is_none() {
-                    return 70;
-                }
+            let g = s2.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let _ = tx.send(g.map_or(70, run_guarded));
+        });
+        if let Ok(h) = spawned {
+            let _ = h.join();
+            return rx.recv().unwrap_or(70);
+        }
+    }
+    // (no thread could be started: the address space is nearly used up)
+    let f = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    f.map_or(70, run_guarded)
+}
+
+/// Runs `f`, reporting a panic (a bug in vlad, never the user's fault) plainly:
+/// its exit status, or 70 after a panic (1 where the stack ran out, or
+/// standard error could not be written).
+fn run_guarded(f: impl FnOnce() -> i32) -> i32 {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(c) => c,
+        Err(p) if p.is::<crate::stack::Exhausted>() => {
+            // (a pass over a program or a value found no stack left:
+            // see `stack::grow`)
+            let _ = writeln!(std::io::stderr(), "error: {}", crate::stack::EXHAUSTED);
+            1
+        }
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            if msg.starts_with("failed printing to std") {
+                // (standard error could not be written, `eprintln!`: not a
+                // bug, and nothing more can be said there)
+                1
+            } else {
+                let _ =
+                    writeln!(std::io::stderr(), "internal error (a bug in vlad, please report it): {msg}");
+                70
             }
         }
     }
-    70
 }
 
 /// A program file's items, or `None` with the error reported.

@@ -179,6 +179,30 @@ pub fn memory_room() -> Option<usize> {
     None
 }
 
+/// The bytes of address space this process can still map under its
+/// address-space limit (`ulimit -v`, `RLIMIT_AS`): the limit less the size of
+/// its mappings (`/proc/self/statm`). `None` where there is no such limit
+/// (or it cannot be read).
+#[cfg(target_os = "linux")]
+pub fn address_room() -> Option<usize> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `getrlimit` writes the limit into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
+        return None;
+    }
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: usize = statm.split_whitespace().next()?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok().filter(|&p| p > 0)?;
+    let limit = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
+    Some(limit.saturating_sub(pages.saturating_mul(page)))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn address_room() -> Option<usize> {
+    None
+}
+
 /// The process's resident memory in bytes (Linux: `/proc/self/statm`).
 #[cfg(target_os = "linux")]
 pub fn resident_bytes() -> Option<usize> {

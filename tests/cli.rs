@@ -2248,6 +2248,36 @@ fn recursion_that_runs_out_of_memory_is_an_error() {
     );
 }
 
+/// Under an address-space limit a little above the binary's size (`ulimit -v`,
+/// 70 MB more), every program exited with status 70 and no message: the
+/// thread it runs on could have no stack of 64 MiB or more, and none smaller
+/// was tried. It runs now (on the calling thread, where a second one would not
+/// fit), and a recursion too deep for the memory left is the usual error.
+#[test]
+fn a_tight_address_space_limit_still_runs_programs() {
+    let d = Dir::new();
+    d.file(
+        "p.vlad",
+        "(define (count n) (if (= n 0) 0 (+ 1 (count (- n 1)))))\n(count 100)\n(count 100000)\n",
+    );
+    let kib = std::fs::metadata(env!("CARGO_BIN_EXE_vlad")).unwrap().len() / 1024 + 70_000;
+    let o = vlad_limited(&d, kib, &["p.vlad"]);
+    match o.code {
+        0 => assert_eq!(o.stdout, "100\n100000\n", "{}", o.stderr),
+        // (the debug build's frames are larger)
+        1 => {
+            assert_eq!(o.stdout, "100\n", "{}", o.stderr);
+            assert!(
+                o.stderr
+                    .starts_with("p.vlad:1:38: error: recursion too deep (out of memory for the stack at "),
+                "{}",
+                o.stderr
+            );
+        }
+        c => panic!("exit status {c}\nstdout: {}\nstderr: {}", o.stdout, o.stderr),
+    }
+}
+
 /// A control group of its own under the one this test runs in, whose memory
 /// is limited to `bytes` (cgroup v1's memory controller, or v2's), removed
 /// when dropped; `None` where one cannot be made (not root, no writable
