@@ -29,12 +29,14 @@ pub struct Cli {
 pub enum Cmd {
     /// Run a program, printing the value of each top-level expression
     Run {
+        /// Program file (`.vlad`)
         file: PathBuf,
         #[command(flatten)]
         opts: Opts,
     },
     /// Check the `EXPR ===> EXPECTED` annotations of files (directories: every .vlad in them)
     Test {
+        /// Files to check, or directories (every `.vlad` file in them)
         #[arg(required = true)]
         files: Vec<PathBuf>,
         #[command(flatten)]
@@ -42,6 +44,7 @@ pub enum Cmd {
     },
     /// Print the expanded, alpha-renamed A-normal form of a program
     Anf {
+        /// Program file (`.vlad`)
         file: PathBuf,
         /// Also print the reverse (`*j`) transform of each top-level procedure
         #[arg(long)]
