@@ -19,7 +19,7 @@ top-level expression; with no file (or `vlad repl`) it starts an interactive ses
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Option<Cmd>,
-    /// Program to run (same as `vlad run FILE`); omit for the REPL
+    /// Program to run (same as `vlad run FILE`; `-`: standard input); omit for the REPL
     pub file: Option<PathBuf>,
     #[command(flatten)]
     pub opts: Opts,
@@ -29,14 +29,14 @@ pub struct Cli {
 pub enum Cmd {
     /// Run a program, printing the value of each top-level expression
     Run {
-        /// Program file (`.vlad`)
+        /// Program file (`.vlad`; `-`: standard input)
         file: PathBuf,
         #[command(flatten)]
         opts: Opts,
     },
     /// Check the `EXPR ===> EXPECTED` annotations of files (directories: every .vlad in them)
     Test {
-        /// Files to check, or directories (every `.vlad` file in them)
+        /// Files to check, or directories (every `.vlad` file in them); `-`: standard input
         #[arg(required = true)]
         files: Vec<PathBuf>,
         #[command(flatten)]
@@ -44,7 +44,7 @@ pub enum Cmd {
     },
     /// Print the expanded, alpha-renamed A-normal form of a program
     Anf {
-        /// Program file (`.vlad`)
+        /// Program file (`.vlad`; `-`: standard input)
         file: PathBuf,
         /// Also print the reverse (`*j`) transform of each top-level procedure
         #[arg(long)]

@@ -109,8 +109,23 @@ struct ParamList {
 /// The largest source file (or input line of the REPL) read: far beyond any
 /// program, and a bound on what reading a device or a runaway file takes.
 pub const MAX_SOURCE: u64 = 1 << 30;
+
 /// [`MAX_SOURCE`] in words, for messages.
 pub const MAX_SOURCE_TEXT: &str = "1 GiB, the most vlad reads";
+
+/// The name a program read from standard input (the file `-` of the command
+/// line) goes by in messages.
+const STDIN_NAME: &str = "<stdin>";
+
+/// The name of source file `path` in messages: as given, but `-` named on the
+/// command line (`at` is `None`: not an `include`) is standard input.
+fn source_name(path: &Path, at: Option<Span>) -> String {
+    if at.is_none() && path == Path::new("-") {
+        STDIN_NAME.to_string()
+    } else {
+        path.display().to_string()
+    }
+}
 
 /// The lists of `data` (a source file read) that hold offset `at` inside,
 /// after their opening bracket: from the outermost, one in the other.
@@ -393,7 +408,7 @@ impl Session {
         let text = self.read_source(path, None)?;
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         let mut stack = vec![canon];
-        self.read_items(&path.display().to_string(), &text, path.parent(), &mut stack)
+        self.read_items(&source_name(path, None), &text, path.parent(), &mut stack)
     }
 
     /// The text of a source file. A read failure is an error at `at` (the `include`,
@@ -402,20 +417,24 @@ impl Session {
     /// it was read as a symbol, "unbound variable" with the name invisible.
     fn read_source(&mut self, path: &Path, at: Option<Span>) -> Result<String> {
         use std::io::Read;
-        let cannot = |e: std::io::Error| {
-            Error::new(ErrorKind::Syntax, at, format!("cannot read {}: {}", path.display(), e))
-        };
+        let name = source_name(path, at);
+        let cannot =
+            |e: std::io::Error| Error::new(ErrorKind::Syntax, at, format!("cannot read {name}: {e}"));
         // (at most one byte past the limit: a device such as /dev/zero, or a
         // file still being written, is not read until memory runs out)
         let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|f| f.take(MAX_SOURCE + 1).read_to_end(&mut bytes))
-            .map_err(cannot)?;
+        if name == STDIN_NAME {
+            std::io::stdin().lock().take(MAX_SOURCE + 1).read_to_end(&mut bytes).map_err(cannot)?;
+        } else {
+            std::fs::File::open(path)
+                .and_then(|f| f.take(MAX_SOURCE + 1).read_to_end(&mut bytes))
+                .map_err(cannot)?;
+        }
         if bytes.len() as u64 > MAX_SOURCE {
             return Err(Error::new(
                 ErrorKind::Syntax,
                 at,
-                format!("cannot read {}: it is larger than {}", path.display(), MAX_SOURCE_TEXT),
+                format!("cannot read {name}: it is larger than {MAX_SOURCE_TEXT}"),
             ));
         }
         if bytes.starts_with("\u{FEFF}".as_bytes()) {
@@ -424,7 +443,7 @@ impl Session {
         String::from_utf8(bytes).map_err(|e| {
             let good = e.utf8_error().valid_up_to();
             let byte = e.as_bytes()[good];
-            let file = self.sources.add(path.display().to_string(), String::from_utf8_lossy(e.as_bytes()));
+            let file = self.sources.add(name.clone(), String::from_utf8_lossy(e.as_bytes()));
             Error::syntax(
                 Span::new(file, good, good),
                 format!("invalid UTF-8 (byte 0x{byte:02X}): source files must be UTF-8 text"),

@@ -1391,6 +1391,34 @@ fn vlad_within(dir: &Dir, args: &[&str], stdin: &str, limit: Duration) -> Option
     Some(Out { code: status.code().unwrap_or(-1), stdout, stderr })
 }
 
+/// The file `-` is standard input, for `vlad`, `run`, `test` and `anf` ("cannot
+/// read -: No such file or directory" before): named `<stdin>` in messages, its
+/// `include`s found from the current directory; `read-real` then meets the end
+/// of the input.
+#[test]
+fn the_file_dash_is_standard_input() {
+    let d = Dir::new();
+    d.file("lib.vlad", "(define (sq x) (* x x))\n");
+    let limit = Duration::from_secs(60);
+    let o = vlad_within(&d, &["-"], "(include \"lib\")\n(sq 3)\n(car 5)\n", limit).expect("vlad hung");
+    assert_eq!((o.code, o.stdout.as_str()), (1, "9\n"), "{}", o.stderr);
+    assert!(o.stderr.starts_with("<stdin>:3:1: error: pattern mismatch"), "{}", o.stderr);
+    let o = vlad_within(&d, &["test", "-"], "(* 4 4) ===> 16\n(* 4 4) ===> 15\n", limit);
+    let o = o.expect("vlad hung");
+    assert_eq!(
+        (o.code, o.stdout.as_str()),
+        (1, "<stdin>:2: expected 15, got 16\n1 passed, 1 failed\n"),
+        "{}",
+        o.stderr
+    );
+    let o = vlad_within(&d, &["run", "-"], "(read-real)\n", limit).expect("vlad hung");
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.starts_with("<stdin>:1:1: error: read-real: end of input"), "{}", o.stderr);
+    let o = vlad_within(&d, &["anf", "-"], "(define (f x) (* x x))\n", limit).expect("vlad hung");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.starts_with("(define f\n"), "{}", o.stdout);
+}
+
 /// Memory running out (here under `ulimit -v`, as a list grows without end)
 /// ended the process with Rust's abort ("memory allocation of 48 bytes failed",
 /// SIGABRT); it is an error with exit status 1.
