@@ -117,10 +117,16 @@ pub const MAX_SOURCE_TEXT: &str = "1 GiB, the most vlad reads";
 /// line) goes by in messages.
 const STDIN_NAME: &str = "<stdin>";
 
-/// The name of source file `path` in messages: as given, but `-` named on the
-/// command line (`at` is `None`: not an `include`) is standard input.
+/// Whether source file `path` is standard input: `-` named on the command
+/// line (`at` is `None`: not an `include`).
+fn is_stdin(path: &Path, at: Option<Span>) -> bool {
+    at.is_none() && path == Path::new("-")
+}
+
+/// The name of source file `path` in messages: as given, standard input's
+/// [`STDIN_NAME`].
 fn source_name(path: &Path, at: Option<Span>) -> String {
-    if at.is_none() && path == Path::new("-") {
+    if is_stdin(path, at) {
         STDIN_NAME.to_string()
     } else {
         path.display().to_string()
@@ -423,7 +429,7 @@ impl Session {
         // (at most one byte past the limit: a device such as /dev/zero, or a
         // file still being written, is not read until memory runs out)
         let mut bytes = Vec::new();
-        if name == STDIN_NAME {
+        if is_stdin(path, at) {
             std::io::stdin().lock().take(MAX_SOURCE + 1).read_to_end(&mut bytes).map_err(cannot)?;
         } else {
             std::fs::File::open(path)

@@ -1417,6 +1417,10 @@ fn the_file_dash_is_standard_input() {
     let o = vlad_within(&d, &["anf", "-"], "(define (f x) (* x x))\n", limit).expect("vlad hung");
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stdout.starts_with("(define f\n"), "{}", o.stdout);
+    // (a file whose name is the one standard input goes by is a file)
+    d.file("<stdin>", "(+ 40 2)\n");
+    let o = vlad_within(&d, &["<stdin>"], "(+ 1 2)\n", limit).expect("vlad hung");
+    assert_eq!((o.code, o.stdout.as_str()), (0, "42\n"), "{}", o.stderr);
 }
 
 /// Memory running out (here under `ulimit -v`, as a list grows without end)
