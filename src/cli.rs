@@ -198,6 +198,11 @@ pub fn misspelt_command(args: &[std::ffi::OsString]) -> Option<String> {
     (!hint.is_empty()).then(|| format!("error: `{a}` is neither a program file nor a command{hint}"))
 }
 
+/// Below this much address space left (`ulimit -v`), `run_on_big_stack` runs
+/// on the calling thread: a thread would take its stack and a segment of the
+/// allocator's of its own from it.
+const TIGHT_ADDRESS_SPACE: usize = 256 << 20;
+
 /// Runs `f` on a thread whose stack is large enough for deep data (dropping long
 /// closure chains, printing deep lists); evaluation itself grows its stack as needed.
 /// The stack is 1 GiB, or half the memory the process has room for where that is
@@ -209,21 +214,20 @@ pub fn misspelt_command(args: &[std::ffi::OsString]) -> Option<String> {
 /// sizes are tried where a thread cannot be had; where none can, `f` runs on
 /// the calling thread (every pass over a program, and evaluation, grow their
 /// stacks by segments: see `stack`).
-/// Below this much address space left (`ulimit -v`), `run_on_big_stack` runs
-/// on the calling thread: a thread would take its stack and a segment of the
-/// allocator's of its own from it.
-const TIGHT_ADDRESS_SPACE: usize = 256 << 20;
-
 pub fn run_on_big_stack<F: FnOnce() -> i32 + Send + 'static>(f: F) -> i32 {
-    let mut first = crate::stack::memory_room().map_or(1 << 30, |r| (r / 2).clamp(256 << 20, 1 << 30));
-    if let Some(room) = crate::stack::address_room() {
-        // (each thread's allocations come from segments of their own, of
-        // 32 MiB: under a tight limit, no second thread)
-        first = if room < TIGHT_ADDRESS_SPACE { 0 } else { first.min(room / 2) };
-    }
-    let sizes = [first, 256 << 20, 64 << 20, 16 << 20, 4 << 20];
+    let room = crate::stack::address_room();
+    let first = crate::stack::memory_room()
+        .map_or(1 << 30, |r| (r / 2).clamp(256 << 20, 1 << 30))
+        .min(room.map_or(usize::MAX, |r| r / 2));
+    // (each thread's allocations come from segments of their own, of 32 MiB:
+    // under a tight limit, no second thread)
+    let sizes: &[usize] = if room.is_some_and(|r| r < TIGHT_ADDRESS_SPACE) {
+        &[]
+    } else {
+        &[first, 256 << 20, 64 << 20, 16 << 20, 4 << 20]
+    };
     let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(f)));
-    for size in sizes.into_iter().filter(|&s| s <= first && s >= 1 << 20) {
+    for &size in sizes.iter().filter(|&&s| s <= first) {
         let (tx, rx) = std::sync::mpsc::channel();
         let s2 = slot.clone();
         let spawned = std::thread::Builder::new().name("vlad".into()).stack_size(size).spawn(move || {

@@ -190,12 +190,8 @@ pub fn address_room() -> Option<usize> {
     if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
         return None;
     }
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: usize = statm.split_whitespace().next()?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok().filter(|&p| p > 0)?;
     let limit = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
-    Some(limit.saturating_sub(pages.saturating_mul(page)))
+    Some(limit.saturating_sub(statm_bytes(0)?))
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -206,11 +202,18 @@ pub fn address_room() -> Option<usize> {
 /// The process's resident memory in bytes (Linux: `/proc/self/statm`).
 #[cfg(target_os = "linux")]
 pub fn resident_bytes() -> Option<usize> {
+    statm_bytes(1)
+}
+
+/// Field `i` of `/proc/self/statm` (0: the size of the process's mappings,
+/// 1: its resident part), a count of pages, in bytes.
+#[cfg(target_os = "linux")]
+fn statm_bytes(i: usize) -> Option<usize> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
+    let pages: usize = statm.split_whitespace().nth(i)?.parse().ok()?;
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(pages * usize::try_from(page).ok().filter(|&p| p > 0)?)
+    Some(pages.saturating_mul(usize::try_from(page).ok().filter(|&p| p > 0)?))
 }
 
 #[cfg(not(target_os = "linux"))]
