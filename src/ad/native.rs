@@ -2583,13 +2583,20 @@ impl R1 {
     /// two operands, and an exact integer only in `+ - * /` with a double.
     #[inline(always)]
     fn does(f: Formula, args: &[R1]) -> bool {
+        R1::exact_operands(f, args).is_some()
+    }
+
+    /// Which of `args` are exact (bit `i` for operand `i`), where [`R1::does`]
+    /// holds; `None` otherwise.
+    #[inline(always)]
+    fn exact_operands(f: Formula, args: &[R1]) -> Option<u8> {
         let n = args.len();
         let arith = matches!(f, Formula::Add | Formula::Sub | Formula::Mul | Formula::Div);
         if n > 2 || matches!(f, Formula::Zero | Formula::Struct(_)) {
-            return false;
+            return None;
         }
         let exact = args.iter().enumerate().fold(0u8, |e, (i, a)| e | (a.exact as u8) << i);
-        exact == 0 || arith && n == 2 && exact != 3
+        (exact == 0 || arith && n == 2 && exact != 3).then_some(exact)
     }
 }
 
@@ -2597,10 +2604,7 @@ impl Num for R1 {
     #[inline(always)]
     fn op(m: &mut Machine, f: Formula, args: &[R1]) -> Result<R1> {
         let n = args.len();
-        if !R1::does(f, args) {
-            return Err(not_scalar());
-        }
-        let exact = args.iter().enumerate().fold(0u8, |e, (i, a)| e | (a.exact as u8) << i);
+        let Some(exact) = R1::exact_operands(f, args) else { return Err(not_scalar()) };
         let mut xs = [0.0; 2];
         for (x, a) in xs.iter_mut().zip(args) {
             *x = a.v;
