@@ -14,8 +14,12 @@ fn main() {
     // 0.68 s with large pages).
     // SAFETY: sets a mimalloc option; no allocation depends on its old value.
     unsafe { mi::mi_option_set(mi::mi_option_large_os_pages, 1) };
+    // (on Linux this was done before Rust's start-up: see REGISTER_ALLOCATOR_ERROR)
+    #[cfg(not(target_os = "linux"))]
     // SAFETY: registers a plain function with no argument.
-    unsafe { mi::mi_register_error(Some(allocator_error), std::ptr::null_mut()) };
+    unsafe {
+        mi::mi_register_error(Some(allocator_error), std::ptr::null_mut())
+    };
     // Output to a pipe that was closed (`vlad test DIR | head`) ends the
     // process quietly, as for other Unix tools: Rust ignores SIGPIPE, and
     // `println!` then panicked on the write's error ("failed printing to
@@ -24,6 +28,25 @@ fn main() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     std::process::exit(vlad::cli::main());
 }
+
+/// Registers [`allocator_error`] before anything allocates: Rust's own
+/// start-up allocates before `main` (the program's arguments, the main
+/// thread's name), and under a tight address-space limit (`ulimit -v` of
+/// about 40 MB or less) mimalloc cannot map its first segment there, so the
+/// process aborted with Rust's "memory allocation of 4 bytes failed" and no
+/// word of what to do. Run by the C runtime, as a constructor, before Rust's
+/// start-up.
+#[cfg(target_os = "linux")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static REGISTER_ALLOCATOR_ERROR: extern "C" fn() = {
+    extern "C" fn register() {
+        // SAFETY: registers a plain function with no argument; mimalloc
+        // stores it and allocates nothing.
+        unsafe { mi::mi_register_error(Some(allocator_error), std::ptr::null_mut()) };
+    }
+    register
+};
 
 /// mimalloc's error callback. Out of memory (`ENOMEM`: the system refused an
 /// allocation) becomes a clear error and exit status 1 rather than Rust's abort
@@ -42,7 +65,30 @@ extern "C" fn allocator_error(code: std::ffi::c_int, _: *mut c_void) {
     if ONCE.swap(true, Ordering::SeqCst) {
         std::process::abort()
     }
-    let _ = std::io::stderr()
-        .write_all(b"error: out of memory (the system refused an allocation); vlad stopped\n");
+    // (formatted into a buffer on the stack: nothing here may allocate)
+    let mut buf = [0u8; 200];
+    let size = buf.len();
+    let mut out = &mut buf[..];
+    let _ = out.write_all(b"error: out of memory (the system refused an allocation");
+    if let Some(kb) = address_limit_kb() {
+        let _ = write!(out, " under an address-space limit, `ulimit -v`, of {kb} kB");
+    }
+    let _ = out.write_all(b"); vlad stopped\n");
+    let len = size - out.len();
+    let _ = std::io::stderr().write_all(&buf[..len]);
     std::process::exit(1)
+}
+
+/// The process's address-space limit (`RLIMIT_AS`) in kB, where it has one.
+#[cfg(target_os = "linux")]
+fn address_limit_kb() -> Option<u64> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `getrlimit` writes the limit into the struct it is given.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0;
+    (ok && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur / 1024)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn address_limit_kb() -> Option<u64> {
+    None
 }

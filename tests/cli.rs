@@ -1434,7 +1434,11 @@ fn running_out_of_memory_is_an_error_not_a_crash() {
     let o = Command::new("sh").args(["-c", &cmd]).current_dir(d.path()).output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
-    assert_eq!(stderr, "error: out of memory (the system refused an allocation); vlad stopped\n");
+    assert_eq!(
+        stderr,
+        "error: out of memory (the system refused an allocation under an address-space limit, \
+         `ulimit -v`, of 1000000 kB); vlad stopped\n"
+    );
 }
 
 /// `vlad test DIR` on a directory with no .vlad files passed ("0 passed, 0 failed",
@@ -2308,6 +2312,49 @@ fn a_tight_address_space_limit_still_runs_programs() {
         }
         c => panic!("exit status {c}\nstdout: {}\nstderr: {}", o.stdout, o.stderr),
     }
+}
+
+/// Under an address-space limit too small for the allocator's first 32 MiB
+/// segment, but large enough for the loader to map the program, vlad stops
+/// with its out-of-memory error naming the limit (status 1). It aborted
+/// before: Rust's start-up allocates before `main`, and the error callback
+/// that turns a refused allocation into that error was registered in `main`.
+/// The limits tried rise from 8 MB by 4 MB, from those where the loader
+/// cannot map the program (its own failure, or a signal) to one where the
+/// program runs; none may end in an abort (SIGABRT: `code` -1 with no
+/// message of vlad's), and at least one must give the error.
+#[test]
+fn an_address_space_too_small_to_start_in_is_an_error() {
+    let d = Dir::new();
+    d.file("p.vlad", "(+ 1 2)\n");
+    let mut errors = 0;
+    for mb in (8..).step_by(4) {
+        let kib = mb * 1000;
+        let o = vlad_limited(&d, kib, &["p.vlad"]);
+        match o.code {
+            0 => {
+                assert_eq!(o.stdout, "3\n", "{}", o.stderr);
+                break;
+            }
+            1 => {
+                assert_eq!(
+                    o.stderr,
+                    format!(
+                        "error: out of memory (the system refused an allocation under an address-space \
+                         limit, `ulimit -v`, of {kib} kB); vlad stopped\n"
+                    )
+                );
+                errors += 1;
+            }
+            // (the loader's failure: "error while loading shared libraries")
+            127 => assert!(o.stderr.contains("error while loading"), "{}", o.stderr),
+            // (a signal: only where the loader itself has no room)
+            -1 => assert!(errors == 0 && o.stderr.is_empty(), "at {kib} kB, a signal: {}", o.stderr),
+            c => panic!("at {kib} kB, exit status {c}\nstdout: {}\nstderr: {}", o.stdout, o.stderr),
+        }
+        assert!(mb < 4096, "no limit up to 4 GB runs the program");
+    }
+    assert!(errors > 0, "no limit gave the out-of-memory error");
 }
 
 /// A control group of its own under the one this test runs in, whose memory
