@@ -263,40 +263,48 @@ mod memory {
     fn groups() -> &'static [Group] {
         static GROUPS: OnceLock<Vec<Group>> = OnceLock::new();
         GROUPS.get_or_init(|| {
-            let mut out = Vec::new();
-            let Ok(text) = std::fs::read_to_string("/proc/self/cgroup") else { return out };
-            for line in text.lines() {
-                // "ID:CONTROLLERS:PATH": v2's line is "0::PATH"
-                let mut parts = line.splitn(3, ':');
-                let (Some(_), Some(ctl), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
-                    continue;
-                };
-                let (roots, v2): (&[&str], bool) = if ctl.is_empty() {
-                    (&["/sys/fs/cgroup", "/sys/fs/cgroup/unified"], true)
-                } else if ctl.split(',').any(|c| c == "memory") {
-                    (&["/sys/fs/cgroup/memory"], false)
-                } else {
-                    continue;
-                };
-                let limit = limit_file(v2);
-                for root in roots {
-                    // (the group's own directory and its ancestors; inside a
-                    // container the mount's root is the container's group)
-                    let mut p = Path::new(path.trim_start_matches('/'));
-                    loop {
-                        let dir = Path::new(root).join(p);
-                        if dir.join(limit).exists() && !out.iter().any(|g: &Group| g.dir == dir) {
-                            out.push(Group { dir, v2 });
-                        }
-                        match p.parent() {
-                            Some(q) => p = q,
-                            None => break,
-                        }
+            let text = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+            groups_in(&text, Path::new("/sys/fs/cgroup"))
+        })
+    }
+
+    /// The groups of [`groups`], from the text of `/proc/self/cgroup` and
+    /// the cgroup file systems mounted at `root` (`/sys/fs/cgroup`: v2's
+    /// hierarchy there or at `unified/` under it, v1's memory controller at
+    /// `memory/`).
+    fn groups_in(text: &str, root: &Path) -> Vec<Group> {
+        let mut out = Vec::new();
+        for line in text.lines() {
+            // "ID:CONTROLLERS:PATH": v2's line is "0::PATH"
+            let mut parts = line.splitn(3, ':');
+            let (Some(_), Some(ctl), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            let (mounts, v2): (&[&str], bool) = if ctl.is_empty() {
+                (&["", "unified"], true)
+            } else if ctl.split(',').any(|c| c == "memory") {
+                (&["memory"], false)
+            } else {
+                continue;
+            };
+            let limit = limit_file(v2);
+            for mount in mounts {
+                // (the group's own directory and its ancestors; inside a
+                // container the mount's root is the container's group)
+                let mut p = Path::new(path.trim_start_matches('/'));
+                loop {
+                    let dir = root.join(mount).join(p);
+                    if dir.join(limit).exists() && !out.iter().any(|g: &Group| g.dir == dir) {
+                        out.push(Group { dir, v2 });
+                    }
+                    match p.parent() {
+                        Some(q) => p = q,
+                        None => break,
                     }
                 }
             }
-            out
-        })
+        }
+        out
     }
 
     /// The file holding a group's memory limit.
@@ -344,7 +352,11 @@ mod memory {
     /// The least memory limit among the process's control groups (bytes),
     /// where any has one.
     pub(super) fn limit() -> Option<u64> {
-        groups().iter().filter_map(group_limit).min()
+        least_limit(groups())
+    }
+
+    fn least_limit(groups: &[Group]) -> Option<u64> {
+        groups.iter().filter_map(group_limit).min()
     }
 
     /// The value (kB) of `key` in `/proc/meminfo`, in bytes.
@@ -353,8 +365,12 @@ mod memory {
     }
 
     pub(super) fn room() -> Option<usize> {
-        let available = meminfo("MemAvailable");
-        groups()
+        least_room(groups(), meminfo("MemAvailable"))
+    }
+
+    /// The least of what `groups`' limits leave and `available`.
+    fn least_room(groups: &[Group], available: Option<u64>) -> Option<usize> {
+        groups
             .iter()
             .filter_map(group_room)
             .chain(available)
@@ -372,6 +388,76 @@ mod memory {
             assert_eq!(super::field(stat, "inactive_file"), Some(4096));
             assert_eq!(super::field(stat, "total_inactive_file"), Some(8192));
             assert_eq!(super::field(stat, "missing"), None);
+        }
+
+        /// Writes `files` (path under `root`, contents) into a new tree.
+        fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+            let root = tempfile::tempdir().unwrap();
+            for (path, text) in files {
+                let p = root.path().join(path);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, text).unwrap();
+            }
+            root
+        }
+
+        /// cgroup v2 (the unified hierarchy, as a container or a systemd
+        /// slice sees it): the process's group and its ancestors with a
+        /// `memory.max` are found, "max" is no limit, and a group's room is
+        /// its limit less its usage, its inactive file pages not counted.
+        /// The least of the groups' rooms and `MemAvailable` is the room.
+        #[test]
+        fn cgroup_v2_groups_limits_and_room() {
+            let root = tree(&[
+                ("user.slice/memory.max", "max\n"),
+                ("user.slice/memory.current", "5000000000\n"),
+                ("user.slice/app/memory.max", "1000000\n"),
+                ("user.slice/app/memory.current", "400000\n"),
+                ("user.slice/app/memory.stat", "anon 250000\nactive_file 50000\ninactive_file 100000\n"),
+                // (a sibling group, not the process's: not read)
+                ("user.slice/other/memory.max", "10\n"),
+            ]);
+            let groups = super::groups_in("0::/user.slice/app\n", root.path());
+            let dirs: Vec<_> =
+                groups.iter().map(|g| (g.dir.strip_prefix(root.path()).unwrap(), g.v2)).collect();
+            let (app, slice) = (std::path::Path::new("user.slice/app"), std::path::Path::new("user.slice"));
+            assert_eq!(dirs, [(app, true), (slice, true)]);
+            assert_eq!(super::least_limit(&groups), Some(1_000_000));
+            assert_eq!(super::least_room(&groups, Some(1 << 30)), Some(700_000));
+            // (MemAvailable the least)
+            assert_eq!(super::least_room(&groups, Some(123)), Some(123));
+            // usage past the limit (reclaimable pages not yet reclaimed): no room
+            std::fs::write(root.path().join("user.slice/app/memory.current"), "2000000\n").unwrap();
+            assert_eq!(super::least_room(&groups, None), Some(0));
+        }
+
+        /// cgroup v2 mounted at `unified/` beside v1's controllers (the
+        /// hybrid layout), and v1's memory controller: its "no limit" is a
+        /// number near 2^63; its usage and inactive pages have other names.
+        #[test]
+        fn cgroup_v1_and_hybrid_groups() {
+            let root = tree(&[
+                ("unified/job/memory.max", "3000000\n"),
+                ("unified/job/memory.current", "1000000\n"),
+                ("memory/job/memory.limit_in_bytes", "2000000\n"),
+                ("memory/job/memory.usage_in_bytes", "1500000\n"),
+                ("memory/job/memory.stat", "inactive_file 7\ntotal_inactive_file 500000\n"),
+                ("memory/memory.limit_in_bytes", "9223372036854771712\n"),
+                ("memory/memory.usage_in_bytes", "8000000000\n"),
+            ]);
+            let text = "12:pids:/job\n4:cpu,memory:/job\n0::/job\n";
+            let groups = super::groups_in(text, root.path());
+            let dirs: Vec<_> =
+                groups.iter().map(|g| (g.dir.strip_prefix(root.path()).unwrap(), g.v2)).collect();
+            let p = std::path::Path::new;
+            assert_eq!(dirs, [(p("memory/job"), false), (p("memory"), false), (p("unified/job"), true)]);
+            assert_eq!(super::least_limit(&groups), Some(2_000_000));
+            // v1: 2e6 - (1.5e6 - 5e5); v2: 3e6 - 1e6 (no memory.stat)
+            assert_eq!(super::least_room(&groups, None), Some(1_000_000));
+            // no cgroup file systems at all: none found, and the room is MemAvailable's
+            let empty = tree(&[]);
+            assert!(super::groups_in(text, empty.path()).is_empty());
+            assert_eq!(super::least_room(&[], Some(42)), Some(42));
         }
 
         /// A megabyte is granted, more than any machine has is refused, and
