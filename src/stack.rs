@@ -523,10 +523,9 @@ fn segment_mappable(_: usize) -> bool {
 /// and only so much is advised because a huge page the kernel does not have
 /// free is made by compacting memory on the fault (`defrag` is `madvise`):
 /// advising the whole 1 GiB made a recursion 5·10⁶ deep up to 2.5× slower,
-/// now and then, and advising 256 MiB made a program nested 10⁵ deep (a
-/// `let*` of 10⁵ bindings, about 230 MB of stack to compile) and a recursion
-/// 10⁶ deep slower than advising none (see [`HUGE_STACK`]). Advice only: where
-/// the kernel ignores it, nothing changes.
+/// now and then, and advising 256 MiB made a recursion 10⁶ deep slower than
+/// advising none (see [`HUGE_STACK`]). Advice only: where the kernel ignores
+/// it, nothing changes.
 #[cfg(target_os = "linux")]
 pub fn prefer_huge_pages() {
     const HUGE: usize = 2 << 20;
@@ -549,14 +548,15 @@ pub fn prefer_huge_pages() {}
 
 /// How much of the stack [`prefer_huge_pages`] advises: enough for a recursion
 /// of some 200,000 interpreted calls. Wall time of whole runs advising 256 MiB /
-/// 64 MiB / none (2-vCPU Intel Xeon, `defrag` `madvise`; 20 to 30 runs of each,
-/// interleaved; mean, and the 90th percentile): compiling that `let*` 0.40 /
-/// 0.22 / 0.29 s (p90 0.76 / 0.25 / 0.45); the recursion 10⁶ deep 0.32 / 0.22 /
-/// 0.22 s (p90 0.39 / 0.24 / 0.23); `derivative-R` of a product by recursion
-/// 3·10⁵ deep 0.11 / 0.15 / 0.11 s (medians 0.09 / 0.10 / 0.10: the runs of
-/// one stretch of the 64 MiB build's were slow, as runs of each build were at
-/// other times); ten recursions 10⁵ deep 0.07 s each way. The time in the
-/// kernel is what varies: compacting memory for huge pages.
+/// 64 MiB / none (2-vCPU Intel Xeon, `defrag` `madvise`; runs of the builds
+/// interleaved): a recursion 10⁶ deep (330 MB of stack), means 0.32 / 0.22 /
+/// 0.22 s over 20 runs each and 0.37 / 0.20 / 0.22 s over 20 more (90th
+/// percentiles 0.39 / 0.24 / 0.23 and 0.60 / 0.21 / 0.23 s); `derivative-R` of
+/// a product by recursion 3·10⁵ deep, medians of 30 runs 0.09 / 0.10 / 0.10 s
+/// (means 0.11 / 0.15 / 0.11 s: the runs of one stretch of the 64 MiB build's
+/// were slow, as runs of each build were at other times); ten recursions 10⁵
+/// deep, about 0.07 s each way. The time in the kernel is what varies:
+/// compacting memory for huge pages.
 pub const HUGE_STACK: usize = 64 << 20;
 
 #[cfg(all(test, target_os = "linux"))]
