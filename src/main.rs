@@ -70,25 +70,11 @@ extern "C" fn allocator_error(code: std::ffi::c_int, _: *mut c_void) {
     let size = buf.len();
     let mut out = &mut buf[..];
     let _ = out.write_all(b"error: out of memory (the system refused an allocation");
-    if let Some(kb) = address_limit_kb() {
+    if let Some(kb) = vlad::stack::address_limit().map(|b| b / 1024) {
         let _ = write!(out, " under an address-space limit, `ulimit -v`, of {kb} kB");
     }
     let _ = out.write_all(b"); vlad stopped\n");
     let len = size - out.len();
     let _ = std::io::stderr().write_all(&buf[..len]);
     std::process::exit(1)
-}
-
-/// The process's address-space limit (`RLIMIT_AS`) in kB, where it has one.
-#[cfg(target_os = "linux")]
-fn address_limit_kb() -> Option<u64> {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: `getrlimit` writes the limit into the struct it is given.
-    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0;
-    (ok && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur / 1024)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn address_limit_kb() -> Option<u64> {
-    None
 }

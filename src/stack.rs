@@ -179,19 +179,31 @@ pub fn memory_room() -> Option<usize> {
     None
 }
 
-/// The bytes of address space this process can still map under its
-/// address-space limit (`ulimit -v`, `RLIMIT_AS`): the limit less the size of
-/// its mappings (`/proc/self/statm`). `None` where there is no such limit
-/// (or it cannot be read).
+/// The process's address-space limit in bytes (`ulimit -v`, `RLIMIT_AS`);
+/// `None` where there is none (or it cannot be read). Allocates nothing: the
+/// allocator's error callback (`src/main.rs`) names it.
 #[cfg(target_os = "linux")]
-pub fn address_room() -> Option<usize> {
+pub fn address_limit() -> Option<usize> {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: `getrlimit` writes the limit into the struct it is given.
     if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
         return None;
     }
-    let limit = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
-    Some(limit.saturating_sub(statm_bytes(0)?))
+    Some(usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn address_limit() -> Option<usize> {
+    None
+}
+
+/// The bytes of address space this process can still map under its
+/// address-space limit ([`address_limit`]): the limit less the size of its
+/// mappings (`/proc/self/statm`). `None` where there is no such limit (or it
+/// cannot be read).
+#[cfg(target_os = "linux")]
+pub fn address_room() -> Option<usize> {
+    Some(address_limit()?.saturating_sub(statm_bytes(0)?))
 }
 
 #[cfg(not(target_os = "linux"))]
