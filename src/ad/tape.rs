@@ -2011,18 +2011,15 @@ fn columns(
     let items: SmallVec<[&Value; 8]> =
         if is_real(y) { smallvec::smallvec![y] } else { list_items(y).collect() };
     for _ in 0..n {
-        let mut col = ListBuilder::new();
+        let mut col: SmallVec<[Value; 8]> = SmallVec::with_capacity(items.len());
         for (v, node) in items.iter().zip(outs) {
             col.push(match node {
                 Some(_) => ts.next().expect("a tangent per node"),
                 None => zero_active(m, v)?,
             });
         }
-        let col = col.finish(Value::Nil);
-        cols.push(match col {
-            Value::Pair(p) if is_real(y) => p.car.clone(),
-            col => col,
-        });
+        // (a real's column is its one tangent, a list's the list of them)
+        cols.push(if is_real(y) { col.pop().expect("a real's tangent") } else { Value::list(col) });
     }
     Ok(cols)
 }
