@@ -103,6 +103,14 @@ pub struct Opts {
     /// but for corners the README describes)
     #[arg(long)]
     pub no_tape: bool,
+    /// Run everything in the evaluator: never compile numeric procedures to machine code
+    /// (to compare the two; the same values, steps and errors)
+    #[arg(long)]
+    pub no_jit: bool,
+    /// Compile a numeric procedure to machine code once it has been called this many times
+    /// (where the build has the `jit` feature; 0: never)
+    #[arg(long, value_name = "N", default_value_t = crate::jit::DEFAULT_AFTER)]
+    pub jit_after: u64,
 }
 
 /// Parses the command line and runs it on a thread with a large stack; returns the exit code.
@@ -153,8 +161,16 @@ fn first_operand(args: &[std::ffi::OsString]) -> Option<usize> {
 
 /// [`first_operand`] from `args[i]` on.
 fn next_operand(args: &[std::ffi::OsString], mut i: usize) -> Option<usize> {
-    const WITH_VALUE: [&str; 7] =
-        ["-I", "--include", "--max-steps", "--timeout", "--max-depth", "--backend", "--repeat"];
+    const WITH_VALUE: [&str; 8] = [
+        "-I",
+        "--include",
+        "--max-steps",
+        "--timeout",
+        "--max-depth",
+        "--backend",
+        "--repeat",
+        "--jit-after",
+    ];
     while i < args.len() {
         let a = args[i].to_str()?;
         if WITH_VALUE.contains(&a) {
@@ -316,6 +332,7 @@ fn apply_limits(s: &mut Session, opts: &Opts) {
     s.m.set_max_steps(opts.max_steps.unwrap_or(u64::MAX));
     s.m.set_max_depth(opts.max_depth);
     s.m.tape.enabled = !opts.no_tape;
+    s.m.jit_after = if opts.no_jit { 0 } else { opts.jit_after };
     s.m.deadline = deadline(opts.timeout);
     if opts.metered {
         s.m.meter = Some(vec![0; crate::prims::prims().len()].into());

@@ -526,6 +526,9 @@ pub struct Machine {
     /// (`Machine::call_arith_body`; on by default; off, the call is made, which
     /// a test compares).
     pub arith_bodies: bool,
+    /// The entries of a procedure after which it is compiled to machine code
+    /// where it can be (`jit`; 0: never; set before any code is resolved).
+    pub jit_after: u64,
     pub deadline: Option<Instant>,
     pub interrupt: Arc<AtomicBool>,
     /// For [`Machine::check_memory`]: the limit checks made, and the resident
@@ -563,6 +566,16 @@ impl Default for Machine {
     }
 }
 
+// Where compiled code (`jit`) finds the machine's counts.
+#[cfg_attr(not(feature = "jit"), allow(dead_code))]
+pub(crate) const JIT_FUEL: usize = std::mem::offset_of!(Machine, fuel);
+#[cfg_attr(not(feature = "jit"), allow(dead_code))]
+pub(crate) const JIT_DEPTH: usize = std::mem::offset_of!(Machine, depth_left);
+#[cfg_attr(not(feature = "jit"), allow(dead_code))]
+pub(crate) const JIT_STACK_LO: usize = std::mem::offset_of!(Machine, stack_lo);
+#[cfg_attr(not(feature = "jit"), allow(dead_code))]
+pub(crate) const JIT_STACK_SPAN: usize = std::mem::offset_of!(Machine, stack_span);
+
 /// The value stack's capacity after its first growth (see `grow_stack_to`): 16 MiB.
 const STACK_GROWN: usize = 1 << 20;
 
@@ -585,6 +598,7 @@ impl Machine {
             inline_calls: true,
             named_let_loops: true,
             arith_bodies: true,
+            jit_after: crate::jit::DEFAULT_AFTER,
             deadline: None,
             interrupt: Arc::new(AtomicBool::new(false)),
             memory_checks: 0,
@@ -751,7 +765,11 @@ impl Machine {
             };
             let callees: Option<crate::resolve::Callees<'_>> =
                 if self.inline_calls { Some(&callees) } else { None };
-            let _ = g.code.set(crate::resolve::resolve_group(g, members, callees, self.named_let_loops));
+            let code = crate::resolve::resolve_group(g, members, callees, self.named_let_loops);
+            for lam in code.members.iter() {
+                lam.jit.set(crate::jit::initial(g, &code, self.jit_after));
+            }
+            let _ = g.code.set(code);
         }
         Ok(g.code.get().unwrap())
     }
@@ -896,6 +914,30 @@ impl Machine {
             None,
             format!("out of memory: the program holds {} MB, and too little is left for more", rss >> 20),
         ))
+    }
+
+    /// The counts compiled code changes (`jit`): the steps' countdown and
+    /// the levels left, saved when it is entered.
+    pub(crate) fn jit_counts(&self) -> (u64, u64, isize) {
+        (self.step_end, self.fuel, self.depth_left)
+    }
+
+    /// Sets the counts back to where compiled code that gave up found them.
+    pub(crate) fn set_jit_counts(&mut self, (step_end, fuel, depth_left): (u64, u64, isize)) {
+        (self.step_end, self.fuel, self.depth_left) = (step_end, fuel, depth_left);
+    }
+
+    /// For compiled code whose countdown of steps ran out: restarts it, and
+    /// tells whether the limits `check_limits` checks are all within bounds
+    /// (leaving Ctrl-C to be seen again by the evaluator, which runs the
+    /// code's call again where they are not).
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
+    pub(crate) fn jit_tick_ok(&mut self) -> bool {
+        self.rearm();
+        self.steps() <= self.max_steps
+            && self.check_memory().is_ok()
+            && !self.interrupt.load(Ordering::Relaxed)
+            && self.deadline.is_none_or(|d| Instant::now() <= d)
     }
 
     /// Ctrl-C and `--timeout`: an error if either has come.
@@ -1357,6 +1399,9 @@ impl Machine {
             _ => self.enter_checks(base, inst, idx, nargs)?,
         };
         let lam = &code.members[idx as usize];
+        if lam.jit.get() != crate::jit::NEVER && crate::jit::run(self, base, lam, nargs) {
+            return Ok(Next::Return);
+        }
         // The slots the body needs before its tail (a branch extends the frame).
         let nslots = lam.body.pre as usize;
         let start = if nargs == lam.unary {

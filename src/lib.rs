@@ -13,6 +13,7 @@ pub mod datum;
 pub mod error;
 pub mod eval;
 pub mod expand;
+pub mod jit;
 pub mod num;
 pub mod prims;
 pub mod print;

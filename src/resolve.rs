@@ -542,6 +542,9 @@ pub struct LambdaCode {
     /// entry, `(lambda (x) (let* (...) a))`, which a [`CExpr::BpCall`] of it
     /// runs instead of `(unsensitize (bp (sensitize x)))`.
     pub untagged: Option<Untagged>,
+    /// Its state for the tier of compiled code (see `jit::NEVER`): set when
+    /// the machine has resolved it.
+    pub jit: std::cell::Cell<usize>,
 }
 
 /// The untagged entry of a backpropagator (see [`LambdaCode::untagged`]).
@@ -622,6 +625,7 @@ pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>
             name: g.display_name(i).into(),
             span: g.spans.get(i).copied().unwrap_or_default(),
             untagged: None,
+            jit: std::cell::Cell::new(crate::jit::NEVER),
         }
     };
     let mut code: Vec<LambdaCode> = Vec::with_capacity(members.len());

@@ -1,0 +1,745 @@
+//! Lowering of a procedure's resolved code (`resolve::LambdaCode`) to
+//! Cranelift's IR, and the module the code lives in (see the parent module).
+
+use super::{arity, callee, start, Entry, BOOL, FAIL, INT, REAL};
+use crate::eval::{Machine, JIT_DEPTH, JIT_FUEL, JIT_STACK_LO, JIT_STACK_SPAN};
+use crate::resolve::{Again, CAtom, CBind, CBlock, CExpr, Cond, LambdaCode, Loop, Op2};
+use crate::value::{InstRc, Value};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::types::{F64, I64};
+use cranelift_codegen::ir::{self, AbiParam, InstBuilder, MemFlags, Signature};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Module};
+use rustc_hash::FxHashMap;
+use std::cell::RefCell;
+
+/// The code compiled on this thread (values and code are never shared
+/// between threads), and what compiling needs, made on first use. Nothing
+/// is freed before the thread ends: a procedure's state may point to its
+/// entry for as long as its code is held.
+struct Jit {
+    module: JITModule,
+    ctx: cranelift_codegen::Context,
+    fctx: FunctionBuilderContext,
+    /// (boxed: a procedure's state holds its entry's address)
+    #[allow(clippy::vec_box)]
+    entries: Vec<Box<Entry>>,
+}
+
+thread_local! {
+    /// `None`: not made yet; `Some(None)`: this machine has no Cranelift back end.
+    static JIT: RefCell<Option<Option<Jit>>> = const { RefCell::new(None) };
+}
+
+fn make_jit() -> Option<Jit> {
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed").ok()?;
+    let isa = cranelift_native::builder().ok()?.finish(settings::Flags::new(flags)).ok()?;
+    let module = JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names()));
+    let ctx = module.make_context();
+    Some(Jit { module, ctx, fctx: FunctionBuilderContext::new(), entries: Vec::new() })
+}
+
+/// The procedures compiled together: `root` and those it calls, directly or
+/// through others, with the globals holding them.
+struct Cluster {
+    lams: Vec<*const LambdaCode>,
+    /// Global → index in `lams` of the procedure it holds.
+    globals: FxHashMap<u32, usize>,
+    deps: Vec<(u32, InstRc)>,
+}
+
+/// Each call of a global in `b` (and in the blocks nested in it): the
+/// global and the number of arguments; and each loop's call of the
+/// procedure through its global (`Again::global`), as `(g, usize::MAX)`.
+fn calls(b: &CBlock, out: &mut Vec<(u32, usize)>) {
+    for bind in &b.binds {
+        match bind {
+            CBind::Let(_, e) => expr_calls(e, out),
+            CBind::PushArith(_, c, _) => {
+                if let CAtom::Global(g) = c.f {
+                    out.push((g, 1));
+                }
+            }
+            CBind::PushApp(_, CAtom::Global(g), args, ..) => out.push((*g, args.atoms().len())),
+            _ => {}
+        }
+    }
+    expr_calls(&b.tail, out);
+}
+
+fn expr_calls(e: &CExpr, out: &mut Vec<(u32, usize)>) {
+    match e {
+        CExpr::App(CAtom::Global(g), args, ..) => out.push((*g, args.atoms().len())),
+        CExpr::AppArith(c) => {
+            if let CAtom::Global(g) = c.f {
+                out.push((g, 1));
+            }
+        }
+        CExpr::If(_, t, f) => {
+            calls(t, out);
+            calls(f, out);
+        }
+        CExpr::Inline(il) => calls(&il.body, out),
+        CExpr::Loop(lp) => calls(&lp.body, out),
+        CExpr::Again(a) => {
+            if let Some(g) = a.global {
+                out.push((g, usize::MAX));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn cluster(m: &mut Machine, root: &LambdaCode) -> Option<Cluster> {
+    let mut c = Cluster { lams: vec![root as *const _], globals: FxHashMap::default(), deps: Vec::new() };
+    let mut i = 0;
+    while i < c.lams.len() {
+        // SAFETY: each is the code of a group held by a global of `deps`
+        // (or the root, which the caller holds).
+        let lam = unsafe { &*c.lams[i] };
+        let mut cs = Vec::new();
+        calls(&lam.body, &mut cs);
+        for (g, n) in cs {
+            let j = match c.globals.get(&g) {
+                Some(&j) => j,
+                None => {
+                    let (inst, code) = callee(m, g, if n == usize::MAX { arity(lam)? } else { n })?;
+                    let j = match c.lams.iter().position(|l| *l == code) {
+                        Some(j) => j,
+                        None => {
+                            c.lams.push(code);
+                            c.lams.len() - 1
+                        }
+                    };
+                    c.globals.insert(g, j);
+                    c.deps.push((g, inst));
+                    j
+                }
+            };
+            // SAFETY: as above.
+            let callee_arity = arity(unsafe { &*c.lams[j] });
+            let ok = match n {
+                // (a loop's call of its procedure: the global must hold it)
+                usize::MAX => j == i,
+                n => callee_arity == Some(n),
+            };
+            if !ok {
+                return None;
+            }
+        }
+        i += 1;
+    }
+    Some(c)
+}
+
+pub(super) fn compile(m: &mut Machine, root: &LambdaCode) {
+    let Some(c) = cluster(m, root) else { return };
+    JIT.with(|j| {
+        let mut j = j.borrow_mut();
+        let Some(jit) = j.get_or_insert_with(make_jit) else { return };
+        let sig = |module: &JITModule, n: usize| {
+            let mut s = module.make_signature();
+            s.params.push(AbiParam::new(I64));
+            for _ in 0..2 * n {
+                s.params.push(AbiParam::new(I64));
+            }
+            s.returns.push(AbiParam::new(I64));
+            s.returns.push(AbiParam::new(I64));
+            s
+        };
+        let mut ids = Vec::new();
+        for &l in &c.lams {
+            // SAFETY: see `cluster`.
+            let n = arity(unsafe { &*l }).unwrap_or(1);
+            let s = sig(&jit.module, n);
+            match jit.module.declare_anonymous_function(&s) {
+                Ok(id) => ids.push(id),
+                Err(_) => return,
+            }
+        }
+        for (k, &l) in c.lams.iter().enumerate() {
+            // SAFETY: see `cluster`.
+            let lam = unsafe { &*l };
+            let n = arity(lam).unwrap_or(1);
+            jit.ctx.func.signature = sig(&jit.module, n);
+            let mut tick_sig = jit.module.make_signature();
+            tick_sig.params.push(AbiParam::new(I64));
+            tick_sig.returns.push(AbiParam::new(I64));
+            build(jit, &c, &ids, k, lam, n, tick_sig);
+            if jit.module.define_function(ids[k], &mut jit.ctx).is_err() {
+                jit.module.clear_context(&mut jit.ctx);
+                return;
+            }
+            jit.module.clear_context(&mut jit.ctx);
+        }
+        if jit.module.finalize_definitions().is_err() {
+            return;
+        }
+        let deps: Box<[(u32, InstRc)]> = c.deps.into();
+        for (k, &l) in c.lams.iter().enumerate() {
+            // SAFETY: see `cluster`.
+            let lam = unsafe { &*l };
+            let code = jit.module.get_finalized_function(ids[k]);
+            let entry = Box::new(Entry { code, arity: arity(lam).unwrap_or(1), deps: deps.clone() });
+            lam.jit.set(&*entry as *const Entry as usize);
+            jit.entries.push(entry);
+        }
+    });
+}
+
+fn build(
+    jit: &mut Jit,
+    c: &Cluster,
+    ids: &[FuncId],
+    me: usize,
+    lam: &LambdaCode,
+    n: usize,
+    tick_sig: Signature,
+) {
+    let mut refs = Vec::with_capacity(ids.len());
+    for &id in ids {
+        refs.push(jit.module.declare_func_in_func(id, &mut jit.ctx.func));
+    }
+    let mut b = FunctionBuilder::new(&mut jit.ctx.func, &mut jit.fctx);
+    let tick_sig = b.import_signature(tick_sig);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    let fail = b.create_block();
+    b.set_cold_block(fail);
+    let top = b.create_block();
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let mut g = Gen {
+        b,
+        m: params[0],
+        slots: Vec::new(),
+        fail,
+        top,
+        refs,
+        globals: &c.globals,
+        me,
+        tick_sig,
+        loops: Vec::new(),
+    };
+    for i in 0..n {
+        g.set_slot(i as u32, V { tag: Tag::D(params[1 + 2 * i]), bits: params[2 + 2 * i] });
+    }
+    g.b.ins().jump(top, &[]);
+    g.b.switch_to_block(top);
+    g.block(&lam.body, start(lam), Dest::Return);
+    g.b.switch_to_block(fail);
+    let t = g.b.ins().iconst(I64, FAIL);
+    let z = g.b.ins().iconst(I64, 0);
+    g.b.ins().return_(&[t, z]);
+    g.b.seal_all_blocks();
+    g.b.finalize();
+}
+
+/// A value's tag: known when the code is compiled, or computed.
+#[derive(Clone, Copy)]
+enum Tag {
+    K(i64),
+    D(ir::Value),
+}
+
+/// A value in compiled code: a tag, and 64 bits (an integer, a double's
+/// bits, or 0/1).
+#[derive(Clone, Copy)]
+struct V {
+    tag: Tag,
+    bits: ir::Value,
+}
+
+/// Where a block's value goes: returned, or stored in two variables before
+/// a jump to the block that reads them.
+#[derive(Clone, Copy)]
+enum Dest {
+    Return,
+    Join(ir::Block, Variable, Variable),
+}
+
+struct Gen<'a, 'c> {
+    b: FunctionBuilder<'a>,
+    /// The machine.
+    m: ir::Value,
+    /// Each slot's tag and bits.
+    slots: Vec<(Variable, Variable)>,
+    /// Gives up.
+    fail: ir::Block,
+    /// The body, with the parameters set.
+    top: ir::Block,
+    refs: Vec<ir::FuncRef>,
+    globals: &'c FxHashMap<u32, usize>,
+    me: usize,
+    tick_sig: ir::SigRef,
+    /// The loops entered: each one's top, and its variables' slots.
+    loops: Vec<(ir::Block, &'c Loop)>,
+}
+
+impl<'c> Gen<'_, 'c> {
+    fn vars(&mut self, s: u32) -> (Variable, Variable) {
+        while self.slots.len() <= s as usize {
+            let t = self.b.declare_var(I64);
+            let x = self.b.declare_var(I64);
+            self.slots.push((t, x));
+        }
+        self.slots[s as usize]
+    }
+
+    fn set_slot(&mut self, s: u32, v: V) {
+        let (t, x) = self.vars(s);
+        let tv = self.tag(v.tag);
+        self.b.def_var(t, tv);
+        self.b.def_var(x, v.bits);
+    }
+
+    fn tag(&mut self, t: Tag) -> ir::Value {
+        match t {
+            Tag::K(k) => self.b.ins().iconst(I64, k),
+            Tag::D(v) => v,
+        }
+    }
+
+    fn konst(&mut self, tag: i64, bits: i64) -> V {
+        V { tag: Tag::K(tag), bits: self.b.ins().iconst(I64, bits) }
+    }
+
+    fn atom(&mut self, a: &CAtom) -> V {
+        match a {
+            CAtom::Local(s) => {
+                let (t, x) = self.vars(*s);
+                V { tag: Tag::D(self.b.use_var(t)), bits: self.b.use_var(x) }
+            }
+            CAtom::Const(Value::Int(x)) => self.konst(INT, *x),
+            CAtom::Const(Value::Real(x)) => self.konst(REAL, x.to_bits() as i64),
+            CAtom::Const(Value::Bool(x)) => self.konst(BOOL, *x as i64),
+            // (not compiled: see `jit::atom_ok`)
+            _ => self.give_up(),
+        }
+    }
+
+    fn atoms(&mut self, xs: &[CAtom]) -> Vec<V> {
+        xs.iter().map(|a| self.atom(a)).collect()
+    }
+
+    /// Jumps to `fail`; what follows is unreachable (a value for it to use).
+    fn give_up(&mut self) -> V {
+        self.b.ins().jump(self.fail, &[]);
+        let dead = self.b.create_block();
+        self.b.switch_to_block(dead);
+        self.konst(BOOL, 0)
+    }
+
+    /// Goes on where `ok` is true; gives up otherwise.
+    fn check(&mut self, ok: ir::Value) {
+        let cont = self.b.create_block();
+        self.b.ins().brif(ok, cont, &[], self.fail, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    /// Gives up where `bad` is true.
+    fn fail_if(&mut self, bad: ir::Value) {
+        let cont = self.b.create_block();
+        self.b.ins().brif(bad, self.fail, &[], cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    fn load(&mut self, offset: usize) -> ir::Value {
+        self.b.ins().load(I64, MemFlags::trusted(), self.m, offset as i32)
+    }
+
+    fn store(&mut self, offset: usize, v: ir::Value) {
+        self.b.ins().store(MemFlags::trusted(), v, self.m, offset as i32);
+    }
+
+    /// A step (`Machine::tick`): the countdown, and the check of the limits
+    /// where it runs out.
+    fn tick(&mut self) {
+        let f = self.load(JIT_FUEL);
+        let f1 = self.b.ins().iadd_imm(f, -1);
+        self.store(JIT_FUEL, f1);
+        let out = self.b.ins().icmp_imm(IntCC::Equal, f1, 0);
+        let slow = self.b.create_block();
+        self.b.set_cold_block(slow);
+        let cont = self.b.create_block();
+        self.b.ins().brif(out, slow, &[], cont, &[]);
+        self.b.switch_to_block(slow);
+        let addr = self.b.ins().iconst(I64, super::tick as *const () as usize as i64);
+        let call = self.b.ins().call_indirect(self.tick_sig, addr, &[self.m]);
+        let r = self.b.inst_results(call)[0];
+        self.b.ins().brif(r, self.fail, &[], cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    /// A level taken for a nested call (`--max-depth`).
+    fn level_down(&mut self) {
+        let d = self.load(JIT_DEPTH);
+        let d1 = self.b.ins().iadd_imm(d, -1);
+        self.store(JIT_DEPTH, d1);
+        let bad = self.b.ins().icmp_imm(IntCC::SignedLessThan, d1, 0);
+        self.fail_if(bad);
+    }
+
+    fn level_up(&mut self) {
+        let d = self.load(JIT_DEPTH);
+        let d1 = self.b.ins().iadd_imm(d, 1);
+        self.store(JIT_DEPTH, d1);
+    }
+
+    /// Gives up unless the native stack has room for a call (as
+    /// `Machine::stack_ok` tells).
+    fn stack_check(&mut self) {
+        let sp = self.b.ins().get_stack_pointer(I64);
+        let lo = self.load(JIT_STACK_LO);
+        let span = self.load(JIT_STACK_SPAN);
+        let d = self.b.ins().isub(sp, lo);
+        let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, d, span);
+        self.check(ok);
+    }
+
+    fn block(&mut self, blk: &'c CBlock, start: usize, dest: Dest) {
+        for bind in &blk.binds[start.min(blk.binds.len())..] {
+            self.bind(bind);
+        }
+        self.tail(&blk.tail, dest);
+    }
+
+    fn bind(&mut self, bind: &'c CBind) {
+        match bind {
+            CBind::Let(s, e) => {
+                let v = self.expr(e);
+                self.set_slot(*s, v);
+            }
+            CBind::PushArith(s, c, _) => {
+                let x = self.expr(&c.arg);
+                let v = self.app(&c.f, vec![x], false);
+                self.set_slot(*s, v);
+            }
+            CBind::PushApp(s, f, args, ..) => {
+                let vs = self.atoms(args.atoms());
+                let v = self.app(f, vs, false);
+                self.set_slot(*s, v);
+            }
+            CBind::Clear(_) | CBind::Grow(_) => {}
+            _ => {
+                self.give_up();
+            }
+        }
+    }
+
+    /// Ends the block being built with `e`, its value going to `dest`.
+    fn tail(&mut self, e: &'c CExpr, dest: Dest) {
+        match e {
+            CExpr::If(c, t, f) => {
+                let (tb, fb) = (self.b.create_block(), self.b.create_block());
+                self.cond(c, tb, fb);
+                self.b.switch_to_block(tb);
+                self.block(t, 0, dest);
+                self.b.switch_to_block(fb);
+                self.block(f, 0, dest);
+            }
+            CExpr::App(f, args, ..) if matches!(dest, Dest::Return) => {
+                let vs = self.atoms(args.atoms());
+                match f {
+                    CAtom::Global(g) if self.globals.get(g) == Some(&self.me) => {
+                        // A call of itself: its parameters set, its body again.
+                        self.tick();
+                        for (i, v) in vs.into_iter().enumerate() {
+                            self.set_slot(i as u32, v);
+                        }
+                        self.b.ins().jump(self.top, &[]);
+                    }
+                    _ => {
+                        let v = self.app(f, vs, true);
+                        self.deliver(v, dest);
+                    }
+                }
+            }
+            CExpr::Loop(lp) => self.run_loop(lp, dest),
+            CExpr::Again(a) => self.again(a, dest),
+            e => {
+                let v = self.expr(e);
+                self.deliver(v, dest);
+            }
+        }
+    }
+
+    fn deliver(&mut self, v: V, dest: Dest) {
+        let t = self.tag(v.tag);
+        match dest {
+            Dest::Return => {
+                self.b.ins().return_(&[t, v.bits]);
+            }
+            Dest::Join(blk, tv, xv) => {
+                self.b.def_var(tv, t);
+                self.b.def_var(xv, v.bits);
+                self.b.ins().jump(blk, &[]);
+            }
+        }
+    }
+
+    /// The value of `e`, computed where a binding's value is.
+    fn expr(&mut self, e: &'c CExpr) -> V {
+        match e {
+            CExpr::Atom(a) => self.atom(a),
+            CExpr::Arith2(op, a, b, ..) => {
+                let (x, y) = (self.atom(a), self.atom(b));
+                self.arith(*op, x, y)
+            }
+            CExpr::Arith2Int(op, s, k, ..) => {
+                let x = self.atom(&CAtom::Local(*s));
+                let y = self.konst(INT, *k);
+                self.arith(*op, x, y)
+            }
+            CExpr::App(f, args, ..) => {
+                let vs = self.atoms(args.atoms());
+                self.app(f, vs, false)
+            }
+            CExpr::AppArith(c) => {
+                let x = self.expr(&c.arg);
+                self.app(&c.f, vec![x], false)
+            }
+            CExpr::Inline(il) => {
+                if !il.tail {
+                    self.level_down();
+                }
+                self.tick();
+                let v = self.value(|g, dest| g.block(&il.body, 0, dest));
+                if !il.tail {
+                    self.level_up();
+                }
+                v
+            }
+            e @ (CExpr::If(..) | CExpr::Loop(..)) => self.value(|g, dest| g.tail(e, dest)),
+            _ => self.give_up(),
+        }
+    }
+
+    /// The value `f` leaves in a join's variables.
+    fn value(&mut self, f: impl FnOnce(&mut Self, Dest)) -> V {
+        let join = self.b.create_block();
+        let t = self.b.declare_var(I64);
+        let x = self.b.declare_var(I64);
+        f(self, Dest::Join(join, t, x));
+        self.b.switch_to_block(join);
+        V { tag: Tag::D(self.b.use_var(t)), bits: self.b.use_var(x) }
+    }
+
+    /// A call of the procedure a global holds: a step, and a level unless
+    /// `tail`.
+    fn app(&mut self, f: &CAtom, vs: Vec<V>, tail: bool) -> V {
+        let CAtom::Global(g) = f else { return self.give_up() };
+        let Some(&k) = self.globals.get(g) else { return self.give_up() };
+        if !tail {
+            self.level_down();
+        }
+        self.tick();
+        self.stack_check();
+        let mut argv = vec![self.m];
+        for v in vs {
+            argv.push(self.tag(v.tag));
+            argv.push(v.bits);
+        }
+        let call = self.b.ins().call(self.refs[k], &argv);
+        let (t, x) = (self.b.inst_results(call)[0], self.b.inst_results(call)[1]);
+        let failed = self.b.ins().icmp_imm(IntCC::Equal, t, FAIL);
+        self.fail_if(failed);
+        if !tail {
+            self.level_up();
+        }
+        V { tag: Tag::D(t), bits: x }
+    }
+
+    /// A named `let`'s loop: entered (a step, its variables set; a level if
+    /// its value is used, unless it stands for a tail call), or, for a
+    /// procedure's own loop, run on the parameters.
+    fn run_loop(&mut self, lp: &'c Loop, dest: Dest) {
+        let leveled = !lp.entered && matches!(dest, Dest::Join(..)) && !lp.in_place_tail;
+        if !lp.entered {
+            if leveled {
+                self.level_down();
+            }
+            self.tick();
+            let vs = self.atoms(lp.init.atoms());
+            for (v, p) in vs.into_iter().zip(lp.params.iter()) {
+                self.set_slot(*p, v);
+            }
+        }
+        let header = self.b.create_block();
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        self.loops.push((header, lp));
+        if leveled {
+            let v = self.value(|g, d| g.block(&lp.body, 0, d));
+            self.loops.pop();
+            self.level_up();
+            self.deliver(v, dest);
+        } else {
+            self.block(&lp.body, 0, dest);
+            self.loops.pop();
+        }
+    }
+
+    /// The innermost loop's call of itself: a step, its variables set, its
+    /// body again.
+    fn again(&mut self, a: &'c Again, dest: Dest) {
+        let Some(&(header, _)) = self.loops.last() else {
+            self.give_up();
+            return;
+        };
+        if a.global.is_some() && matches!(dest, Dest::Join(..)) {
+            // (run as a call by the evaluator: not compiled)
+            self.give_up();
+            return;
+        }
+        let vs = self.atoms(a.set.atoms());
+        self.tick();
+        for (v, p) in vs.into_iter().zip(a.params.iter()) {
+            self.set_slot(*p, v);
+        }
+        self.b.ins().jump(header, &[]);
+    }
+
+    /// Branches to `t` or `f` on `c`.
+    fn cond(&mut self, c: &Cond, t: ir::Block, f: ir::Block) {
+        let flag = match c {
+            Cond::Atom(a) => {
+                // (only #f is false)
+                let v = self.atom(a);
+                let tv = self.tag(v.tag);
+                let is_bool = self.b.ins().icmp_imm(IntCC::Equal, tv, BOOL);
+                let is_zero = self.b.ins().icmp_imm(IntCC::Equal, v.bits, 0);
+                let is_false = self.b.ins().band(is_bool, is_zero);
+                self.b.ins().brif(is_false, f, &[], t, &[]);
+                return;
+            }
+            Cond::Cmp(op, a, b, ..) => {
+                let (x, y) = (self.atom(a), self.atom(b));
+                self.arith(*op, x, y).bits
+            }
+            Cond::CmpInt(op, s, k, ..) => {
+                let x = self.atom(&CAtom::Local(*s));
+                let y = self.konst(INT, *k);
+                self.arith(*op, x, y).bits
+            }
+            // (`null?` and `pair?` of a number or a boolean)
+            Cond::Is(..) => {
+                self.b.ins().jump(f, &[]);
+                return;
+            }
+        };
+        self.b.ins().brif(flag, t, &[], f, &[]);
+    }
+
+    /// `op` on two values: integers (giving up on overflow, and for `/`),
+    /// reals, or an integer and a real (`+ - * /` only, as doubles), as the
+    /// evaluator's inline arithmetic does; anything else gives up.
+    fn arith(&mut self, op: Op2, x: V, y: V) -> V {
+        match (x.tag, y.tag) {
+            (Tag::K(INT), Tag::K(INT)) => return self.int_op(op, x.bits, y.bits),
+            (Tag::K(REAL), Tag::K(REAL)) => return self.real_op(op, x.bits, y.bits),
+            (Tag::K(_), Tag::K(_)) => return self.give_up(),
+            _ => {}
+        }
+        let (tx, ty) = (self.tag(x.tag), self.tag(y.tag));
+        let rt = self.b.declare_var(I64);
+        let rx = self.b.declare_var(I64);
+        let join = self.b.create_block();
+        let either = self.b.ins().bor(tx, ty);
+        let both = self.b.ins().band(tx, ty);
+        // both integers (INT is 0)
+        let ints = self.b.ins().icmp_imm(IntCC::Equal, either, INT);
+        let (int_b, other) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(ints, int_b, &[], other, &[]);
+        self.b.switch_to_block(int_b);
+        let v = self.int_op(op, x.bits, y.bits);
+        self.deliver(v, Dest::Join(join, rt, rx));
+        // both reals (tags are 0, 1 or 2: `and` is 1 only for two 1s)
+        self.b.switch_to_block(other);
+        let reals = self.b.ins().icmp_imm(IntCC::Equal, both, REAL);
+        let (real_b, other) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(reals, real_b, &[], other, &[]);
+        self.b.switch_to_block(real_b);
+        let v = self.real_op(op, x.bits, y.bits);
+        self.deliver(v, Dest::Join(join, rt, rx));
+        self.b.switch_to_block(other);
+        if op.is_comparison() {
+            self.b.ins().jump(self.fail, &[]);
+        } else {
+            // an integer and a real (`or` is 1), converted to doubles
+            let mixed = self.b.ins().icmp_imm(IntCC::Equal, either, REAL);
+            self.check(mixed);
+            let x_int = self.b.ins().icmp_imm(IntCC::Equal, tx, INT);
+            let xf = self.b.ins().fcvt_from_sint(F64, x.bits);
+            let xr = self.b.ins().bitcast(F64, MemFlags::new(), x.bits);
+            let xf = self.b.ins().select(x_int, xf, xr);
+            let y_int = self.b.ins().icmp_imm(IntCC::Equal, ty, INT);
+            let yf = self.b.ins().fcvt_from_sint(F64, y.bits);
+            let yr = self.b.ins().bitcast(F64, MemFlags::new(), y.bits);
+            let yf = self.b.ins().select(y_int, yf, yr);
+            let xb = self.b.ins().bitcast(I64, MemFlags::new(), xf);
+            let yb = self.b.ins().bitcast(I64, MemFlags::new(), yf);
+            let v = self.real_op(op, xb, yb);
+            self.deliver(v, Dest::Join(join, rt, rx));
+        }
+        self.b.switch_to_block(join);
+        let tag = if op.is_comparison() { Tag::K(BOOL) } else { Tag::D(self.b.use_var(rt)) };
+        V { tag, bits: self.b.use_var(rx) }
+    }
+
+    fn int_op(&mut self, op: Op2, a: ir::Value, b: ir::Value) -> V {
+        if op == Op2::Div {
+            // (an exact quotient)
+            return self.give_up();
+        }
+        let ins = self.b.ins();
+        let (r, overflow) = match op {
+            Op2::Add => ins.sadd_overflow(a, b),
+            Op2::Sub => ins.ssub_overflow(a, b),
+            Op2::Mul => ins.smul_overflow(a, b),
+            _ => {
+                let cc = match op {
+                    Op2::Lt => IntCC::SignedLessThan,
+                    Op2::Gt => IntCC::SignedGreaterThan,
+                    Op2::Le => IntCC::SignedLessThanOrEqual,
+                    Op2::Ge => IntCC::SignedGreaterThanOrEqual,
+                    _ => IntCC::Equal,
+                };
+                let f = ins.icmp(cc, a, b);
+                let bits = self.b.ins().uextend(I64, f);
+                return V { tag: Tag::K(BOOL), bits };
+            }
+        };
+        self.fail_if(overflow);
+        V { tag: Tag::K(INT), bits: r }
+    }
+
+    fn real_op(&mut self, op: Op2, a: ir::Value, b: ir::Value) -> V {
+        let fa = self.b.ins().bitcast(F64, MemFlags::new(), a);
+        let fb = self.b.ins().bitcast(F64, MemFlags::new(), b);
+        let ins = self.b.ins();
+        let r = match op {
+            Op2::Add => ins.fadd(fa, fb),
+            Op2::Sub => ins.fsub(fa, fb),
+            Op2::Mul => ins.fmul(fa, fb),
+            Op2::Div => ins.fdiv(fa, fb),
+            _ => {
+                let cc = match op {
+                    Op2::Lt => FloatCC::LessThan,
+                    Op2::Gt => FloatCC::GreaterThan,
+                    Op2::Le => FloatCC::LessThanOrEqual,
+                    Op2::Ge => FloatCC::GreaterThanOrEqual,
+                    _ => FloatCC::Equal,
+                };
+                let f = ins.fcmp(cc, fa, fb);
+                let bits = self.b.ins().uextend(I64, f);
+                return V { tag: Tag::K(BOOL), bits };
+            }
+        };
+        let bits = self.b.ins().bitcast(I64, MemFlags::new(), r);
+        V { tag: Tag::K(REAL), bits }
+    }
+}

@@ -1,0 +1,323 @@
+//! A tier of machine code for numeric procedures (feature `jit`, on by
+//! default): a procedure defined at the top level whose code uses only
+//! arithmetic and comparisons on exact integers, reals and booleans,
+//! conditionals, named-`let` loops, and calls of procedures of the same kind
+//! held by globals, is compiled with Cranelift once the evaluator has entered
+//! it [`Machine::jit_after`] times. Its values are then unboxed (a tag and 64
+//! bits in registers); nothing is allocated or reference counted.
+//!
+//! The compiled code counts what the evaluator counts: a step for each call
+//! and loop iteration (`--max-steps`, `--timeout` and Ctrl-C are checked as
+//! often), a level for each nested call (`--max-depth`). It never fails with
+//! an error of its own. Where the evaluator would do anything else (an
+//! integer overflowing into a big one, an exact quotient, a comparison of an
+//! integer with a real, an operand of another kind, a limit reached, the
+//! native stack running short), the compiled code gives up: the counts are
+//! set back to where they were when it was entered, and the evaluator runs
+//! the call again from its start, which it may since the code has no effects.
+//! The procedure entered is not entered in compiled code again.
+//!
+//! Each entry from the evaluator checks that the globals the code calls
+//! still hold the procedures it was compiled with (a later definition may
+//! replace them). `--metered` runs everything in the evaluator.
+
+// (without the feature, nothing is compiled: what compiling uses is unused)
+#![cfg_attr(not(feature = "jit"), allow(dead_code))]
+
+use crate::anf::Origin;
+use crate::eval::{GState, Machine};
+use crate::resolve::{CAtom, CBind, CBlock, CExpr, Cond, GroupCode, LambdaCode, Param};
+use crate::value::{InstRc, Value};
+
+#[cfg(feature = "jit")]
+mod codegen;
+
+/// The entries of a procedure after which it is compiled, by default.
+pub const DEFAULT_AFTER: u64 = 1000;
+
+/// The most arguments a compiled procedure takes.
+pub const MAX_ARITY: usize = 4;
+
+/// The value tags of compiled code.
+pub(crate) const INT: i64 = 0;
+pub(crate) const REAL: i64 = 1;
+pub(crate) const BOOL: i64 = 2;
+/// The tag a compiled procedure returns when it gives up.
+pub(crate) const FAIL: i64 = 3;
+
+/// A procedure's state for the tier, in [`LambdaCode::jit`]: 0, never
+/// compiled; `1..=COUNTING`, the entries left before it is compiled; else a
+/// pointer to its [`Entry`].
+pub const NEVER: usize = 0;
+const COUNTING: usize = 1 << 32;
+
+/// A compiled procedure: its code, how many arguments it takes, and the
+/// globals its code calls, each with the procedure it held then (held here,
+/// so that no other procedure can take its address).
+pub struct Entry {
+    code: *const u8,
+    arity: usize,
+    deps: Box<[(u32, InstRc)]>,
+}
+
+/// The state a group's member starts in: counting down from `after`
+/// entries where the tier is built in, `after` is not 0, and its code is of
+/// the kind compiled.
+pub fn initial(group: &crate::anf::Group, code: &GroupCode, after: u64) -> usize {
+    if !cfg!(feature = "jit")
+        || after == 0
+        || code.members.len() != 1
+        || !matches!(group.origin, Origin::Source)
+        || group.is_derivative_code()
+        || !group.free.is_empty()
+        || !group.names.is_empty()
+        || !code.plain
+        || group.native.get().is_some()
+    {
+        return NEVER;
+    }
+    let lam = &code.members[0];
+    let b = &lam.body;
+    if arity(lam).is_none()
+        || !b.binds.get(start(lam)..).is_some_and(|bs| bs.iter().all(bind_ok))
+        || !expr_ok(&b.tail)
+    {
+        return NEVER;
+    }
+    after.min(COUNTING as u64 - 1) as usize + 1
+}
+
+/// The number of arguments `lam` takes in compiled code: its parameter
+/// (slot 0), or the parts of a tuple it destructures, in slots 0, 1, ...
+pub(crate) fn arity(lam: &LambdaCode) -> Option<usize> {
+    match &lam.param {
+        Param::Slot(0) if lam.unary == 1 => Some(1),
+        Param::Tuple { parts, .. }
+            if (2..=MAX_ARITY).contains(&parts.len())
+                && parts.iter().enumerate().all(|(i, p)| *p == i as u32) =>
+        {
+            Some(parts.len())
+        }
+        _ => None,
+    }
+}
+
+/// The bindings compiled code starts at (those a tuple's parts skip).
+pub(crate) fn start(lam: &LambdaCode) -> usize {
+    match &lam.param {
+        Param::Tuple { skip, .. } => *skip,
+        _ => 0,
+    }
+}
+
+fn atom_ok(a: &CAtom) -> bool {
+    match a {
+        CAtom::Local(_) => true,
+        CAtom::Const(v) => matches!(v, Value::Int(_) | Value::Real(_) | Value::Bool(_)),
+        _ => false,
+    }
+}
+
+fn callee_ok(f: &CAtom, n: usize) -> bool {
+    matches!(f, CAtom::Global(_)) && (1..=MAX_ARITY).contains(&n)
+}
+
+fn block_ok(b: &CBlock) -> bool {
+    b.binds.iter().all(bind_ok) && expr_ok(&b.tail)
+}
+
+fn bind_ok(b: &CBind) -> bool {
+    match b {
+        CBind::Let(_, e) => expr_ok(e),
+        CBind::PushArith(_, c, _) => callee_ok(&c.f, 1) && expr_ok(&c.arg),
+        CBind::PushApp(_, f, args, ..) => {
+            callee_ok(f, args.atoms().len()) && args.atoms().iter().all(atom_ok)
+        }
+        CBind::Clear(_) | CBind::Grow(_) => true,
+        _ => false,
+    }
+}
+
+fn expr_ok(e: &CExpr) -> bool {
+    match e {
+        CExpr::Atom(a) => atom_ok(a),
+        CExpr::Arith2(_, a, b, ..) => atom_ok(a) && atom_ok(b),
+        CExpr::Arith2Int(..) => true,
+        CExpr::App(f, args, ..) => callee_ok(f, args.atoms().len()) && args.atoms().iter().all(atom_ok),
+        CExpr::AppArith(c) => callee_ok(&c.f, 1) && expr_ok(&c.arg),
+        CExpr::If(c, t, f) => cond_ok(c) && block_ok(t) && block_ok(f),
+        CExpr::Inline(il) => block_ok(&il.body),
+        CExpr::Loop(lp) => lp.init.atoms().iter().all(atom_ok) && block_ok(&lp.body),
+        CExpr::Again(a) => a.set.atoms().iter().all(atom_ok),
+        _ => false,
+    }
+}
+
+fn cond_ok(c: &Cond) -> bool {
+    match c {
+        Cond::Atom(a) => atom_ok(a),
+        Cond::Cmp(_, a, b, ..) => atom_ok(a) && atom_ok(b),
+        Cond::CmpInt(..) | Cond::Is(..) => true,
+    }
+}
+
+/// A value's tag and bits in compiled code, if it has them.
+fn unbox(v: &Value) -> Option<(i64, i64)> {
+    match v {
+        Value::Int(x) => Some((INT, *x)),
+        Value::Real(x) => Some((REAL, x.to_bits() as i64)),
+        Value::Bool(b) => Some((BOOL, *b as i64)),
+        _ => None,
+    }
+}
+
+fn rebox(tag: i64, bits: i64) -> Value {
+    match tag {
+        INT => Value::Int(bits),
+        REAL => Value::Real(f64::from_bits(bits as u64)),
+        _ => Value::Bool(bits != 0),
+    }
+}
+
+/// Runs the call of `lam` whose `nargs` arguments are at `base` on the value
+/// stack (its step and level counted already) in compiled code, leaving its
+/// result at `base`: true if it did. Counts the entry down, and compiles the
+/// procedure when the count runs out. False where the call is to run in the
+/// evaluator: not compiled (yet, or ever), arguments the code does not take,
+/// metering, or the code gave up (then the counts are as they were).
+#[inline(never)]
+pub(crate) fn run(m: &mut Machine, base: usize, lam: &LambdaCode, nargs: usize) -> bool {
+    if m.jit_after == 0 || m.meter.is_some() {
+        return false;
+    }
+    let state = lam.jit.get();
+    if state <= COUNTING {
+        if state == 1 {
+            compile(m, lam);
+        } else {
+            lam.jit.set(state - 1);
+        }
+        return false;
+    }
+    // SAFETY: a state above COUNTING is an entry's address; entries are
+    // never freed (see `compile`).
+    let entry = unsafe { &*(state as *const Entry) };
+    if nargs != entry.arity {
+        return false;
+    }
+    let mut args = [(0i64, 0i64); MAX_ARITY];
+    for (i, a) in args.iter_mut().take(nargs).enumerate() {
+        match unbox(&m.stack[base + i]) {
+            Some(x) => *a = x,
+            None => return false,
+        }
+    }
+    let held = entry.deps.iter().all(|(g, want)| {
+        matches!(m.globals.get(*g as usize).map(|x| &x.state),
+                 Some(GState::Value(Value::Closure(i, 0))) if InstRc::ptr_eq(i, want))
+    });
+    if !held {
+        return false;
+    }
+    let saved = m.jit_counts();
+    let mp = m as *mut Machine;
+    let [a, b, c, d] = args;
+    // SAFETY: the code was compiled for this arity, with this signature; it
+    // reads and writes only the machine's counts (and calls `tick`).
+    let (tag, bits) = unsafe {
+        match nargs {
+            1 => std::mem::transmute::<*const u8, extern "C" fn(*mut Machine, i64, i64) -> Ret>(entry.code)(
+                mp, a.0, a.1,
+            ),
+            2 => std::mem::transmute::<*const u8, extern "C" fn(*mut Machine, i64, i64, i64, i64) -> Ret>(
+                entry.code,
+            )(mp, a.0, a.1, b.0, b.1),
+            3 => std::mem::transmute::<
+                *const u8,
+                extern "C" fn(*mut Machine, i64, i64, i64, i64, i64, i64) -> Ret,
+            >(entry.code)(mp, a.0, a.1, b.0, b.1, c.0, c.1),
+            _ => std::mem::transmute::<
+                *const u8,
+                extern "C" fn(*mut Machine, i64, i64, i64, i64, i64, i64, i64, i64) -> Ret,
+            >(entry.code)(mp, a.0, a.1, b.0, b.1, c.0, c.1, d.0, d.1),
+        }
+        .into()
+    };
+    RUNS.set(RUNS.get() + 1);
+    if tag == FAIL {
+        m.set_jit_counts(saved);
+        lam.jit.set(NEVER);
+        return false;
+    }
+    // (the arguments are numbers and booleans: nothing to drop)
+    m.stack.truncate(base);
+    m.stack.push(rebox(tag, bits));
+    true
+}
+
+thread_local! {
+    static RUNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The entries into compiled code made on this thread so far (those that
+/// gave up included): for tests that must know the code ran.
+pub fn runs() -> u64 {
+    RUNS.get()
+}
+
+/// Whether `lam` has compiled code.
+pub fn is_compiled(lam: &LambdaCode) -> bool {
+    lam.jit.get() > COUNTING
+}
+
+/// What compiled code returns: a tag and bits, in two registers.
+#[repr(C)]
+struct Ret {
+    tag: i64,
+    bits: i64,
+}
+
+impl From<Ret> for (i64, i64) {
+    fn from(r: Ret) -> (i64, i64) {
+        (r.tag, r.bits)
+    }
+}
+
+/// Called by compiled code when a step finds the countdown of
+/// [`Machine::tick`] run out: 0 to go on, else to give up (a limit reached:
+/// the evaluator, running the call again, reports it).
+pub(crate) extern "C" fn tick(m: *mut Machine) -> i64 {
+    // SAFETY: compiled code passes the machine it was entered with, which
+    // `run` holds mutably while the code runs.
+    let m = unsafe { &mut *m };
+    (!m.jit_tick_ok()) as i64
+}
+
+/// Compiles `lam` and the procedures it calls; sets their states to their
+/// entries, or `lam`'s to [`NEVER`] where that cannot be done.
+fn compile(m: &mut Machine, lam: &LambdaCode) {
+    lam.jit.set(NEVER);
+    #[cfg(feature = "jit")]
+    codegen::compile(m, lam);
+    #[cfg(not(feature = "jit"))]
+    let _ = m;
+}
+
+/// The procedure a global holds, if compiled code may call it with `n`
+/// arguments: its instance and its code (resolved now if it was not yet).
+pub(crate) fn callee(m: &mut Machine, g: u32, n: usize) -> Option<(InstRc, *const LambdaCode)> {
+    let inst = match m.globals.get(g as usize).map(|x| &x.state) {
+        Some(GState::Value(Value::Closure(i, 0))) => i.clone(),
+        _ => return None,
+    };
+    let code = m.group_code(&inst.group).ok()?;
+    if initial(&inst.group, code, 1) == NEVER {
+        return None;
+    }
+    let lam = &code.members[0];
+    if arity(lam) != Some(n) {
+        return None;
+    }
+    let lam = lam as *const LambdaCode;
+    Some((inst, lam))
+}

@@ -1,0 +1,199 @@
+//! The tier of compiled code for numeric procedures (`src/jit`): a program
+//! must behave exactly as in the evaluator alone, in its values, the steps
+//! it counts, its `--max-steps` and `--max-depth` limits, and its errors'
+//! messages and traces (the code gives up and the evaluator runs the call
+//! again wherever the evaluator would do something else); and the code must
+//! in fact be compiled and run (else the comparison would test nothing).
+
+use vlad::eval::GState;
+use vlad::toplevel::Session;
+use vlad::value::Value;
+
+/// Numeric programs: recursion in and out of tail position, loops, calls
+/// between procedures and of small ones run in place, integers overflowing
+/// into big ones, exact quotients, reals and integers mixed, comparisons of
+/// the two, NaN and -0.0, booleans, and operands of other kinds.
+const PROGRAMS: &[&str] = &[
+    "(define (fib n) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))
+     (fib 20) (fib 12.0) (fib #t) (fib 1) (fib '())",
+    // tail recursion (a loop), with an accumulator of either kind
+    "(define (sum n acc) (if (= n 0) acc (sum (- n 1) (+ acc n))))
+     (sum 1000 0) (sum 1000 0.5) (sum 100 #f) (sum 10 4611686018427387903)",
+    // overflow into big integers, in a loop and in recursion
+    "(define (fact n) (if (= n 0) 1 (* n (fact (- n 1)))))
+     (define (pow2 n acc) (if (= n 0) acc (pow2 (- n 1) (* 2 acc))))
+     (fact 10) (fact 20) (fact 25) (pow2 62 1) (pow2 63 1) (pow2 70 1.0)",
+    // exact quotients and real ones
+    "(define (q n d) (if (= n 0) d (q (- n 1) (/ d 2))))
+     (q 3 1) (q 3 1.0) (q 0 7) (q 5 0.0)",
+    // named lets, as loops in tail position and as values
+    "(define (tri n) (let loop ((i n) (acc 0)) (if (<= i 0) acc (loop (- i 1) (+ acc i)))))
+     (define (nest n) (+ 1 (let outer ((i n) (s 0))
+                             (if (= i 0) s
+                                 (outer (- i 1) (+ s (let inner ((j i) (t 0)) (if (= j 0) t (inner (- j 1) (+ t j))))))))))
+     (tri 100) (tri 10.5) (nest 20) (nest 0) (nest 3.0)",
+    // calls between procedures, and of small ones run in place
+    "(define (sq x) (* x x))
+     (define (f x y) (+ (sq x) (* 3 y)))
+     (define (g n) (if (< n 1) (f n 2.5) (+ (g (- n 1)) (f n n))))
+     (define (h n) (if (> n 5) (g n) (h (+ n 1))))
+     (g 10) (h 0) (h 0.5) (g #t)",
+    // comparisons of integers with reals (the general path), NaN, -0.0
+    "(define (cmp a b) (if (< a b) 1 (if (= a b) 0 -1)))
+     (define (neg x) (- 0.0 x))
+     (define (nan x) (/ x x))
+     (cmp 1 2) (cmp 2.5 2.5) (cmp 1 2.0) (cmp 3.0 1) (cmp (nan 0.0) 1.0) (neg 0.0) (neg -0.0) (cmp (nan 0.0) (nan 0.0))",
+    // booleans as values and in conditions; anything but #f is true
+    "(define (pick c a b) (if c a b))
+     (define (both a b) (if a (if b #t #f) #f))
+     (pick #t 1 2) (pick #f 1 2) (pick 0 1 2) (pick 0.0 1 2) (both #t 3) (both 1 #f)",
+    // deep recursion, past the depth limits below
+    "(define (down n) (if (= n 0) 0 (+ 1 (down (- n 1)))))
+     (define (deep n) (if (= n 0) 0.0 (+ 0.5 (deep (- n 1)))))
+     (down 1000) (deep 200) (down 30)",
+    // mutual recursion in tail position
+    "(define (ev? n) (if (= n 0) #t (od? (- n 1))))
+     (define (od? n) (if (= n 0) #f (ev? (- n 1))))
+     (ev? 100) (od? 7) (ev? 3.0) (ev? #t)",
+    // a procedure that takes four arguments
+    "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
+     (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",
+];
+
+/// What running `src` shows: each value or the error (rendered, with its
+/// trace) and the steps counted after it. `jit`: compile each procedure
+/// that can be at its first call; else never.
+fn outcome(src: &str, jit: bool, limit: Option<(&str, u64)>) -> String {
+    let mut s = Session::new();
+    s.m.out = Box::new(std::io::sink());
+    s.m.jit_after = jit as u64;
+    match limit {
+        Some(("depth", n)) => s.m.set_max_depth(n as usize),
+        Some((_, n)) => s.m.set_max_steps(n),
+        None => {}
+    }
+    let mut out = String::new();
+    for (i, expr) in expressions(src).iter().enumerate() {
+        match s.run_text(&format!("p{i}.vlad"), expr) {
+            Ok(vs) => vs.iter().for_each(|v| out.push_str(&format!("{}\n", vlad::print::to_string(v)))),
+            Err(e) => out.push_str(&e.render(&s.sources)),
+        }
+        out.push_str(&format!("{} steps\n", s.m.steps()));
+    }
+    out
+}
+
+/// The program as the definitions followed by each expression alone (so
+/// that one failing does not hide the rest).
+fn expressions(src: &str) -> Vec<String> {
+    let Ok(forms) = vlad::reader::read_all(src, 0) else { panic!("the program does not read:\n{src}") };
+    let text = |d: &vlad::datum::Datum| src[d.span.start as usize..d.span.end as usize].to_string();
+    let (defs, exprs): (Vec<_>, Vec<_>) = forms.iter().partition(|d| text(d).starts_with("(define"));
+    let defs: Vec<String> = defs.iter().map(|d| text(d)).collect();
+    exprs.iter().map(|e| format!("{}\n{}\n", defs.join("\n"), text(e))).collect()
+}
+
+#[test]
+fn compiled_code_behaves_as_the_evaluator() {
+    let before = vlad::jit::runs();
+    for src in PROGRAMS {
+        let limits: Vec<Option<(&str, u64)>> = std::iter::once(None)
+            .chain([2, 3, 5, 8, 24, 100, 500].map(|n| Some(("depth", n))))
+            .chain([1, 3, 10, 60, 500, 5000, 20000].map(|n| Some(("steps", n))))
+            .collect();
+        for limit in limits {
+            let (on, off) = (outcome(src, true, limit), outcome(src, false, limit));
+            assert_eq!(on, off, "program (limit {limit:?}):\n{src}");
+        }
+    }
+    if cfg!(feature = "jit") {
+        assert!(vlad::jit::runs() > before + 100, "compiled code hardly ran");
+    }
+}
+
+/// Whether the global `name` holds a procedure with compiled code.
+fn compiled(s: &Session, name: &str) -> bool {
+    let g = s.m.globals.iter().find(|g| &*g.name == name).expect("a global of that name");
+    match &g.state {
+        GState::Value(Value::Closure(inst, 0)) => {
+            inst.group.code.get().is_some_and(|c| c.members.iter().any(vlad::jit::is_compiled))
+        }
+        _ => false,
+    }
+}
+
+#[test]
+fn numeric_procedures_are_compiled_after_their_calls() {
+    if !cfg!(feature = "jit") {
+        println!("SKIPPED: built without the `jit` feature");
+        return;
+    }
+    let mut s = Session::new();
+    s.m.jit_after = 50;
+    let defs = "(define (fib n) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))
+                (define (tri n) (let loop ((i n) (acc 0)) (if (<= i 0) acc (loop (- i 1) (+ acc i)))))
+                (define (len xs) (if (null? xs) 0 (+ 1 (len (cdr xs)))))
+                (define (twice n) (* 2 (tri n)))
+                (define (go k) (if (= k 0) 0 (+ (twice 10) (go (- k 1)))))
+                (define (more k) (if (= k 0) 0 (+ k (more (- k 1)))))
+                (define (rep k) (if (= k 0) 0 (+ (* 2 (more 5)) (rep (- k 1)))))";
+    s.run_text("d.vlad", defs).expect("the definitions run");
+    let value = |s: &mut Session, e: &str| {
+        let vs = s.run_text("e.vlad", e).expect("the expression runs");
+        vlad::print::to_string(&vs[0])
+    };
+    // fewer calls than the threshold: still in the evaluator
+    assert_eq!(value(&mut s, "(fib 5)"), "5");
+    assert!(!compiled(&s, "fib"));
+    let before = vlad::jit::runs();
+    // fib(25) by its closed form's recurrence, computed here
+    let (mut a, mut b) = (0u64, 1u64);
+    for _ in 0..25 {
+        (a, b) = (b, a + b);
+    }
+    assert_eq!(value(&mut s, "(fib 25)"), a.to_string());
+    assert!(compiled(&s, "fib"));
+    assert!(vlad::jit::runs() > before);
+    // `twice` and `tri` run in place in `go` (they are not entered):
+    // compiled there, the loop of `tri` included
+    assert_eq!(value(&mut s, "(go 100)"), (100 * 2 * 55).to_string());
+    assert!(compiled(&s, "go"));
+    for _ in 0..60 {
+        value(&mut s, "(rep 3)");
+    }
+    assert_eq!(value(&mut s, "(rep 1000)"), (1000 * 2 * 15).to_string());
+    assert!(compiled(&s, "rep") && compiled(&s, "more"), "a procedure and the one it calls");
+    // a list walk is not compiled
+    for _ in 0..60 {
+        value(&mut s, "(len (list 1 2 3))");
+    }
+    assert!(!compiled(&s, "len"));
+}
+
+/// A definition may use a global defined later (the REPL's late binding):
+/// compiled code calls what the global holds when it is compiled, and a
+/// definition made again leaves the procedures defined before it as they
+/// were (README, "REPL").
+#[test]
+fn compiled_code_calls_the_procedures_globals_hold() {
+    if !cfg!(feature = "jit") {
+        println!("SKIPPED: built without the `jit` feature");
+        return;
+    }
+    let mut s = Session::new();
+    s.late_binding = true;
+    s.m.jit_after = 1;
+    s.run_text("d.vlad", "(define (f n) (if (= n 0) 0 (+ (g n) (f (- n 1)))))").expect("the definition runs");
+    assert!(s.run_text("e.vlad", "(f 10)").is_err(), "g is not defined yet");
+    s.run_text("g.vlad", "(define (g x) (* x 2))").expect("the definition runs");
+    let value = |s: &mut Session, e: &str| {
+        let vs = s.run_text("e.vlad", e).expect("the expression runs");
+        vlad::print::to_string(&vs[0])
+    };
+    // 2 (1 + ... + 10)
+    assert_eq!(value(&mut s, "(f 10)"), "110");
+    assert!(compiled(&s, "f"));
+    s.run_text("r.vlad", "(define (g x) (* x 3))").expect("the redefinition runs");
+    assert_eq!(value(&mut s, "(f 10)"), "110");
+    assert_eq!(value(&mut s, "(g 10)"), "30");
+}

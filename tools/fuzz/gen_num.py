@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Random numeric VLAD programs for the tier of compiled code (src/jit):
+top-level procedures on exact integers, reals and booleans (arithmetic that
+may overflow into big integers, exact quotients, mixed operands, comparisons,
+conditionals, named-let loops, recursion, calls of each other), called with
+arguments of every kind. Run them with `--jit-after 1` against `--no-jit`
+(tools/fuzz/run.sh A A N "--jit-after 1 --max-steps 300000" "--no-jit
+--max-steps 300000"): values, errors and the steps counted must agree.
+
+    gen_num.py SEED
+"""
+import random
+import sys
+
+r = random.Random(int(sys.argv[1]))
+# (every other program has no boolean constants: fewer of its calls fail,
+# so more of its code runs)
+NUMERIC = int(sys.argv[1]) % 2 == 0
+
+INTS = ["0", "1", "2", "3", "-1", "7", "100", "4611686018427387903", "-4611686018427387904",
+        "9223372036854775807", "-9223372036854775808", "3037000499", "12345678901234567890"]
+REALS = ["0.0", "-0.0", "1.0", "0.5", "-2.5", "1e308", "-1e308", "1e-300", "3.25", "(/ 0.0 0.0)",
+         "(/ 1.0 0.0)"]
+BOOLS = ["#t", "#f"]
+OPS = ["+", "-", "*", "/", "<", ">", "<=", ">=", "="]
+
+
+def const():
+    k = r.random()
+    if k < 0.55:
+        return r.choice(INTS)
+    if k < 0.9 or NUMERIC:
+        return r.choice(REALS)
+    return r.choice(BOOLS)
+
+
+def expr(vs, depth, fns):
+    """An expression over the variables `vs`, calling procedures of `fns`
+    (name, arity)."""
+    k = r.random()
+    if depth <= 0 or k < 0.25:
+        return r.choice(vs) if vs and r.random() < 0.7 else const()
+    if k < 0.6:
+        return "(%s %s %s)" % (r.choice(OPS), expr(vs, depth - 1, fns), expr(vs, depth - 1, fns))
+    if k < 0.72:
+        return "(if %s %s %s)" % (expr(vs, depth - 1, fns), expr(vs, depth - 1, fns), expr(vs, depth - 1, fns))
+    if k < 0.84 and fns:
+        name, n = r.choice(fns)
+        return "(%s %s)" % (name, " ".join(expr(vs, depth - 1, fns) for _ in range(n)))
+    if k < 0.92:
+        # a named let's loop, bounded by an integer count
+        i, acc = "i%d" % depth, "acc%d" % depth
+        bound = r.choice(["3", "10", "50", "0", "-2"])
+        body = expr(vs + [i, acc], depth - 1, fns)
+        return "(let loop%d ((%s %s) (%s %s)) (if (<= %s 0) %s (loop%d (- %s 1) %s)))" % (
+            depth, i, bound, acc, expr(vs, depth - 1, fns), i, acc, depth, i, body)
+    # a let
+    x = "v%d" % depth
+    return "(let ((%s %s)) %s)" % (x, expr(vs, depth - 1, fns), expr(vs + [x], depth - 1, fns))
+
+
+def main():
+    fns = []
+    out = []
+    for i in range(r.randint(1, 5)):
+        n = r.randint(1, 3)
+        ps = ["n"] + ["x%d" % j for j in range(1, n)]
+        name = "f%d" % i
+        base = expr(ps, 3, fns)
+        # recursion on `n` (an integer counting down, or anything else)
+        rec_args = " ".join(["(- n 1)"] + [expr(ps, 2, fns) for _ in range(n - 1)])
+        kind = r.random()
+        if kind < 0.35:
+            body = "(if (<= n 0) %s (%s %s (%s %s)))" % (base, r.choice(OPS[:3]), expr(ps, 2, fns), name, rec_args)
+        elif kind < 0.6:
+            # in tail position: a loop
+            body = "(if (<= n 0) %s (%s %s))" % (base, name, rec_args)
+        elif kind < 0.75:
+            body = "(if (< n 2) %s (+ (%s %s) (%s %s)))" % (
+                base, name, rec_args, name, " ".join(["(- n 2)"] + [expr(ps, 1, fns) for _ in range(n - 1)]))
+        else:
+            body = expr(ps, 4, fns)
+        out.append("(define (%s %s) %s)" % (name, " ".join(ps), body))
+        fns.append((name, n))
+    for _ in range(r.randint(2, 8)):
+        name, n = r.choice(fns)
+        counts = ["0", "1", "5", "12", "20", "-3", "2.5", "(/ 0.0 0.0)", "4611686018427387903"]
+        if not NUMERIC:
+            counts.append("#t")
+        args = [r.choice(counts)] + [const() for _ in range(n - 1)]
+        out.append("(%s %s)" % (name, " ".join(args)))
+    print("\n".join(out))
+
+
+main()
