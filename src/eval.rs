@@ -1530,6 +1530,20 @@ impl Machine {
         })
     }
 
+    /// An iteration of a procedure's own loop (`resolve::Loop::entered`),
+    /// its step counted and its parameters (`params`) set: the tail call of
+    /// the procedure it stands for, run in compiled code if the procedure
+    /// has it (or is counted towards it: the iterations count as entries).
+    /// True where it was: its result is then alone at `base`.
+    #[inline(always)]
+    fn jit_again(&mut self, base: usize, inst: &InstRc, params: &[u32]) -> bool {
+        let Some(code) = inst.group().code.get() else { return false };
+        let lam = &code.members[0];
+        lam.jit.get() != crate::jit::NEVER
+            && params.iter().enumerate().all(|(i, p)| *p == i as u32)
+            && crate::jit::run(self, base, lam, params.len())
+    }
+
     /// A procedure's call of itself (`resolve::Again::global`) where global
     /// `g` no longer holds it: made as the tail call it is.
     #[cold]
@@ -1776,6 +1790,10 @@ impl Machine {
                     self.tick()?;
                     self.assign(base, inst, &a.set, a.set_moves, &a.params, a.in_order)?;
                     self.clear_slots(base, &a.clear);
+                    // (a procedure's call of itself, which may go on in compiled code)
+                    if a.global.is_some() && self.jit_again(base, inst, &lp.params) {
+                        return Ok(Next::Return);
+                    }
                     block = &lp.body;
                     continue;
                 }

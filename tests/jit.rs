@@ -55,6 +55,10 @@ const PROGRAMS: &[&str] = &[
     "(define (ev? n) (if (= n 0) #t (od? (- n 1))))
      (define (od? n) (if (= n 0) #f (ev? (- n 1))))
      (ev? 100) (od? 7) (ev? 3.0) (ev? #t)",
+    // the one-argument primitives compiled code computes, on reals and integers
+    "(define (un x) (+ (real x) (+ (sqrt x) (+ (exp x) (+ (log x) (+ (sin x) (cos x)))))))
+     (define (walk n x) (if (= n 0) x (walk (- n 1) (* 0.5 (+ x (un x))))))
+     (un 2.0) (un 4) (un 0.0) (un -1.0) (un -0.0) (un 1e308) (walk 20 0.5) (walk 5 3) (un #t) (sqrt 16)",
     // a procedure that takes four arguments
     "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",
@@ -109,6 +113,49 @@ fn compiled_code_behaves_as_the_evaluator() {
     if cfg!(feature = "jit") {
         assert!(vlad::jit::runs() > before + 100, "compiled code hardly ran");
     }
+}
+
+/// A procedure calling itself in tail position runs as a loop; its
+/// iterations count towards compiling it, and once it is compiled the loop
+/// goes on in compiled code (each iteration is the tail call it stands for):
+/// the same values, steps and errors, at step limits on either side of the
+/// switch, and past it.
+#[test]
+fn a_loop_goes_on_in_compiled_code() {
+    let src = "(define (count n acc) (if (= n 0) acc (count (- n 1) (+ acc 1))))
+               (define (halves n acc) (if (= n 0) acc (halves (- n 1) (+ acc (* 0.5 n)))))
+               (define (grow n acc) (if (= n 0) acc (grow (- n 1) (* acc 3))))
+               (count 3000 0) (halves 3000 0.0) (halves 2999 0) (grow 100 1) (count 2000 #f)";
+    let outcome_after = |after: u64, limit: Option<u64>| {
+        let mut s = Session::new();
+        s.m.out = Box::new(std::io::sink());
+        s.m.jit_after = after;
+        if let Some(n) = limit {
+            s.m.set_max_steps(n);
+        }
+        let mut out = String::new();
+        for (i, expr) in expressions(src).iter().enumerate() {
+            match s.run_text(&format!("p{i}.vlad"), expr) {
+                Ok(vs) => vs.iter().for_each(|v| out.push_str(&format!("{}\n", vlad::print::to_string(v)))),
+                Err(e) => out.push_str(&e.render(&s.sources)),
+            }
+            out.push_str(&format!("{} steps\n", s.m.steps()));
+        }
+        out
+    };
+    let before = vlad::jit::runs();
+    for limit in
+        [None, Some(99), Some(100), Some(101), Some(102), Some(1500), Some(3000), Some(3001), Some(3002)]
+    {
+        assert_eq!(outcome_after(100, limit), outcome_after(0, limit), "limit {limit:?}");
+    }
+    if cfg!(feature = "jit") {
+        assert!(vlad::jit::runs() > before, "compiled code never ran");
+    }
+    // (count 3000 0) is 3000, in 3002 steps (the expression, the call, 3000
+    // iterations); the sum of n/2 for n = 1 ... 3000 is 3000 * 3001 / 4
+    let all = outcome_after(100, None);
+    assert!(all.starts_with("3000\n3002 steps\n2250750.0\n"), "{all}");
 }
 
 /// Whether the global `name` holds a procedure with compiled code.

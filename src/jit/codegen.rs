@@ -1,9 +1,9 @@
 //! Lowering of a procedure's resolved code (`resolve::LambdaCode`) to
 //! Cranelift's IR, and the module the code lives in (see the parent module).
 
-use super::{arity, callee, start, Entry, BOOL, FAIL, INT, REAL};
+use super::{arity, callee, start, Entry, Unary, BOOL, FAIL, INT, REAL};
 use crate::eval::{Machine, JIT_DEPTH, JIT_FUEL, JIT_STACK_LO, JIT_STACK_SPAN};
-use crate::resolve::{Again, CAtom, CBind, CBlock, CExpr, Cond, LambdaCode, Loop, Op2};
+use crate::resolve::{Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, LambdaCode, Loop, Op2};
 use crate::value::{InstRc, Value};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F64, I64};
@@ -34,6 +34,11 @@ thread_local! {
 }
 
 fn make_jit() -> Option<Jit> {
+    // (where the code's two results are returned as `jit::Ret`, a C struct of
+    // two words, is: in two registers on these)
+    if !cfg!(all(unix, any(target_arch = "x86_64", target_arch = "aarch64"))) {
+        return None;
+    }
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").ok()?;
     let isa = cranelift_native::builder().ok()?.finish(settings::Flags::new(flags)).ok()?;
@@ -205,6 +210,10 @@ fn build(
     }
     let mut b = FunctionBuilder::new(&mut jit.ctx.func, &mut jit.fctx);
     let tick_sig = b.import_signature(tick_sig);
+    let mut f64_sig = Signature::new(b.func.signature.call_conv);
+    f64_sig.params.push(AbiParam::new(F64));
+    f64_sig.returns.push(AbiParam::new(F64));
+    let f64_sig = b.import_signature(f64_sig);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     let fail = b.create_block();
@@ -222,6 +231,7 @@ fn build(
         globals: &c.globals,
         me,
         tick_sig,
+        f64_sig,
         loops: Vec::new(),
     };
     for i in 0..n {
@@ -275,6 +285,8 @@ struct Gen<'a, 'c> {
     globals: &'c FxHashMap<u32, usize>,
     me: usize,
     tick_sig: ir::SigRef,
+    /// A function of a double to a double (`Unary::function`).
+    f64_sig: ir::SigRef,
     /// The loops entered: each one's top, and its variables' slots.
     loops: Vec<(ir::Block, &'c Loop)>,
 }
@@ -514,6 +526,13 @@ impl<'c> Gen<'_, 'c> {
                 v
             }
             e @ (CExpr::If(..) | CExpr::Loop(..)) => self.value(|g, dest| g.tail(e, dest)),
+            CExpr::Prim(p, CArgs::One(a), _) => match Unary::of(*p) {
+                Some(u) => {
+                    let x = self.atom(a);
+                    self.unary(u, x)
+                }
+                None => self.give_up(),
+            },
             _ => self.give_up(),
         }
     }
@@ -601,6 +620,43 @@ impl<'c> Gen<'_, 'c> {
             self.set_slot(*p, v);
         }
         self.b.ins().jump(header, &[]);
+    }
+
+    /// A one-argument primitive (see [`Unary`]).
+    fn unary(&mut self, u: Unary, x: V) -> V {
+        if u == Unary::Real {
+            // (a number as it is)
+            let t = self.tag(x.tag);
+            let ok = self.b.ins().icmp_imm(IntCC::NotEqual, t, BOOL);
+            self.check(ok);
+            return x;
+        }
+        let f = self.double(x, u != Unary::Sqrt);
+        let r = match u.function() {
+            None => self.b.ins().sqrt(f),
+            Some(func) => {
+                let addr = self.b.ins().iconst(I64, func as usize as i64);
+                let call = self.b.ins().call_indirect(self.f64_sig, addr, &[f]);
+                self.b.inst_results(call)[0]
+            }
+        };
+        let bits = self.b.ins().bitcast(I64, MemFlags::new(), r);
+        V { tag: Tag::K(REAL), bits }
+    }
+
+    /// A real's double, or (`int`) an exact integer's; gives up on anything else.
+    fn double(&mut self, x: V, int: bool) -> ir::Value {
+        let t = self.tag(x.tag);
+        let is_int = self.b.ins().icmp_imm(IntCC::Equal, t, INT);
+        let is_real = self.b.ins().icmp_imm(IntCC::Equal, t, REAL);
+        let ok = if int { self.b.ins().bor(is_int, is_real) } else { is_real };
+        self.check(ok);
+        let r = self.b.ins().bitcast(F64, MemFlags::new(), x.bits);
+        if !int {
+            return r;
+        }
+        let i = self.b.ins().fcvt_from_sint(F64, x.bits);
+        self.b.ins().select(is_int, i, r)
     }
 
     /// Branches to `t` or `f` on `c`.

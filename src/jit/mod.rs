@@ -149,6 +149,7 @@ fn expr_ok(e: &CExpr) -> bool {
         CExpr::Inline(il) => block_ok(&il.body),
         CExpr::Loop(lp) => lp.init.atoms().iter().all(atom_ok) && block_ok(&lp.body),
         CExpr::Again(a) => a.set.atoms().iter().all(atom_ok),
+        CExpr::Prim(p, crate::resolve::CArgs::One(a), _) => Unary::of(*p).is_some() && atom_ok(a),
         _ => false,
     }
 }
@@ -158,6 +159,57 @@ fn cond_ok(c: &Cond) -> bool {
         Cond::Atom(a) => atom_ok(a),
         Cond::Cmp(_, a, b, ..) => atom_ok(a) && atom_ok(b),
         Cond::CmpInt(..) | Cond::Is(..) => true,
+    }
+}
+
+/// The one-argument primitives compiled code computes: on a real (`real`
+/// also on an exact integer, which it returns as it is; `exp`, `log`, `sin`
+/// and `cos` also on an exact integer, as its double, as `num::real_fn`
+/// does). Anything else gives up (`sqrt` of an exact integer may be exact).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Unary {
+    Real,
+    Sqrt,
+    Exp,
+    Log,
+    Sin,
+    Cos,
+}
+
+impl Unary {
+    pub(crate) fn of(p: crate::prims::PrimId) -> Option<Unary> {
+        Some(match crate::prims::prim(p).name {
+            "real" => Unary::Real,
+            "sqrt" => Unary::Sqrt,
+            "exp" => Unary::Exp,
+            "log" => Unary::Log,
+            "sin" => Unary::Sin,
+            "cos" => Unary::Cos,
+            _ => return None,
+        })
+    }
+
+    /// The function compiled code calls for it (where it is not an instruction).
+    pub(crate) fn function(self) -> Option<extern "C" fn(f64) -> f64> {
+        extern "C" fn exp(x: f64) -> f64 {
+            x.exp()
+        }
+        extern "C" fn ln(x: f64) -> f64 {
+            x.ln()
+        }
+        extern "C" fn sin(x: f64) -> f64 {
+            x.sin()
+        }
+        extern "C" fn cos(x: f64) -> f64 {
+            x.cos()
+        }
+        match self {
+            Unary::Exp => Some(exp),
+            Unary::Log => Some(ln),
+            Unary::Sin => Some(sin),
+            Unary::Cos => Some(cos),
+            Unary::Real | Unary::Sqrt => None,
+        }
     }
 }
 
@@ -211,6 +263,10 @@ pub(crate) fn run(m: &mut Machine, base: usize, lam: &LambdaCode, nargs: usize) 
             Some(x) => *a = x,
             None => return false,
         }
+    }
+    // (native stack bounds unknown here: the code would give up at its first call)
+    if !m.native_stack_ok() {
+        return false;
     }
     let held = entry.deps.iter().all(|(g, want)| {
         matches!(m.globals.get(*g as usize).map(|x| &x.state),

@@ -2,7 +2,8 @@
 """Random numeric VLAD programs for the tier of compiled code (src/jit):
 top-level procedures on exact integers, reals and booleans (arithmetic that
 may overflow into big integers, exact quotients, mixed operands, comparisons,
-conditionals, named-let loops, recursion, calls of each other), called with
+conditionals, named-let loops, recursion, calls of each other, the
+one-argument primitives compiled code computes), called with
 arguments of every kind. Run them with `--jit-after 1` against `--no-jit`
 (tools/fuzz/run.sh A A N "--jit-after 1 --max-steps 300000" "--no-jit
 --max-steps 300000"): values, errors and the steps counted must agree.
@@ -23,6 +24,7 @@ REALS = ["0.0", "-0.0", "1.0", "0.5", "-2.5", "1e308", "-1e308", "1e-300", "3.25
          "(/ 1.0 0.0)"]
 BOOLS = ["#t", "#f"]
 OPS = ["+", "-", "*", "/", "<", ">", "<=", ">=", "="]
+UNARY = ["real", "sqrt", "exp", "log", "sin", "cos"]
 
 
 def const():
@@ -40,8 +42,10 @@ def expr(vs, depth, fns):
     k = r.random()
     if depth <= 0 or k < 0.25:
         return r.choice(vs) if vs and r.random() < 0.7 else const()
-    if k < 0.6:
+    if k < 0.52:
         return "(%s %s %s)" % (r.choice(OPS), expr(vs, depth - 1, fns), expr(vs, depth - 1, fns))
+    if k < 0.6:
+        return "(%s %s)" % (r.choice(UNARY), expr(vs, depth - 1, fns))
     if k < 0.72:
         return "(if %s %s %s)" % (expr(vs, depth - 1, fns), expr(vs, depth - 1, fns), expr(vs, depth - 1, fns))
     if k < 0.84 and fns:
