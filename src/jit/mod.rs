@@ -35,6 +35,10 @@ mod codegen;
 /// The entries of a procedure after which it is compiled, by default.
 pub const DEFAULT_AFTER: u64 = 1000;
 
+/// The deepest nesting of blocks (conditionals, loops, calls run in place)
+/// in code that is compiled.
+const MAX_NESTING: usize = 48;
+
 /// The most arguments a compiled procedure takes.
 pub const MAX_ARITY: usize = 4;
 
@@ -78,9 +82,10 @@ pub fn initial(group: &crate::anf::Group, code: &GroupCode, after: u64) -> usize
     }
     let lam = &code.members[0];
     let b = &lam.body;
+    let d = MAX_NESTING;
     if arity(lam).is_none()
-        || !b.binds.get(start(lam)..).is_some_and(|bs| bs.iter().all(bind_ok))
-        || !expr_ok(&b.tail)
+        || !b.binds.get(start(lam)..).is_some_and(|bs| bs.iter().all(|x| bind_ok(x, d)))
+        || !expr_ok(&b.tail, d)
     {
         return NEVER;
     }
@@ -122,14 +127,16 @@ fn callee_ok(f: &CAtom, n: usize) -> bool {
     matches!(f, CAtom::Global(_)) && (1..=MAX_ARITY).contains(&n)
 }
 
-fn block_ok(b: &CBlock) -> bool {
-    b.binds.iter().all(bind_ok) && expr_ok(&b.tail)
+/// The code of blocks nested at most `d` deep is compiled (the passes over
+/// it recurse once per level).
+fn block_ok(b: &CBlock, d: usize) -> bool {
+    d > 0 && b.binds.iter().all(|x| bind_ok(x, d - 1)) && expr_ok(&b.tail, d - 1)
 }
 
-fn bind_ok(b: &CBind) -> bool {
+fn bind_ok(b: &CBind, d: usize) -> bool {
     match b {
-        CBind::Let(_, e) => expr_ok(e),
-        CBind::PushArith(_, c, _) => callee_ok(&c.f, 1) && expr_ok(&c.arg),
+        CBind::Let(_, e) => expr_ok(e, d),
+        CBind::PushArith(_, c, _) => callee_ok(&c.f, 1) && expr_ok(&c.arg, d),
         CBind::PushApp(_, f, args, ..) => {
             callee_ok(f, args.atoms().len()) && args.atoms().iter().all(atom_ok)
         }
@@ -138,16 +145,16 @@ fn bind_ok(b: &CBind) -> bool {
     }
 }
 
-fn expr_ok(e: &CExpr) -> bool {
+fn expr_ok(e: &CExpr, d: usize) -> bool {
     match e {
         CExpr::Atom(a) => atom_ok(a),
         CExpr::Arith2(_, a, b, ..) => atom_ok(a) && atom_ok(b),
         CExpr::Arith2Int(..) => true,
         CExpr::App(f, args, ..) => callee_ok(f, args.atoms().len()) && args.atoms().iter().all(atom_ok),
-        CExpr::AppArith(c) => callee_ok(&c.f, 1) && expr_ok(&c.arg),
-        CExpr::If(c, t, f) => cond_ok(c) && block_ok(t) && block_ok(f),
-        CExpr::Inline(il) => block_ok(&il.body),
-        CExpr::Loop(lp) => lp.init.atoms().iter().all(atom_ok) && block_ok(&lp.body),
+        CExpr::AppArith(c) => callee_ok(&c.f, 1) && expr_ok(&c.arg, d),
+        CExpr::If(c, t, f) => cond_ok(c) && block_ok(t, d) && block_ok(f, d),
+        CExpr::Inline(il) => block_ok(&il.body, d),
+        CExpr::Loop(lp) => lp.init.atoms().iter().all(atom_ok) && block_ok(&lp.body, d),
         CExpr::Again(a) => a.set.atoms().iter().all(atom_ok),
         CExpr::Prim(p, crate::resolve::CArgs::One(a), _) => Unary::of(*p).is_some() && atom_ok(a),
         _ => false,
@@ -353,8 +360,10 @@ pub(crate) extern "C" fn tick(m: *mut Machine) -> i64 {
 /// entries, or `lam`'s to [`NEVER`] where that cannot be done.
 fn compile(m: &mut Machine, lam: &LambdaCode) {
     lam.jit.set(NEVER);
+    // (Cranelift's passes take more stack than the evaluator's red zone
+    // leaves, in a debug build)
     #[cfg(feature = "jit")]
-    codegen::compile(m, lam);
+    stacker::maybe_grow(4 << 20, 16 << 20, || codegen::compile(m, lam));
     #[cfg(not(feature = "jit"))]
     let _ = m;
 }
