@@ -27,11 +27,23 @@ fn shown(v: &Value) -> String {
     vlad::print::to_string(v)
 }
 
+/// [`setup`] with compiled code off (`--no-jit`): the evaluator alone.
+fn setup_evaluator(defs: &str, call: &str) -> (Session, Rc<Group>) {
+    let mut s = Session::new();
+    s.m.jit_after = 0;
+    prepare(s, defs, call)
+}
+
 fn fib(c: &mut Criterion) {
-    let (mut s, t) = setup("(define (fib n) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))", "(fib 25)");
+    let defs = "(define (fib n) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))";
+    // (numeric: compiled to machine code after its first 1000 calls, `src/jit`)
+    let (mut s, t) = setup(defs, "(fib 25)");
     // F(25) = 75025
     assert_eq!(shown(&run(&mut s, &t)), "75025");
     c.bench_function("fib 25", |b| b.iter(|| black_box(run(&mut s, &t))));
+    let (mut s, t) = setup_evaluator(defs, "(fib 25)");
+    assert_eq!(shown(&run(&mut s, &t)), "75025");
+    c.bench_function("fib 25, evaluator", |b| b.iter(|| black_box(run(&mut s, &t))));
 }
 
 fn tail_loop(c: &mut Criterion) {
@@ -39,6 +51,12 @@ fn tail_loop(c: &mut Criterion) {
         setup("(define (count n acc) (if (= n 0) acc (count (- n 1) (+ acc 1))))", "(count 1000000 0)");
     assert_eq!(shown(&run(&mut s, &t)), "1000000");
     c.bench_function("tail loop 10^6", |b| b.iter(|| black_box(run(&mut s, &t))));
+    let (mut s, t) = setup_evaluator(
+        "(define (count n acc) (if (= n 0) acc (count (- n 1) (+ acc 1))))",
+        "(count 1000000 0)",
+    );
+    assert_eq!(shown(&run(&mut s, &t)), "1000000");
+    c.bench_function("tail loop 10^6, evaluator", |b| b.iter(|| black_box(run(&mut s, &t))));
     // An `if` whose value is bound: the sum of min(n, 500) for n = 1 ... 1000
     // is 499 * 500 / 2 + 501 * 500 = 375250.
     let (mut s, t) = setup(
