@@ -5,6 +5,8 @@
 //! again wherever the evaluator would do something else); and the code must
 //! in fact be compiled and run (else the comparison would test nothing).
 
+mod common;
+
 use vlad::eval::GState;
 use vlad::toplevel::Session;
 use vlad::value::Value;
@@ -64,37 +66,10 @@ const PROGRAMS: &[&str] = &[
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",
 ];
 
-/// What running `src` shows: each value or the error (rendered, with its
-/// trace) and the steps counted after it. `jit`: compile each procedure
-/// that can be at its first call; else never.
+/// What running `src` shows (`common::outcome`), with every procedure that
+/// can be compiled at its first call (`jit`), or never.
 fn outcome(src: &str, jit: bool, limit: Option<(&str, u64)>) -> String {
-    let mut s = Session::new();
-    s.m.out = Box::new(std::io::sink());
-    s.m.jit_after = jit as u64;
-    match limit {
-        Some(("depth", n)) => s.m.set_max_depth(n as usize),
-        Some((_, n)) => s.m.set_max_steps(n),
-        None => {}
-    }
-    let mut out = String::new();
-    for (i, expr) in expressions(src).iter().enumerate() {
-        match s.run_text(&format!("p{i}.vlad"), expr) {
-            Ok(vs) => vs.iter().for_each(|v| out.push_str(&format!("{}\n", vlad::print::to_string(v)))),
-            Err(e) => out.push_str(&e.render(&s.sources)),
-        }
-        out.push_str(&format!("{} steps\n", s.m.steps()));
-    }
-    out
-}
-
-/// The program as the definitions followed by each expression alone (so
-/// that one failing does not hide the rest).
-fn expressions(src: &str) -> Vec<String> {
-    let Ok(forms) = vlad::reader::read_all(src, 0) else { panic!("the program does not read:\n{src}") };
-    let text = |d: &vlad::datum::Datum| src[d.span.start as usize..d.span.end as usize].to_string();
-    let (defs, exprs): (Vec<_>, Vec<_>) = forms.iter().partition(|d| text(d).starts_with("(define"));
-    let defs: Vec<String> = defs.iter().map(|d| text(d)).collect();
-    exprs.iter().map(|e| format!("{}\n{}\n", defs.join("\n"), text(e))).collect()
+    common::outcome(src, &|m: &mut vlad::eval::Machine| m.jit_after = jit as u64, limit)
 }
 
 #[test]
@@ -127,21 +102,7 @@ fn a_loop_goes_on_in_compiled_code() {
                (define (grow n acc) (if (= n 0) acc (grow (- n 1) (* acc 3))))
                (count 3000 0) (halves 3000 0.0) (halves 2999 0) (grow 100 1) (count 2000 #f)";
     let outcome_after = |after: u64, limit: Option<u64>| {
-        let mut s = Session::new();
-        s.m.out = Box::new(std::io::sink());
-        s.m.jit_after = after;
-        if let Some(n) = limit {
-            s.m.set_max_steps(n);
-        }
-        let mut out = String::new();
-        for (i, expr) in expressions(src).iter().enumerate() {
-            match s.run_text(&format!("p{i}.vlad"), expr) {
-                Ok(vs) => vs.iter().for_each(|v| out.push_str(&format!("{}\n", vlad::print::to_string(v)))),
-                Err(e) => out.push_str(&e.render(&s.sources)),
-            }
-            out.push_str(&format!("{} steps\n", s.m.steps()));
-        }
-        out
+        common::outcome(src, &|m: &mut vlad::eval::Machine| m.jit_after = after, limit.map(|n| ("steps", n)))
     };
     let before = vlad::jit::runs();
     for limit in
