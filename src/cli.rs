@@ -113,6 +113,17 @@ pub struct Opts {
     pub jit_after: u64,
 }
 
+impl Opts {
+    /// The machine's `jit_after` these options ask for (`--no-jit`: 0, never).
+    pub(crate) fn jit_after(&self) -> u64 {
+        if self.no_jit {
+            0
+        } else {
+            self.jit_after
+        }
+    }
+}
+
 /// Parses the command line and runs it on a thread with a large stack; returns the exit code.
 pub fn main() -> i32 {
     let args = options_after_subcommand(std::env::args_os().collect());
@@ -332,7 +343,7 @@ fn apply_limits(s: &mut Session, opts: &Opts) {
     s.m.set_max_steps(opts.max_steps.unwrap_or(u64::MAX));
     s.m.set_max_depth(opts.max_depth);
     s.m.tape.enabled = !opts.no_tape;
-    s.m.jit_after = if opts.no_jit { 0 } else { opts.jit_after };
+    s.m.jit_after = opts.jit_after();
     s.m.deadline = deadline(opts.timeout);
     if opts.metered {
         s.m.meter = Some(vec![0; crate::prims::prims().len()].into());

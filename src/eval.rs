@@ -873,7 +873,7 @@ impl Machine {
     #[cold]
     #[inline(never)]
     pub(crate) fn check_limits(&mut self) -> Result<()> {
-        if self.steps() > self.max_steps {
+        if self.over_steps() {
             return Err(Error::new(
                 ErrorKind::Limit,
                 None,
@@ -934,10 +934,20 @@ impl Machine {
     #[cfg_attr(not(feature = "jit"), allow(dead_code))]
     pub(crate) fn jit_tick_ok(&mut self) -> bool {
         self.rearm();
-        self.steps() <= self.max_steps
+        !self.over_steps()
             && self.check_memory().is_ok()
             && !self.interrupt.load(Ordering::Relaxed)
-            && self.deadline.is_none_or(|d| Instant::now() <= d)
+            && !self.past_deadline()
+    }
+
+    /// Whether more steps were counted than `--max-steps` allows.
+    fn over_steps(&self) -> bool {
+        self.steps() > self.max_steps
+    }
+
+    /// Whether `--timeout`'s deadline has passed.
+    fn past_deadline(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() > d)
     }
 
     /// Ctrl-C and `--timeout`: an error if either has come.
@@ -948,10 +958,8 @@ impl Machine {
             self.interrupt.store(false, Ordering::Relaxed);
             return Err(Error::new(ErrorKind::Limit, None, "interrupted"));
         }
-        if let Some(d) = self.deadline {
-            if Instant::now() > d {
-                return Err(Error::new(ErrorKind::Limit, None, "time limit exceeded (--timeout)"));
-            }
+        if self.past_deadline() {
+            return Err(Error::new(ErrorKind::Limit, None, "time limit exceeded (--timeout)"));
         }
         Ok(())
     }

@@ -84,7 +84,7 @@ pub fn run(opts: &Opts) -> i32 {
     s.include_dirs = opts.include.clone();
     s.m.set_max_depth(opts.max_depth);
     s.m.tape.enabled = !opts.no_tape;
-    s.m.jit_after = if opts.no_jit { 0 } else { opts.jit_after };
+    s.m.jit_after = opts.jit_after();
     if opts.metered {
         s.m.meter = Some(vec![0; crate::prims::prims().len()].into());
     }
