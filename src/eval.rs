@@ -474,7 +474,7 @@ fn shape_error(inst: &Inst, idx: u32) -> Error {
 /// (one interpreted call's native frames, a primitive's, an AD rule's). A
 /// build without optimisations (`cargo test`'s) has frames of tens of
 /// kilobytes where an optimised one has hundreds of bytes, so it keeps more.
-const RED_ZONE: usize = if cfg!(debug_assertions) { 1024 * 1024 } else { 256 * 1024 };
+pub(crate) const RED_ZONE: usize = if cfg!(debug_assertions) { 1024 * 1024 } else { 256 * 1024 };
 const SEGMENT: usize = 16 * 1024 * 1024;
 /// Steps between checks of the clock and of Ctrl-C (a mask: a power of two minus one).
 /// A build without optimisations (`cargo test`'s) makes a call some 20-60 times
@@ -768,6 +768,7 @@ impl Machine {
             let code = crate::resolve::resolve_group(g, members, callees, self.named_let_loops);
             for lam in code.members.iter() {
                 lam.jit.set(crate::jit::initial(g, &code, self.jit_after));
+                crate::jit::initial_loops(g, &code, &lam.body, self.jit_after);
             }
             let _ = g.code.set(code);
         }
@@ -1798,9 +1799,17 @@ impl Machine {
                     self.tick()?;
                     self.assign(base, inst, &a.set, a.set_moves, &a.params, a.in_order)?;
                     self.clear_slots(base, &a.clear);
-                    // (a procedure's call of itself, which may go on in compiled code)
-                    if a.global.is_some() && self.jit_again(base, inst, &lp.params) {
-                        return Ok(Next::Return);
+                    // (a procedure's call of itself, or a named `let`'s, which
+                    // may go on in compiled code)
+                    if a.global.is_some() {
+                        if self.jit_again(base, inst, &lp.params) {
+                            return Ok(Next::Return);
+                        }
+                    } else if lp.jit.get() != crate::jit::NEVER {
+                        if let Some(v) = crate::jit::run_loop(self, base, lp) {
+                            self.ret::<INNER>(base, v);
+                            return Ok(Next::Return);
+                        }
                     }
                     block = &lp.body;
                     continue;

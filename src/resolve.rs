@@ -133,6 +133,10 @@ pub struct Loop {
     /// level, and an error in it names it where it was called last, as a
     /// procedure reached by a tail call is named (see `mark_tail_loops`).
     pub in_place_tail: bool,
+    /// Its state for the tier of compiled code, as a procedure's
+    /// ([`LambdaCode::jit`]): a named `let`'s loop whose iterations are
+    /// counted goes on in compiled code once compiled (`jit::run_loop`).
+    pub jit: std::cell::Cell<usize>,
 }
 
 /// A call of the innermost [`Loop`] (see [`CExpr::Again`]).
@@ -1282,6 +1286,7 @@ impl Resolver<'_> {
             site: Span::UNKNOWN,
             entered: true,
             in_place_tail: false,
+            jit: std::cell::Cell::new(crate::jit::NEVER),
         };
         CBlock { binds: std::mem::take(&mut body.binds), tail: CExpr::Loop(Box::new(lp)), frame, pre: frame }
     }
@@ -1609,6 +1614,7 @@ impl Resolver<'_> {
             site,
             entered: false,
             in_place_tail: false,
+            jit: std::cell::Cell::new(crate::jit::NEVER),
         }
     }
 

@@ -61,6 +61,28 @@ const PROGRAMS: &[&str] = &[
     "(define (un x) (+ (real x) (+ (sqrt x) (+ (exp x) (+ (log x) (+ (sin x) (cos x)))))))
      (define (walk n x) (if (= n 0) x (walk (- n 1) (* 0.5 (+ x (un x))))))
      (un 2.0) (un 4) (un 0.0) (un -1.0) (un -0.0) (un 1e308) (walk 20 0.5) (walk 5 3) (un #t) (sqrt 16)",
+    // named lets' loops compiled on their own (in a procedure called once,
+    // at the top level, as values, nested, in branches, reading the
+    // procedure's variables, calling procedures), and those that cannot be
+    // (a list read, more values read than the code takes) or give up
+    // part of the way (overflow, an operand of another kind)
+    "(define (integrate n) (let ((h (/ 1.0 (real n))))
+       (let loop ((i 0) (s 0.0)) (if (= i n) (* h s) (loop (+ i 1) (+ s (* h (real i))))))))
+     (define (sq x) (* x x))
+     (define (twice n) (* 2 (let loop ((i 0) (s 0)) (if (> i n) s (loop (+ i 1) (+ s (sq i)))))))
+     (define (grid n) (let outer ((i 0) (acc 0))
+       (if (= i n) acc (outer (+ i 1) (+ acc (let inner ((j 0) (t 0)) (if (= j i) t (inner (+ j 1) (+ t j)))))))))
+     (define (pick c n) (if c (let up ((i 0)) (if (< i n) (up (+ i 1)) i)) (let down ((i n)) (if (> i 0) (down (- i 1)) (- i 1)))))
+     (define (pow2 n) (let loop ((i 0) (acc 1)) (if (= i n) acc (loop (+ i 1) (* 2 acc)))))
+     (define (walk xs) (let loop ((k 0) (s 0)) (if (= k 50) (+ s (car xs)) (loop (+ k 1) (+ s k)))))
+     (define (many a b c d e f g h i j k l m n o p q)
+       (let loop ((r 0) (s 0)) (if (= r 40) s (loop (+ r 1) (+ s (+ a (+ b (+ c (+ d (+ e (+ f (+ g (+ h (+ i (+ j (+ k (+ l (+ m (+ n (+ o (+ p q)))))))))))))))))))))
+     (define (mixed n x) (let loop ((i 0) (s x)) (if (= i n) s (loop (+ i 1) (+ s (if (= i 30) #t 1))))))
+     (integrate 200) (integrate 0) (twice 100) (grid 30) (pick #t 60) (pick #f 60)
+     (pow2 40) (pow2 70) (walk (list 5 6)) (many 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17)
+     (mixed 20 0) (mixed 40 0.5)
+     (let loop ((i 0) (acc 0)) (if (= i 300) acc (loop (+ i 1) (+ acc i))))
+     (+ 1 (let loop ((i 0) (acc 0.5)) (if (>= i 300) acc (loop (+ i 1) (* acc 1.01)))))",
     // a procedure that takes four arguments
     "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",
@@ -204,4 +226,59 @@ fn compiled_code_calls_the_procedures_globals_hold() {
     s.run_text("r.vlad", "(define (g x) (* x 3))").expect("the redefinition runs");
     assert_eq!(value(&mut s, "(f 10)"), "110");
     assert_eq!(value(&mut s, "(g 10)"), "30");
+}
+
+/// A recursion deeper than the native stack the evaluator set out with goes
+/// on in compiled code on new segments of stack, as the evaluator does (it
+/// does not give up there): the value, and the code still compiled after.
+#[test]
+fn deep_recursion_goes_on_in_compiled_code() {
+    if !cfg!(feature = "jit") {
+        println!("SKIPPED: built without the `jit` feature");
+        return;
+    }
+    let mut s = Session::new();
+    s.m.jit_after = 1;
+    s.run_text("d.vlad", "(define (down n) (if (= n 0) 0 (+ 1 (down (- n 1)))))")
+        .expect("the definition runs");
+    // (3 * 10^6 compiled frames take far more than one 32 MiB chunk of stack)
+    for n in [10, 3_000_000] {
+        let vs = s.run_text("e.vlad", &format!("(down {n})")).expect("the expression runs");
+        assert_eq!(vlad::print::to_string(&vs[0]), n.to_string());
+        assert!(compiled(&s, "down"), "the code gave up at depth {n}");
+    }
+}
+
+/// A named `let`'s loop counts its iterations, and once it is compiled on
+/// its own goes on in compiled code (nothing else here is called often
+/// enough to be compiled): at the top level, in a procedure called once,
+/// and as a value; the sums are closed forms computed here.
+#[test]
+fn named_let_loops_go_on_in_compiled_code() {
+    if !cfg!(feature = "jit") {
+        println!("SKIPPED: built without the `jit` feature");
+        return;
+    }
+    let mut s = Session::new();
+    s.m.jit_after = 100;
+    s.run_text(
+        "d.vlad",
+        "(define (tri n) (let loop ((i 0) (acc 0)) (if (> i n) acc (loop (+ i 1) (+ acc i)))))
+         (define (mean n) (/ (let loop ((i 1) (acc 0.0)) (if (> i n) acc (loop (+ i 1) (+ acc (real i))))) (real n)))",
+    )
+    .expect("the definitions run");
+    let n: i64 = 5000;
+    for (e, want) in [
+        (
+            format!("(let loop ((i 0) (acc 0)) (if (> i {n}) acc (loop (+ i 1) (+ acc i))))"),
+            (n * (n + 1) / 2).to_string(),
+        ),
+        (format!("(tri {n})"), (n * (n + 1) / 2).to_string()),
+        (format!("(mean {n})"), format!("{:?}", (n + 1) as f64 / 2.0)),
+    ] {
+        let before = vlad::jit::runs();
+        let vs = s.run_text("e.vlad", &e).expect("the expression runs");
+        assert_eq!(vlad::print::to_string(&vs[0]), want, "{e}");
+        assert_eq!(vlad::jit::runs(), before + 1, "{e}: the loop did not go on in compiled code");
+    }
 }

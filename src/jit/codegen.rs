@@ -1,7 +1,7 @@
 //! Lowering of a procedure's resolved code (`resolve::LambdaCode`) to
 //! Cranelift's IR, and the module the code lives in (see the parent module).
 
-use super::{arity, callee, start, Entry, Unary, BOOL, FAIL, INT, REAL};
+use super::{arity, callee, start, Entry, LoopEntry, Unary, BOOL, FAIL, INT, REAL};
 use crate::eval::{Machine, JIT_DEPTH, JIT_FUEL, JIT_STACK_LO, JIT_STACK_SPAN};
 use crate::resolve::{Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, LambdaCode, Loop, Op2};
 use crate::value::{InstRc, Value};
@@ -26,6 +26,8 @@ struct Jit {
     /// (boxed: a procedure's state holds its entry's address)
     #[allow(clippy::vec_box)]
     entries: Vec<Box<Entry>>,
+    #[allow(clippy::vec_box)]
+    loop_entries: Vec<Box<LoopEntry>>,
 }
 
 thread_local! {
@@ -44,7 +46,13 @@ fn make_jit() -> Option<Jit> {
     let isa = cranelift_native::builder().ok()?.finish(settings::Flags::new(flags)).ok()?;
     let module = JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names()));
     let ctx = module.make_context();
-    Some(Jit { module, ctx, fctx: FunctionBuilderContext::new(), entries: Vec::new() })
+    Some(Jit {
+        module,
+        ctx,
+        fctx: FunctionBuilderContext::new(),
+        entries: Vec::new(),
+        loop_entries: Vec::new(),
+    })
 }
 
 /// The procedures compiled together: `root` and those it calls, directly or
@@ -98,8 +106,18 @@ fn expr_calls(e: &CExpr, out: &mut Vec<(u32, usize)>) {
     }
 }
 
-fn cluster(m: &mut Machine, root: &LambdaCode) -> Option<Cluster> {
-    let mut c = Cluster { lams: vec![root as *const _], globals: FxHashMap::default(), deps: Vec::new() };
+/// The procedures `root` calls, directly or through others (`root` first
+/// where it is a procedure).
+fn cluster(m: &mut Machine, root: Root<'_>) -> Option<Cluster> {
+    let mut c = Cluster { lams: Vec::new(), globals: FxHashMap::default(), deps: Vec::new() };
+    match root {
+        Root::Proc(lam) => c.lams.push(lam as *const _),
+        Root::Loop(lp, _) => {
+            let mut cs = Vec::new();
+            calls(&lp.body, &mut cs);
+            c.add(m, cs, None)?;
+        }
+    }
     let mut i = 0;
     while i < c.lams.len() {
         // SAFETY: each is the code of a group held by a global of `deps`
@@ -107,44 +125,94 @@ fn cluster(m: &mut Machine, root: &LambdaCode) -> Option<Cluster> {
         let lam = unsafe { &*c.lams[i] };
         let mut cs = Vec::new();
         calls(&lam.body, &mut cs);
+        c.add(m, cs, Some((i, lam)))?;
+        i += 1;
+    }
+    Some(c)
+}
+
+impl Cluster {
+    /// Adds the procedures called by `cs`, the calls made by procedure `at`
+    /// (its index and code; `None`: by a loop compiled on its own).
+    fn add(
+        &mut self,
+        m: &mut Machine,
+        cs: Vec<(u32, usize)>,
+        at: Option<(usize, &LambdaCode)>,
+    ) -> Option<()> {
         for (g, n) in cs {
-            let j = match c.globals.get(&g) {
+            let j = match self.globals.get(&g) {
                 Some(&j) => j,
                 None => {
-                    let (inst, code) = callee(m, g, if n == usize::MAX { arity(lam)? } else { n })?;
-                    let j = match c.lams.iter().position(|l| *l == code) {
+                    let n = if n == usize::MAX { arity(at?.1)? } else { n };
+                    let (inst, code) = callee(m, g, n)?;
+                    let j = match self.lams.iter().position(|l| *l == code) {
                         Some(j) => j,
                         None => {
-                            c.lams.push(code);
-                            c.lams.len() - 1
+                            self.lams.push(code);
+                            self.lams.len() - 1
                         }
                     };
-                    c.globals.insert(g, j);
-                    c.deps.push((g, inst));
+                    self.globals.insert(g, j);
+                    self.deps.push((g, inst));
                     j
                 }
             };
             // SAFETY: as above.
-            let callee_arity = arity(unsafe { &*c.lams[j] });
+            let callee_arity = arity(unsafe { &*self.lams[j] });
             let ok = match n {
                 // (a loop's call of its procedure: the global must hold it)
-                usize::MAX => j == i,
+                usize::MAX => Some(j) == at.map(|a| a.0),
                 n => callee_arity == Some(n),
             };
             if !ok {
                 return None;
             }
         }
-        i += 1;
+        Some(())
     }
-    Some(c)
+}
+
+/// The globals compiled code calls, each with the procedure it held then.
+type Deps = Box<[(u32, InstRc)]>;
+
+/// What a compiled function runs: a procedure, or a named `let`'s loop
+/// from its body on (with the slots it reads, see `jit::inputs`).
+#[derive(Clone, Copy)]
+enum Root<'a> {
+    Proc(&'a LambdaCode),
+    Loop(&'a Loop, &'a [u32]),
 }
 
 pub(super) fn compile(m: &mut Machine, root: &LambdaCode) {
-    let Some(c) = cluster(m, root) else { return };
+    compile_root(m, Root::Proc(root));
+}
+
+/// Compiles loop `lp` on its own (with the procedures it calls); sets its
+/// state to its entry where that can be done.
+pub(super) fn compile_loop(m: &mut Machine, lp: &Loop) {
+    let inputs = super::inputs(lp);
+    if inputs.len() > super::MAX_INPUTS {
+        return;
+    }
+    if let Some(code) = compile_root(m, Root::Loop(lp, &inputs)) {
+        JIT.with(|j| {
+            let mut j = j.borrow_mut();
+            let Some(Some(jit)) = j.as_mut() else { return };
+            let entry = Box::new(LoopEntry { code: code.0, inputs: inputs.into(), deps: code.1 });
+            lp.jit.set(&*entry as *const LoopEntry as usize);
+            jit.loop_entries.push(entry);
+        });
+    }
+}
+
+/// Compiles `root` and the procedures it calls, setting their states to
+/// their entries; for a loop, its code and the globals it depends on.
+fn compile_root(m: &mut Machine, root: Root<'_>) -> Option<(*const u8, Deps)> {
+    let c = cluster(m, root)?;
     JIT.with(|j| {
         let mut j = j.borrow_mut();
-        let Some(jit) = j.get_or_insert_with(make_jit) else { return };
+        let jit = j.get_or_insert_with(make_jit).as_mut()?;
         let sig = |module: &JITModule, n: usize| {
             let mut s = module.make_signature();
             s.params.push(AbiParam::new(I64));
@@ -155,35 +223,48 @@ pub(super) fn compile(m: &mut Machine, root: &LambdaCode) {
             s.returns.push(AbiParam::new(I64));
             s
         };
+        // (a loop's code takes the machine and the address of its inputs)
+        let root_sig = match root {
+            Root::Proc(_) => None,
+            Root::Loop(..) => Some(sig(&jit.module, 0)).map(|mut s| {
+                s.params.push(AbiParam::new(I64));
+                s
+            }),
+        };
         let mut ids = Vec::new();
         for &l in &c.lams {
             // SAFETY: see `cluster`.
             let n = arity(unsafe { &*l }).unwrap_or(1);
             let s = sig(&jit.module, n);
-            match jit.module.declare_anonymous_function(&s) {
-                Ok(id) => ids.push(id),
-                Err(_) => return,
-            }
+            ids.push(jit.module.declare_anonymous_function(&s).ok()?);
         }
+        let loop_id = match &root_sig {
+            Some(s) => Some(jit.module.declare_anonymous_function(s).ok()?),
+            None => None,
+        };
+        let mut tick_sig = jit.module.make_signature();
+        tick_sig.params.push(AbiParam::new(I64));
+        tick_sig.returns.push(AbiParam::new(I64));
+        let mut todo: Vec<(FuncId, Signature, usize, Root<'_>)> = Vec::new();
         for (k, &l) in c.lams.iter().enumerate() {
             // SAFETY: see `cluster`.
             let lam = unsafe { &*l };
-            let n = arity(lam).unwrap_or(1);
-            jit.ctx.func.signature = sig(&jit.module, n);
-            let mut tick_sig = jit.module.make_signature();
-            tick_sig.params.push(AbiParam::new(I64));
-            tick_sig.returns.push(AbiParam::new(I64));
-            build(jit, &c, &ids, k, lam, n, tick_sig);
-            if jit.module.define_function(ids[k], &mut jit.ctx).is_err() {
-                jit.module.clear_context(&mut jit.ctx);
-                return;
-            }
+            todo.push((ids[k], sig(&jit.module, arity(lam).unwrap_or(1)), k, Root::Proc(lam)));
+        }
+        if let (Some(id), Some(s)) = (loop_id, root_sig) {
+            todo.push((id, s, usize::MAX, root));
+        }
+        for (id, s, me, r) in todo {
+            jit.ctx.func.signature = s;
+            build(jit, &c, &ids, me, r, tick_sig.clone());
+            let ok = jit.module.define_function(id, &mut jit.ctx).is_ok();
             jit.module.clear_context(&mut jit.ctx);
+            if !ok {
+                return None;
+            }
         }
-        if jit.module.finalize_definitions().is_err() {
-            return;
-        }
-        let deps: Box<[(u32, InstRc)]> = c.deps.into();
+        jit.module.finalize_definitions().ok()?;
+        let deps: Deps = c.deps.into();
         for (k, &l) in c.lams.iter().enumerate() {
             // SAFETY: see `cluster`.
             let lam = unsafe { &*l };
@@ -192,18 +273,11 @@ pub(super) fn compile(m: &mut Machine, root: &LambdaCode) {
             lam.jit.set(&*entry as *const Entry as usize);
             jit.entries.push(entry);
         }
-    });
+        Some((loop_id.map_or(std::ptr::null(), |id| jit.module.get_finalized_function(id)), deps))
+    })
 }
 
-fn build(
-    jit: &mut Jit,
-    c: &Cluster,
-    ids: &[FuncId],
-    me: usize,
-    lam: &LambdaCode,
-    n: usize,
-    tick_sig: Signature,
-) {
+fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, tick_sig: Signature) {
     let mut refs = Vec::with_capacity(ids.len());
     for &id in ids {
         refs.push(jit.module.declare_func_in_func(id, &mut jit.ctx.func));
@@ -214,6 +288,10 @@ fn build(
     f64_sig.params.push(AbiParam::new(F64));
     f64_sig.returns.push(AbiParam::new(F64));
     let f64_sig = b.import_signature(f64_sig);
+    let mut deeper_sig = Signature::new(b.func.signature.call_conv);
+    deeper_sig.params.extend([AbiParam::new(I64); 4]);
+    deeper_sig.returns.extend([AbiParam::new(I64); 2]);
+    let deeper_sig = b.import_signature(deeper_sig);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     let fail = b.create_block();
@@ -231,15 +309,34 @@ fn build(
         globals: &c.globals,
         me,
         tick_sig,
+        deeper_sig,
         f64_sig,
         loops: Vec::new(),
     };
-    for i in 0..n {
-        g.set_slot(i as u32, V { tag: Tag::D(params[1 + 2 * i]), bits: params[2 + 2 * i] });
+    match root {
+        Root::Proc(lam) => {
+            for i in 0..arity(lam).unwrap_or(1) {
+                g.set_slot(i as u32, V { tag: Tag::D(params[1 + 2 * i]), bits: params[2 + 2 * i] });
+            }
+            g.b.ins().jump(top, &[]);
+            g.b.switch_to_block(top);
+            g.block(&lam.body, start(lam), Dest::Return);
+        }
+        Root::Loop(lp, inputs) => {
+            // (its inputs, a tag and bits each, at the address passed; then
+            // its body, which its calls of itself jump back to)
+            for (i, s) in inputs.iter().enumerate() {
+                let flags = MemFlags::trusted();
+                let tag = g.b.ins().load(I64, flags, params[1], 16 * i as i32);
+                let bits = g.b.ins().load(I64, flags, params[1], 16 * i as i32 + 8);
+                g.set_slot(*s, V { tag: Tag::D(tag), bits });
+            }
+            g.b.ins().jump(top, &[]);
+            g.b.switch_to_block(top);
+            g.loops.push((top, lp));
+            g.block(&lp.body, 0, Dest::Return);
+        }
     }
-    g.b.ins().jump(top, &[]);
-    g.b.switch_to_block(top);
-    g.block(&lam.body, start(lam), Dest::Return);
     g.b.switch_to_block(fail);
     let t = g.b.ins().iconst(I64, FAIL);
     let z = g.b.ins().iconst(I64, 0);
@@ -285,6 +382,8 @@ struct Gen<'a, 'c> {
     globals: &'c FxHashMap<u32, usize>,
     me: usize,
     tick_sig: ir::SigRef,
+    /// `jit::deeper`'s.
+    deeper_sig: ir::SigRef,
     /// A function of a double to a double (`Unary::function`).
     f64_sig: ir::SigRef,
     /// The loops entered: each one's top, and its variables' slots.
@@ -401,15 +500,14 @@ impl<'c> Gen<'_, 'c> {
         self.store(JIT_DEPTH, d1);
     }
 
-    /// Gives up unless the native stack has room for a call (as
-    /// `Machine::stack_ok` tells).
-    fn stack_check(&mut self) {
+    /// Whether the native stack has room for a call (as `Machine::stack_ok`
+    /// tells).
+    fn stack_ok(&mut self) -> ir::Value {
         let sp = self.b.ins().get_stack_pointer(I64);
         let lo = self.load(JIT_STACK_LO);
         let span = self.load(JIT_STACK_SPAN);
         let d = self.b.ins().isub(sp, lo);
-        let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, d, span);
-        self.check(ok);
+        self.b.ins().icmp(IntCC::UnsignedLessThan, d, span)
     }
 
     fn block(&mut self, blk: &'c CBlock, start: usize, dest: Dest) {
@@ -556,14 +654,41 @@ impl<'c> Gen<'_, 'c> {
             self.level_down();
         }
         self.tick();
-        self.stack_check();
         let mut argv = vec![self.m];
         for v in vs {
             argv.push(self.tag(v.tag));
             argv.push(v.bits);
         }
+        // (where the native stack is short, the call is made on a new segment)
+        let (near, far, join) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(far);
+        self.b.append_block_param(join, I64);
+        self.b.append_block_param(join, I64);
+        let ok = self.stack_ok();
+        self.b.ins().brif(ok, near, &[], far, &[]);
+        self.b.switch_to_block(near);
         let call = self.b.ins().call(self.refs[k], &argv);
-        let (t, x) = (self.b.inst_results(call)[0], self.b.inst_results(call)[1]);
+        let r = self.b.inst_results(call).to_vec();
+        self.b.ins().jump(join, &[r[0].into(), r[1].into()]);
+        self.b.switch_to_block(far);
+        let n = argv.len() - 1;
+        let slot = self.b.create_sized_stack_slot(ir::StackSlotData::new(
+            ir::StackSlotKind::ExplicitSlot,
+            8 * n as u32,
+            3,
+        ));
+        for (i, &a) in argv[1..].iter().enumerate() {
+            self.b.ins().stack_store(a, slot, 8 * i as i32);
+        }
+        let at = self.b.ins().stack_addr(I64, slot, 0);
+        let code = self.b.ins().func_addr(I64, self.refs[k]);
+        let nargs = self.b.ins().iconst(I64, (n / 2) as i64);
+        let addr = self.b.ins().iconst(I64, super::deeper as *const () as usize as i64);
+        let call = self.b.ins().call_indirect(self.deeper_sig, addr, &[self.m, code, nargs, at]);
+        let r = self.b.inst_results(call).to_vec();
+        self.b.ins().jump(join, &[r[0].into(), r[1].into()]);
+        self.b.switch_to_block(join);
+        let (t, x) = (self.b.block_params(join)[0], self.b.block_params(join)[1]);
         let failed = self.b.ins().icmp_imm(IntCC::Equal, t, FAIL);
         self.fail_if(failed);
         if !tail {

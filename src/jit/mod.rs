@@ -6,16 +6,24 @@
 //! it [`Machine::jit_after`] times. Its values are then unboxed (a tag and 64
 //! bits in registers); nothing is allocated or reference counted.
 //!
+//! A named `let`'s loop of the same kind, in any code, is compiled on its own
+//! once it has run that many iterations, and its next iteration goes on in
+//! compiled code with the values it reads of its frame ([`run_loop`]): this
+//! is how a numeric loop at the top level, or in a procedure called once or
+//! not compiled, leaves the evaluator.
+//!
 //! The compiled code counts what the evaluator counts: a step for each call
 //! and loop iteration (`--max-steps`, `--timeout` and Ctrl-C are checked as
 //! often), a level for each nested call (`--max-depth`). It never fails with
 //! an error of its own. Where the evaluator would do anything else (an
 //! integer overflowing into a big one, an exact quotient, a comparison of an
-//! integer with a real, an operand of another kind, a limit reached, the
-//! native stack running short), the compiled code gives up: the counts are
+//! integer with a real, an operand of another kind, a limit reached, no
+//! memory left for the native stack), the compiled code gives up: the counts are
 //! set back to where they were when it was entered, and the evaluator runs
 //! the call again from its start, which it may since the code has no effects.
-//! The procedure entered is not entered in compiled code again.
+//! The procedure entered is not entered in compiled code again. Where the
+//! native stack runs short, a call continues on a new segment of it, as the
+//! evaluator's do (`deeper`).
 //!
 //! Each entry from the evaluator checks that the globals the code calls
 //! still hold the procedures it was compiled with (a later definition may
@@ -26,7 +34,7 @@
 
 use crate::anf::Origin;
 use crate::eval::{GState, Machine};
-use crate::resolve::{CAtom, CBind, CBlock, CExpr, Cond, GroupCode, LambdaCode, Param};
+use crate::resolve::{CAtom, CBind, CBlock, CExpr, Cond, GroupCode, LambdaCode, Loop, Param};
 use crate::value::{InstRc, Value};
 
 #[cfg(feature = "jit")]
@@ -41,6 +49,10 @@ const MAX_NESTING: usize = 48;
 
 /// The most arguments a compiled procedure takes.
 pub const MAX_ARITY: usize = 4;
+
+/// The most values a loop compiled on its own reads from its procedure's
+/// frame (its variables included).
+const MAX_INPUTS: usize = 16;
 
 /// The value tags of compiled code.
 pub(crate) const INT: i64 = 0;
@@ -90,6 +102,160 @@ pub fn initial(group: &crate::anf::Group, code: &GroupCode, after: u64) -> usize
         return NEVER;
     }
     after.min(COUNTING as u64 - 1) as usize + 1
+}
+
+/// A named `let`'s loop compiled on its own (see [`run_loop`]): its code,
+/// the slots of the frame it reads (its variables among them), in the order
+/// the code takes them, and the globals its code calls (as [`Entry`]'s).
+pub struct LoopEntry {
+    code: *const u8,
+    inputs: Box<[u32]>,
+    deps: Box<[(u32, InstRc)]>,
+}
+
+/// Sets the state of each named `let`'s loop in `b`, a member of `group`'s
+/// body (and in the blocks nested in it), whose code is of the kind compiled: counting down from
+/// `after` iterations (see [`run_loop`]). (Walked without recursion: code
+/// may nest deeply.)
+pub fn initial_loops(group: &crate::anf::Group, code: &GroupCode, b: &CBlock, after: u64) {
+    // (source code, as `initial` takes: not the transforms' code)
+    if !cfg!(feature = "jit")
+        || after == 0
+        || !matches!(group.origin, Origin::Source)
+        || group.is_derivative_code()
+        || !code.plain
+    {
+        return;
+    }
+    let mut blocks = vec![b];
+    let mut exprs: Vec<&CExpr> = Vec::new();
+    while let Some(b) = blocks.pop() {
+        for bind in &b.binds {
+            match bind {
+                CBind::Let(_, e) | CBind::Split(e, ..) => exprs.push(e),
+                CBind::PushArith(_, c, _) => exprs.push(&c.arg),
+                _ => {}
+            }
+        }
+        exprs.push(&b.tail);
+        while let Some(e) = exprs.pop() {
+            match e {
+                CExpr::If(_, t, f) => blocks.extend([&**t, &**f]),
+                CExpr::Inline(il) => blocks.push(&il.body),
+                CExpr::Guarded(g) => {
+                    exprs.push(&g.call);
+                    blocks.push(&g.inline.body);
+                }
+                CExpr::AppArith(c) => exprs.push(&c.arg),
+                CExpr::Loop(lp) => {
+                    if loop_ok(lp) {
+                        lp.jit.set(after.min(COUNTING as u64 - 1) as usize + 1);
+                    }
+                    blocks.push(&lp.body);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Whether a loop may be compiled on its own: a named `let`'s, of the kind
+/// of code compiled, reading at most [`MAX_INPUTS`] slots of its frame.
+fn loop_ok(lp: &Loop) -> bool {
+    !lp.entered && block_ok(&lp.body, MAX_NESTING) && !calls_own(&lp.body) && inputs(lp).len() <= MAX_INPUTS
+}
+
+/// Whether `b` holds a procedure's call of itself as a loop
+/// (`Again::global`), which only its procedure's code runs.
+fn calls_own(b: &CBlock) -> bool {
+    let mut found = false;
+    visit(b, &mut |e| found |= matches!(e, CExpr::Again(a) if a.global.is_some()), &mut |_| {});
+    found
+}
+
+/// Calls `expr` on each expression of `b` and of the blocks nested in it,
+/// and `bind` on each binding (code of the kind compiled: nested at most
+/// [`MAX_NESTING`] deep).
+fn visit<'a>(b: &'a CBlock, expr: &mut dyn FnMut(&'a CExpr), bind: &mut dyn FnMut(&'a CBind)) {
+    for x in &b.binds {
+        bind(x);
+        match x {
+            CBind::Let(_, e) => visit_expr(e, expr, bind),
+            CBind::PushArith(_, c, _) => visit_expr(&c.arg, expr, bind),
+            _ => {}
+        }
+    }
+    visit_expr(&b.tail, expr, bind);
+}
+
+fn visit_expr<'a>(e: &'a CExpr, expr: &mut dyn FnMut(&'a CExpr), bind: &mut dyn FnMut(&'a CBind)) {
+    expr(e);
+    match e {
+        CExpr::If(_, t, f) => {
+            visit(t, expr, bind);
+            visit(f, expr, bind);
+        }
+        CExpr::Inline(il) => visit(&il.body, expr, bind),
+        CExpr::Loop(lp) => visit(&lp.body, expr, bind),
+        CExpr::AppArith(c) => visit_expr(&c.arg, expr, bind),
+        _ => {}
+    }
+}
+
+/// The slots of its frame a loop reads that it does not bind: its
+/// variables, and those it reads of the code around it (each bound once
+/// before the loop and live throughout it, so never bound in it).
+pub(crate) fn inputs(lp: &Loop) -> Vec<u32> {
+    use std::cell::RefCell;
+    let read: RefCell<Vec<u32>> = RefCell::new(Vec::new());
+    let bound: RefCell<rustc_hash::FxHashSet<u32>> = RefCell::default();
+    let atoms = |xs: &[CAtom]| {
+        read.borrow_mut().extend(xs.iter().filter_map(|a| match a {
+            CAtom::Local(s) => Some(*s),
+            _ => None,
+        }))
+    };
+    visit(
+        &lp.body,
+        &mut |e| match e {
+            CExpr::Atom(a) => atoms(std::slice::from_ref(a)),
+            CExpr::Arith2(_, a, b, ..) => atoms(&[a.clone(), b.clone()]),
+            CExpr::Arith2Int(_, s, ..) => read.borrow_mut().push(*s),
+            CExpr::App(_, args, ..) | CExpr::Prim(_, args, _) => atoms(args.atoms()),
+            CExpr::If(c, ..) => match c {
+                Cond::Atom(a) | Cond::Is(_, a) => atoms(std::slice::from_ref(a)),
+                Cond::Cmp(_, a, b, ..) => atoms(&[a.clone(), b.clone()]),
+                Cond::CmpInt(_, s, ..) => read.borrow_mut().push(*s),
+            },
+            CExpr::Loop(l) => {
+                atoms(l.init.atoms());
+                bound.borrow_mut().extend(l.params.iter().copied());
+            }
+            CExpr::Again(a) => atoms(a.set.atoms()),
+            _ => {}
+        },
+        &mut |b| match b {
+            CBind::Let(s, _) | CBind::PushArith(s, ..) => {
+                bound.borrow_mut().insert(*s);
+            }
+            CBind::PushApp(s, _, args, ..) => {
+                bound.borrow_mut().insert(*s);
+                atoms(args.atoms());
+            }
+            _ => {}
+        },
+    );
+    let bound = bound.into_inner();
+    let mut ins: Vec<u32> = lp.params.to_vec();
+    for s in read.into_inner() {
+        if !bound.contains(&s) && !ins.contains(&s) {
+            ins.push(s);
+            if ins.len() > MAX_INPUTS {
+                break;
+            }
+        }
+    }
+    ins
 }
 
 /// The number of arguments `lam` takes in compiled code: its parameter
@@ -275,37 +441,13 @@ pub(crate) fn run(m: &mut Machine, base: usize, lam: &LambdaCode, nargs: usize) 
     if !m.native_stack_ok() {
         return false;
     }
-    let held = entry.deps.iter().all(|(g, want)| {
-        matches!(m.globals.get(*g as usize).map(|x| &x.state),
-                 Some(GState::Value(Value::Closure(i, 0))) if InstRc::ptr_eq(i, want))
-    });
-    if !held {
+    if !held(m, &entry.deps) {
         return false;
     }
     let saved = m.jit_counts();
-    let mp = m as *mut Machine;
-    let [a, b, c, d] = args;
-    // SAFETY: the code was compiled for this arity, with this signature; it
-    // reads and writes only the machine's counts (and calls `tick`).
-    let (tag, bits) = unsafe {
-        match nargs {
-            1 => std::mem::transmute::<*const u8, extern "C" fn(*mut Machine, i64, i64) -> Ret>(entry.code)(
-                mp, a.0, a.1,
-            ),
-            2 => std::mem::transmute::<*const u8, extern "C" fn(*mut Machine, i64, i64, i64, i64) -> Ret>(
-                entry.code,
-            )(mp, a.0, a.1, b.0, b.1),
-            3 => std::mem::transmute::<
-                *const u8,
-                extern "C" fn(*mut Machine, i64, i64, i64, i64, i64, i64) -> Ret,
-            >(entry.code)(mp, a.0, a.1, b.0, b.1, c.0, c.1),
-            _ => std::mem::transmute::<
-                *const u8,
-                extern "C" fn(*mut Machine, i64, i64, i64, i64, i64, i64, i64, i64) -> Ret,
-            >(entry.code)(mp, a.0, a.1, b.0, b.1, c.0, c.1, d.0, d.1),
-        }
-        .into()
-    };
+    // SAFETY: the code was compiled for this arity; it reads and writes only
+    // the machine's counts (and calls `tick` and `deeper`).
+    let (tag, bits) = unsafe { call_code(entry.code, nargs, m, &args) };
     RUNS.set(RUNS.get() + 1);
     if tag == FAIL {
         m.set_jit_counts(saved);
@@ -316,6 +458,63 @@ pub(crate) fn run(m: &mut Machine, base: usize, lam: &LambdaCode, nargs: usize) 
     m.stack.truncate(base);
     m.stack.push(rebox(tag, bits));
     true
+}
+
+/// Runs the rest of a named `let`'s loop `lp` in compiled code, from its
+/// body with the frame at `base` as the evaluator has just set it for an
+/// iteration (counted already): its value if it did. Counts the iteration
+/// down, and compiles the loop when the count runs out. `None` where the
+/// loop is to go on in the evaluator: not compiled (yet, or ever), values
+/// the code does not take, metering, or the code gave up (then the counts
+/// are as they were, and the evaluator runs the iteration from its start).
+#[inline(never)]
+pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value> {
+    if m.jit_after == 0 || m.meter.is_some() {
+        return None;
+    }
+    let state = lp.jit.get();
+    if state <= COUNTING {
+        if state == 1 {
+            lp.jit.set(NEVER);
+            #[cfg(feature = "jit")]
+            stacker::maybe_grow(4 << 20, 16 << 20, || codegen::compile_loop(m, lp));
+        } else {
+            lp.jit.set(state - 1);
+        }
+        return None;
+    }
+    // SAFETY: a state above COUNTING is a loop entry's address; entries are
+    // never freed (see `codegen::compile_loop`).
+    let entry = unsafe { &*(state as *const LoopEntry) };
+    let mut args = [(0i64, 0i64); MAX_INPUTS];
+    for (a, s) in args.iter_mut().zip(entry.inputs.iter()) {
+        *a = unbox(m.stack.get(base + *s as usize)?)?;
+    }
+    if !m.native_stack_ok() || !held(m, &entry.deps) {
+        return None;
+    }
+    let saved = m.jit_counts();
+    type F = extern "C" fn(*mut Machine, *const (i64, i64)) -> Ret;
+    // SAFETY: the code was compiled for its inputs, which it reads from
+    // `args`; it reads and writes only the machine's counts (and calls
+    // `tick` and `deeper`).
+    let (tag, bits) = unsafe { std::mem::transmute::<*const u8, F>(entry.code)(m, args.as_ptr()) }.into();
+    RUNS.set(RUNS.get() + 1);
+    if tag == FAIL {
+        m.set_jit_counts(saved);
+        lp.jit.set(NEVER);
+        return None;
+    }
+    Some(rebox(tag, bits))
+}
+
+/// Whether the globals compiled code calls still hold the procedures it was
+/// compiled with.
+fn held(m: &Machine, deps: &[(u32, InstRc)]) -> bool {
+    deps.iter().all(|(g, want)| {
+        matches!(m.globals.get(*g as usize).map(|x| &x.state),
+                 Some(GState::Value(Value::Closure(i, 0))) if InstRc::ptr_eq(i, want))
+    })
 }
 
 thread_local! {
@@ -335,7 +534,7 @@ pub fn is_compiled(lam: &LambdaCode) -> bool {
 
 /// What compiled code returns: a tag and bits, in two registers.
 #[repr(C)]
-struct Ret {
+pub(crate) struct Ret {
     tag: i64,
     bits: i64,
 }
@@ -346,6 +545,66 @@ impl From<Ret> for (i64, i64) {
     }
 }
 
+/// Calls compiled code of `nargs` arguments (the first `nargs` of `args`).
+///
+/// # Safety
+/// `code` must be compiled code of that many arguments.
+unsafe fn call_code(
+    code: *const u8,
+    nargs: usize,
+    m: *mut Machine,
+    args: &[(i64, i64); MAX_ARITY],
+) -> (i64, i64) {
+    let [a, b, c, d] = *args;
+    type F1 = extern "C" fn(*mut Machine, i64, i64) -> Ret;
+    type F2 = extern "C" fn(*mut Machine, i64, i64, i64, i64) -> Ret;
+    type F3 = extern "C" fn(*mut Machine, i64, i64, i64, i64, i64, i64) -> Ret;
+    type F4 = extern "C" fn(*mut Machine, i64, i64, i64, i64, i64, i64, i64, i64) -> Ret;
+    // SAFETY: (the caller's) compiled code has this signature for its arity.
+    unsafe {
+        match nargs {
+            1 => std::mem::transmute::<*const u8, F1>(code)(m, a.0, a.1),
+            2 => std::mem::transmute::<*const u8, F2>(code)(m, a.0, a.1, b.0, b.1),
+            3 => std::mem::transmute::<*const u8, F3>(code)(m, a.0, a.1, b.0, b.1, c.0, c.1),
+            _ => std::mem::transmute::<*const u8, F4>(code)(m, a.0, a.1, b.0, b.1, c.0, c.1, d.0, d.1),
+        }
+        .into()
+    }
+}
+
+/// Called by compiled code where the native stack has no room for a call
+/// (`Machine::native_stack_ok`): makes the call of `code` (`nargs`
+/// arguments, a tag and bits each, at `args`) on a new segment of stack,
+/// as the evaluator continues there (`Machine::call_loop_grow`). Gives up
+/// where there is no memory for one (the evaluator, running the call again,
+/// reports it).
+pub(crate) extern "C" fn deeper(m: *mut Machine, code: *const u8, nargs: i64, args: *const i64) -> Ret {
+    let nargs = nargs as usize;
+    let mut a = [(0i64, 0i64); MAX_ARITY];
+    for (i, x) in a.iter_mut().take(nargs).enumerate() {
+        // SAFETY: compiled code passes `nargs` pairs of words at `args`.
+        *x = unsafe { (*args.add(2 * i), *args.add(2 * i + 1)) };
+    }
+    if !crate::stack::can_grow(crate::eval::RED_ZONE) {
+        return Ret { tag: FAIL, bits: 0 };
+    }
+    // SAFETY: as in `tick`.
+    let m = unsafe { &mut *m };
+    // (a panic must not unwind into compiled code: give up instead)
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::eval::grow_native_stack(
+            m,
+            |m| m,
+            |m| {
+                // SAFETY: compiled code passes a callee's code and its arity.
+                unsafe { call_code(code, nargs, m, &a) }
+            },
+        )
+    }));
+    let (tag, bits) = r.unwrap_or((FAIL, 0));
+    Ret { tag, bits }
+}
+
 /// Called by compiled code when a step finds the countdown of
 /// [`Machine::tick`] run out: 0 to go on, else to give up (a limit reached:
 /// the evaluator, running the call again, reports it).
@@ -353,7 +612,8 @@ pub(crate) extern "C" fn tick(m: *mut Machine) -> i64 {
     // SAFETY: compiled code passes the machine it was entered with, which
     // `run` holds mutably while the code runs.
     let m = unsafe { &mut *m };
-    (!m.jit_tick_ok()) as i64
+    // (a panic must not unwind into compiled code: give up instead)
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| !m.jit_tick_ok())).unwrap_or(true) as i64
 }
 
 /// Compiles `lam` and the procedures it calls; sets their states to their
