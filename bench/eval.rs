@@ -86,6 +86,18 @@ fn named_let(c: &mut Criterion) {
     );
     assert_eq!(shown(&run(&mut s, &t)), "1001000");
     c.bench_function("named let whose value is used, over 10^3", |b| b.iter(|| black_box(run(&mut s, &t))));
+    // A numeric named `let` at the top level, in no procedure: compiled on
+    // its own after 1000 iterations, the rest in machine code (`jit::run_loop`);
+    // the sum of 0 ... n-1 is n(n-1)/2.
+    let top = "(let loop ((i 0) (acc 0)) (if (= i 1000000) acc (loop (+ i 1) (+ acc i))))";
+    let (mut s, t) = setup("", top);
+    assert_eq!(shown(&run(&mut s, &t)), "499999500000");
+    c.bench_function("numeric named let 10^6 at the top level", |b| b.iter(|| black_box(run(&mut s, &t))));
+    let (mut s, t) = setup_evaluator("", top);
+    assert_eq!(shown(&run(&mut s, &t)), "499999500000");
+    c.bench_function("numeric named let 10^6 at the top level, evaluator", |b| {
+        b.iter(|| black_box(run(&mut s, &t)))
+    });
 }
 
 fn closures(c: &mut Criterion) {
@@ -114,6 +126,11 @@ fn deep_recursion(c: &mut Criterion) {
     let (mut s, t) = setup("(define (deep n) (if (= n 0) 0 (+ 1 (deep (- n 1)))))", "(deep 100000)");
     assert_eq!(shown(&run(&mut s, &t)), "100000");
     c.bench_function("non-tail recursion 10^5 deep", |b| b.iter(|| black_box(run(&mut s, &t))));
+    // 10^6 deep in compiled code: past the first chunk of native stack, on
+    // new segments (`jit::deeper`)
+    let (mut s, t) = setup("(define (deep n) (if (= n 0) 0 (+ 1 (deep (- n 1)))))", "(deep 1000000)");
+    assert_eq!(shown(&run(&mut s, &t)), "1000000");
+    c.bench_function("non-tail recursion 10^6 deep", |b| b.iter(|| black_box(run(&mut s, &t))));
 }
 
 fn big_integers(c: &mut Criterion) {
