@@ -83,6 +83,24 @@ const PROGRAMS: &[&str] = &[
      (mixed 20 0) (mixed 40 0.5)
      (let loop ((i 0) (acc 0)) (if (= i 300) acc (loop (+ i 1) (+ acc i))))
      (+ 1 (let loop ((i 0) (acc 0.5)) (if (>= i 300) acc (loop (+ i 1) (* acc 1.01)))))",
+    // integers compared with reals (exactly: near 2^53 the compiled code
+    // gives up), sums of the two kinds, `sqrt` of exact integers (perfect
+    // squares exact), and the sign tests, on NaN, -0.0 and a boolean
+    "(define (cmp a b) (if (< a b) -1 (if (= a b) 0 (if (> a b) 1 (if (<= a b) 2 (if (>= a b) 3 4))))))
+     (define (mix a b) (+ (cmp a b) (+ 1 (* a (sqrt b)))))
+     (define (root n) (+ 0 (sqrt n)))
+     (define (signs x) (+ (if (zero? x) 1 0) (+ (if (positive? x) 10 0) (if (negative? x) 100 0))))
+     (define (count-signs n acc) (if (= n 0) acc (count-signs (- n 1) (+ acc (signs (- n 5))))))
+     (cmp 1 1.5) (cmp 2 1.5) (cmp 3 3.0) (cmp 3.0 3) (cmp 1 (/ 0.0 0.0)) (cmp (/ 1.0 0.0) 5) (cmp -0.0 0)
+     (cmp 9007199254740992 9007199254740992.0) (cmp 9007199254740993 9007199254740992.0)
+     (cmp -9007199254740993 -9007199254740992.0) (cmp 4611686018427387903 4.611686018427388e18)
+     (mix 2 4) (mix 2.0 9) (mix 3 2.0) (mix 0.5 0)
+     (root 0) (root 1) (root 16) (root 17) (root 4503599627370496) (root 9007199254740993) (root -4) (root 2.25) (root #t)
+     (signs 0) (signs 3) (signs -3) (signs 0.0) (signs -0.0) (signs 2.5) (signs -1e-300) (signs (/ 0.0 0.0)) (signs #f)
+     (count-signs 10 0) (count-signs 20 0.5)
+     (define (angle y x) (+ 0 (atan y x)))
+     (angle 1 1) (angle 1.0 -1) (angle 0 -1.0) (angle -0.0 -1.0) (angle 0 0) (angle (/ 0.0 0.0) 1)
+     (angle (/ 1.0 0.0) 3) (angle 4611686018427387903 1) (angle #t 1) (angle 1 12345678901234567890)",
     // a procedure that takes four arguments
     "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",

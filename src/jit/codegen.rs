@@ -288,6 +288,10 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
     f64_sig.params.push(AbiParam::new(F64));
     f64_sig.returns.push(AbiParam::new(F64));
     let f64_sig = b.import_signature(f64_sig);
+    let mut f64x2_sig = Signature::new(b.func.signature.call_conv);
+    f64x2_sig.params.extend([AbiParam::new(F64); 2]);
+    f64x2_sig.returns.push(AbiParam::new(F64));
+    let f64x2_sig = b.import_signature(f64x2_sig);
     let mut deeper_sig = Signature::new(b.func.signature.call_conv);
     deeper_sig.params.extend([AbiParam::new(I64); 4]);
     deeper_sig.returns.extend([AbiParam::new(I64); 2]);
@@ -311,6 +315,7 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
         tick_sig,
         deeper_sig,
         f64_sig,
+        f64x2_sig,
         loops: Vec::new(),
     };
     match root {
@@ -386,6 +391,8 @@ struct Gen<'a, 'c> {
     deeper_sig: ir::SigRef,
     /// A function of a double to a double (`Unary::function`).
     f64_sig: ir::SigRef,
+    /// A function of two doubles to a double (`jit::atan2`).
+    f64x2_sig: ir::SigRef,
     /// The loops entered: each one's top, and its variables' slots.
     loops: Vec<(ir::Block, &'c Loop)>,
 }
@@ -631,6 +638,16 @@ impl<'c> Gen<'_, 'c> {
                 }
                 None => self.give_up(),
             },
+            CExpr::Prim(p, CArgs::Tuple(xs), _) if super::is_atan(*p) && xs.len() == 2 => {
+                // (`num::atan2` of two numbers: their doubles')
+                let (y, x) = (self.atom(&xs[0]), self.atom(&xs[1]));
+                let (fy, fx) = (self.double(y, true), self.double(x, true));
+                let addr = self.b.ins().iconst(I64, super::atan2 as *const () as usize as i64);
+                let call = self.b.ins().call_indirect(self.f64x2_sig, addr, &[fy, fx]);
+                let r = self.b.inst_results(call)[0];
+                let bits = self.b.ins().bitcast(I64, MemFlags::new(), r);
+                V { tag: Tag::K(REAL), bits }
+            }
             _ => self.give_up(),
         }
     }
@@ -749,6 +766,12 @@ impl<'c> Gen<'_, 'c> {
 
     /// A one-argument primitive (see [`Unary`]).
     fn unary(&mut self, u: Unary, x: V) -> V {
+        if let Some((icc, fcc)) = u.sign_test() {
+            return self.sign_test(x, icc, fcc);
+        }
+        if u == Unary::Sqrt {
+            return self.value(|g, d| g.sqrt(x, d));
+        }
         if u == Unary::Real {
             // (a number as it is)
             let t = self.tag(x.tag);
@@ -767,6 +790,56 @@ impl<'c> Gen<'_, 'c> {
         };
         let bits = self.b.ins().bitcast(I64, MemFlags::new(), r);
         V { tag: Tag::K(REAL), bits }
+    }
+
+    /// `zero?`, `positive?` or `negative?` of a number (`num::sign`: false
+    /// for NaN); gives up on anything else.
+    fn sign_test(&mut self, x: V, icc: IntCC, fcc: FloatCC) -> V {
+        let t = self.tag(x.tag);
+        let is_int = self.b.ins().icmp_imm(IntCC::Equal, t, INT);
+        let is_real = self.b.ins().icmp_imm(IntCC::Equal, t, REAL);
+        let ok = self.b.ins().bor(is_int, is_real);
+        self.check(ok);
+        let i = self.b.ins().icmp_imm(icc, x.bits, 0);
+        let f = self.b.ins().bitcast(F64, MemFlags::new(), x.bits);
+        let zero = self.b.ins().f64const(0.0);
+        let r = self.b.ins().fcmp(fcc, f, zero);
+        let flag = self.b.ins().select(is_int, i, r);
+        let bits = self.b.ins().uextend(I64, flag);
+        V { tag: Tag::K(BOOL), bits }
+    }
+
+    /// `sqrt` (`num::sqrt`): of a real, its double's; of an exact integer
+    /// from 0 to 2^53, exact for a perfect square, else its double's (that
+    /// integer's double is exact); gives up on anything else.
+    fn sqrt(&mut self, x: V, dest: Dest) {
+        let t = self.tag(x.tag);
+        let (real_b, other) = (self.b.create_block(), self.b.create_block());
+        let is_real = self.b.ins().icmp_imm(IntCC::Equal, t, REAL);
+        self.b.ins().brif(is_real, real_b, &[], other, &[]);
+        self.b.switch_to_block(real_b);
+        let f = self.b.ins().bitcast(F64, MemFlags::new(), x.bits);
+        let r = self.b.ins().sqrt(f);
+        let bits = self.b.ins().bitcast(I64, MemFlags::new(), r);
+        self.deliver(V { tag: Tag::K(REAL), bits }, dest);
+        self.b.switch_to_block(other);
+        let is_int = self.b.ins().icmp_imm(IntCC::Equal, t, INT);
+        self.check(is_int);
+        let in_range = self.b.ins().icmp_imm(IntCC::UnsignedLessThanOrEqual, x.bits, 1 << 53);
+        self.check(in_range);
+        let f = self.b.ins().fcvt_from_sint(F64, x.bits);
+        let r = self.b.ins().sqrt(f);
+        // (below 2^27: its integer part is exact; a perfect square's root is)
+        let k = self.b.ins().fcvt_to_sint(I64, r);
+        let kk = self.b.ins().imul(k, k);
+        let square = self.b.ins().icmp(IntCC::Equal, kk, x.bits);
+        let (exact_b, inexact_b) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(square, exact_b, &[], inexact_b, &[]);
+        self.b.switch_to_block(exact_b);
+        self.deliver(V { tag: Tag::K(INT), bits: k }, dest);
+        self.b.switch_to_block(inexact_b);
+        let bits = self.b.ins().bitcast(I64, MemFlags::new(), r);
+        self.deliver(V { tag: Tag::K(REAL), bits }, dest);
     }
 
     /// A real's double, or (`int`) an exact integer's; gives up on anything else.
@@ -816,13 +889,14 @@ impl<'c> Gen<'_, 'c> {
     }
 
     /// `op` on two values: integers (giving up on overflow, and for `/`),
-    /// reals, or an integer and a real (`+ - * /` only, as doubles), as the
-    /// evaluator's inline arithmetic does; anything else gives up.
+    /// reals, or an integer and a real (as doubles: for a comparison only
+    /// where the integer is within ±2^53, its double exact), as the
+    /// evaluator computes them; anything else gives up.
     fn arith(&mut self, op: Op2, x: V, y: V) -> V {
         match (x.tag, y.tag) {
             (Tag::K(INT), Tag::K(INT)) => return self.int_op(op, x.bits, y.bits),
             (Tag::K(REAL), Tag::K(REAL)) => return self.real_op(op, x.bits, y.bits),
-            (Tag::K(_), Tag::K(_)) => return self.give_up(),
+            (Tag::K(a), Tag::K(b)) if a == BOOL || b == BOOL => return self.give_up(),
             _ => {}
         }
         let (tx, ty) = (self.tag(x.tag), self.tag(y.tag));
@@ -847,25 +921,29 @@ impl<'c> Gen<'_, 'c> {
         let v = self.real_op(op, x.bits, y.bits);
         self.deliver(v, Dest::Join(join, rt, rx));
         self.b.switch_to_block(other);
+        // an integer and a real (`or` is 1), converted to doubles
+        let mixed = self.b.ins().icmp_imm(IntCC::Equal, either, REAL);
+        self.check(mixed);
+        let x_int = self.b.ins().icmp_imm(IntCC::Equal, tx, INT);
         if op.is_comparison() {
-            self.b.ins().jump(self.fail, &[]);
-        } else {
-            // an integer and a real (`or` is 1), converted to doubles
-            let mixed = self.b.ins().icmp_imm(IntCC::Equal, either, REAL);
-            self.check(mixed);
-            let x_int = self.b.ins().icmp_imm(IntCC::Equal, tx, INT);
-            let xf = self.b.ins().fcvt_from_sint(F64, x.bits);
-            let xr = self.b.ins().bitcast(F64, MemFlags::new(), x.bits);
-            let xf = self.b.ins().select(x_int, xf, xr);
-            let y_int = self.b.ins().icmp_imm(IntCC::Equal, ty, INT);
-            let yf = self.b.ins().fcvt_from_sint(F64, y.bits);
-            let yr = self.b.ins().bitcast(F64, MemFlags::new(), y.bits);
-            let yf = self.b.ins().select(y_int, yf, yr);
-            let xb = self.b.ins().bitcast(I64, MemFlags::new(), xf);
-            let yb = self.b.ins().bitcast(I64, MemFlags::new(), yf);
-            let v = self.real_op(op, xb, yb);
-            self.deliver(v, Dest::Join(join, rt, rx));
+            // (compared exactly, as `num::compare` compares them, where the
+            // integer's double is exact: its magnitude at most 2^53)
+            let i = self.b.ins().select(x_int, x.bits, y.bits);
+            let biased = self.b.ins().iadd_imm(i, 1 << 53);
+            let exact = self.b.ins().icmp_imm(IntCC::UnsignedLessThanOrEqual, biased, 1 << 54);
+            self.check(exact);
         }
+        let xf = self.b.ins().fcvt_from_sint(F64, x.bits);
+        let xr = self.b.ins().bitcast(F64, MemFlags::new(), x.bits);
+        let xf = self.b.ins().select(x_int, xf, xr);
+        let y_int = self.b.ins().icmp_imm(IntCC::Equal, ty, INT);
+        let yf = self.b.ins().fcvt_from_sint(F64, y.bits);
+        let yr = self.b.ins().bitcast(F64, MemFlags::new(), y.bits);
+        let yf = self.b.ins().select(y_int, yf, yr);
+        let xb = self.b.ins().bitcast(I64, MemFlags::new(), xf);
+        let yb = self.b.ins().bitcast(I64, MemFlags::new(), yf);
+        let v = self.real_op(op, xb, yb);
+        self.deliver(v, Dest::Join(join, rt, rx));
         self.b.switch_to_block(join);
         let tag = if op.is_comparison() { Tag::K(BOOL) } else { Tag::D(self.b.use_var(rt)) };
         V { tag, bits: self.b.use_var(rx) }

@@ -1,6 +1,7 @@
 //! A tier of machine code for numeric procedures (feature `jit`, on by
 //! default): a procedure defined at the top level whose code uses only
-//! arithmetic and comparisons on exact integers, reals and booleans,
+//! arithmetic and comparisons on exact integers, reals and booleans, the
+//! numeric primitives of `Unary` and `atan`,
 //! conditionals, named-`let` loops, and calls of procedures of the same kind
 //! held by globals, is compiled with Cranelift once the evaluator has entered
 //! it [`Machine::jit_after`] times. Its values are then unboxed (a tag and 64
@@ -17,7 +18,7 @@
 //! often), a level for each nested call (`--max-depth`). It never fails with
 //! an error of its own. Where the evaluator would do anything else (an
 //! integer overflowing into a big one, an exact quotient, a comparison of an
-//! integer with a real, an operand of another kind, a limit reached, no
+//! integer beyond ±2^53 with a real, an operand of another kind, a limit reached, no
 //! memory left for the native stack), the compiled code gives up: the counts are
 //! set back to where they were when it was entered, and the evaluator runs
 //! the call again from its start, which it may since the code has no effects.
@@ -323,6 +324,9 @@ fn expr_ok(e: &CExpr, d: usize) -> bool {
         CExpr::Loop(lp) => lp.init.atoms().iter().all(atom_ok) && block_ok(&lp.body, d),
         CExpr::Again(a) => a.set.atoms().iter().all(atom_ok),
         CExpr::Prim(p, crate::resolve::CArgs::One(a), _) => Unary::of(*p).is_some() && atom_ok(a),
+        CExpr::Prim(p, crate::resolve::CArgs::Tuple(xs), _) => {
+            is_atan(*p) && xs.len() == 2 && xs.iter().all(atom_ok)
+        }
         _ => false,
     }
 }
@@ -338,7 +342,9 @@ fn cond_ok(c: &Cond) -> bool {
 /// The one-argument primitives compiled code computes: on a real (`real`
 /// also on an exact integer, which it returns as it is; `exp`, `log`, `sin`
 /// and `cos` also on an exact integer, as its double, as `num::real_fn`
-/// does). Anything else gives up (`sqrt` of an exact integer may be exact).
+/// does; `sqrt` also on an exact integer from 0 to 2^53, exact for a perfect
+/// square), and the sign tests `zero?`, `positive?` and `negative?` of a
+/// number. Anything else gives up.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Unary {
     Real,
@@ -347,6 +353,9 @@ pub(crate) enum Unary {
     Log,
     Sin,
     Cos,
+    ZeroP,
+    PositiveP,
+    NegativeP,
 }
 
 impl Unary {
@@ -358,6 +367,24 @@ impl Unary {
             "log" => Unary::Log,
             "sin" => Unary::Sin,
             "cos" => Unary::Cos,
+            "zero?" => Unary::ZeroP,
+            "positive?" => Unary::PositiveP,
+            "negative?" => Unary::NegativeP,
+            _ => return None,
+        })
+    }
+
+    /// For `zero?`, `positive?` and `negative?`: the comparison with 0 of an
+    /// exact integer, and of a real (ordered: false for NaN).
+    #[cfg(feature = "jit")]
+    pub(crate) fn sign_test(
+        self,
+    ) -> Option<(cranelift_codegen::ir::condcodes::IntCC, cranelift_codegen::ir::condcodes::FloatCC)> {
+        use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+        Some(match self {
+            Unary::ZeroP => (IntCC::Equal, FloatCC::Equal),
+            Unary::PositiveP => (IntCC::SignedGreaterThan, FloatCC::GreaterThan),
+            Unary::NegativeP => (IntCC::SignedLessThan, FloatCC::LessThan),
             _ => return None,
         })
     }
@@ -381,9 +408,21 @@ impl Unary {
             Unary::Log => Some(ln),
             Unary::Sin => Some(sin),
             Unary::Cos => Some(cos),
-            Unary::Real | Unary::Sqrt => None,
+            _ => None,
         }
     }
+}
+
+/// Whether primitive `p` is `atan` (of two numbers, which compiled code
+/// computes: `(atan y x)`).
+pub(crate) fn is_atan(p: crate::prims::PrimId) -> bool {
+    crate::prims::prim(p).name == "atan"
+}
+
+/// `atan` of two doubles, as `num::atan2` computes it for numbers whose
+/// doubles are exact (compiled code calls it).
+pub(crate) extern "C" fn atan2(y: f64, x: f64) -> f64 {
+    y.atan2(x)
 }
 
 /// A value's tag and bits in compiled code, if it has them.

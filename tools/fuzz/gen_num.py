@@ -3,7 +3,8 @@
 top-level procedures on exact integers, reals and booleans (arithmetic that
 may overflow into big integers, exact quotients, mixed operands, comparisons,
 conditionals, named-let loops, recursion, calls of each other, the
-one-argument primitives compiled code computes), called with
+one-argument primitives compiled code computes, the sign tests and `abs`),
+called with
 arguments of every kind. Run them with `--jit-after 1` against `--no-jit`
 (tools/fuzz/run.sh A A N "--jit-after 1 --max-steps 300000" "--no-jit
 --max-steps 300000"): values, errors and the steps counted must agree.
@@ -19,12 +20,13 @@ r = random.Random(int(sys.argv[1]))
 NUMERIC = int(sys.argv[1]) % 2 == 0
 
 INTS = ["0", "1", "2", "3", "-1", "7", "100", "4611686018427387903", "-4611686018427387904",
-        "9223372036854775807", "-9223372036854775808", "3037000499", "12345678901234567890"]
+        "9223372036854775807", "-9223372036854775808", "3037000499", "12345678901234567890",
+        "16", "9007199254740992", "9007199254740993", "-9007199254740993", "4503599627370496"]
 REALS = ["0.0", "-0.0", "1.0", "0.5", "-2.5", "1e308", "-1e308", "1e-300", "3.25", "(/ 0.0 0.0)",
-         "(/ 1.0 0.0)"]
+         "(/ 1.0 0.0)", "9007199254740992.0", "-9007199254740994.0", "(/ -1.0 0.0)"]
 BOOLS = ["#t", "#f"]
-OPS = ["+", "-", "*", "/", "<", ">", "<=", ">=", "="]
-UNARY = ["real", "sqrt", "exp", "log", "sin", "cos"]
+OPS = ["+", "-", "*", "/", "<", ">", "<=", ">=", "=", "atan"]
+UNARY = ["real", "sqrt", "exp", "log", "sin", "cos", "zero?", "positive?", "negative?", "abs"]
 
 
 def const():
