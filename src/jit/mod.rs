@@ -18,10 +18,11 @@
 //! often), a level for each nested call (`--max-depth`). It never fails with
 //! an error of its own. Where the evaluator would do anything else (an
 //! integer overflowing into a big one, an exact quotient, a comparison of an
-//! integer beyond ±2^53 with a real, an operand of another kind, a limit reached, no
-//! memory left for the native stack), the compiled code gives up: the counts are
-//! set back to where they were when it was entered, and the evaluator runs
-//! the call again from its start, which it may since the code has no effects.
+//! integer beyond ±2^53 with a real, an operand of another kind, a limit
+//! reached, no memory left for the native stack), the compiled code gives
+//! up: the counts are set back to where they were when it was entered, and
+//! the evaluator runs the call again from its start, which it may since the
+//! code has no effects.
 //! The procedure entered is not entered in compiled code again. Where the
 //! native stack runs short, a call continues on a new segment of it, as the
 //! evaluator's do (`deeper`).
@@ -114,10 +115,10 @@ pub struct LoopEntry {
     deps: Box<[(u32, InstRc)]>,
 }
 
-/// Sets the state of each named `let`'s loop in `b`, a member of `group`'s
-/// body (and in the blocks nested in it), whose code is of the kind compiled: counting down from
-/// `after` iterations (see [`run_loop`]). (Walked without recursion: code
-/// may nest deeply.)
+/// Sets the state of each named `let`'s loop in `b`, the body of a member
+/// of `group` (and in the blocks nested in it), whose code is of the kind
+/// compiled: counting down from `after` iterations (see [`run_loop`]).
+/// (Walked without recursion: code may nest deeply.)
 pub fn initial_loops(group: &crate::anf::Group, code: &GroupCode, b: &CBlock, after: u64) {
     // (source code, as `initial` takes: not the transforms' code)
     if !cfg!(feature = "jit")
