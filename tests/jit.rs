@@ -159,6 +159,24 @@ fn a_loop_goes_on_in_compiled_code() {
     assert!(all.starts_with("3000\n3002 steps\n2250750.0\n"), "{all}");
 }
 
+/// A session compiling each numeric procedure after `after` calls; `None`
+/// (the test skipped, visibly) where the build has no tier of compiled code.
+fn jit_session(after: u64) -> Option<Session> {
+    if !cfg!(feature = "jit") {
+        println!("SKIPPED: built without the `jit` feature");
+        return None;
+    }
+    let mut s = Session::new();
+    s.m.jit_after = after;
+    Some(s)
+}
+
+/// The printed value of expression `e`, run in `s`.
+fn value(s: &mut Session, e: &str) -> String {
+    let vs = s.run_text("e.vlad", e).expect("the expression runs");
+    vlad::print::to_string(&vs[0])
+}
+
 /// Whether the global `name` holds a procedure with compiled code.
 fn compiled(s: &Session, name: &str) -> bool {
     let g = s.m.globals.iter().find(|g| &*g.name == name).expect("a global of that name");
@@ -172,12 +190,7 @@ fn compiled(s: &Session, name: &str) -> bool {
 
 #[test]
 fn numeric_procedures_are_compiled_after_their_calls() {
-    if !cfg!(feature = "jit") {
-        println!("SKIPPED: built without the `jit` feature");
-        return;
-    }
-    let mut s = Session::new();
-    s.m.jit_after = 50;
+    let Some(mut s) = jit_session(50) else { return };
     let defs = "(define (fib n) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))
                 (define (tri n) (let loop ((i n) (acc 0)) (if (<= i 0) acc (loop (- i 1) (+ acc i)))))
                 (define (len xs) (if (null? xs) 0 (+ 1 (len (cdr xs)))))
@@ -186,10 +199,6 @@ fn numeric_procedures_are_compiled_after_their_calls() {
                 (define (more k) (if (= k 0) 0 (+ k (more (- k 1)))))
                 (define (rep k) (if (= k 0) 0 (+ (* 2 (more 5)) (rep (- k 1)))))";
     s.run_text("d.vlad", defs).expect("the definitions run");
-    let value = |s: &mut Session, e: &str| {
-        let vs = s.run_text("e.vlad", e).expect("the expression runs");
-        vlad::print::to_string(&vs[0])
-    };
     // fewer calls than the threshold: still in the evaluator
     assert_eq!(value(&mut s, "(fib 5)"), "5");
     assert!(!compiled(&s, "fib"));
@@ -224,20 +233,11 @@ fn numeric_procedures_are_compiled_after_their_calls() {
 /// were (README, "REPL").
 #[test]
 fn compiled_code_calls_the_procedures_globals_hold() {
-    if !cfg!(feature = "jit") {
-        println!("SKIPPED: built without the `jit` feature");
-        return;
-    }
-    let mut s = Session::new();
+    let Some(mut s) = jit_session(1) else { return };
     s.late_binding = true;
-    s.m.jit_after = 1;
     s.run_text("d.vlad", "(define (f n) (if (= n 0) 0 (+ (g n) (f (- n 1)))))").expect("the definition runs");
     assert!(s.run_text("e.vlad", "(f 10)").is_err(), "g is not defined yet");
     s.run_text("g.vlad", "(define (g x) (* x 2))").expect("the definition runs");
-    let value = |s: &mut Session, e: &str| {
-        let vs = s.run_text("e.vlad", e).expect("the expression runs");
-        vlad::print::to_string(&vs[0])
-    };
     // 2 (1 + ... + 10)
     assert_eq!(value(&mut s, "(f 10)"), "110");
     assert!(compiled(&s, "f"));
@@ -251,18 +251,12 @@ fn compiled_code_calls_the_procedures_globals_hold() {
 /// does not give up there): the value, and the code still compiled after.
 #[test]
 fn deep_recursion_goes_on_in_compiled_code() {
-    if !cfg!(feature = "jit") {
-        println!("SKIPPED: built without the `jit` feature");
-        return;
-    }
-    let mut s = Session::new();
-    s.m.jit_after = 1;
+    let Some(mut s) = jit_session(1) else { return };
     s.run_text("d.vlad", "(define (down n) (if (= n 0) 0 (+ 1 (down (- n 1)))))")
         .expect("the definition runs");
     // (3 * 10^6 compiled frames take far more than one 32 MiB chunk of stack)
     for n in [10, 3_000_000] {
-        let vs = s.run_text("e.vlad", &format!("(down {n})")).expect("the expression runs");
-        assert_eq!(vlad::print::to_string(&vs[0]), n.to_string());
+        assert_eq!(value(&mut s, &format!("(down {n})")), n.to_string());
         assert!(compiled(&s, "down"), "the code gave up at depth {n}");
     }
 }
@@ -273,12 +267,7 @@ fn deep_recursion_goes_on_in_compiled_code() {
 /// and as a value; the sums are closed forms computed here.
 #[test]
 fn named_let_loops_go_on_in_compiled_code() {
-    if !cfg!(feature = "jit") {
-        println!("SKIPPED: built without the `jit` feature");
-        return;
-    }
-    let mut s = Session::new();
-    s.m.jit_after = 100;
+    let Some(mut s) = jit_session(100) else { return };
     s.run_text(
         "d.vlad",
         "(define (tri n) (let loop ((i 0) (acc 0)) (if (> i n) acc (loop (+ i 1) (+ acc i)))))
@@ -295,8 +284,7 @@ fn named_let_loops_go_on_in_compiled_code() {
         (format!("(mean {n})"), format!("{:?}", (n + 1) as f64 / 2.0)),
     ] {
         let before = vlad::jit::runs();
-        let vs = s.run_text("e.vlad", &e).expect("the expression runs");
-        assert_eq!(vlad::print::to_string(&vs[0]), want, "{e}");
+        assert_eq!(value(&mut s, &e), want, "{e}");
         assert_eq!(vlad::jit::runs(), before + 1, "{e}: the loop did not go on in compiled code");
     }
 }

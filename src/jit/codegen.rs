@@ -224,13 +224,11 @@ fn compile_root(m: &mut Machine, root: Root<'_>) -> Option<(*const u8, Deps)> {
             s
         };
         // (a loop's code takes the machine and the address of its inputs)
-        let root_sig = match root {
-            Root::Proc(_) => None,
-            Root::Loop(..) => Some(sig(&jit.module, 0)).map(|mut s| {
-                s.params.push(AbiParam::new(I64));
-                s
-            }),
-        };
+        let root_sig = matches!(root, Root::Loop(..)).then(|| {
+            let mut s = sig(&jit.module, 0);
+            s.params.push(AbiParam::new(I64));
+            s
+        });
         let mut ids = Vec::new();
         for &l in &c.lams {
             // SAFETY: see `cluster`.
@@ -849,11 +847,17 @@ impl<'c> Gen<'_, 'c> {
         let is_real = self.b.ins().icmp_imm(IntCC::Equal, t, REAL);
         let ok = if int { self.b.ins().bor(is_int, is_real) } else { is_real };
         self.check(ok);
-        let r = self.b.ins().bitcast(F64, MemFlags::new(), x.bits);
         if !int {
-            return r;
+            return self.b.ins().bitcast(F64, MemFlags::new(), x.bits);
         }
-        let i = self.b.ins().fcvt_from_sint(F64, x.bits);
+        self.as_double(is_int, x.bits)
+    }
+
+    /// The double of `bits`: an exact integer's where `is_int`, else the
+    /// real they are.
+    fn as_double(&mut self, is_int: ir::Value, bits: ir::Value) -> ir::Value {
+        let r = self.b.ins().bitcast(F64, MemFlags::new(), bits);
+        let i = self.b.ins().fcvt_from_sint(F64, bits);
         self.b.ins().select(is_int, i, r)
     }
 
@@ -933,13 +937,9 @@ impl<'c> Gen<'_, 'c> {
             let exact = self.b.ins().icmp_imm(IntCC::UnsignedLessThanOrEqual, biased, 1 << 54);
             self.check(exact);
         }
-        let xf = self.b.ins().fcvt_from_sint(F64, x.bits);
-        let xr = self.b.ins().bitcast(F64, MemFlags::new(), x.bits);
-        let xf = self.b.ins().select(x_int, xf, xr);
+        let xf = self.as_double(x_int, x.bits);
         let y_int = self.b.ins().icmp_imm(IntCC::Equal, ty, INT);
-        let yf = self.b.ins().fcvt_from_sint(F64, y.bits);
-        let yr = self.b.ins().bitcast(F64, MemFlags::new(), y.bits);
-        let yf = self.b.ins().select(y_int, yf, yr);
+        let yf = self.as_double(y_int, y.bits);
         let xb = self.b.ins().bitcast(I64, MemFlags::new(), xf);
         let yb = self.b.ins().bitcast(I64, MemFlags::new(), yf);
         let v = self.real_op(op, xb, yb);

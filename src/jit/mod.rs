@@ -42,6 +42,14 @@ use crate::value::{InstRc, Value};
 #[cfg(feature = "jit")]
 mod codegen;
 
+/// Without the feature nothing is compiled: no state ever counts down to
+/// these (see `initial`).
+#[cfg(not(feature = "jit"))]
+mod codegen {
+    pub(super) fn compile(_: &mut crate::eval::Machine, _: &crate::resolve::LambdaCode) {}
+    pub(super) fn compile_loop(_: &mut crate::eval::Machine, _: &crate::resolve::Loop) {}
+}
+
 /// The entries of a procedure after which it is compiled, by default.
 pub const DEFAULT_AFTER: u64 = 1000;
 
@@ -211,22 +219,28 @@ pub(crate) fn inputs(lp: &Loop) -> Vec<u32> {
     use std::cell::RefCell;
     let read: RefCell<Vec<u32>> = RefCell::new(Vec::new());
     let bound: RefCell<rustc_hash::FxHashSet<u32>> = RefCell::default();
-    let atoms = |xs: &[CAtom]| {
-        read.borrow_mut().extend(xs.iter().filter_map(|a| match a {
-            CAtom::Local(s) => Some(*s),
-            _ => None,
-        }))
+    let atom = |a: &CAtom| {
+        if let CAtom::Local(s) = a {
+            read.borrow_mut().push(*s);
+        }
     };
+    let atoms = |xs: &[CAtom]| xs.iter().for_each(atom);
     visit(
         &lp.body,
         &mut |e| match e {
-            CExpr::Atom(a) => atoms(std::slice::from_ref(a)),
-            CExpr::Arith2(_, a, b, ..) => atoms(&[a.clone(), b.clone()]),
+            CExpr::Atom(a) => atom(a),
+            CExpr::Arith2(_, a, b, ..) => {
+                atom(a);
+                atom(b);
+            }
             CExpr::Arith2Int(_, s, ..) => read.borrow_mut().push(*s),
             CExpr::App(_, args, ..) | CExpr::Prim(_, args, _) => atoms(args.atoms()),
             CExpr::If(c, ..) => match c {
-                Cond::Atom(a) | Cond::Is(_, a) => atoms(std::slice::from_ref(a)),
-                Cond::Cmp(_, a, b, ..) => atoms(&[a.clone(), b.clone()]),
+                Cond::Atom(a) | Cond::Is(_, a) => atom(a),
+                Cond::Cmp(_, a, b, ..) => {
+                    atom(a);
+                    atom(b);
+                }
                 Cond::CmpInt(_, s, ..) => read.borrow_mut().push(*s),
             },
             CExpr::Loop(l) => {
@@ -455,17 +469,9 @@ pub(crate) fn run(m: &mut Machine, base: usize, lam: &LambdaCode, nargs: usize) 
     if m.jit_after == 0 || m.meter.is_some() {
         return false;
     }
-    let state = lam.jit.get();
-    if state <= COUNTING {
-        if state == 1 {
-            compile(m, lam);
-        } else {
-            lam.jit.set(state - 1);
-        }
-        return false;
-    }
+    let Some(state) = count_down(m, &lam.jit, |m| codegen::compile(m, lam)) else { return false };
     // SAFETY: a state above COUNTING is an entry's address; entries are
-    // never freed (see `compile`).
+    // never freed (see `codegen::compile`).
     let entry = unsafe { &*(state as *const Entry) };
     if nargs != entry.arity {
         return false;
@@ -512,17 +518,7 @@ pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value>
     if m.jit_after == 0 || m.meter.is_some() {
         return None;
     }
-    let state = lp.jit.get();
-    if state <= COUNTING {
-        if state == 1 {
-            lp.jit.set(NEVER);
-            #[cfg(feature = "jit")]
-            stacker::maybe_grow(4 << 20, 16 << 20, || codegen::compile_loop(m, lp));
-        } else {
-            lp.jit.set(state - 1);
-        }
-        return None;
-    }
+    let state = count_down(m, &lp.jit, |m| codegen::compile_loop(m, lp))?;
     // SAFETY: a state above COUNTING is a loop entry's address; entries are
     // never freed (see `codegen::compile_loop`).
     let entry = unsafe { &*(state as *const LoopEntry) };
@@ -656,16 +652,28 @@ pub(crate) extern "C" fn tick(m: *mut Machine) -> i64 {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| !m.jit_tick_ok())).unwrap_or(true) as i64
 }
 
-/// Compiles `lam` and the procedures it calls; sets their states to their
-/// entries, or `lam`'s to [`NEVER`] where that cannot be done.
-fn compile(m: &mut Machine, lam: &LambdaCode) {
-    lam.jit.set(NEVER);
-    // (Cranelift's passes take more stack than the evaluator's red zone
-    // leaves, in a debug build)
-    #[cfg(feature = "jit")]
-    stacker::maybe_grow(4 << 20, 16 << 20, || codegen::compile(m, lam));
-    #[cfg(not(feature = "jit"))]
-    let _ = m;
+/// Counts an entry (or an iteration) of the procedure or loop whose state
+/// is `state` down: the state where it holds an entry's address; else
+/// `None`, after `build` is run (with the state set to [`NEVER`], which
+/// `build` replaces by the entry it makes) where the count has run out.
+fn count_down(
+    m: &mut Machine,
+    state: &std::cell::Cell<usize>,
+    build: impl FnOnce(&mut Machine),
+) -> Option<usize> {
+    let s = state.get();
+    if s > COUNTING {
+        return Some(s);
+    }
+    if s == 1 {
+        state.set(NEVER);
+        // (Cranelift's passes take more stack than the evaluator's red zone
+        // leaves, in a debug build)
+        stacker::maybe_grow(4 << 20, 16 << 20, || build(m));
+    } else {
+        state.set(s - 1);
+    }
+    None
 }
 
 /// The procedure a global holds, if compiled code may call it with `n`
