@@ -36,7 +36,7 @@ fn setup_evaluator(defs: &str, call: &str) -> (Session, Rc<Group>) {
 
 fn fib(c: &mut Criterion) {
     let defs = "(define (fib n) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))";
-    // (numeric: compiled to machine code after its first 1000 calls, `src/jit`)
+    // (numeric: compiled to machine code after its first 30,000 calls, `src/jit`)
     let (mut s, t) = setup(defs, "(fib 25)");
     // F(25) = 75025
     assert_eq!(shown(&run(&mut s, &t)), "75025");
@@ -87,7 +87,7 @@ fn named_let(c: &mut Criterion) {
     assert_eq!(shown(&run(&mut s, &t)), "1001000");
     c.bench_function("named let whose value is used, over 10^3", |b| b.iter(|| black_box(run(&mut s, &t))));
     // A numeric named `let` at the top level, in no procedure: compiled on
-    // its own after 1000 iterations, the rest in machine code (`jit::run_loop`);
+    // its own after 30,000 iterations, the rest in machine code (`jit::run_loop`);
     // the sum of 0 ... n-1 is n(n-1)/2.
     let top = "(let loop ((i 0) (acc 0)) (if (= i 1000000) acc (loop (+ i 1) (+ acc i))))";
     let (mut s, t) = setup("", top);

@@ -50,8 +50,15 @@ mod codegen {
     pub(super) fn compile_loop(_: &mut crate::eval::Machine, _: &crate::resolve::Loop) {}
 }
 
-/// The entries of a procedure after which it is compiled, by default.
-pub const DEFAULT_AFTER: u64 = 1000;
+/// The entries of a procedure (or iterations of a loop) after which it is
+/// compiled, by default. Compiling costs about as much as the evaluator
+/// spends on 30,000 calls of a small procedure or iterations of a small loop
+/// (0.5–1.8 ms against 20–40 ns an entry, bench/peers/README.md, session 72),
+/// and both grow with the code's size; compiling once the evaluator has spent
+/// that much keeps any run within about twice the time of the better of the
+/// two tiers (with 1000, a run of fib(15) took 15 times as long as in the
+/// evaluator), at a cost of about a millisecond to a run that goes on long.
+pub const DEFAULT_AFTER: u64 = 30_000;
 
 /// The deepest nesting of blocks (conditionals, loops, calls run in place)
 /// in code that is compiled.
