@@ -44,6 +44,22 @@ fn fib(c: &mut Criterion) {
     let (mut s, t) = setup_evaluator(defs, "(fib 25)");
     assert_eq!(shown(&run(&mut s, &t)), "75025");
     c.bench_function("fib 25, evaluator", |b| b.iter(|| black_box(run(&mut s, &t))));
+    // A short run in a fresh session, as a script or a REPL line runs it: fib
+    // is entered 21891 times, fewer than the default `--jit-after`, so it
+    // stays in the evaluator rather than paying a compile that would take
+    // longer than the run (F(20) = 6765). A threshold too low shows here as
+    // a jump to the compile's ~0.5-2 ms.
+    c.bench_function("fib 20 in a fresh session", |b| {
+        b.iter_batched(
+            || setup(defs, "(fib 20)"),
+            |(mut s, t)| {
+                let v = run(&mut s, &t);
+                assert_eq!(shown(&v), "6765");
+                (s, v)
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
 }
 
 fn tail_loop(c: &mut Criterion) {
