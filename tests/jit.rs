@@ -14,7 +14,9 @@ use vlad::value::Value;
 /// Numeric programs: recursion in and out of tail position, loops, calls
 /// between procedures and of small ones run in place, integers overflowing
 /// into big ones, exact quotients, reals and integers mixed, comparisons of
-/// the two, NaN and -0.0, booleans, and operands of other kinds.
+/// the two, NaN and -0.0, booleans, operands of other kinds, and lists
+/// taken apart (`car`, `cdr`, `null?`, `pair?`), holding numbers or other
+/// values, returned, and misused.
 const PROGRAMS: &[&str] = &[
     "(define (fib n) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))
      (fib 20) (fib 12.0) (fib #t) (fib 1) (fib '())",
@@ -101,6 +103,22 @@ const PROGRAMS: &[&str] = &[
      (define (angle y x) (+ 0 (atan y x)))
      (angle 1 1) (angle 1.0 -1) (angle 0 -1.0) (angle -0.0 -1.0) (angle 0 0) (angle (/ 0.0 0.0) 1)
      (angle (/ 1.0 0.0) 3) (angle 4611686018427387903 1) (angle #t 1) (angle 1 12345678901234567890)",
+    // lists walked: summed, counted, their tails and elements returned;
+    // elements of other kinds passed on, tested, computed with; improper
+    // lists and non-lists taken apart
+    "(define (sum l) (let loop ((l l) (s 0)) (if (null? l) s (loop (cdr l) (+ s (car l))))))
+     (define (dot u v) (if (null? u) 0 (+ (* (car u) (car v)) (dot (cdr u) (cdr v)))))
+     (define (len l) (if (pair? l) (+ 1 (len (cdr l))) 0))
+     (define (drop l k) (if (= k 0) l (drop (cdr l) (- k 1))))
+     (define (last l) (if (null? (cdr l)) (car l) (last (cdr l))))
+     (define (count-true l n) (if (null? l) n (count-true (cdr l) (if (car l) (+ n 1) n))))
+     (define xs (list 1 2.5 3 4 5 6 7 8 9 10))
+     (sum xs) (sum (list 4611686018427387903 1)) (sum (list 1 #t)) (sum (cons 1 2)) (sum 3) (sum '())
+     (dot xs xs) (dot xs (list 1 2)) (dot (list 1 2) xs) (dot (list (list 1)) (list 2))
+     (len xs) (len (list car (lambda (x) x) (list 1 2) '() #f)) (len 5) (len (cons 1 2))
+     (drop xs 3) (drop (list 1 2 3) 3) (len (drop (list 1 (lambda (x) x) 3) 1)) (drop (list 1) 2)
+     (last xs) (pair? (last (list 1 car))) (last (list 1 (list 2 3))) (last '())
+     (count-true (list #f 0 '() car #f (list 1)) 0) (count-true (cons #f #t) 0)",
     // a procedure that takes four arguments
     "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",
@@ -220,11 +238,44 @@ fn numeric_procedures_are_compiled_after_their_calls() {
     }
     assert_eq!(value(&mut s, "(rep 1000)"), (1000 * 2 * 15).to_string());
     assert!(compiled(&s, "rep") && compiled(&s, "more"), "a procedure and the one it calls");
-    // a list walk is not compiled
+    // a list walk is compiled too
     for _ in 0..60 {
         value(&mut s, "(len (list 1 2 3))");
     }
-    assert!(!compiled(&s, "len"));
+    assert!(compiled(&s, "len"));
+    assert_eq!(value(&mut s, "(len (list 1 2 3 4 5 6 7))"), "7");
+}
+
+/// Compiled code holds the pairs of its arguments without counting them
+/// (see `jit::PAIR`); one it returns is counted, so it outlives the list it
+/// was part of. A list of AD values reaching compiled code makes it give
+/// up at its first arithmetic, and the evaluator computes the derivative.
+#[test]
+fn lists_in_compiled_code() {
+    let Some(mut s) = jit_session(1) else { return };
+    s.run_text(
+        "d.vlad",
+        "(define (drop l k) (if (= k 0) l (drop (cdr l) (- k 1))))
+         (define (sum l) (let loop ((l l) (s 0.0)) (if (null? l) s (loop (cdr l) (+ s (* (car l) (car l)))))))
+         (define (numbers n) (if (= n 0) '() (cons (real n) (numbers (- n 1)))))",
+    )
+    .expect("the definitions run");
+    // (numbers 5) is a new list, (5 4 3 2 1) (`real` leaves an exact
+    // integer as it is), held by the argument alone: its tail (2 1) is what
+    // is left of it afterwards
+    for _ in 0..3 {
+        assert_eq!(value(&mut s, "(drop (numbers 5) 3)"), "(2 1)");
+    }
+    assert!(compiled(&s, "drop"));
+    // (its loop, compiled on its own, goes on in compiled code)
+    let before = vlad::jit::runs();
+    assert_eq!(value(&mut s, "(sum (list 1.0 2.0 3.0))"), "14.0");
+    assert_eq!(vlad::jit::runs(), before + 1);
+    // d/dx of x^2 + (2x)^2 = 10x, at x = 3
+    assert_eq!(value(&mut s, "((derivative-R (lambda (x) (sum (list x (* 2.0 x))))) 3.0)"), "30.0");
+    assert_eq!(value(&mut s, "((derivative-F (lambda (x) (sum (list x (* 2.0 x))))) 3.0)"), "30.0");
+    // the gradient of the sum of squares is twice the point
+    assert_eq!(value(&mut s, "((gradient-R sum) (list 1.0 -2.0))"), "(2.0 -4.0)");
 }
 
 /// A definition may use a global defined later (the REPL's late binding):

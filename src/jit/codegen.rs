@@ -1,9 +1,9 @@
 //! Lowering of a procedure's resolved code (`resolve::LambdaCode`) to
 //! Cranelift's IR, and the module the code lives in (see the parent module).
 
-use super::{arity, callee, start, Entry, LoopEntry, Unary, BOOL, FAIL, INT, REAL};
+use super::{arity, callee, start, Entry, LoopEntry, Unary, BOOL, FAIL, INT, NIL, PAIR, REAL};
 use crate::eval::{Machine, JIT_DEPTH, JIT_FUEL, JIT_STACK_LO, JIT_STACK_SPAN};
-use crate::resolve::{Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, LambdaCode, Loop, Op2};
+use crate::resolve::{Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, LambdaCode, Loop, Op2, Shape};
 use crate::value::{InstRc, Value};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F64, I64};
@@ -300,6 +300,9 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
     deeper_sig.params.extend([AbiParam::new(I64); 4]);
     deeper_sig.returns.extend([AbiParam::new(I64); 2]);
     let deeper_sig = b.import_signature(deeper_sig);
+    let mut uncons_sig = Signature::new(b.func.signature.call_conv);
+    uncons_sig.params.extend([AbiParam::new(I64); 2]);
+    let uncons_sig = b.import_signature(uncons_sig);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     let fail = b.create_block();
@@ -320,6 +323,7 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
         deeper_sig,
         f64_sig,
         f64x2_sig,
+        uncons_sig,
         loops: Vec::new(),
     };
     match root {
@@ -397,6 +401,8 @@ struct Gen<'a, 'c> {
     f64_sig: ir::SigRef,
     /// A function of two doubles to a double (`jit::atan2`).
     f64x2_sig: ir::SigRef,
+    /// `jit::uncons`'s.
+    uncons_sig: ir::SigRef,
     /// The loops entered: each one's top, and its variables' slots.
     loops: Vec<(ir::Block, &'c Loop)>,
 }
@@ -438,6 +444,7 @@ impl<'c> Gen<'_, 'c> {
             CAtom::Const(Value::Int(x)) => self.konst(INT, *x),
             CAtom::Const(Value::Real(x)) => self.konst(REAL, x.to_bits() as i64),
             CAtom::Const(Value::Bool(x)) => self.konst(BOOL, *x as i64),
+            CAtom::Const(Value::Nil) => self.konst(NIL, 0),
             // (not compiled: see `jit::atom_ok`)
             _ => self.give_up(),
         }
@@ -545,6 +552,25 @@ impl<'c> Gen<'_, 'c> {
                 self.set_slot(*s, v);
             }
             CBind::Clear(_) | CBind::Grow(_) => {}
+            CBind::Uncons(x, y, a, ..) => {
+                // (a pair's parts, each as `jit::unbox` gives it, or `OTHER`;
+                // anything but a pair gives up, the evaluator reporting it)
+                let v = self.atom(a);
+                let t = self.tag(v.tag);
+                let is_pair = self.b.ins().icmp_imm(IntCC::Equal, t, PAIR);
+                self.check(is_pair);
+                let slot = self.b.create_sized_stack_slot(ir::StackSlotData::new(
+                    ir::StackSlotKind::ExplicitSlot,
+                    32,
+                    3,
+                ));
+                let out = self.b.ins().stack_addr(I64, slot, 0);
+                let addr = self.b.ins().iconst(I64, super::uncons as *const () as usize as i64);
+                self.b.ins().call_indirect(self.uncons_sig, addr, &[v.bits, out]);
+                let w: Vec<ir::Value> = (0..4).map(|i| self.b.ins().stack_load(I64, slot, 8 * i)).collect();
+                self.set_slot(*x, V { tag: Tag::D(w[0]), bits: w[1] });
+                self.set_slot(*y, V { tag: Tag::D(w[2]), bits: w[3] });
+            }
             _ => {
                 self.give_up();
             }
@@ -779,7 +805,9 @@ impl<'c> Gen<'_, 'c> {
         if u == Unary::Real {
             // (a number as it is)
             let t = self.tag(x.tag);
-            let ok = self.b.ins().icmp_imm(IntCC::NotEqual, t, BOOL);
+            let is_int = self.b.ins().icmp_imm(IntCC::Equal, t, INT);
+            let is_real = self.b.ins().icmp_imm(IntCC::Equal, t, REAL);
+            let ok = self.b.ins().bor(is_int, is_real);
             self.check(ok);
             return x;
         }
@@ -889,10 +917,14 @@ impl<'c> Gen<'_, 'c> {
                 let y = self.konst(INT, *k);
                 self.arith(*op, x, y).bits
             }
-            // (`null?` and `pair?` of a number or a boolean)
-            Cond::Is(..) => {
-                self.b.ins().jump(f, &[]);
-                return;
+            Cond::Is(shape, a) => {
+                let v = self.atom(a);
+                let tv = self.tag(v.tag);
+                let want = match shape {
+                    Shape::Null => NIL,
+                    Shape::Pair => PAIR,
+                };
+                self.b.ins().icmp_imm(IntCC::Equal, tv, want)
             }
         };
         self.b.ins().brif(flag, t, &[], f, &[]);
@@ -906,7 +938,9 @@ impl<'c> Gen<'_, 'c> {
         match (x.tag, y.tag) {
             (Tag::K(INT), Tag::K(INT)) => return self.int_op(op, x.bits, y.bits),
             (Tag::K(REAL), Tag::K(REAL)) => return self.real_op(op, x.bits, y.bits),
-            (Tag::K(a), Tag::K(b)) if a == BOOL || b == BOOL => return self.give_up(),
+            (Tag::K(a), Tag::K(b)) if ![INT, REAL].contains(&a) || ![INT, REAL].contains(&b) => {
+                return self.give_up()
+            }
             _ => {}
         }
         let (tx, ty) = (self.tag(x.tag), self.tag(y.tag));
@@ -922,7 +956,7 @@ impl<'c> Gen<'_, 'c> {
         self.b.switch_to_block(int_b);
         let v = self.int_op(op, x.bits, y.bits);
         self.deliver(v, Dest::Join(join, rt, rx));
-        // both reals (tags are 0, 1 or 2: `and` is 1 only for two 1s)
+        // both reals (of the tags, only `REAL` is odd: `and` is 1 only for two 1s)
         self.b.switch_to_block(other);
         let reals = self.b.ins().icmp_imm(IntCC::Equal, both, REAL);
         let (real_b, other) = (self.b.create_block(), self.b.create_block());

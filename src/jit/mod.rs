@@ -37,7 +37,8 @@
 use crate::anf::Origin;
 use crate::eval::{GState, Machine};
 use crate::resolve::{CAtom, CBind, CBlock, CExpr, Cond, GroupCode, LambdaCode, Loop, Param};
-use crate::value::{InstRc, Value};
+use crate::value::{InstRc, Pair, Value};
+use std::rc::Rc;
 
 #[cfg(feature = "jit")]
 mod codegen;
@@ -77,6 +78,19 @@ pub(crate) const REAL: i64 = 1;
 pub(crate) const BOOL: i64 = 2;
 /// The tag a compiled procedure returns when it gives up.
 pub(crate) const FAIL: i64 = 3;
+/// `()`.
+pub(crate) const NIL: i64 = 4;
+/// A pair: its bits are the address of the `Pair` (`Rc::as_ptr`), borrowed.
+/// Compiled code makes no pairs: every pair it holds is part of a value that
+/// the frame it was entered with (its arguments, its loop's inputs) holds,
+/// which outlives the run; a pair it returns is counted again (`rebox`)
+/// before that frame is dropped.
+pub(crate) const PAIR: i64 = 6;
+/// Any other value (a part of a pair: a closure, a big integer, an AD
+/// value, ...), which compiled code may test and pass on but not compute
+/// with, nor return (it gives up there). The tags of values other than
+/// `REAL` are even: `arith` tells two reals by the `and` of the tags.
+pub(crate) const OTHER: i64 = 8;
 
 /// A procedure's state for the tier, in [`LambdaCode::jit`]: 0, never
 /// compiled; `1..=COUNTING`, the entries left before it is compiled; else a
@@ -307,7 +321,7 @@ pub(crate) fn start(lam: &LambdaCode) -> usize {
 fn atom_ok(a: &CAtom) -> bool {
     match a {
         CAtom::Local(_) => true,
-        CAtom::Const(v) => matches!(v, Value::Int(_) | Value::Real(_) | Value::Bool(_)),
+        CAtom::Const(v) => matches!(v, Value::Int(_) | Value::Real(_) | Value::Bool(_) | Value::Nil),
         _ => false,
     }
 }
@@ -330,6 +344,7 @@ fn bind_ok(b: &CBind, d: usize) -> bool {
             callee_ok(f, args.atoms().len()) && args.atoms().iter().all(atom_ok)
         }
         CBind::Clear(_) | CBind::Grow(_) => true,
+        CBind::Uncons(_, _, a, ..) => atom_ok(a),
         _ => false,
     }
 }
@@ -453,16 +468,48 @@ fn unbox(v: &Value) -> Option<(i64, i64)> {
         Value::Int(x) => Some((INT, *x)),
         Value::Real(x) => Some((REAL, x.to_bits() as i64)),
         Value::Bool(b) => Some((BOOL, *b as i64)),
+        Value::Nil => Some((NIL, 0)),
+        Value::Pair(p) => Some((PAIR, Rc::as_ptr(p) as i64)),
         _ => None,
     }
 }
 
-fn rebox(tag: i64, bits: i64) -> Value {
-    match tag {
+/// The value of a tag and bits that compiled code returns; `None` for
+/// `FAIL` (it gave up) and `OTHER` (a value it cannot return).
+///
+/// # Safety
+/// A pair's bits must be the address of a pair that a value still held
+/// holds (see [`PAIR`]).
+unsafe fn rebox(tag: i64, bits: i64) -> Option<Value> {
+    Some(match tag {
         INT => Value::Int(bits),
         REAL => Value::Real(f64::from_bits(bits as u64)),
-        _ => Value::Bool(bits != 0),
-    }
+        BOOL => Value::Bool(bits != 0),
+        NIL => Value::Nil,
+        PAIR => {
+            let p = bits as *const Pair;
+            // SAFETY: (the caller's) the pair is alive; one more count for
+            // the value made here.
+            unsafe {
+                Rc::increment_strong_count(p);
+                Value::Pair(Rc::from_raw(p))
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// The parts of the pair at `p` (`car`'s tag and bits, then `cdr`'s), as
+/// compiled code takes a pair apart (`((cons a d) p)`, `car`, `cdr`).
+///
+/// # Safety
+/// `p` must be the address of a live pair; `out`, of four words.
+pub(crate) unsafe extern "C" fn uncons(p: *const Pair, out: *mut i64) {
+    // SAFETY: (the caller's)
+    let (p, out) = unsafe { (&*p, std::slice::from_raw_parts_mut(out, 4)) };
+    let (ta, a) = unbox(&p.car).unwrap_or((OTHER, 0));
+    let (td, d) = unbox(&p.cdr).unwrap_or((OTHER, 0));
+    out.copy_from_slice(&[ta, a, td, d]);
 }
 
 /// Runs the call of `lam` whose `nargs` arguments are at `base` on the value
@@ -502,14 +549,14 @@ pub(crate) fn run(m: &mut Machine, base: usize, lam: &LambdaCode, nargs: usize) 
     // the machine's counts (and calls `tick` and `deeper`).
     let (tag, bits) = unsafe { call_code(entry.code, nargs, m, &args) };
     RUNS.set(RUNS.get() + 1);
-    if tag == FAIL {
+    // SAFETY: a pair returned is part of the arguments, still on the stack.
+    let Some(v) = (unsafe { rebox(tag, bits) }) else {
         m.set_jit_counts(saved);
         lam.jit.set(NEVER);
         return false;
-    }
-    // (the arguments are numbers and booleans: nothing to drop)
+    };
     m.stack.truncate(base);
-    m.stack.push(rebox(tag, bits));
+    m.stack.push(v);
     true
 }
 
@@ -543,12 +590,13 @@ pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value>
     // `tick` and `deeper`).
     let (tag, bits) = unsafe { std::mem::transmute::<*const u8, F>(entry.code)(m, args.as_ptr()) }.into();
     RUNS.set(RUNS.get() + 1);
-    if tag == FAIL {
+    // SAFETY: a pair returned is part of the inputs, still in the frame.
+    let v = unsafe { rebox(tag, bits) };
+    if v.is_none() {
         m.set_jit_counts(saved);
         lp.jit.set(NEVER);
-        return None;
     }
-    Some(rebox(tag, bits))
+    v
 }
 
 /// Whether the globals compiled code calls still hold the procedures it was
