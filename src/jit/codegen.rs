@@ -1,7 +1,7 @@
 //! Lowering of a procedure's resolved code (`resolve::LambdaCode`) to
 //! Cranelift's IR, and the module the code lives in (see the parent module).
 
-use super::{arity, callee, start, Entry, LoopEntry, Unary, BOOL, FAIL, INT, NIL, PAIR, REAL};
+use super::{arity, callee, start, Entry, LoopEntry, Unary, BOOL, FAIL, INT, NIL, OTHER, PAIR, REAL};
 use crate::eval::{Machine, JIT_DEPTH, JIT_FUEL, JIT_STACK_LO, JIT_STACK_SPAN};
 use crate::resolve::{Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, LambdaCode, Loop, Op2, Shape};
 use crate::value::{InstRc, Value};
@@ -469,6 +469,18 @@ impl<'c> Gen<'_, 'c> {
         self.b.switch_to_block(cont);
     }
 
+    /// Gives up where `v` is an `OTHER`.
+    fn not_other(&mut self, v: V) {
+        match v.tag {
+            Tag::K(k) if k != OTHER => {}
+            _ => {
+                let t = self.tag(v.tag);
+                let bad = self.b.ins().icmp_imm(IntCC::Equal, t, OTHER);
+                self.fail_if(bad);
+            }
+        }
+    }
+
     /// Gives up where `bad` is true.
     fn fail_if(&mut self, bad: ir::Value) {
         let cont = self.b.create_block();
@@ -899,8 +911,10 @@ impl<'c> Gen<'_, 'c> {
     fn cond(&mut self, c: &Cond, t: ir::Block, f: ir::Block) {
         let flag = match c {
             Cond::Atom(a) => {
-                // (only #f is false)
+                // (only #f is false; an `OTHER` may be one under tags:
+                // `Value::is_true_stripped`)
                 let v = self.atom(a);
+                self.not_other(v);
                 let tv = self.tag(v.tag);
                 let is_bool = self.b.ins().icmp_imm(IntCC::Equal, tv, BOOL);
                 let is_zero = self.b.ins().icmp_imm(IntCC::Equal, v.bits, 0);
@@ -921,8 +935,13 @@ impl<'c> Gen<'_, 'c> {
                 let v = self.atom(a);
                 let tv = self.tag(v.tag);
                 let want = match shape {
+                    // (`()` is never `OTHER`)
                     Shape::Null => NIL,
-                    Shape::Pair => PAIR,
+                    // (an `OTHER` may be a lazy pair: `Value::is_pair`)
+                    Shape::Pair => {
+                        self.not_other(v);
+                        PAIR
+                    }
                 };
                 self.b.ins().icmp_imm(IntCC::Equal, tv, want)
             }

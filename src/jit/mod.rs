@@ -87,9 +87,11 @@ pub(crate) const NIL: i64 = 4;
 /// before that frame is dropped.
 pub(crate) const PAIR: i64 = 6;
 /// Any other value (a part of a pair: a closure, a big integer, an AD
-/// value, ...), which compiled code may test and pass on but not compute
-/// with, nor return (it gives up there). The tags of values other than
-/// `REAL` are even: `arith` tells two reals by the `and` of the tags.
+/// value, ...), which compiled code may pass on and test with `null?`
+/// (false), but gives up computing with, testing for truth or with `pair?`
+/// (it may be a tagged `#f`, or a lazy pair), or returning. The tags of
+/// values other than `REAL` are even: `arith` tells two reals by the `and`
+/// of the tags.
 pub(crate) const OTHER: i64 = 8;
 
 /// A procedure's state for the tier, in [`LambdaCode::jit`]: 0, never

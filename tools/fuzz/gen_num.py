@@ -3,9 +3,10 @@
 top-level procedures on exact integers, reals and booleans (arithmetic that
 may overflow into big integers, exact quotients, mixed operands, comparisons,
 conditionals, named-let loops, recursion, calls of each other, the
-one-argument primitives compiled code computes, the sign tests and `abs`),
-called with
-arguments of every kind. Run them with `--jit-after 1` against `--no-jit`
+one-argument primitives compiled code computes, the sign tests and `abs`,
+lists taken apart: `car`, `cdr`, `null?`, `pair?`, `'()` and list walks),
+called with arguments of every kind, lists among them (of numbers, of
+other values, improper, nested). Run them with `--jit-after 1` against `--no-jit`
 (tools/fuzz/run.sh A A N "--jit-after 1 --max-steps 300000" "--no-jit
 --max-steps 300000"): values, errors and the steps counted must agree.
 
@@ -27,6 +28,9 @@ REALS = ["0.0", "-0.0", "1.0", "0.5", "-2.5", "1e308", "-1e308", "1e-300", "3.25
 BOOLS = ["#t", "#f"]
 OPS = ["+", "-", "*", "/", "<", ">", "<=", ">=", "=", "atan"]
 UNARY = ["real", "sqrt", "exp", "log", "sin", "cos", "zero?", "positive?", "negative?", "abs"]
+# (arguments only: a procedure building a list is not compiled)
+LISTS = ["'()", "(list 1 2 3)", "(list 0.5 -2.5 3)", "(list 1 #t 2)", "(cons 1 2)", "(list (list 1 2) 3)",
+         "(list 4611686018427387903 1)", "(list car 1)", "(list 2.5)", "(list '() 1)"]
 
 
 def const():
@@ -53,6 +57,21 @@ def expr(vs, depth, fns):
     if k < 0.84 and fns:
         name, n = r.choice(fns)
         return "(%s %s)" % (name, " ".join(expr(vs, depth - 1, fns) for _ in range(n)))
+    if k < 0.88 and vs:
+        # a list taken apart (or anything else, which the evaluator rejects)
+        v = r.choice(vs)
+        j = r.random()
+        if j < 0.3:
+            return "(%s %s)" % (r.choice(["car", "cdr", "cadr"]), v)
+        if j < 0.55:
+            return "(if (%s %s) %s %s)" % (r.choice(["null?", "pair?"]), v, expr(vs, depth - 1, fns),
+                                            expr(vs, depth - 1, fns))
+        if j < 0.65:
+            return "'()"
+        # a walk down it, summing (or counting) its elements
+        step = r.choice(["(+ acc (car l))", "(+ acc 1)", "(* acc (car l))", "(if (car l) (+ acc 1) acc)"])
+        return "(let walk%d ((l %s) (acc %s)) (if (pair? l) (walk%d (cdr l) %s) acc))" % (
+            depth, v, expr(vs, depth - 1, fns), depth, step)
     if k < 0.92:
         # a named let's loop, bounded by an integer count
         i, acc = "i%d" % depth, "acc%d" % depth
@@ -93,7 +112,7 @@ def main():
         counts = ["0", "1", "5", "12", "20", "-3", "2.5", "(/ 0.0 0.0)", "4611686018427387903"]
         if not NUMERIC:
             counts.append("#t")
-        args = [r.choice(counts)] + [const() for _ in range(n - 1)]
+        args = [r.choice(counts)] + [r.choice(LISTS) if r.random() < 0.4 else const() for _ in range(n - 1)]
         out.append("(%s %s)" % (name, " ".join(args)))
     print("\n".join(out))
 
