@@ -1574,6 +1574,10 @@ impl Machine {
         }
         let mut at = Some((lp, lp.site));
         let r = match self.enter_loop(base, inst, lp) {
+            Ok(()) if let Some(v) = self.jit_loop_entry(base, lp) => {
+                self.ret::<false>(base, v);
+                Ok(Next::Return)
+            }
             Ok(()) => self.run_blocks::<false, true>(base, inst, &lp.body, 0, &mut at),
             Err(e) => Err(e),
         };
@@ -1635,6 +1639,10 @@ impl Machine {
     fn inner_loop(&mut self, base: usize, inst: &InstRc, lp: &Loop) -> Result<Value> {
         let mut at = Some((lp, lp.site));
         let r = match self.enter_loop(base, inst, lp) {
+            Ok(()) if let Some(v) = self.jit_loop_entry(base, lp) => {
+                self.ret::<true>(base, v);
+                Ok(Next::Return)
+            }
             Ok(()) => self.run_blocks::<true, true>(base, inst, &lp.body, 0, &mut at),
             Err(e) => Err(e),
         };
@@ -1642,6 +1650,19 @@ impl Machine {
             Ok(_) => Ok(self.pop()),
             Err(e) if lp.in_place_tail => Err(loop_failed(e, at)),
             Err(e) => Err(inner_loop_failed(e, lp, at.map_or(lp.site, |(_, s)| s))),
+        }
+    }
+
+    /// The value of a loop just entered (`enter_loop`) whose code is
+    /// compiled, run in compiled code from its first iteration (as from a
+    /// later one: `jit::run_loop`); `None` where it is not compiled, or its
+    /// code does not take the values it reads, or gave up.
+    #[inline(always)]
+    fn jit_loop_entry(&mut self, base: usize, lp: &Loop) -> Option<Value> {
+        if crate::jit::loop_compiled(lp) {
+            crate::jit::run_loop(self, base, lp)
+        } else {
+            None
         }
     }
 
@@ -1783,6 +1804,10 @@ impl Machine {
                 CExpr::Loop(lp) if !INNER => {
                     *at = Some((lp, lp.site));
                     self.enter_loop(base, inst, lp)?;
+                    if let Some(v) = self.jit_loop_entry(base, lp) {
+                        self.ret::<INNER>(base, v);
+                        return Ok(Next::Return);
+                    }
                     block = &lp.body;
                     continue;
                 }

@@ -338,4 +338,16 @@ fn named_let_loops_go_on_in_compiled_code() {
         assert_eq!(value(&mut s, &e), want, "{e}");
         assert_eq!(vlad::jit::runs(), before + 1, "{e}: the loop did not go on in compiled code");
     }
+    // Once compiled, a loop entered again runs in compiled code from its
+    // first iteration, even one that ends there with no call of itself.
+    // (`tri` runs in place in `tris`, which builds a list and so stays in
+    // the evaluator: its loop is compiled on its own in the first call, and
+    // each of the five entries of the second runs in compiled code, the
+    // last three ending at once: n = 2, 1, 0, -1, -2.)
+    s.run_text("t.vlad", "(define (tris k acc) (if (= k 0) acc (tris (- k 1) (cons (tri (- k 3)) acc))))")
+        .expect("the definition runs");
+    value(&mut s, "(tris 30 '())");
+    let before = vlad::jit::runs();
+    assert_eq!(value(&mut s, "(tris 5 '())"), "(0 0 0 1 3)");
+    assert_eq!(vlad::jit::runs(), before + 5, "a loop was not entered in compiled code");
 }

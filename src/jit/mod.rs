@@ -625,6 +625,12 @@ pub fn is_compiled(lam: &LambdaCode) -> bool {
     lam.jit.get() > COUNTING
 }
 
+/// Whether loop `lp` has compiled code of its own (see [`run_loop`]).
+#[inline(always)]
+pub(crate) fn loop_compiled(lp: &Loop) -> bool {
+    lp.jit.get() > COUNTING
+}
+
 /// What compiled code returns: a tag and bits, in two registers.
 #[repr(C)]
 pub(crate) struct Ret {
