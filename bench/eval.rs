@@ -86,19 +86,13 @@ fn tail_loop(c: &mut Criterion) {
 fn named_let(c: &mut Criterion) {
     // A named `let` (run as a loop in its procedure's frame) walking a list:
     // the dot product of (1 ... n) with itself is n(n+1)(2n+1)/6.
-    let (mut s, t) = setup(
-        "(define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))
-         (define xs (let loop ((i 1000) (acc '())) (if (= i 0) acc (loop (- i 1) (cons i acc)))))",
-        "(dot xs xs)",
-    );
+    let dot = "(define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))
+               (define xs (let loop ((i 1000) (acc '())) (if (= i 0) acc (loop (- i 1) (cons i acc)))))";
+    let (mut s, t) = setup(dot, "(dot xs xs)");
     assert_eq!(shown(&run(&mut s, &t)), "333833500");
     // (its loop is compiled on its own after 30,000 iterations, `jit::run_loop`)
     c.bench_function("named let over a list of 10^3", |b| b.iter(|| black_box(run(&mut s, &t))));
-    let (mut s, t) = setup_evaluator(
-        "(define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))
-         (define xs (let loop ((i 1000) (acc '())) (if (= i 0) acc (loop (- i 1) (cons i acc)))))",
-        "(dot xs xs)",
-    );
+    let (mut s, t) = setup_evaluator(dot, "(dot xs xs)");
     assert_eq!(shown(&run(&mut s, &t)), "333833500");
     c.bench_function("named let over a list of 10^3, evaluator", |b| b.iter(|| black_box(run(&mut s, &t))));
     // One whose value is used and whose initial value is computed (a loop run

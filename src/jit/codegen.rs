@@ -324,6 +324,7 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
         f64_sig,
         f64x2_sig,
         uncons_sig,
+        uncons_out: None,
         loops: Vec::new(),
     };
     match root {
@@ -403,6 +404,9 @@ struct Gen<'a, 'c> {
     f64x2_sig: ir::SigRef,
     /// `jit::uncons`'s.
     uncons_sig: ir::SigRef,
+    /// The four words `jit::uncons` writes (one slot serves every pair the
+    /// function takes apart), made at the first.
+    uncons_out: Option<ir::StackSlot>,
     /// The loops entered: each one's top, and its variables' slots.
     loops: Vec<(ir::Block, &'c Loop)>,
 }
@@ -571,11 +575,13 @@ impl<'c> Gen<'_, 'c> {
                 let t = self.tag(v.tag);
                 let is_pair = self.b.ins().icmp_imm(IntCC::Equal, t, PAIR);
                 self.check(is_pair);
-                let slot = self.b.create_sized_stack_slot(ir::StackSlotData::new(
-                    ir::StackSlotKind::ExplicitSlot,
-                    32,
-                    3,
-                ));
+                let slot = *self.uncons_out.get_or_insert_with(|| {
+                    self.b.create_sized_stack_slot(ir::StackSlotData::new(
+                        ir::StackSlotKind::ExplicitSlot,
+                        32,
+                        3,
+                    ))
+                });
                 let out = self.b.ins().stack_addr(I64, slot, 0);
                 let addr = self.b.ins().iconst(I64, super::uncons as *const () as usize as i64);
                 self.b.ins().call_indirect(self.uncons_sig, addr, &[v.bits, out]);
@@ -816,11 +822,7 @@ impl<'c> Gen<'_, 'c> {
         }
         if u == Unary::Real {
             // (a number as it is)
-            let t = self.tag(x.tag);
-            let is_int = self.b.ins().icmp_imm(IntCC::Equal, t, INT);
-            let is_real = self.b.ins().icmp_imm(IntCC::Equal, t, REAL);
-            let ok = self.b.ins().bor(is_int, is_real);
-            self.check(ok);
+            self.number(x);
             return x;
         }
         let f = self.double(x, u != Unary::Sqrt);
@@ -839,11 +841,7 @@ impl<'c> Gen<'_, 'c> {
     /// `zero?`, `positive?` or `negative?` of a number (`num::sign`: false
     /// for NaN); gives up on anything else.
     fn sign_test(&mut self, x: V, icc: IntCC, fcc: FloatCC) -> V {
-        let t = self.tag(x.tag);
-        let is_int = self.b.ins().icmp_imm(IntCC::Equal, t, INT);
-        let is_real = self.b.ins().icmp_imm(IntCC::Equal, t, REAL);
-        let ok = self.b.ins().bor(is_int, is_real);
-        self.check(ok);
+        let is_int = self.number(x);
         let i = self.b.ins().icmp_imm(icc, x.bits, 0);
         let f = self.b.ins().bitcast(F64, MemFlags::new(), x.bits);
         let zero = self.b.ins().f64const(0.0);
@@ -886,17 +884,27 @@ impl<'c> Gen<'_, 'c> {
         self.deliver(V { tag: Tag::K(REAL), bits }, dest);
     }
 
-    /// A real's double, or (`int`) an exact integer's; gives up on anything else.
-    fn double(&mut self, x: V, int: bool) -> ir::Value {
+    /// Gives up unless `x` is a number (an exact integer or a real);
+    /// whether it is an exact integer.
+    fn number(&mut self, x: V) -> ir::Value {
         let t = self.tag(x.tag);
         let is_int = self.b.ins().icmp_imm(IntCC::Equal, t, INT);
         let is_real = self.b.ins().icmp_imm(IntCC::Equal, t, REAL);
-        let ok = if int { self.b.ins().bor(is_int, is_real) } else { is_real };
+        let ok = self.b.ins().bor(is_int, is_real);
         self.check(ok);
-        if !int {
-            return self.b.ins().bitcast(F64, MemFlags::new(), x.bits);
+        is_int
+    }
+
+    /// A real's double, or (`int`) an exact integer's; gives up on anything else.
+    fn double(&mut self, x: V, int: bool) -> ir::Value {
+        if int {
+            let is_int = self.number(x);
+            return self.as_double(is_int, x.bits);
         }
-        self.as_double(is_int, x.bits)
+        let t = self.tag(x.tag);
+        let is_real = self.b.ins().icmp_imm(IntCC::Equal, t, REAL);
+        self.check(is_real);
+        self.b.ins().bitcast(F64, MemFlags::new(), x.bits)
     }
 
     /// The double of `bits`: an exact integer's where `is_int`, else the

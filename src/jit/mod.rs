@@ -620,15 +620,21 @@ pub fn runs() -> u64 {
     RUNS.get()
 }
 
+/// Whether a procedure's or a loop's state holds its entry's address.
+#[inline(always)]
+fn has_entry(state: &std::cell::Cell<usize>) -> bool {
+    state.get() > COUNTING
+}
+
 /// Whether `lam` has compiled code.
 pub fn is_compiled(lam: &LambdaCode) -> bool {
-    lam.jit.get() > COUNTING
+    has_entry(&lam.jit)
 }
 
 /// Whether loop `lp` has compiled code of its own (see [`run_loop`]).
 #[inline(always)]
 pub(crate) fn loop_compiled(lp: &Loop) -> bool {
-    lp.jit.get() > COUNTING
+    has_entry(&lp.jit)
 }
 
 /// What compiled code returns: a tag and bits, in two registers.
@@ -725,7 +731,7 @@ fn count_down(
     build: impl FnOnce(&mut Machine),
 ) -> Option<usize> {
     let s = state.get();
-    if s > COUNTING {
+    if has_entry(state) {
         return Some(s);
     }
     if s == 1 {
