@@ -7,8 +7,8 @@ use crate::anf::{Group, Kind, Lambda};
 use crate::error::{Error, ErrorKind, Result};
 use crate::prims::{self, Class, PrimDef, PrimId};
 use crate::resolve::{
-    Again, AppArith, CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Guard, Inline, Loop, Moves, Op2,
-    Param, Retag, Split,
+    Again, AppArith, CArgs, CAtom, CBind, CBlock, CExpr, Cond, GroupCode, Guard, Inline, InlineCallee, Loop,
+    Moves, Op2, Param, Retag, Split,
 };
 use crate::source::Span;
 use crate::value::{Inst, InstBuilder, InstRc, Value};
@@ -3491,6 +3491,15 @@ impl Machine {
     #[inline(always)]
     fn run_inline(&mut self, base: usize, inst: &InstRc, il: &Inline) -> Result<Value> {
         self.tick()?;
+        match &il.callee {
+            Some(c) => self.run_inline_compiled(base, inst, il, c),
+            None => self.run_inline_body(base, inst, il),
+        }
+    }
+
+    /// [`Machine::run_inline`]'s run of the body, its step counted.
+    #[inline(always)]
+    fn run_inline_body(&mut self, base: usize, inst: &InstRc, il: &Inline) -> Result<Value> {
         for b in &il.body.binds {
             self.exec_bind(base, inst, b)?;
         }
@@ -3507,6 +3516,45 @@ impl Machine {
             e @ CExpr::Prim(..) => self.prim_value(base, inst, e),
             e => self.eval_expr(base, inst, e),
         }
+    }
+
+    /// A call run in place (its step and level counted) whose procedure's
+    /// code may be compiled (see `resolve::Inline::callee`): run by that
+    /// code where it has some, as a call of it would be; else run in place,
+    /// the steps it took counted towards compiling it (`jit::count_in_place`).
+    #[inline(never)]
+    fn run_inline_compiled(
+        &mut self,
+        base: usize,
+        inst: &InstRc,
+        il: &Inline,
+        c: &InlineCallee,
+    ) -> Result<Value> {
+        let code = match c.group.code.get() {
+            Some(code) => code,
+            None => self.group_code(&c.group)?,
+        };
+        let lam = &code.members[0];
+        let n = c.args.len();
+        if lam.jit.get() == crate::jit::NEVER || crate::jit::arity(lam) != Some(n) {
+            return self.run_inline_body(base, inst, il);
+        }
+        if crate::jit::is_compiled(lam) {
+            let at = self.stack.len();
+            for a in c.args.iter() {
+                self.push_atom(base, inst, a)?;
+            }
+            if crate::jit::run(self, at, lam, n) {
+                return Ok(self.pop());
+            }
+            self.truncate_to(at);
+            return self.run_inline_body(base, inst, il);
+        }
+        let before = self.steps();
+        let v = self.run_inline_body(base, inst, il)?;
+        let steps = self.steps() - before;
+        crate::jit::count_in_place(self, lam, steps + 1);
+        Ok(v)
     }
 
     /// An `Uncons` binding `b` (of `a`'s parts to slots `x` and `y`): a

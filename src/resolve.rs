@@ -197,6 +197,18 @@ pub struct Inline {
     /// In the caller's tail position (the call would have replaced the
     /// caller's frame: no level counted).
     pub tail: bool,
+    /// The procedure run, with the call's operands, where a global's whose
+    /// body holds a loop (as a dot product's) is run in place: the
+    /// evaluator calls its compiled code instead once it has some (see
+    /// `Machine::run_inline`), as a call of it would.
+    pub callee: Option<Box<InlineCallee>>,
+}
+
+/// The procedure a call run in place runs, and the call's operands (see
+/// [`Inline::callee`]).
+pub struct InlineCallee {
+    pub group: Rc<Group>,
+    pub args: Box<[CAtom]>,
 }
 
 /// A call of a variable run in place (see [`Inline`]) where the variable
@@ -1330,7 +1342,18 @@ impl Resolver<'_> {
     /// `(g args)` run in place (see [`Resolver::inline_body`]).
     fn inline_call(&mut self, g: GlobalId, args: &Args, site: Span, tail: bool) -> Option<CExpr> {
         let callee = self.callee(g)?;
-        Some(CExpr::Inline(Box::new(self.inline_body(callee, args, site, tail)?)))
+        let mut il = self.inline_body(callee.clone(), args, site, tail)?;
+        // (a loop run in place is entered in the evaluator at each call, and
+        // compiled on its own at best: the procedure's compiled code, where
+        // it has some, runs the call whole)
+        if cfg!(feature = "jit") && crate::jit::holds_loop(&il.body) {
+            let ops = match self.args(args) {
+                CArgs::One(x) => vec![x],
+                CArgs::Tuple(xs) => xs.into_vec(),
+            };
+            il.callee = Some(Box::new(InlineCallee { group: callee, args: ops.into() }));
+        }
+        Some(CExpr::Inline(Box::new(il)))
     }
 
     /// `(v args)`, `v` a variable bound to a lambda calls of which may run
@@ -1422,7 +1445,7 @@ impl Resolver<'_> {
         self.free.extend((start..end).rev());
         mark_tail_loops(&mut block);
         let name = callee.display_name(0).into();
-        Some(Inline { body: block, name, site, tail })
+        Some(Inline { body: block, name, site, tail, callee: None })
     }
 
     /// The [`Loop`] that bindings `i` and `i + 1`, the last, of block `b` (in

@@ -119,6 +119,16 @@ const PROGRAMS: &[&str] = &[
      (drop xs 3) (drop (list 1 2 3) 3) (len (drop (list 1 (lambda (x) x) 3) 1)) (drop (list 1) 2)
      (last xs) (pair? (last (list 1 car))) (last (list 1 (list 2 3))) (last '())
      (count-true (list #f 0 '() car #f (list 1)) 0) (count-true (cons #f #t) 0)",
+    // procedures holding a loop, run in place in callers that are not
+    // compiled (they build lists), run by their own compiled code: on
+    // numbers, on values of other kinds, and on lists too short
+    "(define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))
+     (define (mag v) (sqrt (dot v v)))
+     (define (dist u v) (mag (list (- (car u) (car v)) (- (cadr u) (cadr v)))))
+     (define (mags k acc) (if (= k 0) acc (mags (- k 1) (cons (mag (list (real k) 4)) acc))))
+     (define (dists k acc) (if (= k 0) acc (dists (- k 1) (cons (dist (list k 1.5) (list 0 (real k))) acc))))
+     (mags 6 '()) (dists 6 '()) (mags 3 (list (mag (list 1 #t)))) (dot (list 1 2) (list 3))
+     (mag (list 3 4)) (mag (list 2 2)) (dists 2 (list (dist (list 1 2) (list 3))))",
     // a procedure that takes four arguments
     "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",
@@ -340,14 +350,56 @@ fn named_let_loops_go_on_in_compiled_code() {
     }
     // Once compiled, a loop entered again runs in compiled code from its
     // first iteration, even one that ends there with no call of itself.
-    // (`tri` runs in place in `tris`, which builds a list and so stays in
-    // the evaluator: its loop is compiled on its own in the first call, and
-    // each of the five entries of the second runs in compiled code, the
-    // last three ending at once: n = 2, 1, 0, -1, -2.)
-    s.run_text("t.vlad", "(define (tris k acc) (if (= k 0) acc (tris (- k 1) (cons (tri (- k 3)) acc))))")
-        .expect("the definition runs");
+    // (`tril` runs in place in `tris`, which builds a list and so stays in
+    // the evaluator, as `tril` does (it builds one too): its loop is
+    // compiled on its own in the first call, and each of the five entries
+    // of the second runs in compiled code, the last three ending at once:
+    // n = 2, 1, 0, -1, -2.)
+    s.run_text(
+        "t.vlad",
+        "(define (tril n) (list (let loop ((i 0) (acc 0)) (if (> i n) acc (loop (+ i 1) (+ acc i))))))
+         (define (tris k acc) (if (= k 0) acc (tris (- k 1) (cons (tril (- k 3)) acc))))",
+    )
+    .expect("the definitions run");
     value(&mut s, "(tris 30 '())");
     let before = vlad::jit::runs();
-    assert_eq!(value(&mut s, "(tris 5 '())"), "(0 0 0 1 3)");
+    assert_eq!(value(&mut s, "(tris 5 '())"), "((0) (0) (0) (1) (3))");
     assert_eq!(vlad::jit::runs(), before + 5, "a loop was not entered in compiled code");
+    assert!(!compiled(&s, "tril"));
+}
+
+/// A procedure holding a loop that its callers run in place (`mag`, with
+/// `dot` and its loop in place in it, in `mags`, which builds a list and
+/// so is not compiled) is compiled once the evaluator has taken as many
+/// steps in it as the threshold says, iterations included, and each call
+/// then runs whole in its compiled code. A list of AD values makes that
+/// code give up, and the evaluator computes the derivative in place.
+#[test]
+fn procedures_run_in_place_go_on_in_compiled_code() {
+    let Some(mut s) = jit_session(100) else { return };
+    s.run_text(
+        "d.vlad",
+        "(define (dot u v) (let loop ((u u) (v v) (acc 0.0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))
+         (define (mag v) (sqrt (dot v v)))
+         (define (mags k acc) (if (= k 0) acc (mags (- k 1) (cons (mag (list 3.0 (real k))) acc))))",
+    )
+    .expect("the definitions run");
+    // (10 calls of 4 steps: not yet)
+    assert_eq!(value(&mut s, "(mags 1 '())"), "(3.1622776601683795)");
+    assert!(!compiled(&s, "mag"));
+    value(&mut s, "(mags 40 '())");
+    assert!(compiled(&s, "mag"));
+    let before = vlad::jit::runs();
+    // |(3, k)| for k = 1 to 4, the last consed first
+    let want = format!("({:?} {:?} {:?} 5.0)", 10f64.sqrt(), 13f64.sqrt(), 18f64.sqrt());
+    assert_eq!(value(&mut s, "(mags 4 '())"), want);
+    assert_eq!(vlad::jit::runs(), before + 4, "each call of mag runs in its compiled code");
+    // d/dx |(x, 4)| = x / |(x, 4)| = 3/5 at x = 3, run in place in the
+    // lambda differentiated
+    for mode in ["R", "F"] {
+        let d: f64 = value(&mut s, &format!("((derivative-{mode} (lambda (x) (mag (list x 4.0)))) 3.0)"))
+            .parse()
+            .expect("a real");
+        assert!((d - 0.6).abs() < 1e-12, "derivative-{mode}: {d}");
+    }
 }

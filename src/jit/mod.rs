@@ -13,6 +13,11 @@
 //! is how a numeric loop at the top level, or in a procedure called once or
 //! not compiled, leaves the evaluator.
 //!
+//! A small procedure holding such a loop, which its callers run in place
+//! (`resolve::Inline::callee`), counts the steps each such run takes as its
+//! entries ([`count_in_place`]); once compiled, the evaluator runs each such
+//! call whole in its code ([`run`]) instead of entering the loop's.
+//!
 //! The compiled code counts what the evaluator counts: a step for each call
 //! and loop iteration (`--max-steps`, `--timeout` and Ctrl-C are checked as
 //! often), a level for each nested call (`--max-depth`). It never fails with
@@ -196,6 +201,13 @@ pub fn initial_loops(group: &crate::anf::Group, code: &GroupCode, b: &CBlock, af
 /// of code compiled, reading at most [`MAX_INPUTS`] slots of its frame.
 fn loop_ok(lp: &Loop) -> bool {
     !lp.entered && block_ok(&lp.body, MAX_NESTING) && !calls_own(&lp.body) && inputs(lp).len() <= MAX_INPUTS
+}
+
+/// Whether `b` holds a named `let`'s loop (see `resolve::Inline::callee`).
+pub(crate) fn holds_loop(b: &CBlock) -> bool {
+    let mut found = false;
+    visit(b, &mut |e| found |= matches!(e, CExpr::Loop(_)), &mut |_| {});
+    found
 }
 
 /// Whether `b` holds a procedure's call of itself as a loop
@@ -730,19 +742,40 @@ fn count_down(
     state: &std::cell::Cell<usize>,
     build: impl FnOnce(&mut Machine),
 ) -> Option<usize> {
+    count_down_by(m, state, 1, build)
+}
+
+/// [`count_down`] by `k` entries at once.
+fn count_down_by(
+    m: &mut Machine,
+    state: &std::cell::Cell<usize>,
+    k: u64,
+    build: impl FnOnce(&mut Machine),
+) -> Option<usize> {
     let s = state.get();
     if has_entry(state) {
         return Some(s);
     }
-    if s == 1 {
+    if s as u64 <= k {
         state.set(NEVER);
         // (Cranelift's passes take more stack than the evaluator's red zone
         // leaves, in a debug build)
         stacker::maybe_grow(4 << 20, 16 << 20, || build(m));
     } else {
-        state.set(s - 1);
+        state.set(s - k as usize);
     }
     None
+}
+
+/// Counts `steps` entries of `lam` down (see [`run`]): the steps a call of
+/// it run in place took in the evaluator, its loop's iterations included
+/// (see `resolve::Inline::callee`), so that a procedure whose calls loop is
+/// compiled once the evaluator has spent on them about what as many calls
+/// of a small procedure cost. Compiles it where the count runs out.
+pub(crate) fn count_in_place(m: &mut Machine, lam: &LambdaCode, steps: u64) {
+    if m.jit_after != 0 && m.meter.is_none() && lam.jit.get() != NEVER {
+        count_down_by(m, &lam.jit, steps.max(1), |m| codegen::compile(m, lam));
+    }
 }
 
 /// The procedure a global holds, if compiled code may call it with `n`
