@@ -233,16 +233,24 @@ impl Drop for Pair {
     // bookkeeping per pair: the common long list); cars (and a shared or
     // non-pair tail) go through `defer_drop`, which bounds their nesting.
     fn drop(&mut self) {
-        defer_drop(std::mem::replace(&mut self.car, Value::Nil));
+        // (a number, the commonest part, owns nothing: it is neither moved
+        // out nor looked at again)
+        if self.car.needs_drop() {
+            defer_drop(std::mem::replace(&mut self.car, Value::Nil));
+        }
+        if !self.cdr.needs_drop() {
+            return;
+        }
         let mut rest = std::mem::replace(&mut self.cdr, Value::Nil);
         loop {
             match rest {
                 Value::Pair(p) => match Rc::try_unwrap(p) {
-                    Ok(mut q) => {
-                        defer_drop(std::mem::replace(&mut q.car, Value::Nil));
-                        rest = std::mem::replace(&mut q.cdr, Value::Nil);
-                        // (both its fields are `()` now: nothing to drop)
-                        std::mem::forget(q);
+                    Ok(q) => {
+                        let (car, cdr) = q.into_parts();
+                        if car.needs_drop() {
+                            defer_drop(car);
+                        }
+                        rest = cdr;
                     }
                     // (shared: one owner fewer)
                     Err(p) => {
