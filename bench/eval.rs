@@ -104,6 +104,23 @@ fn named_let(c: &mut Criterion) {
     );
     assert_eq!(shown(&run(&mut s, &t)), "1001000");
     c.bench_function("named let whose value is used, over 10^3", |b| b.iter(|| black_box(run(&mut s, &t))));
+    // A small procedure holding a loop (`magnitude`, `dot` in place in it),
+    // run in place in a loop that builds a list (so is not compiled itself):
+    // once compiled, each call runs whole in its compiled code
+    // (`Machine::run_inline_compiled`). |(3, 4)| = 5, 10^3 times.
+    let mags = "(define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))
+                (define (magnitude v) (sqrt (dot v v)))
+                (define u (list 3.0 4.0))
+                (define (mags k acc) (if (= k 0) acc (mags (- k 1) (cons (magnitude u) acc))))";
+    let (mut s, t) = setup(mags, "(car (mags 1000 '()))");
+    for _ in 0..40 {
+        run(&mut s, &t);
+    }
+    assert_eq!(shown(&run(&mut s, &t)), "5.0");
+    c.bench_function("magnitude run in place 10^3", |b| b.iter(|| black_box(run(&mut s, &t))));
+    let (mut s, t) = setup_evaluator(mags, "(car (mags 1000 '()))");
+    assert_eq!(shown(&run(&mut s, &t)), "5.0");
+    c.bench_function("magnitude run in place 10^3, evaluator", |b| b.iter(|| black_box(run(&mut s, &t))));
     // A numeric named `let` at the top level, in no procedure: compiled on
     // its own after 30,000 iterations, the rest in machine code (`jit::run_loop`);
     // the sum of 0 ... n-1 is n(n-1)/2.
