@@ -107,9 +107,10 @@ pub struct Opts {
     /// (to compare the two; the same values, steps and errors)
     #[arg(long)]
     pub no_jit: bool,
-    /// Compile a numeric procedure to machine code once it has been called this many times,
-    /// and a named `let`'s numeric loop once it has run this many iterations (where the build
-    /// has the `jit` feature; 0: never)
+    /// Compile a numeric procedure to machine code once it has been called this many times
+    /// (a small one holding a loop and run in place by its callers: once it has taken this
+    /// many steps there), and a named `let`'s numeric loop once it has run this many
+    /// iterations (where the build has the `jit` feature; 0: never)
     #[arg(long, value_name = "N", default_value_t = crate::jit::DEFAULT_AFTER)]
     pub jit_after: u64,
 }
