@@ -3532,7 +3532,7 @@ impl Machine {
     ) -> Result<Value> {
         let code = match c.group.code.get() {
             Some(code) => code,
-            None => self.group_code(&c.group)?,
+            None => self.group_code_first(&c.group)?,
         };
         let lam = &code.members[0];
         let n = c.args.len();

@@ -1347,11 +1347,8 @@ impl Resolver<'_> {
         // compiled on its own at best: the procedure's compiled code, where
         // it has some, runs the call whole)
         if cfg!(feature = "jit") && crate::jit::holds_loop(&il.body) {
-            let ops = match self.args(args) {
-                CArgs::One(x) => vec![x],
-                CArgs::Tuple(xs) => xs.into_vec(),
-            };
-            il.callee = Some(Box::new(InlineCallee { group: callee, args: ops.into() }));
+            let ops = self.args(args).atoms().into();
+            il.callee = Some(Box::new(InlineCallee { group: callee, args: ops }));
         }
         Some(CExpr::Inline(Box::new(il)))
     }
