@@ -108,8 +108,16 @@ fn for_each_leaf<'a>(x: &'a Value, mut f: impl FnMut(&'a Value) -> bool) -> bool
 
 /// The reals of `x` in order (depth first, cars before cdrs); `None` unless
 /// it is made of pairs, `()`, booleans and reals.
-fn reals_in_order(x: &Value) -> Option<Vec<&Value>> {
-    let mut reals = Vec::new();
+fn reals_in_order(x: &Value) -> Option<SmallVec<[&Value; 8]>> {
+    let mut reals = SmallVec::new();
+    // (a proper list of reals, the commonest, down its spine)
+    if let Some(mut l) = flat_list_of_reals(x) {
+        while let Value::Pair(p) = l {
+            reals.push(&p.car);
+            l = &p.cdr;
+        }
+        return Some(reals);
+    }
     let fits = for_each_leaf(x, |v| match v {
         Value::Nil | Value::Bool(_) => true,
         _ if is_real(v) => {
@@ -2474,8 +2482,13 @@ fn try_tape_with(
     // The sensitivity of each node the result is made of.
     let mut adj: Vec<Option<Sens>> = std::mem::take(&mut m.tape.spare_adj);
     adj.resize_with(tape.nodes.len(), || None);
-    let ok = match want {
-        Want::RealVjp => seed(&y, &Value::Int(1), id, &mut adj, true, false),
+    let ok = match (want, &y) {
+        // (the commonest: a real of this tape, seeded 1, as `seed` seeds it)
+        (Want::RealVjp, Value::TapeReal(t, node, _)) if *t as u32 == id => {
+            adj[*node as usize] = Some(Sens::Int(1));
+            true
+        }
+        (Want::RealVjp, _) => seed(&y, &Value::Int(1), id, &mut adj, true, false),
         _ => seed(&y, &args[2], id, &mut adj, false, bools),
     };
     if !ok {
@@ -2498,23 +2511,40 @@ fn try_tape_with(
     // (the tape and the other nodes' sensitivities freed before the cotangent is built)
     let lift = tape.lift;
     m.tape.recycle(tape);
-    let mut sens: SmallVec<[Option<Value>; 8]> = SmallVec::with_capacity(inputs.len());
-    for &n in &inputs {
-        sens.push(adj[n as usize].take().map(|s| s.into_value(lift)));
-    }
-    adj.clear();
-    if adj.capacity() <= SPARE_ADJ {
-        m.tape.spare_adj = adj;
-    }
-    if any_marked && m.tape.stack.is_empty() {
-        match add_certain_zeros(m, x, &inputs, &mut marks, &mut sens) {
-            Ok(()) => {}
-            Err(e) if e.kind == ErrorKind::Limit => return Err(e),
-            Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
+    let certain_zeros = any_marked && m.tape.stack.is_empty();
+    let xb = match flat_list_of_reals(x) {
+        // (a proper list of reals, the commonest, each an input in order (as
+        // `activate` made them): its cotangent straight from their
+        // sensitivities, as `cotangent` builds it, where no zero is to be added)
+        Some(_) if !certain_zeros && matches!(x, Value::Pair(_)) => {
+            let r = flat_cotangent(m, x, &inputs, &mut adj, lift);
+            adj.clear();
+            if adj.capacity() <= SPARE_ADJ {
+                m.tape.spare_adj = adj;
+            }
+            r
         }
-    }
-    let mut k = 0;
-    let xb = match cotangent(m, x, &mut sens, &mut k) {
+        _ => {
+            let mut sens: SmallVec<[Option<Value>; 8]> = SmallVec::with_capacity(inputs.len());
+            for &n in &inputs {
+                sens.push(adj[n as usize].take().map(|s| s.into_value(lift)));
+            }
+            adj.clear();
+            if adj.capacity() <= SPARE_ADJ {
+                m.tape.spare_adj = adj;
+            }
+            if certain_zeros {
+                match add_certain_zeros(m, x, &inputs, &mut marks, &mut sens) {
+                    Ok(()) => {}
+                    Err(e) if e.kind == ErrorKind::Limit => return Err(e),
+                    Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
+                }
+            }
+            let mut k = 0;
+            cotangent(m, x, &mut sens, &mut k)
+        }
+    };
+    let xb = match xb {
         Ok(xb) => xb,
         Err(e) if e.kind == ErrorKind::Limit => return Err(e),
         Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
@@ -2558,7 +2588,7 @@ fn add_certain_zeros(
 ) -> Result<()> {
     // (the inputs' values, where one is needed: for a zero, or to see whether
     // an input that is a dropped result is inexact)
-    let mut xs: Option<Vec<&Value>> = None;
+    let mut xs: Option<SmallVec<[&Value; 8]>> = None;
     for (j, &n) in inputs.iter().enumerate() {
         let mark = marks[n as usize];
         if mark & (CERTAIN | SOURCE) == 0 {
@@ -2905,9 +2935,17 @@ fn sweep_marking<const DISCARDS: bool>(
         // (the commonest node first, as the steps below run it: doubles only,
         // none exact nor a dual, a double sensitivity (or an exact one that
         // the rule scales, or a dual of the running forward level) or none,
-        // nothing metered, no dropped results)
-        if !DISCARDS && plain && node.bits & (UNBOXED | DUALS | EXACTS) == UNBOXED {
+        // nothing metered; where results were dropped, not a node where some
+        // are due (`next_from`) nor one of them (`SOURCE`), whose steps below
+        // are then those of any other node, `lowest_reached` aside)
+        if plain
+            && node.bits & (UNBOXED | DUALS | EXACTS) == UNBOXED
+            && (!DISCARDS || (i as u32 != next_from && marks[i] & SOURCE == 0))
+        {
             if let Some(f) = node.f.filter(|f| !matches!(f, Formula::Zero | Formula::Struct(_))) {
+                if DISCARDS && (adj[i].is_some() || marks[i] & CERTAIN != 0) {
+                    lowest_reached = i as u32;
+                }
                 let yb = match adj[i] {
                     None => Some(None),
                     Some(Sens::Real(p)) => Some(Some((p, None))),
@@ -3740,6 +3778,30 @@ fn cotangent(m: &mut Machine, x: &Value, sens: &mut [Option<Value>], k: &mut usi
         Value::Nil | Value::Bool(_) => x.clone(),
         _ => cotangent_real(m, x, sens, k)?,
     })
+}
+
+/// [`cotangent`] of `x`, a proper list of reals (`flat_list_of_reals`) whose
+/// `j`th element is input `inputs[j]`, from the sensitivities `adj` (taken).
+fn flat_cotangent(
+    m: &mut Machine,
+    x: &Value,
+    inputs: &[u32],
+    adj: &mut [Option<Sens>],
+    lift: u32,
+) -> Result<Value> {
+    let mut out = ListBuilder::new();
+    let mut items = x;
+    let mut j = 0;
+    while let Value::Pair(p) = items {
+        out.push(match adj[inputs[j] as usize].take() {
+            Some(s) => s.into_value(lift),
+            // (the transform's (zero x): on x's own levels, if any)
+            None => zero_active(m, &p.car)?,
+        });
+        j += 1;
+        items = &p.cdr;
+    }
+    Ok(out.finish(Value::Nil))
 }
 
 /// [`cotangent`] of real `x`, the `k`th input.

@@ -184,6 +184,57 @@ fn nested_gradients_over_lists_with_unused_reals() {
     on_levels_alike(cases.iter().map(|c| (c.as_str(), Some("(2.0)"))), 0.0);
 }
 
+/// An inner gradient whose primal result, a real of the outer tape (it holds
+/// `x`), is dropped, after its sweep recorded on the outer tape (the rule of
+/// `*` multiplies by `x y`): the outer sweep runs with a dropped result noted,
+/// its other nodes (`g g`, `sin x`, `3 x`: doubles) by the commonest node's
+/// steps. The inner f(y) = k x y^2 has df/dy = 2kxy, at y = 2x: g = 4kx^2, so
+/// d/dx (g^2 + sin x) = 64k^2 x^3 + cos x, d/dx (g^2 + 3x) = 64k^2 x^3 + 3, with
+/// the exactness the transform gives (the dropped result's zeros) at an exact
+/// x and an inexact one, and with the inner derivative in each mode.
+#[test]
+fn dropped_inner_results_and_the_outer_sweeps_doubles() {
+    let mut cases = Vec::new();
+    for inner in ["gradient-R", "gradient-F"] {
+        // (k the factor of f: 1 exact, or 0.5, whose sensitivities on the
+        // outer tape are doubles; g = 4k x^2, d/dx g^2 = 64k^2 x^3)
+        for (k, kf) in [("1", 1.0), ("0.5", 0.5)] {
+            let c = 64.0 * kf * kf;
+            for (x, tail, want) in [
+                ("1.5", "(sin (car x))", Some(c * 1.5f64.powi(3) + 1.5f64.cos())),
+                ("1.5", "(* 3 (car x))", Some(c * 1.5f64.powi(3) + 3.0)),
+                ("2", "(* 3 (car x))", None),
+                ("2", "(* 3.0 (car x))", None),
+            ] {
+                let src = format!(
+                    "(car ((gradient-R (lambda (x) (let ((g (car (({inner} (lambda (y) (* {k} (* (car x) (* (car y) (car y))))))\n\
+                     (list (* 2 (car x)))))))\n\
+                     (+ (* g g) {tail})))) (list {x})))"
+                );
+                cases.push((src, want.map(|w| format!("{w:?}"))));
+            }
+        }
+    }
+    on_levels_alike(cases.iter().map(|(c, w)| (c.as_str(), w.as_deref())), 1e-14);
+    // The dropped result's reals (`SOURCE`) take the sweep's general steps: with
+    // v = (1/4, 3) and the inner f(v) = sqrt(1 - u1 v1 / 2) + sqrt(1 - u2 v2 / 2),
+    // whose second term is NaN at u = v, d/du of df/dv1 = -(u1/4) (1 - u1 v1/2)^(-1/2)
+    // is (-(1/s + u1 v1 / (4 s^3)) / 4, 0) with s = sqrt(1 - u1 v1 / 2): 0.0 on the
+    // tape, which follows no zero into the NaN (the transform's reads +nan.0 there,
+    // a corner the README describes).
+    let (got, _) = outcome(
+        "((gradient-R (lambda (u) (car ((gradient-R (lambda (v) (reduce + 0.0 (map (lambda (e) (sqrt (+ 1.0 (* -0.5 e))))\n\
+         (map2 * u v))))) (list 0.25 3))))) (list 0.25 3))",
+        true,
+    );
+    let s = (1.0f64 - 0.25 * 0.25 / 2.0).sqrt();
+    let want = -(1.0 / s + 0.25 * 0.25 / (4.0 * s.powi(3))) / 4.0;
+    let parts: Vec<&str> = got.trim_matches(|c| c == '(' || c == ')').split(' ').collect();
+    assert_eq!(parts.len(), 2, "{got}");
+    assert_close(parts[0].parse().unwrap_or(f64::NAN), want, 1e-14, &got);
+    assert_eq!(parts[1], "0.0", "{got}");
+}
+
 /// A function that writes runs by the transform (nothing with an effect runs
 /// on a tape), so its output appears once; the second call of the same
 /// function does not try the tape again: fewer multiplications, by what the
