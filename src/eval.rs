@@ -3540,14 +3540,19 @@ impl Machine {
             return self.run_inline_body(base, inst, il);
         }
         if crate::jit::is_compiled(lam) {
-            let at = self.stack.len();
-            for a in c.args.iter() {
-                self.push_atom(base, inst, a)?;
+            // (the operands read where they are, unboxed)
+            let mut args = [(0i64, 0i64); crate::jit::MAX_ARITY];
+            for (x, a) in args.iter_mut().zip(c.args.iter()) {
+                match self.peek(base, inst, a).and_then(crate::jit::unbox) {
+                    Some(u) => *x = u,
+                    None => return self.run_inline_body(base, inst, il),
+                }
             }
-            if crate::jit::run(self, at, lam, n) {
-                return Ok(self.pop());
+            // SAFETY: the operands' values are held where they are (slots, the
+            // environment, globals, the code) through the call.
+            if let Some(v) = unsafe { crate::jit::run_in_place(self, lam, n, &args) } {
+                return Ok(v);
             }
-            self.truncate_to(at);
             return self.run_inline_body(base, inst, il);
         }
         let before = self.steps();

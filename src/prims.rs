@@ -1344,6 +1344,15 @@ fn lazy_spine(mut l: &Value) -> bool {
 /// `(map2 f l1 l2)` called directly: f on corresponding elements, as many as `l1` has.
 fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
     let op = arith_op(&a[0]);
+    // (numbers first: a list of a level's reals goes the other way at once)
+    let numbers = |l: &Value| matches!(l, Value::Pair(p) if matches!(p.car, Value::Real(_) | Value::Int(_)));
+    if let Some((op, _)) = op {
+        if numbers(&a[1]) && numbers(&a[2]) && m.meter.is_none() && m.meter_derivative.is_none() {
+            if let Some(v) = map2_numbers(m, op, &a[1], &a[2])? {
+                return Ok(v);
+            }
+        }
+    }
     let mut out = ListBuilder::new();
     // (built where its spine holds a lazy value, as `walk` builds the first list's)
     let built;
@@ -1365,6 +1374,33 @@ fn map2_native(m: &mut Machine, a: &[Value]) -> Result<Value> {
         Ok(())
     })?;
     Ok(out.finish(Value::Nil))
+}
+
+/// [`map2_native`]'s commonest case in one loop: arithmetic primitive `op` on
+/// two proper lists of one length whose elements the inline arithmetic of
+/// numbers takes (`eval::inline_arith`, as `arith2` tries it first), nothing
+/// metered; `None` (the walk to be made as for any other) where that does not
+/// hold, found before or during the loop (what it built is dropped: the
+/// arithmetic has no effects).
+fn map2_numbers(m: &mut Machine, op: Op2, l1: &Value, l2: &Value) -> Result<Option<Value>> {
+    let mut out = ListBuilder::new();
+    let (mut x, mut y) = (l1, l2);
+    let mut n = 0usize;
+    loop {
+        match (x, y) {
+            (Value::Pair(p), Value::Pair(q)) => {
+                let Some(v) = crate::eval::inline_arith(op, &p.car, &q.car) else { return Ok(None) };
+                out.push(v);
+                (x, y) = (&p.cdr, &q.cdr);
+                n += 1;
+                if n.is_multiple_of(WALK_CHECK_EVERY) {
+                    m.check_limits()?;
+                }
+            }
+            (Value::Nil, Value::Nil) => return Ok(Some(out.finish(Value::Nil))),
+            _ => return Ok(None),
+        }
+    }
 }
 
 /// `(fold-left f acc l)` called directly.

@@ -128,7 +128,11 @@ const PROGRAMS: &[&str] = &[
      (define (mags k acc) (if (= k 0) acc (mags (- k 1) (cons (mag (list (real k) 4)) acc))))
      (define (dists k acc) (if (= k 0) acc (dists (- k 1) (cons (dist (list k 1.5) (list 0 (real k))) acc))))
      (mags 6 '()) (dists 6 '()) (mags 3 (list (mag (list 1 #t)))) (dot (list 1 2) (list 3))
-     (mag (list 3 4)) (mag (list 2 2)) (dists 2 (list (dist (list 1 2) (list 3))))",
+     (mag (list 3 4)) (mag (list 2 2)) (dists 2 (list (dist (list 1 2) (list 3))))
+     (define gv (list 5 12))
+     (define (magg k acc) (if (= k 0) acc (magg (- k 1) (cons (mag gv) (cons (mag '(6 8)) acc)))))
+     (define (magc v) (let ((f (lambda (k) (cons k (mag v))))) (list (f 1) (f 2))))
+     (magg 3 '()) (magc (list 1 1)) (magc (list 1 #f)) (magc '())",
     // a procedure that takes four arguments
     "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",

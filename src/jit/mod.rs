@@ -477,7 +477,7 @@ pub(crate) extern "C" fn atan2(y: f64, x: f64) -> f64 {
 }
 
 /// A value's tag and bits in compiled code, if it has them.
-fn unbox(v: &Value) -> Option<(i64, i64)> {
+pub(crate) fn unbox(v: &Value) -> Option<(i64, i64)> {
     match v {
         Value::Int(x) => Some((INT, *x)),
         Value::Real(x) => Some((REAL, x.to_bits() as i64)),
@@ -551,27 +551,78 @@ pub(crate) fn run(m: &mut Machine, base: usize, lam: &LambdaCode, nargs: usize) 
             None => return false,
         }
     }
+    // SAFETY: (the arguments are on the stack, held there during the call)
+    match unsafe { run_entry(m, lam, entry, &args) } {
+        Some(v) => {
+            m.stack.truncate(base);
+            m.stack.push(v);
+            true
+        }
+        None => false,
+    }
+}
+
+/// [`run`] of a call of `lam` (its step and level counted) whose `nargs`
+/// arguments, unboxed (`unbox`), are `args`, the evaluator holding their
+/// values where they are (a call run in place, see
+/// `Machine::run_inline_compiled`): its value if the compiled code ran it,
+/// `None` where the call is to run in the evaluator (as for `run`). Only for
+/// a procedure compiled already.
+///
+/// # Safety
+/// A pair among `args` must be held by a value that lives through the call.
+#[inline(never)]
+pub(crate) unsafe fn run_in_place(
+    m: &mut Machine,
+    lam: &LambdaCode,
+    nargs: usize,
+    args: &[(i64, i64); MAX_ARITY],
+) -> Option<Value> {
+    if m.jit_after == 0 || m.meter.is_some() || !has_entry(&lam.jit) {
+        return None;
+    }
+    // SAFETY: as in `run`.
+    let entry = unsafe { &*(lam.jit.get() as *const Entry) };
+    if nargs != entry.arity {
+        return None;
+    }
+    // SAFETY: (the caller's)
+    unsafe { run_entry(m, lam, entry, args) }
+}
+
+/// The call of `entry`'s code (compiled for `lam`) on `args`: its result, or
+/// `None` where it is not made (the native stack's bounds unknown, a global
+/// it calls redefined) or the code gave up (the counts then set back, and
+/// `lam` not entered in compiled code again).
+///
+/// # Safety
+/// A pair among `args` must be held by a value that lives through the call.
+#[inline(always)]
+unsafe fn run_entry(
+    m: &mut Machine,
+    lam: &LambdaCode,
+    entry: &Entry,
+    args: &[(i64, i64); MAX_ARITY],
+) -> Option<Value> {
     // (native stack bounds unknown here: the code would give up at its first call)
     if !m.native_stack_ok() {
-        return false;
+        return None;
     }
     if !held(m, &entry.deps) {
-        return false;
+        return None;
     }
     let saved = m.jit_counts();
     // SAFETY: the code was compiled for this arity; it reads and writes only
     // the machine's counts (and calls `tick` and `deeper`).
-    let (tag, bits) = unsafe { call_code(entry.code, nargs, m, &args) };
+    let (tag, bits) = unsafe { call_code(entry.code, entry.arity, m, args) };
     RUNS.set(RUNS.get() + 1);
-    // SAFETY: a pair returned is part of the arguments, still on the stack.
+    // SAFETY: a pair returned is part of the arguments, held by the caller.
     let Some(v) = (unsafe { rebox(tag, bits) }) else {
         m.set_jit_counts(saved);
         lam.jit.set(NEVER);
-        return false;
+        return None;
     };
-    m.stack.truncate(base);
-    m.stack.push(v);
-    true
+    Some(v)
 }
 
 /// Runs the rest of a named `let`'s loop `lp` in compiled code, from its
