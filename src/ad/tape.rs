@@ -2483,9 +2483,14 @@ fn try_tape_with(
     let mut adj: Vec<Option<Sens>> = std::mem::take(&mut m.tape.spare_adj);
     adj.resize_with(tape.nodes.len(), || None);
     let ok = match (want, &y) {
-        // (the commonest: a real of this tape, seeded 1, as `seed` seeds it)
+        // (the commonest: a real of this tape, seeded 1, as `seed` seeds it;
+        // boxed where its value is an enclosing tape's real)
         (Want::RealVjp, Value::TapeReal(t, node, _)) if *t as u32 == id => {
             adj[*node as usize] = Some(Sens::Int(1));
+            true
+        }
+        (Want::RealVjp, Value::Active(r)) if r.tape == id => {
+            adj[r.node as usize] = Some(Sens::Int(1));
             true
         }
         (Want::RealVjp, _) => seed(&y, &Value::Int(1), id, &mut adj, true, false),
