@@ -2483,14 +2483,9 @@ fn try_tape_with(
     let mut adj: Vec<Option<Sens>> = std::mem::take(&mut m.tape.spare_adj);
     adj.resize_with(tape.nodes.len(), || None);
     let ok = match (want, &y) {
-        // (the commonest: a real of this tape, seeded 1, as `seed` seeds it;
-        // boxed where its value is an enclosing tape's real)
-        (Want::RealVjp, Value::TapeReal(t, node, _)) if *t as u32 == id => {
-            adj[*node as usize] = Some(Sens::Int(1));
-            true
-        }
-        (Want::RealVjp, Value::Active(r)) if r.tape == id => {
-            adj[r.node as usize] = Some(Sens::Int(1));
+        // (the commonest: a real of this tape, seeded 1, as `seed` seeds it)
+        (Want::RealVjp, y) if let Some(node) = own_node(y, id) => {
+            adj[node as usize] = Some(Sens::Int(1));
             true
         }
         (Want::RealVjp, _) => seed(&y, &Value::Int(1), id, &mut adj, true, false),
@@ -2517,37 +2512,28 @@ fn try_tape_with(
     let lift = tape.lift;
     m.tape.recycle(tape);
     let certain_zeros = any_marked && m.tape.stack.is_empty();
-    let xb = match flat_list_of_reals(x) {
-        // (a proper list of reals, the commonest, each an input in order (as
-        // `activate` made them): its cotangent straight from their
-        // sensitivities, as `cotangent` builds it, where no zero is to be added)
-        Some(_) if !certain_zeros && matches!(x, Value::Pair(_)) => {
-            let r = flat_cotangent(m, x, &inputs, &mut adj, lift);
-            adj.clear();
-            if adj.capacity() <= SPARE_ADJ {
-                m.tape.spare_adj = adj;
-            }
-            r
+    // (a proper list of reals, the commonest, each an input in order (as
+    // `activate` made them): its cotangent straight from their sensitivities,
+    // as `cotangent` builds it, where no zero is to be added)
+    let xb = if !certain_zeros && flat_list_of_reals(x).is_some() {
+        let xb = flat_cotangent(m, x, &inputs, &mut adj, lift);
+        keep_spare(&mut m.tape.spare_adj, adj);
+        xb
+    } else {
+        let mut sens: SmallVec<[Option<Value>; 8]> = SmallVec::with_capacity(inputs.len());
+        for &n in &inputs {
+            sens.push(adj[n as usize].take().map(|s| s.into_value(lift)));
         }
-        _ => {
-            let mut sens: SmallVec<[Option<Value>; 8]> = SmallVec::with_capacity(inputs.len());
-            for &n in &inputs {
-                sens.push(adj[n as usize].take().map(|s| s.into_value(lift)));
+        keep_spare(&mut m.tape.spare_adj, adj);
+        if certain_zeros {
+            match add_certain_zeros(m, x, &inputs, &mut marks, &mut sens) {
+                Ok(()) => {}
+                Err(e) if e.kind == ErrorKind::Limit => return Err(e),
+                Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
             }
-            adj.clear();
-            if adj.capacity() <= SPARE_ADJ {
-                m.tape.spare_adj = adj;
-            }
-            if certain_zeros {
-                match add_certain_zeros(m, x, &inputs, &mut marks, &mut sens) {
-                    Ok(()) => {}
-                    Err(e) if e.kind == ErrorKind::Limit => return Err(e),
-                    Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
-                }
-            }
-            let mut k = 0;
-            cotangent(m, x, &mut sens, &mut k)
         }
+        let mut k = 0;
+        cotangent(m, x, &mut sens, &mut k)
     };
     let xb = match xb {
         Ok(xb) => xb,
@@ -2555,9 +2541,7 @@ fn try_tape_with(
         Err(_) => return Ok(gave_way(m, "an error in the backward sweep")),
     };
     let differ = any_marked && exactness_may_differ(&marks, &inputs, &xb);
-    if marks.capacity() <= SPARE_ADJ {
-        m.tape.spare_marks = marks;
-    }
+    keep_spare(&mut m.tape.spare_marks, marks);
     if differ {
         m.tape.exactness_declined += 1;
         return Ok(gave_way(m, EXACTNESS));
@@ -3783,6 +3767,16 @@ fn cotangent(m: &mut Machine, x: &Value, sens: &mut [Option<Value>], k: &mut usi
         Value::Nil | Value::Bool(_) => x.clone(),
         _ => cotangent_real(m, x, sens, k)?,
     })
+}
+
+/// Keeps `v`, emptied, in `spare` for the next run (the sensitivities' and
+/// marks' vectors), unless it grew past [`SPARE_ADJ`].
+#[inline(always)]
+fn keep_spare<T>(spare: &mut Vec<T>, mut v: Vec<T>) {
+    v.clear();
+    if v.capacity() <= SPARE_ADJ {
+        *spare = v;
+    }
 }
 
 /// [`cotangent`] of `x`, a proper list of reals (`flat_list_of_reals`) whose
