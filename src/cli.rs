@@ -108,8 +108,9 @@ pub struct Opts {
     #[arg(long)]
     pub no_jit: bool,
     /// Compile a numeric procedure to machine code once it has been called this many times
-    /// (a small one holding a loop and run in place by its callers: once it has taken this
-    /// many steps there), and a named `let`'s numeric loop once it has run this many
+    /// (a small one holding a loop, or a `map` calling a procedure, and run in place by its
+    /// callers: once it has taken this many steps there), and a named `let`'s numeric loop
+    /// once it has run this many
     /// iterations (where the build has the `jit` feature; 0: never)
     #[arg(long, value_name = "N", default_value_t = crate::jit::DEFAULT_AFTER)]
     pub jit_after: u64,

@@ -558,6 +558,8 @@ pub struct Machine {
     /// (`rev`'s `%rev-ref`), held, and its elements: a loop reading one list
     /// takes each element in constant time, not a walk of the list.
     pub rev_elems: Option<(Value, Rc<[Value]>)>,
+    /// The pairs compiled code has made, held until it returns (`jit::Made`).
+    pub(crate) jit_made: crate::jit::Made,
 }
 
 impl Default for Machine {
@@ -612,6 +614,7 @@ impl Machine {
             input: Box::new(std::io::BufReader::new(std::io::stdin())),
             input_pending: Default::default(),
             rev_elems: None,
+            jit_made: crate::jit::Made::default(),
         }
     }
 

@@ -198,7 +198,8 @@ pub struct Inline {
     /// caller's frame: no level counted).
     pub tail: bool,
     /// The procedure run, with the call's operands, where a global's whose
-    /// body holds a loop (as a dot product's) is run in place: the
+    /// body holds a loop (as a dot product's) or a walk calling a procedure
+    /// (`jit::runs_long`) is run in place: the
     /// evaluator calls its compiled code instead once it has some (see
     /// `Machine::run_inline`), as a call of it would.
     pub callee: Option<Box<InlineCallee>>,
@@ -1344,9 +1345,10 @@ impl Resolver<'_> {
         let callee = self.callee(g)?;
         let mut il = self.inline_body(callee.clone(), args, site, tail)?;
         // (a loop run in place is entered in the evaluator at each call, and
-        // compiled on its own at best: the procedure's compiled code, where
-        // it has some, runs the call whole)
-        if cfg!(feature = "jit") && crate::jit::holds_loop(&il.body) {
+        // compiled on its own at best, and a walk's calls are the
+        // evaluator's: the procedure's compiled code, where it has some,
+        // runs the call whole)
+        if cfg!(feature = "jit") && crate::jit::runs_long(&il.body) {
             let ops = self.args(args).atoms().into();
             il.callee = Some(Box::new(InlineCallee { group: callee, args: ops }));
         }

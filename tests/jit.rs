@@ -133,6 +133,44 @@ const PROGRAMS: &[&str] = &[
      (define (magg k acc) (if (= k 0) acc (magg (- k 1) (cons (mag gv) (cons (mag '(6 8)) acc)))))
      (define (magc v) (let ((f (lambda (k) (cons k (mag v))))) (list (f 1) (f 2))))
      (magg 3 '()) (magc (list 1 1)) (magc (list 1 #f)) (magc '())",
+    // lists made: by `cons` and `list`, and by walks (`map` of a
+    // one-argument primitive, of a global's procedure, and of a closure
+    // made where it is called, reading that procedure's variables; `map2` of
+    // an arithmetic primitive and of such a closure), nested, returned whole
+    // or in part, walked again; and the walks the evaluator runs instead:
+    // lists of other lengths, improper ones, non-lists, elements of other
+    // kinds (closures, which compiled code does not make), a walk's
+    // procedure giving up, AD values
+    "(define (v- u v) (map2 - u v))
+     (define (k*v k v) (map (lambda (x) (* k x)) v))
+     (define (sq x) (* x x))
+     (define (sqs v) (map sq v))
+     (define (roots v) (map sqrt v))
+     (define (axpy a x y) (map2 (lambda (xi yi) (+ (* a xi) yi)) x y))
+     (define (dot u v) (let loop ((u u) (v v) (acc 0)) (if (null? u) acc (loop (cdr u) (cdr v) (+ acc (* (car u) (car v)))))))
+     (define (dist u v) (sqrt (dot (v- u v) (v- u v))))
+     (define (pairs v) (map (lambda (x) (cons x (list x (* 2 x)))) v))
+     (define (outer u v) (map (lambda (x) (map (lambda (y) (* x y)) v)) u))
+     (define (shadow k v) (let ((f (lambda (x) (+ k x)))) (let ((k (map f v))) (map f k))))
+     (define (step x g eta) (v- x (k*v eta g)))
+     (define (descend x k) (if (= k 0) x (descend (step x (k*v 2.0 x) 0.1) (- k 1))))
+     (define (range n acc) (if (= n 0) acc (range (- n 1) (cons n acc))))
+     (define (firsts l) (map car l))
+     (define (tails l) (if (null? l) '() (cons l (tails (cdr l)))))
+     (define (ids v) (map (lambda (x) x) v))
+     (define (rep x k) (append (let loop ((i k) (acc '())) (if (<= i 0) acc (loop (- i 1) (cons x acc)))) '()))
+     (v- (list 1 2.5 3) (list 0.5 1 1)) (v- '() '()) (v- '() (list 1)) (v- (list 1 2) (list 1 2 3))
+     (v- (list 1 2 3) (list 1 2)) (v- (list 1 2) (cons 1 2)) (v- (cons 1 2) (list 1 2)) (v- 5 '())
+     (v- (list 1 #t) (list 1 2)) (v- (list 4611686018427387903) (list -1)) (v- (list 1 2) (list 2 0.5))
+     (k*v 2 (list 1 2.5 -3)) (k*v 0.5 '()) (k*v #t (list 1)) (k*v 2 (list 4611686018427387903)) (k*v 2 (list (list 1) 1))
+     (sqs (list 1 2 3.5)) (sqs (list 1 (list 2))) (roots (list 4 2.0 -1.0 16)) (roots (list #f))
+     (axpy 2 (list 1 2) (list 10 20)) (axpy 0.5 (list 1) (list 1 2)) (axpy 1 (list 1 2) (list 1))
+     (dist (list 3 4) (list 0 0)) (dist (list 1.5 2 -1) (list 0 0 1)) (pairs (list 1 2.5)) (pairs '())
+     (outer (list 1 2) (list 3 4 5)) (outer (list 1 #t) (list 1)) (shadow 10 (list 1 2))
+     (descend (list 1.0 -2.0) 30) (descend (list 1 2) 3) (dot (range 50 '()) (range 50 '()))
+     (firsts (list (list 1 2) (list 3))) (tails (list 1 2 3)) (pair? (cadr (tails (list 1 car)))) (pair? (cdr (ids (list 1 car)))) (ids (list 1 (list 2.5 #t) '())) (rep 2.5 40) (rep (list 1) 3) (pair? (rep car 2))
+     ((gradient-R (lambda (x) (dot (k*v 3.0 x) x))) (list 1.0 2.0))
+     ((gradient-F (lambda (x) (dot (v- x (list 1.0 1.0)) x))) (list 2.0 3.0))",
     // a procedure that takes four arguments
     "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",
@@ -292,6 +330,54 @@ fn lists_in_compiled_code() {
     assert_eq!(value(&mut s, "((gradient-R sum) (list 1.0 -2.0))"), "(2.0 -4.0)");
 }
 
+/// Compiled code makes pairs (`cons`, and the lists of `map` and `map2`,
+/// whose procedures' bodies it runs in place of their calls) that outlive
+/// it where it returns them, in part or whole; a loop that makes more than
+/// compiled code holds at once gives up, and the evaluator runs it.
+#[test]
+fn lists_made_in_compiled_code() {
+    let Some(mut s) = jit_session(1) else { return };
+    s.run_text(
+        "d.vlad",
+        "(define (v- u v) (map2 - u v))
+         (define (k*v k v) (map (lambda (x) (* k x)) v))
+         (define (pairs v) (map (lambda (x) (list x (* x x))) v))
+         (define (range n acc) (if (= n 0) acc (range (- n 1) (cons n acc))))
+         (define (shrink x k) (if (= k 0) x (shrink (v- x (k*v 0.5 x)) (- k 1))))",
+    )
+    .expect("the definitions run");
+    for _ in 0..3 {
+        assert_eq!(value(&mut s, "(v- (list 5 2.5) (list 1 0.5))"), "(4 2.0)");
+        assert_eq!(value(&mut s, "(cdr (k*v 3 (list 1 2 3)))"), "(6 9)");
+        assert_eq!(value(&mut s, "(cadr (pairs (list 1 2.5)))"), "(2.5 6.25)");
+    }
+    // (`v-` is run in place at each call, by the evaluator's walk: only a
+    // walk calling a procedure is compiled there, see `jit::runs_long`)
+    for f in ["k*v", "pairs"] {
+        assert!(compiled(&s, f), "{f}");
+    }
+    // n(n+1)/2 and the sum of squares n(n+1)(2n+1)/6, of a list made in
+    // compiled code and walked in the evaluator
+    let before = vlad::jit::runs();
+    assert_eq!(value(&mut s, "(fold-left + 0 (range 1000 '()))"), "500500");
+    assert_eq!(value(&mut s, "(fold-left + 0 (map (lambda (x) (* x x)) (range 100 '())))"), "338350");
+    assert!(vlad::jit::runs() > before);
+    // x - x/2, k times, of 1 and -4 (computed here: halved to the least
+    // subnormal, which stays); 20 times, then 100000, past what compiled
+    // code holds made at once (two lists an iteration): the evaluator runs it
+    let shrunk = |k: usize| {
+        let (mut a, mut b) = (1.0f64, -4.0f64);
+        for _ in 0..k {
+            (a, b) = (a - 0.5 * a, b - 0.5 * b);
+        }
+        format!("({a:?} {b:?})")
+    };
+    assert_eq!(value(&mut s, "(shrink (list 1.0 -4.0) 20)"), shrunk(20));
+    assert!(compiled(&s, "shrink"));
+    assert_eq!(value(&mut s, "(shrink (list 1.0 -4.0) 100000)"), shrunk(100000));
+    assert!(!compiled(&s, "shrink"), "given up");
+}
+
 /// A definition may use a global defined later (the REPL's late binding):
 /// compiled code calls what the global holds when it is compiled, and a
 /// definition made again leaves the procedures defined before it as they
@@ -354,14 +440,14 @@ fn named_let_loops_go_on_in_compiled_code() {
     }
     // Once compiled, a loop entered again runs in compiled code from its
     // first iteration, even one that ends there with no call of itself.
-    // (`tril` runs in place in `tris`, which builds a list and so stays in
-    // the evaluator, as `tril` does (it builds one too): its loop is
+    // (`tril` runs in place in `tris`, which stays in the evaluator, as
+    // `tril` does (`append` is not compiled): its loop is
     // compiled on its own in the first call, and each of the five entries
     // of the second runs in compiled code, the last three ending at once:
     // n = 2, 1, 0, -1, -2.)
     s.run_text(
         "t.vlad",
-        "(define (tril n) (list (let loop ((i 0) (acc 0)) (if (> i n) acc (loop (+ i 1) (+ acc i))))))
+        "(define (tril n) (append (list (let loop ((i 0) (acc 0)) (if (> i n) acc (loop (+ i 1) (+ acc i))))) '()))
          (define (tris k acc) (if (= k 0) acc (tris (- k 1) (cons (tril (- k 3)) acc))))",
     )
     .expect("the definitions run");

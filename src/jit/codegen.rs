@@ -1,7 +1,10 @@
 //! Lowering of a procedure's resolved code (`resolve::LambdaCode`) to
 //! Cranelift's IR, and the module the code lives in (see the parent module).
 
-use super::{arity, callee, start, Entry, LoopEntry, Unary, BOOL, FAIL, INT, NIL, OTHER, PAIR, REAL};
+use super::{
+    arith_prim, arity, callee, lambda_ok, start, walk_lists, Entry, LoopEntry, Unary, BOOL, FAIL, INT, NIL,
+    OTHER, PAIR, REAL,
+};
 use crate::eval::{Machine, JIT_DEPTH, JIT_FUEL, JIT_STACK_LO, JIT_STACK_SPAN};
 use crate::resolve::{Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, LambdaCode, Loop, Op2, Shape};
 use crate::value::{InstRc, Value};
@@ -92,6 +95,12 @@ fn calls(b: &CBlock, out: &mut Vec<(u32, usize)>) {
 fn expr_calls(e: &CExpr, out: &mut Vec<(u32, usize)>) {
     match e {
         CExpr::App(CAtom::Global(g), args, ..) => out.push((*g, args.atoms().len())),
+        CExpr::Prim(p, args, _) => {
+            // (a walk calling a global's procedure on its lists' elements)
+            if let (Some(n), Some(CAtom::Global(g))) = (walk_lists(*p), args.atoms().first()) {
+                out.push((*g, n));
+            }
+        }
         CExpr::AppArith(c) => {
             if let CAtom::Global(g) = c.f {
                 out.push((g, 1));
@@ -132,9 +141,38 @@ fn cluster(m: &mut Machine, root: Root<'_>) -> Option<Cluster> {
         let mut cs = Vec::new();
         calls(&lam.body, &mut cs);
         c.add(m, cs, Some((i, lam)))?;
+        // (and those the lambdas it runs in place of a walk's calls call)
+        let mut cs = Vec::new();
+        let mut blocks = lambdas_made(m, &lam.body)?;
+        while let Some(b) = blocks.pop() {
+            calls(b, &mut cs);
+            blocks.extend(lambdas_made(m, b)?);
+        }
+        c.add(m, cs, None)?;
         i += 1;
     }
     Some(c)
+}
+
+/// The bodies of the closures `b` makes (which compiled code runs in place
+/// of a walk's calls of them, see `jit::closures_ok`), their code resolved
+/// now; `None` where one is not of the kind compiled.
+fn lambdas_made<'b>(m: &mut Machine, b: &'b CBlock) -> Option<Vec<&'b CBlock>> {
+    let mut groups = Vec::new();
+    super::visit(b, &mut |_| {}, &mut |x| {
+        if let CBind::Let(_, CExpr::Closure(g, _)) = x {
+            groups.push(g);
+        }
+    });
+    let mut out = Vec::new();
+    for g in groups {
+        let code = m.group_code(g).ok()?;
+        if !lambda_ok(g, code) {
+            return None;
+        }
+        out.push(&code.members[0].body);
+    }
+    Some(out)
 }
 
 impl Cluster {
@@ -303,6 +341,14 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
     let mut uncons_sig = Signature::new(b.func.signature.call_conv);
     uncons_sig.params.extend([AbiParam::new(I64); 2]);
     let uncons_sig = b.import_signature(uncons_sig);
+    let mut cons_sig = Signature::new(b.func.signature.call_conv);
+    cons_sig.params.extend([AbiParam::new(I64); 5]);
+    cons_sig.returns.push(AbiParam::new(I64));
+    let cons_sig = b.import_signature(cons_sig);
+    let mut snoc_sig = Signature::new(b.func.signature.call_conv);
+    snoc_sig.params.extend([AbiParam::new(I64); 4]);
+    snoc_sig.returns.extend([AbiParam::new(I64); 2]);
+    let snoc_sig = b.import_signature(snoc_sig);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     let fail = b.create_block();
@@ -325,7 +371,11 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
         f64x2_sig,
         uncons_sig,
         uncons_out: None,
+        cons_sig,
+        snoc_sig,
         loops: Vec::new(),
+        env: Vec::new(),
+        closures: Vec::new(),
     };
     match root {
         Root::Proc(lam) => {
@@ -407,8 +457,25 @@ struct Gen<'a, 'c> {
     /// The four words `jit::uncons` writes (one slot serves every pair the
     /// function takes apart), made at the first.
     uncons_out: Option<ir::StackSlot>,
+    /// `jit::cons`'s and `jit::snoc`'s.
+    cons_sig: ir::SigRef,
+    snoc_sig: ir::SigRef,
     /// The loops entered: each one's top, and its variables' slots.
     loops: Vec<(ir::Block, &'c Loop)>,
+    /// In a lambda's body run in place of a walk's call of it: the values
+    /// its closure captured (`CAtom::Env`).
+    env: Vec<V>,
+    /// The slots holding closures that walks call (see `jit::closures_ok`),
+    /// each with its lambda's code and the values it captured: never made.
+    closures: Vec<(u32, &'c LambdaCode, Vec<V>)>,
+}
+
+/// What a walk calls on its lists' elements (see [`Gen::walk`]).
+enum WalkFn<'c> {
+    Unary(Unary),
+    Arith(Op2),
+    Global(&'c CAtom),
+    Lambda(&'c LambdaCode, Vec<V>),
 }
 
 impl<'c> Gen<'_, 'c> {
@@ -422,6 +489,7 @@ impl<'c> Gen<'_, 'c> {
     }
 
     fn set_slot(&mut self, s: u32, v: V) {
+        self.closures.retain(|c| c.0 != s);
         let (t, x) = self.vars(s);
         let tv = self.tag(v.tag);
         self.b.def_var(t, tv);
@@ -449,6 +517,10 @@ impl<'c> Gen<'_, 'c> {
             CAtom::Const(Value::Real(x)) => self.konst(REAL, x.to_bits() as i64),
             CAtom::Const(Value::Bool(x)) => self.konst(BOOL, *x as i64),
             CAtom::Const(Value::Nil) => self.konst(NIL, 0),
+            CAtom::Env(i) => match self.env.get(*i as usize) {
+                Some(v) => *v,
+                None => self.give_up(),
+            },
             // (not compiled: see `jit::atom_ok`)
             _ => self.give_up(),
         }
@@ -553,6 +625,20 @@ impl<'c> Gen<'_, 'c> {
 
     fn bind(&mut self, bind: &'c CBind) {
         match bind {
+            CBind::Let(s, CExpr::Closure(g, caps)) => {
+                // (a closure only walks call: its captured values kept for
+                // its body, run in place of each call; see `jit::closures_ok`)
+                let vs = self.atoms(caps);
+                match g.code.get() {
+                    Some(code) if code.members.len() == 1 => {
+                        self.closures.retain(|c| c.0 != *s);
+                        self.closures.push((*s, &code.members[0], vs));
+                    }
+                    _ => {
+                        self.give_up();
+                    }
+                }
+            }
             CBind::Let(s, e) => {
                 let v = self.expr(e);
                 self.set_slot(*s, v);
@@ -569,25 +655,10 @@ impl<'c> Gen<'_, 'c> {
             }
             CBind::Clear(_) | CBind::Grow(_) => {}
             CBind::Uncons(x, y, a, ..) => {
-                // (a pair's parts, each as `jit::unbox` gives it, or `OTHER`;
-                // anything but a pair gives up, the evaluator reporting it)
                 let v = self.atom(a);
-                let t = self.tag(v.tag);
-                let is_pair = self.b.ins().icmp_imm(IntCC::Equal, t, PAIR);
-                self.check(is_pair);
-                let slot = *self.uncons_out.get_or_insert_with(|| {
-                    self.b.create_sized_stack_slot(ir::StackSlotData::new(
-                        ir::StackSlotKind::ExplicitSlot,
-                        32,
-                        3,
-                    ))
-                });
-                let out = self.b.ins().stack_addr(I64, slot, 0);
-                let addr = self.b.ins().iconst(I64, super::uncons as *const () as usize as i64);
-                self.b.ins().call_indirect(self.uncons_sig, addr, &[v.bits, out]);
-                let w: Vec<ir::Value> = (0..4).map(|i| self.b.ins().stack_load(I64, slot, 8 * i)).collect();
-                self.set_slot(*x, V { tag: Tag::D(w[0]), bits: w[1] });
-                self.set_slot(*y, V { tag: Tag::D(w[2]), bits: w[3] });
+                let (car, cdr) = self.uncons(v);
+                self.set_slot(*x, car);
+                self.set_slot(*y, cdr);
             }
             _ => {
                 self.give_up();
@@ -601,10 +672,14 @@ impl<'c> Gen<'_, 'c> {
             CExpr::If(c, t, f) => {
                 let (tb, fb) = (self.b.create_block(), self.b.create_block());
                 self.cond(c, tb, fb);
+                // (the closures made before, in each branch)
+                let closures = self.closures.clone();
                 self.b.switch_to_block(tb);
                 self.block(t, 0, dest);
+                self.closures.clone_from(&closures);
                 self.b.switch_to_block(fb);
                 self.block(f, 0, dest);
+                self.closures = closures;
             }
             CExpr::App(f, args, ..) if matches!(dest, Dest::Return) => {
                 let vs = self.atoms(args.atoms());
@@ -630,6 +705,164 @@ impl<'c> Gen<'_, 'c> {
                 self.deliver(v, dest);
             }
         }
+    }
+
+    /// A pair's parts, each as `jit::unbox` gives it, or `OTHER`; anything
+    /// but a pair gives up, the evaluator reporting it.
+    fn uncons(&mut self, v: V) -> (V, V) {
+        let t = self.tag(v.tag);
+        let is_pair = self.b.ins().icmp_imm(IntCC::Equal, t, PAIR);
+        self.check(is_pair);
+        if let Some(l) = super::pair_layout() {
+            return (self.part(l, v.bits, l.car), self.part(l, v.bits, l.cdr));
+        }
+        let slot = *self.uncons_out.get_or_insert_with(|| {
+            self.b.create_sized_stack_slot(ir::StackSlotData::new(ir::StackSlotKind::ExplicitSlot, 32, 3))
+        });
+        let out = self.b.ins().stack_addr(I64, slot, 0);
+        let addr = self.b.ins().iconst(I64, super::uncons as *const () as usize as i64);
+        self.b.ins().call_indirect(self.uncons_sig, addr, &[v.bits, out]);
+        let w: Vec<ir::Value> = (0..4).map(|i| self.b.ins().stack_load(I64, slot, 8 * i)).collect();
+        (V { tag: Tag::D(w[0]), bits: w[1] }, V { tag: Tag::D(w[2]), bits: w[3] })
+    }
+
+    /// The part at `offset` of the pair at `p`, read as `layout` says (as
+    /// `jit::unbox` gives it, but for the bits of `()` and of an `OTHER`,
+    /// which nothing reads).
+    fn part(&mut self, layout: &super::PairLayout, p: ir::Value, offset: i32) -> V {
+        let flags = MemFlags::trusted();
+        let kind = self.b.ins().uload8(I64, flags, p, offset);
+        let table = self.b.ins().iconst(I64, layout.tags.as_ptr() as i64);
+        let entry = self.b.ins().iadd(table, kind);
+        let tag = self.b.ins().uload8(I64, flags, entry, 0);
+        let word = self.b.ins().load(I64, flags, p, offset + 8);
+        let flag = self.b.ins().uload8(I64, flags, p, offset + 1);
+        let is_bool = self.b.ins().icmp_imm(IntCC::Equal, tag, BOOL);
+        let is_pair = self.b.ins().icmp_imm(IntCC::Equal, tag, PAIR);
+        let moved = self.b.ins().iadd_imm(word, layout.pair);
+        let word = self.b.ins().select(is_pair, moved, word);
+        let bits = self.b.ins().select(is_bool, flag, word);
+        V { tag: Tag::D(tag), bits }
+    }
+
+    /// A call of a function of the machine (and `args`) at `f`: its results.
+    fn call_fn(&mut self, sig: ir::SigRef, f: usize, args: &[ir::Value]) -> Vec<ir::Value> {
+        let addr = self.b.ins().iconst(I64, f as i64);
+        let mut argv = vec![self.m];
+        argv.extend_from_slice(args);
+        let call = self.b.ins().call_indirect(sig, addr, &argv);
+        self.b.inst_results(call).to_vec()
+    }
+
+    /// `(cons a d)`: a pair the machine holds until the code returns (see
+    /// `jit::Made`).
+    fn cons(&mut self, a: V, d: V) -> V {
+        let (ta, td) = (self.tag(a.tag), self.tag(d.tag));
+        let r = self.call_fn(self.cons_sig, super::cons as *const () as usize, &[ta, a.bits, td, d.bits]);
+        let failed = self.b.ins().icmp_imm(IntCC::Equal, r[0], 0);
+        self.fail_if(failed);
+        V { tag: Tag::K(PAIR), bits: r[0] }
+    }
+
+    /// A walk, `(map f l)` or `(map2 f l1 l2)` (see `jit::walk_lists`): the
+    /// list of `f`'s values on the lists' elements, first to last, as many
+    /// as the first list has, as the primitives make it; gives up where a
+    /// list ends in anything but `()`, the second is the shorter, or `f`
+    /// gives up on an element.
+    fn walk(&mut self, f: &'c CAtom, lists: &'c [CAtom]) -> V {
+        let n = lists.len();
+        let fun = match f {
+            CAtom::Const(Value::Prim(p)) => match (n, Unary::of(*p), arith_prim(*p)) {
+                (1, Some(u), _) => WalkFn::Unary(u),
+                (2, _, Some(op)) => WalkFn::Arith(op),
+                _ => return self.give_up(),
+            },
+            CAtom::Global(_) => WalkFn::Global(f),
+            CAtom::Local(s) => match self.closures.iter().find(|c| c.0 == *s) {
+                Some((_, lam, caps)) if arity(lam) == Some(n) => WalkFn::Lambda(lam, caps.clone()),
+                _ => return self.give_up(),
+            },
+            _ => return self.give_up(),
+        };
+        let ls = self.atoms(lists);
+        // (the lists' rests; the list made: its first pair, 0 while empty,
+        // and where it ends, see `jit::snoc`)
+        let mut vars = Vec::new();
+        for l in ls {
+            let (t, x) = (self.b.declare_var(I64), self.b.declare_var(I64));
+            let tv = self.tag(l.tag);
+            self.b.def_var(t, tv);
+            self.b.def_var(x, l.bits);
+            vars.push((t, x));
+        }
+        let (first, end) = (self.b.declare_var(I64), self.b.declare_var(I64));
+        let zero = self.b.ins().iconst(I64, 0);
+        self.b.def_var(first, zero);
+        self.b.def_var(end, zero);
+        let header = self.b.create_block();
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        let (t0, x0) = (self.b.use_var(vars[0].0), self.b.use_var(vars[0].1));
+        let is_pair = self.b.ins().icmp_imm(IntCC::Equal, t0, PAIR);
+        let (body, done) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(is_pair, body, &[], done, &[]);
+        self.b.switch_to_block(body);
+        let mut elems = Vec::new();
+        for (i, &(t, x)) in vars.iter().enumerate() {
+            let l = match i {
+                0 => V { tag: Tag::D(t0), bits: x0 },
+                _ => V { tag: Tag::D(self.b.use_var(t)), bits: self.b.use_var(x) },
+            };
+            let (car, cdr) = self.uncons(l);
+            let tv = self.tag(cdr.tag);
+            self.b.def_var(t, tv);
+            self.b.def_var(x, cdr.bits);
+            elems.push(car);
+        }
+        let v = match fun {
+            WalkFn::Unary(u) => self.unary(u, elems[0]),
+            WalkFn::Arith(op) => self.arith(op, elems[0], elems[1]),
+            WalkFn::Global(g) => self.app(g, elems, false),
+            WalkFn::Lambda(lam, caps) => self.call_lambda(lam, caps, elems),
+        };
+        let tv = self.tag(v.tag);
+        let e = self.b.use_var(end);
+        let r = self.call_fn(self.snoc_sig, super::snoc as *const () as usize, &[e, tv, v.bits]);
+        let failed = self.b.ins().icmp_imm(IntCC::Equal, r[1], 0);
+        self.fail_if(failed);
+        let f = self.b.use_var(first);
+        let was_empty = self.b.ins().icmp_imm(IntCC::Equal, e, 0);
+        let f = self.b.ins().select(was_empty, r[0], f);
+        self.b.def_var(first, f);
+        self.b.def_var(end, r[1]);
+        self.b.ins().jump(header, &[]);
+        // (the first list ended: in `()`, else the evaluator reports it)
+        self.b.switch_to_block(done);
+        let is_nil = self.b.ins().icmp_imm(IntCC::Equal, t0, NIL);
+        self.check(is_nil);
+        let f = self.b.use_var(first);
+        let empty = self.b.ins().icmp_imm(IntCC::Equal, f, 0);
+        let (pair, nil) = (self.b.ins().iconst(I64, PAIR), self.b.ins().iconst(I64, NIL));
+        let tag = self.b.ins().select(empty, nil, pair);
+        V { tag: Tag::D(tag), bits: f }
+    }
+
+    /// A call of a closure's lambda (`lam`, having captured `caps`) on
+    /// `args`, its body run here: a step and a level, as the call takes.
+    fn call_lambda(&mut self, lam: &'c LambdaCode, caps: Vec<V>, args: Vec<V>) -> V {
+        self.level_down();
+        self.tick();
+        let slots = std::mem::take(&mut self.slots);
+        let env = std::mem::replace(&mut self.env, caps);
+        let closures = std::mem::take(&mut self.closures);
+        let loops = std::mem::take(&mut self.loops);
+        for (i, a) in args.into_iter().enumerate() {
+            self.set_slot(i as u32, a);
+        }
+        let v = self.value(|g, dest| g.block(&lam.body, start(lam), dest));
+        (self.slots, self.env, self.closures, self.loops) = (slots, env, closures, loops);
+        self.level_up();
+        v
     }
 
     fn deliver(&mut self, v: V, dest: Dest) {
@@ -686,6 +919,13 @@ impl<'c> Gen<'_, 'c> {
                 }
                 None => self.give_up(),
             },
+            CExpr::Prim(p, CArgs::Tuple(xs), _) if walk_lists(*p).is_some_and(|n| n + 1 == xs.len()) => {
+                self.walk(&xs[0], &xs[1..])
+            }
+            CExpr::Cons(a, d, _) => {
+                let (x, y) = (self.atom(a), self.atom(d));
+                self.cons(x, y)
+            }
             CExpr::Prim(p, CArgs::Tuple(xs), _) if super::is_atan(*p) && xs.len() == 2 => {
                 // (`num::atan2` of two numbers: their doubles')
                 let (y, x) = (self.atom(&xs[0]), self.atom(&xs[1]));

@@ -2,10 +2,15 @@
 //! default): a procedure defined at the top level whose code uses only
 //! arithmetic and comparisons on exact integers, reals and booleans, the
 //! numeric primitives of `Unary` and `atan`,
-//! conditionals, named-`let` loops, and calls of procedures of the same kind
-//! held by globals, is compiled with Cranelift once the evaluator has entered
-//! it [`Machine::jit_after`] times. Its values are then unboxed (a tag and 64
-//! bits in registers); nothing is allocated or reference counted.
+//! conditionals, named-`let` loops, lists taken apart and made (`cons`, and
+//! the walks `map` and `map2` of an arithmetic primitive, of a procedure of
+//! the same kind, or of a lambda made there that only walks call, whose body
+//! runs in place of each call: `closures_ok`), and calls of procedures of
+//! the same kind held by globals, is compiled with Cranelift once the
+//! evaluator has entered it [`Machine::jit_after`] times. Its values are then
+//! unboxed (a tag and 64 bits in registers); nothing is allocated or
+//! reference counted but the pairs it makes, which the machine holds until
+//! it returns ([`Made`]).
 //!
 //! A named `let`'s loop of the same kind, in any code, is compiled on its own
 //! once it has run that many iterations, and its next iteration goes on in
@@ -86,10 +91,11 @@ pub(crate) const FAIL: i64 = 3;
 /// `()`.
 pub(crate) const NIL: i64 = 4;
 /// A pair: its bits are the address of the `Pair` (`Rc::as_ptr`), borrowed.
-/// Compiled code makes no pairs: every pair it holds is part of a value that
-/// the frame it was entered with (its arguments, its loop's inputs) holds,
-/// which outlives the run; a pair it returns is counted again (`rebox`)
-/// before that frame is dropped.
+/// Every pair compiled code holds is part of a value that the frame it was
+/// entered with (its arguments, its loop's inputs) holds, or one it made
+/// (`cons`, a list `map` or `map2` built), which [`Made`] holds; both
+/// outlive the run. A pair it returns is counted again (`rebox`) before
+/// that frame and those it made are dropped.
 pub(crate) const PAIR: i64 = 6;
 /// Any other value (a part of a pair: a closure, a big integer, an AD
 /// value, ...), which compiled code may pass on and test with `null?`
@@ -131,15 +137,35 @@ pub fn initial(group: &crate::anf::Group, code: &GroupCode, after: u64) -> usize
         return NEVER;
     }
     let lam = &code.members[0];
-    let b = &lam.body;
-    let d = MAX_NESTING;
-    if arity(lam).is_none()
-        || !b.binds.get(start(lam)..).is_some_and(|bs| bs.iter().all(|x| bind_ok(x, d)))
-        || !expr_ok(&b.tail, d)
-    {
+    if arity(lam).is_none() || !body_ok(lam) {
         return NEVER;
     }
     after.min(COUNTING as u64 - 1) as usize + 1
+}
+
+/// Whether the body of `lam` (from the bindings compiled code starts at) is
+/// of the kind compiled.
+pub(crate) fn body_ok(lam: &LambdaCode) -> bool {
+    let b = &lam.body;
+    let d = MAX_NESTING;
+    b.binds.get(start(lam)..).is_some_and(|bs| bs.iter().all(|x| bind_ok(x, d)))
+        && expr_ok(&b.tail, d)
+        && closures_ok(b)
+}
+
+/// Whether a lambda (a closure's code, see [`walk_fn_ok`]) whose body
+/// compiled code runs in place of a call of it, which a walk makes, is of
+/// the kind compiled: a procedure of source code, one of a group, of one or
+/// two arguments.
+pub(crate) fn lambda_ok(group: &crate::anf::Group, code: &GroupCode) -> bool {
+    code.members.len() == 1
+        && matches!(group.origin, Origin::Source)
+        && !group.is_derivative_code()
+        && group.names.is_empty()
+        && code.plain
+        && group.native.get().is_none()
+        && arity(&code.members[0]).is_some_and(|n| n <= 2)
+        && body_ok(&code.members[0])
 }
 
 /// A named `let`'s loop compiled on its own (see [`run_loop`]): its code,
@@ -200,13 +226,222 @@ pub fn initial_loops(group: &crate::anf::Group, code: &GroupCode, b: &CBlock, af
 /// Whether a loop may be compiled on its own: a named `let`'s, of the kind
 /// of code compiled, reading at most [`MAX_INPUTS`] slots of its frame.
 fn loop_ok(lp: &Loop) -> bool {
-    !lp.entered && block_ok(&lp.body, MAX_NESTING) && !calls_own(&lp.body) && inputs(lp).len() <= MAX_INPUTS
+    !lp.entered
+        && block_ok(&lp.body, MAX_NESTING)
+        && !calls_own(&lp.body)
+        && closures_ok(&lp.body)
+        && !reads(&lp.body, |r| matches!(r, Read::Env))
+        && inputs(lp).len() <= MAX_INPUTS
 }
 
-/// Whether `b` holds a named `let`'s loop (see `resolve::Inline::callee`).
-pub(crate) fn holds_loop(b: &CBlock) -> bool {
+/// A value code reads (see [`each_read`]): a slot of its frame (and whether
+/// as the procedure a walk, `map` or `map2`, calls), or one its closure
+/// captured.
+#[derive(Clone, Copy)]
+enum Read {
+    Slot(u32, bool),
+    Env,
+}
+
+/// Calls `f` on each value `b` (and the blocks nested in it) reads.
+fn each_read(b: &CBlock, f: &mut dyn FnMut(Read)) {
+    use std::cell::RefCell;
+    let f = RefCell::new(f);
+    visit(b, &mut |e| expr_reads(e, &mut *f.borrow_mut()), &mut |x| bind_reads(x, &mut *f.borrow_mut()));
+}
+
+/// Calls `f` on each value expression `e` reads itself (not in the blocks
+/// nested in it).
+fn expr_reads(e: &CExpr, f: &mut dyn FnMut(Read)) {
+    let mut atom = |a: &CAtom, walked: bool| match a {
+        CAtom::Local(s) => f(Read::Slot(*s, walked)),
+        CAtom::Env(_) => f(Read::Env),
+        _ => {}
+    };
+    match e {
+        CExpr::Atom(a) => atom(a, false),
+        CExpr::Arith2(_, a, b, ..) => {
+            atom(a, false);
+            atom(b, false);
+        }
+        CExpr::Arith2Int(_, s, ..) => atom(&CAtom::Local(*s), false),
+        CExpr::App(g, args, ..) => {
+            atom(g, false);
+            args.atoms().iter().for_each(|a| atom(a, false));
+        }
+        CExpr::AppArith(c) => atom(&c.f, false),
+        CExpr::Prim(p, args, _) => {
+            let walk = walk_lists(*p).is_some();
+            for (i, a) in args.atoms().iter().enumerate() {
+                atom(a, walk && i == 0);
+            }
+        }
+        CExpr::Cons(a, d, _) => {
+            atom(a, false);
+            atom(d, false);
+        }
+        CExpr::Closure(_, caps) => caps.iter().for_each(|a| atom(a, false)),
+        CExpr::If(c, ..) => match c {
+            Cond::Atom(a) | Cond::Is(_, a) => atom(a, false),
+            Cond::Cmp(_, a, b, ..) => {
+                atom(a, false);
+                atom(b, false);
+            }
+            Cond::CmpInt(_, s, ..) => atom(&CAtom::Local(*s), false),
+        },
+        CExpr::Loop(l) => l.init.atoms().iter().for_each(|a| atom(a, false)),
+        CExpr::Again(a) => a.set.atoms().iter().for_each(|a| atom(a, false)),
+        _ => {}
+    }
+}
+
+/// Calls `f` on each value binding `x` reads itself (not its expression's).
+fn bind_reads(x: &CBind, f: &mut dyn FnMut(Read)) {
+    let mut atom = |a: &CAtom| match a {
+        CAtom::Local(s) => f(Read::Slot(*s, false)),
+        CAtom::Env(_) => f(Read::Env),
+        _ => {}
+    };
+    match x {
+        CBind::PushArith(_, c, _) => atom(&c.f),
+        CBind::PushApp(_, g, args, ..) => {
+            atom(g);
+            args.atoms().iter().for_each(atom);
+        }
+        CBind::Uncons(_, _, a, ..) => atom(a),
+        _ => {}
+    }
+}
+
+/// Whether `b` reads a value `want` says.
+fn reads(b: &CBlock, want: impl Fn(Read) -> bool) -> bool {
     let mut found = false;
-    visit(b, &mut |e| found |= matches!(e, CExpr::Loop(_)), &mut |_| {});
+    each_read(b, &mut |r| found |= want(r));
+    found
+}
+
+/// Whether each closure `b` makes (see [`bind_ok`]) is only ever called by
+/// walks (`(map f l)`, `(map2 f l1 l2)`), which compiled code runs with the
+/// closure's body in place of its calls, and each walk whose procedure is
+/// a slot's calls such a closure: the slots holding closures followed
+/// binding by binding (a slot is used again for other values).
+fn closures_ok(b: &CBlock) -> bool {
+    closures_in(b, &mut rustc_hash::FxHashSet::default(), MAX_NESTING)
+}
+
+/// [`closures_ok`] of `b`, the slots in `made` holding closures where it
+/// starts (and where it ends, after).
+fn closures_in(b: &CBlock, made: &mut rustc_hash::FxHashSet<u32>, d: usize) -> bool {
+    if d == 0 {
+        return false;
+    }
+    let mut ok = true;
+    let mut check = |made: &rustc_hash::FxHashSet<u32>, r: Read| {
+        if let Read::Slot(s, walked) = r {
+            ok &= walked == made.contains(&s);
+        }
+    };
+    for x in &b.binds {
+        bind_reads(x, &mut |r| check(made, r));
+        let e = match x {
+            CBind::Let(_, e) => Some(e),
+            CBind::PushArith(_, c, _) => Some(&c.arg),
+            _ => None,
+        };
+        if let Some(e) = e {
+            expr_reads(e, &mut |r| check(made, r));
+            if !nested_closures_ok(e, made, d) {
+                return false;
+            }
+        }
+        match x {
+            CBind::Let(s, CExpr::Closure(..)) => {
+                made.insert(*s);
+            }
+            CBind::Let(s, _) | CBind::PushArith(s, ..) | CBind::PushApp(s, ..) => {
+                made.remove(s);
+            }
+            CBind::Uncons(x, y, ..) => {
+                made.remove(x);
+                made.remove(y);
+            }
+            _ => {}
+        }
+    }
+    expr_reads(&b.tail, &mut |r| check(made, r));
+    ok && nested_closures_ok(&b.tail, made, d)
+}
+
+/// [`closures_in`] of the blocks nested in `e`.
+fn nested_closures_ok(e: &CExpr, made: &rustc_hash::FxHashSet<u32>, d: usize) -> bool {
+    let inner = |b: &CBlock, bound: &[u32]| {
+        let mut m = made.clone();
+        bound.iter().for_each(|s| {
+            m.remove(s);
+        });
+        closures_in(b, &mut m, d - 1)
+    };
+    match e {
+        CExpr::If(_, t, f) => inner(t, &[]) && inner(f, &[]),
+        CExpr::Inline(il) => inner(&il.body, &[]),
+        CExpr::Loop(lp) => inner(&lp.body, &lp.params),
+        CExpr::AppArith(c) => nested_closures_ok(&c.arg, made, d),
+        _ => true,
+    }
+}
+
+/// The number of lists primitive `p` walks, calling a procedure on their
+/// elements, where compiled code runs it: 1 for `map`, 2 for `map2`.
+pub(crate) fn walk_lists(p: crate::prims::PrimId) -> Option<usize> {
+    match crate::prims::prim(p).name {
+        "map" => Some(1),
+        "map2" => Some(2),
+        _ => None,
+    }
+}
+
+/// The arithmetic operation of primitive `p`, `+ - * /` (which `map2`
+/// compiled calls as the arithmetic of two numbers).
+pub(crate) fn arith_prim(p: crate::prims::PrimId) -> Option<crate::resolve::Op2> {
+    use crate::resolve::Op2;
+    Some(match crate::prims::prim(p).name {
+        "+" => Op2::Add,
+        "-" => Op2::Sub,
+        "*" => Op2::Mul,
+        "/" => Op2::Div,
+        _ => return None,
+    })
+}
+
+/// Whether compiled code calls `f` for a walk of `n` lists: a one-argument
+/// numeric primitive ([`Unary`]) for `map`, an arithmetic one for `map2`,
+/// a procedure a global holds (found where the code is compiled), or a
+/// closure made in the same code (see [`closures_ok`]).
+fn walk_fn_ok(f: &CAtom, n: usize) -> bool {
+    match f {
+        CAtom::Const(Value::Prim(p)) => match n {
+            1 => Unary::of(*p).is_some(),
+            _ => arith_prim(*p).is_some(),
+        },
+        CAtom::Global(_) | CAtom::Local(_) => true,
+        _ => false,
+    }
+}
+
+/// Whether `b` holds a named `let`'s loop, or a walk of lists (`map`,
+/// `map2`) calling a procedure (not a primitive, which the evaluator's walk
+/// calls natively, in a loop of its own), whose compiled code, run instead
+/// of the evaluator's in place, saves more than entering it costs (see
+/// `resolve::Inline::callee`).
+pub(crate) fn runs_long(b: &CBlock) -> bool {
+    let mut found = false;
+    let walk_calls = |e: &CExpr| match e {
+        CExpr::Prim(p, args, _) => {
+            walk_lists(*p).is_some() && !matches!(args.atoms().first(), Some(CAtom::Const(Value::Prim(_))))
+        }
+        _ => false,
+    };
+    visit(b, &mut |e| found |= matches!(e, CExpr::Loop(_)) || walk_calls(e), &mut |_| {});
     found
 }
 
@@ -251,54 +486,33 @@ fn visit_expr<'a>(e: &'a CExpr, expr: &mut dyn FnMut(&'a CExpr), bind: &mut dyn 
 /// variables, and those it reads of the code around it (each bound once
 /// before the loop and live throughout it, so never bound in it).
 pub(crate) fn inputs(lp: &Loop) -> Vec<u32> {
-    use std::cell::RefCell;
-    let read: RefCell<Vec<u32>> = RefCell::new(Vec::new());
-    let bound: RefCell<rustc_hash::FxHashSet<u32>> = RefCell::default();
-    let atom = |a: &CAtom| {
-        if let CAtom::Local(s) = a {
-            read.borrow_mut().push(*s);
+    let mut read = Vec::new();
+    each_read(&lp.body, &mut |r| {
+        if let Read::Slot(s, _) = r {
+            read.push(s);
         }
-    };
-    let atoms = |xs: &[CAtom]| xs.iter().for_each(atom);
+    });
+    let bound = std::cell::RefCell::new(rustc_hash::FxHashSet::default());
     visit(
         &lp.body,
-        &mut |e| match e {
-            CExpr::Atom(a) => atom(a),
-            CExpr::Arith2(_, a, b, ..) => {
-                atom(a);
-                atom(b);
-            }
-            CExpr::Arith2Int(_, s, ..) => read.borrow_mut().push(*s),
-            CExpr::App(_, args, ..) | CExpr::Prim(_, args, _) => atoms(args.atoms()),
-            CExpr::If(c, ..) => match c {
-                Cond::Atom(a) | Cond::Is(_, a) => atom(a),
-                Cond::Cmp(_, a, b, ..) => {
-                    atom(a);
-                    atom(b);
-                }
-                Cond::CmpInt(_, s, ..) => read.borrow_mut().push(*s),
-            },
-            CExpr::Loop(l) => {
-                atoms(l.init.atoms());
+        &mut |e| {
+            if let CExpr::Loop(l) = e {
                 bound.borrow_mut().extend(l.params.iter().copied());
             }
-            CExpr::Again(a) => atoms(a.set.atoms()),
-            _ => {}
         },
         &mut |b| match b {
-            CBind::Let(s, _) | CBind::PushArith(s, ..) => {
+            CBind::Let(s, _) | CBind::PushArith(s, ..) | CBind::PushApp(s, ..) => {
                 bound.borrow_mut().insert(*s);
             }
-            CBind::PushApp(s, _, args, ..) => {
-                bound.borrow_mut().insert(*s);
-                atoms(args.atoms());
+            CBind::Uncons(x, y, ..) => {
+                bound.borrow_mut().extend([*x, *y]);
             }
             _ => {}
         },
     );
     let bound = bound.into_inner();
     let mut ins: Vec<u32> = lp.params.to_vec();
-    for s in read.into_inner() {
+    for s in read {
         if !bound.contains(&s) && !ins.contains(&s) {
             ins.push(s);
             if ins.len() > MAX_INPUTS {
@@ -334,7 +548,10 @@ pub(crate) fn start(lam: &LambdaCode) -> usize {
 
 fn atom_ok(a: &CAtom) -> bool {
     match a {
-        CAtom::Local(_) => true,
+        // (a closure's captured values: only in a lambda's body run in
+        // place of a walk's calls, see `lambda_ok`; a procedure compiled
+        // whole captures none, and a loop compiled on its own reads none)
+        CAtom::Local(_) | CAtom::Env(_) => true,
         CAtom::Const(v) => matches!(v, Value::Int(_) | Value::Real(_) | Value::Bool(_) | Value::Nil),
         _ => false,
     }
@@ -352,6 +569,8 @@ fn block_ok(b: &CBlock, d: usize) -> bool {
 
 fn bind_ok(b: &CBind, d: usize) -> bool {
     match b {
+        // (a closure only a walk calls, see `closures_ok`)
+        CBind::Let(_, CExpr::Closure(_, caps)) => caps.iter().all(atom_ok),
         CBind::Let(_, e) => expr_ok(e, d),
         CBind::PushArith(_, c, _) => callee_ok(&c.f, 1) && expr_ok(&c.arg, d),
         CBind::PushApp(_, f, args, ..) => {
@@ -375,9 +594,11 @@ fn expr_ok(e: &CExpr, d: usize) -> bool {
         CExpr::Loop(lp) => lp.init.atoms().iter().all(atom_ok) && block_ok(&lp.body, d),
         CExpr::Again(a) => a.set.atoms().iter().all(atom_ok),
         CExpr::Prim(p, crate::resolve::CArgs::One(a), _) => Unary::of(*p).is_some() && atom_ok(a),
-        CExpr::Prim(p, crate::resolve::CArgs::Tuple(xs), _) => {
-            is_atan(*p) && xs.len() == 2 && xs.iter().all(atom_ok)
-        }
+        CExpr::Prim(p, crate::resolve::CArgs::Tuple(xs), _) => match walk_lists(*p) {
+            Some(n) => xs.len() == n + 1 && walk_fn_ok(&xs[0], n) && xs[1..].iter().all(atom_ok),
+            None => is_atan(*p) && xs.len() == 2 && xs.iter().all(atom_ok),
+        },
+        CExpr::Cons(a, d, _) => atom_ok(a) && atom_ok(d),
         _ => false,
     }
 }
@@ -526,6 +747,161 @@ pub(crate) unsafe extern "C" fn uncons(p: *const Pair, out: *mut i64) {
     out.copy_from_slice(&[ta, a, td, d]);
 }
 
+/// The pairs compiled code has made (`cons`, and the lists `map` and `map2`
+/// build), each list held here from when its first pair is made until the
+/// code returns to the evaluator: compiled code only borrows pairs
+/// ([`PAIR`]), and frees none.
+#[derive(Default)]
+pub struct Made {
+    values: Vec<Value>,
+}
+
+/// The most values compiled code holds made in one run: past it, the code
+/// gives up (a loop making a list at each iteration would otherwise hold
+/// them all until it ends), and the evaluator, which drops each once it is
+/// read no more, runs the call again.
+const MAX_MADE: usize = 1 << 16;
+
+impl Made {
+    /// Drops what compiled code made since `mark` (`values.len()` when it
+    /// was entered).
+    #[inline(always)]
+    fn release(&mut self, mark: usize) {
+        if self.values.len() > mark {
+            self.values.truncate(mark);
+        }
+    }
+
+    /// Holds pair `p`; false past [`MAX_MADE`].
+    #[inline(always)]
+    fn hold(&mut self, p: Rc<Pair>) -> bool {
+        if self.values.len() >= MAX_MADE {
+            return false;
+        }
+        self.values.push(Value::Pair(p));
+        true
+    }
+}
+
+/// `(cons a d)` of two values, a tag and bits each (a pair's borrowed, see
+/// [`PAIR`]): the new pair's address, held by the machine's [`Made`]; 0
+/// where either is an `OTHER` (which compiled code cannot rebuild) or too
+/// many are held.
+///
+/// # Safety
+/// `m` must be the machine compiled code was entered with; a pair's bits,
+/// the address of a live pair.
+pub(crate) unsafe extern "C" fn cons(m: *mut Machine, ta: i64, a: i64, td: i64, d: i64) -> i64 {
+    // SAFETY: (the caller's)
+    let (m, car, cdr) = unsafe { (&mut *m, rebox(ta, a), rebox(td, d)) };
+    let (Some(car), Some(cdr)) = (car, cdr) else { return 0 };
+    let p = crate::value::rc_build(|| Pair { car, cdr });
+    let at = Rc::as_ptr(&p) as i64;
+    if m.jit_made.hold(p) {
+        at
+    } else {
+        0
+    }
+}
+
+/// Adds a value (a tag and bits) to a list a walk builds, first element
+/// first: `tail` is where the list built so far ends (the cdr of its last
+/// pair), 0 while it is empty. Gives the new end, and the list's first pair
+/// (held by the machine's [`Made`]) where it was empty; `(0, 0)` where the
+/// value is an `OTHER` (see [`cons`]) or too many are held.
+///
+/// # Safety
+/// As [`cons`]'s; `tail`, 0 or what this returned last for the same list.
+pub(crate) unsafe extern "C" fn snoc(m: *mut Machine, tail: i64, t: i64, x: i64) -> Ret {
+    // SAFETY: (the caller's)
+    let Some(v) = (unsafe { rebox(t, x) }) else { return Ret { tag: 0, bits: 0 } };
+    let mut p = crate::value::rc_build(|| Pair { car: v, cdr: Value::Nil });
+    let end = match Rc::get_mut(&mut p) {
+        Some(q) => &mut q.cdr as *mut Value as i64,
+        None => return Ret { tag: 0, bits: 0 },
+    };
+    if tail == 0 {
+        let first = Rc::as_ptr(&p) as i64;
+        // SAFETY: (the caller's)
+        if !unsafe { (*m).jit_made.hold(p) } {
+            return Ret { tag: 0, bits: 0 };
+        }
+        return Ret { tag: first, bits: end };
+    }
+    // SAFETY: `tail` is the cdr of the last pair of a list being built, made
+    // here (as `ListBuilder`'s end): reachable only through its first pair,
+    // which `Made` holds and nothing reads until the list is whole; it
+    // holds `()`, so overwriting it leaks nothing.
+    unsafe { std::ptr::write(tail as *mut Value, Value::Pair(p)) };
+    Ret { tag: 0, bits: end }
+}
+
+/// How compiled code reads a pair's parts itself, where `Value`'s layout
+/// (a Rust enum's, the compiler's to choose) is the one expected: a byte
+/// telling the kind first, an integer's, a real's and a pair's word at 8
+/// (a pair's a fixed distance from its address), a boolean at 1 (found by looking at values of each kind, see
+/// [`pair_layout`]). Each part's tag is this table's entry for its first
+/// byte (`OTHER` for the kinds compiled code does not take apart).
+pub(crate) struct PairLayout {
+    pub tags: [u8; 256],
+    pub car: i32,
+    pub cdr: i32,
+    /// What a pair's address (`Rc::as_ptr`) is past the word its value holds.
+    pub pair: i64,
+}
+
+/// The [`PairLayout`], `None` where values are not laid out as it expects
+/// (compiled code then calls [`uncons`]).
+pub(crate) fn pair_layout() -> Option<&'static PairLayout> {
+    static LAYOUT: std::sync::OnceLock<Option<PairLayout>> = std::sync::OnceLock::new();
+    LAYOUT.get_or_init(probe_layout).as_ref()
+}
+
+fn probe_layout() -> Option<PairLayout> {
+    if std::mem::size_of::<Value>() != 16 || std::mem::align_of::<Value>() != 8 {
+        return None;
+    }
+    let at = |v: &Value| v as *const Value as *const u8;
+    // SAFETY: a value is 16 bytes; of the values looked at, byte 0 holds the
+    // kind, byte 1 a boolean, bytes 8 to 15 a word (checked below: of two
+    // values of a kind, the first bytes agree, and the contents are there).
+    let first = |v: &Value| unsafe { *at(v) };
+    let second = |v: &Value| unsafe { *at(v).add(1) };
+    let word = |v: &Value| unsafe { (at(v).add(8) as *const i64).read() };
+    let p = Rc::new(Pair { car: Value::Nil, cdr: Value::Nil });
+    let pair = Value::Pair(p.clone());
+    let (i1, i2, r1, r2) = (Value::Int(3), Value::Int(-5), Value::Real(1.5), Value::Real(-0.25));
+    let (f, t) = (Value::Bool(false), Value::Bool(true));
+    let kinds = [
+        (first(&i1), INT),
+        (first(&r1), REAL),
+        (first(&f), BOOL),
+        (first(&Value::Nil), NIL),
+        (first(&pair), PAIR),
+    ];
+    let ok = first(&i1) == first(&i2)
+        && (word(&i1), word(&i2)) == (3, -5)
+        && first(&r1) == first(&r2)
+        && (word(&r1), word(&r2)) == (1.5f64.to_bits() as i64, (-0.25f64).to_bits() as i64)
+        && first(&f) == first(&t)
+        && (second(&f), second(&t)) == (0, 1)
+        && first(&pair) == first(&Value::Pair(Rc::new(Pair { car: Value::Nil, cdr: Value::Nil })))
+        && kinds.iter().enumerate().all(|(i, a)| kinds[..i].iter().all(|b| a.0 != b.0));
+    if !ok {
+        return None;
+    }
+    let mut tags = [OTHER as u8; 256];
+    for (byte, tag) in kinds {
+        tags[byte as usize] = tag as u8;
+    }
+    Some(PairLayout {
+        tags,
+        car: std::mem::offset_of!(Pair, car) as i32,
+        cdr: std::mem::offset_of!(Pair, cdr) as i32,
+        pair: Rc::as_ptr(&p) as i64 - word(&pair),
+    })
+}
+
 /// Runs the call of `lam` whose `nargs` arguments are at `base` on the value
 /// stack (its step and level counted already) in compiled code, leaving its
 /// result at `base`: true if it did. Counts the entry down, and compiles the
@@ -612,12 +988,17 @@ unsafe fn run_entry(
         return None;
     }
     let saved = m.jit_counts();
+    let made = m.jit_made.values.len();
     // SAFETY: the code was compiled for this arity; it reads and writes only
-    // the machine's counts (and calls `tick` and `deeper`).
+    // the machine's counts and what it made (and calls `tick`, `deeper` and
+    // the functions that make pairs).
     let (tag, bits) = unsafe { call_code(entry.code, entry.arity, m, args) };
     RUNS.set(RUNS.get() + 1);
-    // SAFETY: a pair returned is part of the arguments, held by the caller.
-    let Some(v) = (unsafe { rebox(tag, bits) }) else {
+    // SAFETY: a pair returned is part of the arguments, held by the caller,
+    // or one the code made, held until `release`.
+    let v = unsafe { rebox(tag, bits) };
+    m.jit_made.release(made);
+    let Some(v) = v else {
         m.set_jit_counts(saved);
         lam.jit.set(NEVER);
         return None;
@@ -649,14 +1030,17 @@ pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value>
         return None;
     }
     let saved = m.jit_counts();
+    let made = m.jit_made.values.len();
     type F = extern "C" fn(*mut Machine, *const (i64, i64)) -> Ret;
     // SAFETY: the code was compiled for its inputs, which it reads from
-    // `args`; it reads and writes only the machine's counts (and calls
-    // `tick` and `deeper`).
+    // `args`; it reads and writes only the machine's counts and what it made
+    // (and calls `tick`, `deeper` and the functions that make pairs).
     let (tag, bits) = unsafe { std::mem::transmute::<*const u8, F>(entry.code)(m, args.as_ptr()) }.into();
     RUNS.set(RUNS.get() + 1);
-    // SAFETY: a pair returned is part of the inputs, still in the frame.
+    // SAFETY: a pair returned is part of the inputs, still in the frame, or
+    // one the code made, held until `release`.
     let v = unsafe { rebox(tag, bits) };
+    m.jit_made.release(made);
     if v.is_none() {
         m.set_jit_counts(saved);
         lp.jit.set(NEVER);

@@ -4,7 +4,9 @@ top-level procedures on exact integers, reals and booleans (arithmetic that
 may overflow into big integers, exact quotients, mixed operands, comparisons,
 conditionals, named-let loops, recursion, calls of each other, the
 one-argument primitives compiled code computes, the sign tests and `abs`,
-lists taken apart: `car`, `cdr`, `null?`, `pair?`, `'()` and list walks),
+lists taken apart: `car`, `cdr`, `null?`, `pair?`, `'()` and list walks;
+lists made: `cons`, `list`, `map` and `map2` of primitives, procedures and
+lambdas),
 called with arguments of every kind, lists among them (of numbers, of
 other values, improper, nested). Run them with `--jit-after 1` against `--no-jit`
 (tools/fuzz/run.sh A A N "--jit-after 1 --max-steps 300000" "--no-jit
@@ -28,7 +30,6 @@ REALS = ["0.0", "-0.0", "1.0", "0.5", "-2.5", "1e308", "-1e308", "1e-300", "3.25
 BOOLS = ["#t", "#f"]
 OPS = ["+", "-", "*", "/", "<", ">", "<=", ">=", "=", "atan"]
 UNARY = ["real", "sqrt", "exp", "log", "sin", "cos", "zero?", "positive?", "negative?", "abs"]
-# (arguments only: a procedure building a list is not compiled)
 LISTS = ["'()", "(list 1 2 3)", "(list 0.5 -2.5 3)", "(list 1 #t 2)", "(cons 1 2)", "(list (list 1 2) 3)",
          "(list 4611686018427387903 1)", "(list car 1)", "(list 2.5)", "(list '() 1)"]
 
@@ -72,7 +73,28 @@ def expr(vs, depth, fns):
         step = r.choice(["(+ acc (car l))", "(+ acc 1)", "(* acc (car l))", "(if (car l) (+ acc 1) acc)"])
         return "(let walk%d ((l %s) (acc %s)) (if (pair? l) (walk%d (cdr l) %s) acc))" % (
             depth, v, expr(vs, depth - 1, fns), depth, step)
-    if k < 0.92:
+    if k < 0.9 and vs:
+        # a list made: by cons or list, or by a walk of a primitive, of a
+        # procedure, or of a lambda reading the variables around it
+        v, w = r.choice(vs), r.choice(vs)
+        j = r.random()
+        if j < 0.2:
+            return "(cons %s %s)" % (expr(vs, depth - 1, fns), r.choice([v, "'()", expr(vs, depth - 1, fns)]))
+        if j < 0.3:
+            return "(list %s %s)" % (expr(vs, depth - 1, fns), expr(vs, depth - 1, fns))
+        if j < 0.45:
+            return "(map2 %s %s %s)" % (r.choice(["+", "-", "*", "/"]), v, w)
+        if j < 0.55:
+            return "(map %s %s)" % (r.choice(["sqrt", "exp", "real", "abs", "zero?"]), v)
+        ones = [f for f, n in fns if n == 1]
+        if j < 0.65 and ones:
+            return "(map %s %s)" % (r.choice(ones), v)
+        y = "y%d" % depth
+        if j < 0.85:
+            return "(map (lambda (%s) %s) %s)" % (y, expr(vs + [y], depth - 1, fns), v)
+        z = "z%d" % depth
+        return "(map2 (lambda (%s %s) %s) %s %s)" % (y, z, expr(vs + [y, z], depth - 1, fns), v, w)
+    if k < 0.93:
         # a named let's loop, bounded by an integer count
         i, acc = "i%d" % depth, "acc%d" % depth
         bound = r.choice(["3", "10", "50", "0", "-2"])
