@@ -44,9 +44,34 @@ static REGISTER_ALLOCATOR_ERROR: extern "C" fn() = {
         // SAFETY: registers a plain function with no argument; mimalloc
         // stores it and allocates nothing.
         unsafe { mi::mi_register_error(Some(allocator_error), std::ptr::null_mut()) };
+        grow_main_stack();
     }
     register
 };
+
+/// The main thread's stack, grown by [`MAIN_STACK`] now, before anything
+/// else takes address space: under an address-space limit (`ulimit -v`)
+/// that left mimalloc room for its first segment but the stack none to grow
+/// into as the command line was read (a window of some 100 kB, where a
+/// debug build's larger frames reached past the stack's first pages), the
+/// process died of a segmentation fault instead of the out-of-memory error
+/// of a slightly tighter limit. (The programs run on a thread of their own,
+/// whose stack is mapped whole when it starts.)
+#[cfg(target_os = "linux")]
+#[inline(never)]
+fn grow_main_stack() {
+    let mut probe = [0u8; MAIN_STACK];
+    // (each page written, from the top down, as the stack grows)
+    for i in (0..MAIN_STACK).step_by(4096).rev() {
+        // SAFETY: an element of the array.
+        unsafe { std::ptr::write_volatile(probe.as_mut_ptr().add(i), 1) };
+    }
+    std::hint::black_box(&probe);
+}
+
+/// How much of the main thread's stack [`grow_main_stack`] maps.
+#[cfg(target_os = "linux")]
+const MAIN_STACK: usize = 1 << 20;
 
 /// mimalloc's error callback. Out of memory (`ENOMEM`: the system refused an
 /// allocation) becomes a clear error and exit status 1 rather than Rust's abort
