@@ -326,29 +326,19 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
     }
     let mut b = FunctionBuilder::new(&mut jit.ctx.func, &mut jit.fctx);
     let tick_sig = b.import_signature(tick_sig);
-    let mut f64_sig = Signature::new(b.func.signature.call_conv);
-    f64_sig.params.push(AbiParam::new(F64));
-    f64_sig.returns.push(AbiParam::new(F64));
-    let f64_sig = b.import_signature(f64_sig);
-    let mut f64x2_sig = Signature::new(b.func.signature.call_conv);
-    f64x2_sig.params.extend([AbiParam::new(F64); 2]);
-    f64x2_sig.returns.push(AbiParam::new(F64));
-    let f64x2_sig = b.import_signature(f64x2_sig);
-    let mut deeper_sig = Signature::new(b.func.signature.call_conv);
-    deeper_sig.params.extend([AbiParam::new(I64); 4]);
-    deeper_sig.returns.extend([AbiParam::new(I64); 2]);
-    let deeper_sig = b.import_signature(deeper_sig);
-    let mut uncons_sig = Signature::new(b.func.signature.call_conv);
-    uncons_sig.params.extend([AbiParam::new(I64); 2]);
-    let uncons_sig = b.import_signature(uncons_sig);
-    let mut cons_sig = Signature::new(b.func.signature.call_conv);
-    cons_sig.params.extend([AbiParam::new(I64); 5]);
-    cons_sig.returns.push(AbiParam::new(I64));
-    let cons_sig = b.import_signature(cons_sig);
-    let mut snoc_sig = Signature::new(b.func.signature.call_conv);
-    snoc_sig.params.extend([AbiParam::new(I64); 4]);
-    snoc_sig.returns.extend([AbiParam::new(I64); 2]);
-    let snoc_sig = b.import_signature(snoc_sig);
+    // (the functions' signatures code calls: parameters, results)
+    let mut sig = |params: &[ir::Type], returns: &[ir::Type]| {
+        let mut s = Signature::new(b.func.signature.call_conv);
+        s.params.extend(params.iter().map(|t| AbiParam::new(*t)));
+        s.returns.extend(returns.iter().map(|t| AbiParam::new(*t)));
+        b.import_signature(s)
+    };
+    let f64_sig = sig(&[F64], &[F64]);
+    let f64x2_sig = sig(&[F64; 2], &[F64]);
+    let deeper_sig = sig(&[I64; 4], &[I64; 2]);
+    let uncons_sig = sig(&[I64; 2], &[]);
+    let cons_sig = sig(&[I64; 5], &[I64]);
+    let snoc_sig = sig(&[I64; 4], &[I64; 2]);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     let fail = b.create_block();

@@ -124,16 +124,7 @@ pub struct Entry {
 /// entries where the tier is built in, `after` is not 0, and its code is of
 /// the kind compiled.
 pub fn initial(group: &crate::anf::Group, code: &GroupCode, after: u64) -> usize {
-    if !cfg!(feature = "jit")
-        || after == 0
-        || code.members.len() != 1
-        || !matches!(group.origin, Origin::Source)
-        || group.is_derivative_code()
-        || !group.free.is_empty()
-        || !group.names.is_empty()
-        || !code.plain
-        || group.native.get().is_some()
-    {
+    if !cfg!(feature = "jit") || after == 0 || !source_procedure(group, code) || !group.free.is_empty() {
         return NEVER;
     }
     let lam = &code.members[0];
@@ -158,14 +149,21 @@ pub(crate) fn body_ok(lam: &LambdaCode) -> bool {
 /// the kind compiled: a procedure of source code, one of a group, of one or
 /// two arguments.
 pub(crate) fn lambda_ok(group: &crate::anf::Group, code: &GroupCode) -> bool {
+    source_procedure(group, code)
+        && arity(&code.members[0]).is_some_and(|n| n <= 2)
+        && body_ok(&code.members[0])
+}
+
+/// Whether a group is one procedure of source code (not a transform's, a
+/// `letrec`'s, a shape, nor a primitive's native code), which compiled code
+/// may run.
+fn source_procedure(group: &crate::anf::Group, code: &GroupCode) -> bool {
     code.members.len() == 1
         && matches!(group.origin, Origin::Source)
         && !group.is_derivative_code()
         && group.names.is_empty()
         && code.plain
         && group.native.get().is_none()
-        && arity(&code.members[0]).is_some_and(|n| n <= 2)
-        && body_ok(&code.members[0])
 }
 
 /// A named `let`'s loop compiled on its own (see [`run_loop`]): its code,
