@@ -1312,8 +1312,6 @@ fn jvp(m: &mut Machine, f: Formula, x: &[Value], y: &Value, d: &[Value]) -> Resu
 pub(super) fn jvp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: &N, d: &[N]) -> Result<N> {
     let i = &RULE_OPS;
     let op = |m: &mut Machine, f: Formula, a: &N, b: &N| N::op(m, f, &[a.clone(), b.clone()]);
-    let two = N::int(2);
-    let zero = N::int(0);
     match f {
         // (+ d1 d2), (- d1 d2)
         Formula::Add => op(m, i.add, &d[0], &d[1]),
@@ -1330,6 +1328,20 @@ pub(super) fn jvp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: &N, d: &[
             let b = op(m, i.sub, &d[0], &a)?;
             op(m, i.div, &b, &x[1])
         }
+        _ => jvp_num_other(m, f, x, y, d),
+    }
+}
+
+/// [`jvp_num`]'s rules past `+ - * /`, in a call: inlined where `jvp_num` is
+/// (as in a loop over directions, `tape::sweep_directions`), a sine or
+/// cosine that no rule of the node reads may be computed for each node.
+#[inline(never)]
+fn jvp_num_other<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: &N, d: &[N]) -> Result<N> {
+    let i = &RULE_OPS;
+    let op = |m: &mut Machine, f: Formula, a: &N, b: &N| N::op(m, f, &[a.clone(), b.clone()]);
+    let two = N::int(2);
+    let zero = N::int(0);
+    match f {
         // (/ dx (* 2 y))
         Formula::Sqrt => {
             let a = op(m, i.mul, &two, y)?;
@@ -1360,6 +1372,8 @@ pub(super) fn jvp_num<N: Num>(m: &mut Machine, f: Formula, x: &[N], y: &N, d: &[
             let den = op(m, i.add, &c, &e)?;
             op(m, i.div, &num, &den)
         }
+        // (`jvp_num`'s)
+        Formula::Add | Formula::Sub | Formula::Mul | Formula::Div => jvp_num(m, f, x, y, d),
         Formula::Zero | Formula::Struct(_) => {
             Err(crate::error::Error::runtime(None, "internal error: not a scalar rule"))
         }

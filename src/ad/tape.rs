@@ -2197,7 +2197,9 @@ fn sweep_forward(
 /// [`sweep_forward`]'s sweeps on numbers `N` (`kept_value` makes one of a
 /// node's kept double and, where the node keeps a dual, its tangent's double;
 /// `None` gives the sweeps up): the tangents of nodes `outs` in each input's
-/// direction (direction by direction) and whether each is exact.
+/// direction (direction by direction) and whether each is exact. The
+/// directions are swept up to four at a time (`sweep_directions`), each node
+/// read once for them all.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn sweep_forward_on<N: native::Num + Copy>(
@@ -2208,51 +2210,99 @@ fn sweep_forward_on<N: native::Num + Copy>(
     outs: &[usize],
     none: N,
     one: N,
-    kept_value: impl Fn(f64, Option<f64>) -> Option<N>,
+    kept_value: impl Fn(f64, Option<f64>) -> Option<N> + Copy,
 ) -> Option<Vec<(N, bool)>> {
+    let mut out = Vec::with_capacity(inputs.len() * outs.len());
+    let mut first = 0;
+    while first < inputs.len() {
+        let s = Sweeps { tape, inputs, zeros, outs, none, one, first };
+        first += match inputs.len() - first {
+            1 => sweep_directions::<N, 1>(m, &s, kept_value, &mut out)?,
+            2 => sweep_directions::<N, 2>(m, &s, kept_value, &mut out)?,
+            3 => sweep_directions::<N, 3>(m, &s, kept_value, &mut out)?,
+            _ => sweep_directions::<N, 4>(m, &s, kept_value, &mut out)?,
+        };
+    }
+    Some(out)
+}
+
+/// What [`sweep_directions`] sweeps: as [`sweep_forward_on`]'s arguments, and
+/// the first direction (input) of those it sweeps.
+struct Sweeps<'a, N> {
+    tape: &'a Tape,
+    inputs: &'a [u32],
+    zeros: &'a [(N, bool)],
+    outs: &'a [usize],
+    none: N,
+    one: N,
+    first: usize,
+}
+
+/// [`sweep_forward_on`]'s sweeps of directions `s.first..s.first + W`, in
+/// one pass over the tape: each direction's tangents computed as a sweep of
+/// it alone computes them, operation for operation; the tangents of `s.outs`
+/// pushed on `out`, direction by direction. `W`, or `None` where the sweeps
+/// give up.
+#[inline(always)]
+fn sweep_directions<N: native::Num + Copy, const W: usize>(
+    m: &mut Machine,
+    s: &Sweeps<'_, N>,
+    kept_value: impl Fn(f64, Option<f64>) -> Option<N>,
+    out: &mut Vec<(N, bool)>,
+) -> Option<usize> {
+    let (tape, none) = (s.tape, s.none);
     let len = tape.nodes.len();
-    let mut tan: Vec<(N, bool)> = vec![(none, false); len];
-    let mut out = Vec::with_capacity(inputs.len());
-    for dir in 0..inputs.len() {
-        for (k, &node) in inputs.iter().enumerate() {
-            tan[node as usize] = if k == dir { (one, true) } else { zeros[k] };
+    let mut tan: Vec<[(N, bool); W]> = vec![[(none, false); W]; len];
+    for (k, &node) in s.inputs.iter().enumerate() {
+        let t = &mut tan[node as usize];
+        for (dir, t) in t.iter_mut().enumerate() {
+            *t = if k == s.first + dir { (s.one, true) } else { s.zeros[k] };
         }
-        let mut at = 0usize;
-        for i in 0..len {
-            let node = *tape.nodes.get(i);
-            let Some(f) = node.f else { continue };
-            if node.bits & UNBOXED == 0 || matches!(f, Formula::Zero | Formula::Struct(_)) {
-                return None;
-            }
-            let n = (node.n & ARITY) as usize;
-            let kept = kept_mask(f, n);
-            let duals = node.bits & DUALS;
-            // (the values the node keeps: those its rules read, laid out as
-            // `sweep` reads them)
-            let mut vals = [none; 3];
-            for (j, v) in vals.iter_mut().enumerate() {
-                if kept & (1 << j) != 0 {
-                    let p = *tape.reals.get(at);
+    }
+    let mut at = 0usize;
+    for i in 0..len {
+        let node = *tape.nodes.get(i);
+        let Some(f) = node.f else { continue };
+        if node.bits & UNBOXED == 0 || matches!(f, Formula::Zero | Formula::Struct(_)) {
+            return None;
+        }
+        let n = (node.n & ARITY) as usize;
+        let kept = kept_mask(f, n);
+        let duals = node.bits & DUALS;
+        // (the values the node keeps: those its rules read, laid out as
+        // `sweep` reads them)
+        let mut vals = [none; 3];
+        for (j, v) in vals.iter_mut().enumerate() {
+            if kept & (1 << j) != 0 {
+                let p = *tape.reals.get(at);
+                at += 1;
+                let t = if duals & (1 << j) != 0 {
                     at += 1;
-                    let t = if duals & (1 << j) != 0 {
-                        at += 1;
-                        Some(*tape.reals.get(at - 1))
-                    } else {
-                        None
-                    };
-                    *v = kept_value(p, t)?;
-                }
+                    Some(*tape.reals.get(at - 1))
+                } else {
+                    None
+                };
+                *v = kept_value(p, t)?;
             }
-            let mut d = [none; 2];
-            let mut exact = [false; 2];
-            for j in 0..n {
-                match node.parents[j] {
-                    NONE => exact[j] = node.n & (1 << (j as u8 + CONST_SHIFT)) != 0,
-                    p => (d[j], exact[j]) = tan[p as usize],
+        }
+        // (the operands' tangents, direction by direction; a constant's none,
+        // exact as the node notes it)
+        let mut d = [[(none, false); W]; 2];
+        for (j, d) in d.iter_mut().enumerate().take(n) {
+            match node.parents[j] {
+                NONE => {
+                    let exact = node.n & (1 << (j as u8 + CONST_SHIFT)) != 0;
+                    *d = [(none, exact); W];
                 }
+                p => *d = tan[p as usize],
             }
+        }
+        let sum = matches!(f, Formula::Add | Formula::Sub);
+        let mut y = [(none, false); W];
+        for dir in 0..W {
+            let exact = [d[0][dir].1, d[1][dir].1];
             // (a sum's tangent is exact if both are; any other rule meets a double)
-            let exact_out = if matches!(f, Formula::Add | Formula::Sub) && exact[..n].iter().any(|&e| e) {
+            let exact_out = if sum && exact[..n].iter().any(|&e| e) {
                 if n != 2 || node.n & UNKNOWN != 0 {
                     // (an exact tangent and a constant whose exactness is not known)
                     return None;
@@ -2261,12 +2311,15 @@ fn sweep_forward_on<N: native::Num + Copy>(
             } else {
                 false
             };
-            let dy = native::jvp_num::<N>(m, f, &vals[..n], &vals[2], &d[..n]).ok()?;
-            tan[i] = (dy, exact_out);
+            let ds = [d[0][dir].0, d[1][dir].0];
+            let dy = native::jvp_num::<N>(m, f, &vals[..n], &vals[2], &ds[..n]).ok()?;
+            y[dir] = (dy, exact_out);
         }
-        out.extend(outs.iter().map(|&o| tan[o]));
+        tan[i] = y;
     }
-    Some(out)
+    let tan = &tan;
+    out.extend((0..W).flat_map(|dir| s.outs.iter().map(move |&o| tan[o][dir])));
+    Some(W)
 }
 
 /// `x` with each real made a real of forward level `id` whose tangent is 1 for

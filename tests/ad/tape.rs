@@ -1373,6 +1373,61 @@ fn gradient_f_under_a_forward_level_by_one_recorded_run() {
     }
 }
 
+/// `gradient-F`'s forward sweeps over one recorded run take up to four
+/// directions in one pass over the tape (`tape::sweep_directions`): for any
+/// number of inputs, each in blocks of four and what is left, the gradient is
+/// the closed form's and the transform's, exactness included.
+/// f(v) = Σ k v_k² + v_1 v_n (k = 1..n): ∂f/∂v_k = 2 k v_k, plus v_n for
+/// k = 1 and v_1 for k = n; at v_k = k/2, and at exact v_k = k (then an exact
+/// gradient by the transform, which the tape's runs match).
+#[test]
+fn gradient_f_sweeps_any_number_of_directions() {
+    let defs =
+        "(define (sq-sum v k) (if (null? v) 0 (+ (* k (* (car v) (car v))) (sq-sum (cdr v) (+ k 1)))))\n\
+                (define (last l) (if (null? (cdr l)) (car l) (last (cdr l))))\n";
+    let f = "(lambda (v) (+ (sq-sum v 1) (* (car v) (last v))))";
+    for n in 1..=11usize {
+        let v: Vec<f64> = (1..=n).map(|k| k as f64 / 2.0).collect();
+        let list = v.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>().join(" ");
+        let src = format!("{defs}((gradient-F {f}) (list {list}))");
+        let (got, _, declined) = alike(&src);
+        let got: Vec<f64> = got
+            .lines()
+            .last()
+            .unwrap_or("")
+            .trim_matches(|c| c == '(' || c == ')')
+            .split(' ')
+            .map(|g| g.parse().unwrap_or(f64::NAN))
+            .collect();
+        assert_eq!(got.len(), n, "{src}");
+        for (k, g) in got.iter().enumerate() {
+            let mut want = 2.0 * (k + 1) as f64 * v[k];
+            if k == 0 {
+                want += v[n - 1];
+            }
+            if k == n - 1 {
+                want += v[0];
+            }
+            assert_close(*g, want, 1e-14, &format!("n = {n}, component {k}"));
+        }
+        if n > 1 {
+            let (_, s) = outcome(&src, true);
+            assert!(
+                declined == 0 && s.m.tape.swept > 0,
+                "{src}: swept {}, gave way {declined}",
+                s.m.tape.swept
+            );
+        }
+        let exact = (1..=n).map(|k| k.to_string()).collect::<Vec<_>>().join(" ");
+        let src = format!("{defs}((gradient-F {f}) (list {exact}))");
+        let want: Vec<String> = (1..=n)
+            .map(|k| (2 * k * k + if k == 1 { n } else { 0 } + if k == n { 1 } else { 0 }).to_string())
+            .collect();
+        let (got, _, _) = alike(&src);
+        assert_eq!(got.lines().last().unwrap_or(""), format!("({})", want.join(" ")), "{src}");
+    }
+}
+
 /// `gradient-F` under an enclosing tape (reverse over forward, as in the
 /// saddle's RF solve; forward over forward's outer level records on a tape
 /// too) takes its gradient from one recorded run swept forward. Where no
