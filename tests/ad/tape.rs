@@ -1379,7 +1379,7 @@ fn gradient_f_under_a_forward_level_by_one_recorded_run() {
 /// the closed form's and the transform's, exactness included.
 /// f(v) = Σ k v_k² + v_1 v_n (k = 1..n): ∂f/∂v_k = 2 k v_k, plus v_n for
 /// k = 1 and v_1 for k = n; at v_k = k/2, and at exact v_k = k (then an exact
-/// gradient by the transform, which the tape's runs match).
+/// gradient by the transform, which the sweeps match).
 #[test]
 fn gradient_f_sweeps_any_number_of_directions() {
     let defs =
@@ -1410,21 +1410,24 @@ fn gradient_f_sweeps_any_number_of_directions() {
             }
             assert_close(*g, want, 1e-14, &format!("n = {n}, component {k}"));
         }
-        if n > 1 {
-            let (_, s) = outcome(&src, true);
-            assert!(
-                declined == 0 && s.m.tape.swept > 0,
-                "{src}: swept {}, gave way {declined}",
-                s.m.tape.swept
-            );
-        }
+        swept_if_several(n, &src, declined);
         let exact = (1..=n).map(|k| k.to_string()).collect::<Vec<_>>().join(" ");
         let src = format!("{defs}((gradient-F {f}) (list {exact}))");
         let want: Vec<String> = (1..=n)
             .map(|k| (2 * k * k + if k == 1 { n } else { 0 } + if k == n { 1 } else { 0 }).to_string())
             .collect();
-        let (got, _, _) = alike(&src);
+        let (got, _, declined) = alike(&src);
         assert_eq!(got.lines().last().unwrap_or(""), format!("({})", want.join(" ")), "{src}");
+        swept_if_several(n, &src, declined);
+    }
+}
+
+/// For [`gradient_f_sweeps_any_number_of_directions`]: with two inputs or
+/// more, `src`'s gradient came from the sweeps, none giving way.
+fn swept_if_several(n: usize, src: &str, declined: u64) {
+    if n > 1 {
+        let (_, s) = outcome(src, true);
+        assert!(declined == 0 && s.m.tape.swept > 0, "{src}: swept {}, gave way {declined}", s.m.tape.swept);
     }
 }
 
