@@ -902,6 +902,13 @@ impl Machine {
         if !self.memory_checks.is_multiple_of(4) {
             return Ok(());
         }
+        self.check_memory_now()
+    }
+
+    /// [`Machine::check_memory`]'s look at the memory, now.
+    #[cold]
+    #[inline(never)]
+    fn check_memory_now(&mut self) -> Result<()> {
         let Some(rss) = crate::stack::resident_bytes() else { return Ok(()) };
         if self.memory_found == 0 {
             self.memory_found = rss + crate::stack::CHUNK;
@@ -909,7 +916,10 @@ impl Machine {
         if rss < self.memory_found {
             return Ok(());
         }
-        if crate::stack::room_for(crate::stack::CHUNK) {
+        // (room for as much again as it grew by since the memory left was
+        // last found enough, a chunk at least: the next look may come as late)
+        let grown = rss.saturating_sub(self.memory_found - crate::stack::CHUNK);
+        if crate::stack::room_for(grown.max(crate::stack::CHUNK)) {
             self.memory_found = rss + crate::stack::CHUNK;
             return Ok(());
         }
@@ -1140,7 +1150,8 @@ impl Machine {
                 buf[i] = self.stack.pop().unwrap_or(Value::Nil);
             }
             self.force_args(def, &mut buf[..nargs])?;
-            return (def.imp)(self, &buf[..nargs]);
+            let r = (def.imp)(self, &buf[..nargs]);
+            return self.exact_checked(r);
         }
         if nargs > 1 && def.arity >= 2 {
             let len = self.stack.len();
@@ -1154,7 +1165,25 @@ impl Machine {
         let mut args: SmallVec<[Value; 4]> = SmallVec::new();
         prims::spread(self, p, v, &mut args)?;
         self.force_args(def, &mut args)?;
-        (def.imp)(self, &args)
+        let r = (def.imp)(self, &args);
+        self.exact_checked(r)
+    }
+
+    /// A primitive's result `r`, or, where it is a big integer or a
+    /// rational and those made since the last such look hold more than a
+    /// quarter of [`crate::stack::CHUNK`] (`num::made_past`: the memory they
+    /// take grows by more than their bytes, their operations' temporaries
+    /// left in the allocator's free lists, about three times as much in a
+    /// recursion multiplying as it descends), the out-of-memory error if too
+    /// little memory is left for more (`check_memory_now`).
+    #[inline(always)]
+    fn exact_checked(&mut self, r: Result<Value>) -> Result<Value> {
+        if let Ok(Value::Big(_) | Value::Rat(_)) = &r {
+            if crate::num::made_past(crate::stack::CHUNK / 4) {
+                self.check_memory_now()?;
+            }
+        }
+        r
     }
 
     /// A lazy argument of a primitive that does not take lazy values: built as

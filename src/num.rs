@@ -14,7 +14,10 @@ use std::rc::Rc;
 pub fn from_big(b: BigInt) -> Value {
     match b.to_i64() {
         Some(i) => Value::Int(i),
-        None => Value::Big(Rc::new(b)),
+        None => {
+            note_made(b.bits());
+            Value::Big(Rc::new(b))
+        }
     }
 }
 
@@ -23,8 +26,38 @@ pub fn from_rat(r: BigRational) -> Value {
     if r.is_integer() {
         from_big(r.to_integer())
     } else {
+        note_made(r.numer().bits() + r.denom().bits());
         Value::Rat(Rc::new(r))
     }
+}
+
+thread_local! {
+    /// The bits of the big integers and rationals made (`from_big`,
+    /// `from_rat`) since [`made_past`] last found them past its bound.
+    static MADE_BITS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+#[inline]
+fn note_made(bits: u64) {
+    MADE_BITS.with(|m| m.set(m.get().saturating_add(bits)));
+}
+
+/// Whether the big integers and rationals made since this last said so hold
+/// more than `bytes` in all (counting from 0 again if so). A single exact
+/// operation may make a number of any size, and a program's steps may each
+/// make a larger one (a recursion multiplying as it descends holds them all:
+/// memory growing as the square of its depth), so the evaluator, which looks
+/// at the memory left every so many steps, looks also each time this says
+/// so (`Machine::call_prim`): a program whose numbers outgrow the memory
+/// left stops with an error rather than being killed.
+pub fn made_past(bytes: usize) -> bool {
+    MADE_BITS.with(|m| {
+        let past = m.get() / 8 > bytes as u64;
+        if past {
+            m.set(0);
+        }
+        past
+    })
 }
 
 /// An exact number (integer or rational) as a rational.

@@ -2423,8 +2423,9 @@ impl Drop for MemoryGroup {
 /// is `plus` over a value nested millions deep; a recursion that fits still
 /// runs (a million deep; 2,000 in a debug build, whose frames are some 60 KiB
 /// a call). A vector larger than the limit is refused, and data that grows
-/// past it is an error. (Once, each of these but the recursion that fits was
-/// killed, exit status 137, under this 600 MiB limit.)
+/// past it is an error: vectors, a list, big integers. (Once, each of these
+/// but the recursion that fits was killed, exit status 137, under this 600
+/// MiB limit.)
 #[test]
 fn under_a_control_groups_memory_limit_deep_recursion_and_large_data_are_errors() {
     const FITS: u32 = if cfg!(debug_assertions) { 2_000 } else { 1_000_000 };
@@ -2503,6 +2504,28 @@ fn under_a_control_groups_memory_limit_deep_recursion_and_large_data_are_errors(
             o.stderr
         );
     }
+    // (a recursion multiplying a big integer as it descends, each level
+    // holding a longer one: memory growing as the square of the depth, some
+    // 100 MB between the evaluator's looks every so many steps near the
+    // limit; stopped by the look that the big integers made prompt. Once
+    // killed, exit status 137. A debug build's frames may run out of stack
+    // first.)
+    d.file(
+        "big.vlad",
+        "(define (f n x) (if (= n 0) 0 (+ 1 (f (- n 1) (* x 4611686018427387903)))))\n(f 1000000 3)\n",
+    );
+    let o = g.vlad(&d, &["big.vlad"]);
+    assert!(
+        (o.code == 3 && o.stderr.starts_with("big.vlad:1:47: error: out of memory: the program holds "))
+            || (cfg!(debug_assertions)
+                && o.code == 1
+                && o.stderr.starts_with(
+                    "big.vlad:1:36: error: recursion too deep (out of memory for the stack at "
+                )),
+        "{}: {}",
+        o.code,
+        o.stderr
+    );
 }
 
 /// Under a memory limit, a program nested too deeply for the stack its
