@@ -1216,6 +1216,24 @@ impl Machine {
         }
     }
 
+    /// Calls member `idx` of `inst` on `args`, as a call (not in tail
+    /// position) of a closure a slot holds is made (`app_push`): for compiled
+    /// code calling a procedure value (`jit::call_value`).
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
+    pub(crate) fn call_value_of(
+        &mut self,
+        inst: &InstRc,
+        idx: u32,
+        args: smallvec::SmallVec<[Value; crate::jit::MAX_ARITY]>,
+    ) -> Result<Value> {
+        let n = args.len();
+        for a in args {
+            self.push(a);
+        }
+        self.call_closure_push(inst, idx, n, None)?;
+        Ok(self.pop())
+    }
+
     /// Calls a closure; deep recursion grows the native stack instead of overflowing.
     pub fn call_closure(
         &mut self,

@@ -171,6 +171,34 @@ const PROGRAMS: &[&str] = &[
      (firsts (list (list 1 2) (list 3))) (tails (list 1 2 3)) (pair? (cadr (tails (list 1 car)))) (pair? (cdr (ids (list 1 car)))) (ids (list 1 (list 2.5 #t) '())) (rep 2.5 40) (rep (list 1) 3) (pair? (rep car 2))
      ((gradient-R (lambda (x) (dot (k*v 3.0 x) x))) (list 1.0 2.0))
      ((gradient-F (lambda (x) (dot (v- x (list 1.0 1.0)) x))) (list 2.0 3.0))",
+    // loops calling procedures their frames hold (through the evaluator):
+    // a descent calling its function and a gradient, on reals, exact
+    // numbers, AD values (the loop under a gradient), and callees that fail:
+    // an error in one, one that is not a procedure, one returning a value
+    // of another kind, one that writes, one called in tail position, and
+    // closures taken out of a list
+    "(define (descend f g x eta n)
+       (let loop ((x x) (i 0) (best (f x)))
+         (if (= i n) (list x best)
+             (let* ((gx (g x)) (x1 (map2 - x (map (lambda (d) (* eta d)) gx))) (fx1 (f x1)))
+               (if (< fx1 best) (loop x1 (+ i 1) fx1) (loop x (+ i 1) best))))))
+     (define (quad x) (+ (* (car x) (car x)) (* 3 (* (cadr x) (cadr x)))))
+     (define (dquad x) (list (* 2 (car x)) (* 6 (cadr x))))
+     (descend quad (gradient-R quad) (list 1.0 2.0) 0.1 40)
+     (descend quad dquad (list 1 2) 1/10 20)
+     (descend quad car (list 1.0 2.0) 0.1 5)
+     (descend quad 5 (list 1.0 2.0) 0.1 3)
+     (descend quad (lambda (x) (if (< (car x) 0.5) (car '()) (dquad x))) (list 1.0 2.0) 0.1 30)
+     (descend (lambda (x) (list (quad x))) dquad (list 1.0 2.0) 0.1 3)
+     (descend (lambda (x) (quad (cons (write (car x)) (cdr x)))) dquad (list 1.0 2.0) 0.25 8)
+     ((gradient-R (lambda (x) (cadr (descend quad dquad x 0.1 10)))) (list 1.0 2.0))
+     ((derivative-F (lambda (e) (cadr (descend quad dquad (list 1.0 2.0) e 10)))) 0.1)
+     (define (last-call f n) (let loop ((i 0)) (if (= i n) (f i) (loop (+ i 1)))))
+     (last-call (lambda (i) (* i i)) 50) (last-call car 3)
+     (define (apply-all fs x) (let loop ((fs fs) (acc x)) (if (null? fs) acc (loop (cdr fs) ((car fs) acc)))))
+     (apply-all (list (lambda (x) (* 2 x)) (lambda (x) (+ x 1)) sqrt) 12)
+     (define (twice-n f n x) (let loop ((i 0) (x x)) (if (= i n) x (loop (+ i 1) (f (f x))))))
+     (twice-n (lambda (x) (* 1.5 x)) 20 1.0) (twice-n (lambda (x) (* 2 x)) 40 1) (twice-n (lambda (x) (twice-n cos 2 x)) 5 0.5)",
     // a procedure that takes four arguments
     "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",
@@ -492,4 +520,53 @@ fn procedures_run_in_place_go_on_in_compiled_code() {
             .expect("a real");
         assert!((d - 0.6).abs() < 1e-12, "derivative-{mode}: {d}");
     }
+}
+
+/// A named `let`'s loop calling the procedures its procedure was passed (a
+/// descent's function and gradient) goes on in compiled code, which has the
+/// evaluator make those calls: it made them (and did not give up: a second
+/// run makes them again), and computes what gradient descent on x² + 3y² does:
+/// each step scales x by 1 - 2η and y by 1 - 6η.
+#[test]
+fn loops_call_the_procedures_their_frames_hold() {
+    let Some(mut s) = jit_session(1) else { return };
+    s.run_text(
+        "d.vlad",
+        "(define (descend f g x eta n)
+           (let loop ((x x) (i 0) (best (f x)))
+             (if (= i n) (list x best)
+                 (let* ((gx (g x)) (x1 (map2 - x (map (lambda (d) (* eta d)) gx))) (fx1 (f x1)))
+                   (if (< fx1 best) (loop x1 (+ i 1) fx1) (loop x (+ i 1) best))))))
+         (define (quad x) (+ (* (car x) (car x)) (* (* 3.0 (length (cdr x))) (* (cadr x) (cadr x)))))
+         (define (dquad x) (list (* 2.0 (car x)) (* 6.0 (cadr x)) (length x)))
+         (define (dq x) (reverse (cdr (reverse (dquad x)))))",
+    )
+    .expect("the definitions run");
+    let (x, y) = (0.8f64.powi(50), 2.0 * 0.4f64.powi(50));
+    for _ in 0..2 {
+        let before = vlad::jit::value_calls();
+        let v = value(&mut s, "(descend quad dq (list 1.0 2.0) 0.1 50)");
+        // (compiled after its first iteration or two, the loop makes two
+        // calls an iteration)
+        let calls = vlad::jit::value_calls() - before;
+        assert!((90..=100).contains(&calls), "{calls} calls made from compiled code");
+        let nums: Vec<f64> =
+            v.replace(['(', ')'], " ").split_whitespace().map(|t| t.parse().expect("a number")).collect();
+        assert_eq!(nums.len(), 3, "{v}");
+        for (got, want) in nums.iter().zip([x, y, x * x + 3.0 * y * y]) {
+            assert!((got - want).abs() <= 1e-12 * want.abs().max(1e-300), "{v}: {got} against {want}");
+        }
+    }
+    // (under a derivative, the loop runs in the evaluator: the same values)
+    let before = vlad::jit::value_calls();
+    let d = value(&mut s, "((gradient-R (lambda (x) (cadr (descend quad dq x 0.1 5)))) (list 1.0 2.0))");
+    // d/dx of x² 0.8^10 + 3 (y 0.4^5)²: (2x 0.8^10, 6y 0.4^10)
+    let want = [2.0 * 0.8f64.powi(10), 12.0 * 0.4f64.powi(10)];
+    let got: Vec<f64> =
+        d.replace(['(', ')'], " ").split_whitespace().map(|t| t.parse().expect("a number")).collect();
+    assert_eq!(got.len(), 2, "{d}");
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() <= 1e-12 * w.abs(), "{d}: {g} against {w}");
+    }
+    assert_eq!(vlad::jit::value_calls(), before, "calls made from compiled code under a derivative");
 }

@@ -243,7 +243,7 @@ pub(super) fn compile_loop(m: &mut Machine, lp: &Loop) {
         JIT.with(|j| {
             let mut j = j.borrow_mut();
             let Some(Some(jit)) = j.as_mut() else { return };
-            let entry = Box::new(LoopEntry { code: code.0, inputs: inputs.into(), deps: code.1 });
+            let entry = Box::new(LoopEntry::new(code.0, lp, inputs, code.1));
             lp.jit.set(&*entry as *const LoopEntry as usize);
             jit.loop_entries.push(entry);
         });
@@ -339,6 +339,7 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
     let uncons_sig = sig(&[I64; 2], &[]);
     let cons_sig = sig(&[I64; 5], &[I64]);
     let snoc_sig = sig(&[I64; 4], &[I64; 2]);
+    let value_sig = sig(&[I64; 5], &[I64; 2]);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     let fail = b.create_block();
@@ -363,6 +364,7 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
         uncons_out: None,
         cons_sig,
         snoc_sig,
+        value_sig,
         loops: Vec::new(),
         env: Vec::new(),
         closures: Vec::new(),
@@ -450,6 +452,8 @@ struct Gen<'a, 'c> {
     /// `jit::cons`'s and `jit::snoc`'s.
     cons_sig: ir::SigRef,
     snoc_sig: ir::SigRef,
+    /// `jit::call_value`'s.
+    value_sig: ir::SigRef,
     /// The loops entered: each one's top, and its variables' slots.
     loops: Vec<(ir::Block, &'c Loop)>,
     /// In a lambda's body run in place of a walk's call of it: the values
@@ -535,13 +539,14 @@ impl<'c> Gen<'_, 'c> {
         self.b.switch_to_block(cont);
     }
 
-    /// Gives up where `v` is an `OTHER`.
+    /// Gives up where `v` is an `OTHER` (or a `HELD`, the tags from
+    /// `OTHER` on).
     fn not_other(&mut self, v: V) {
         match v.tag {
-            Tag::K(k) if k != OTHER => {}
+            Tag::K(k) if k < OTHER => {}
             _ => {
                 let t = self.tag(v.tag);
-                let bad = self.b.ins().icmp_imm(IntCC::Equal, t, OTHER);
+                let bad = self.b.ins().icmp_imm(IntCC::UnsignedGreaterThanOrEqual, t, OTHER);
                 self.fail_if(bad);
             }
         }
@@ -943,6 +948,9 @@ impl<'c> Gen<'_, 'c> {
     /// A call of the procedure a global holds: a step, and a level unless
     /// `tail`.
     fn app(&mut self, f: &CAtom, vs: Vec<V>, tail: bool) -> V {
+        if let CAtom::Local(_) = f {
+            return self.call_value(f, vs, tail);
+        }
         let CAtom::Global(g) = f else { return self.give_up() };
         let Some(&k) = self.globals.get(g) else { return self.give_up() };
         if !tail {
@@ -990,6 +998,35 @@ impl<'c> Gen<'_, 'c> {
             self.level_up();
         }
         V { tag: Tag::D(t), bits: x }
+    }
+
+    /// A call of the procedure a slot holds, made by the evaluator
+    /// (`jit::call_value`, which counts its step and level as the evaluator's
+    /// call does); a tail call gives up (the evaluator's takes no level).
+    fn call_value(&mut self, f: &CAtom, vs: Vec<V>, tail: bool) -> V {
+        if tail {
+            return self.give_up();
+        }
+        let fv = self.atom(f);
+        let n = vs.len();
+        let slot = self.b.create_sized_stack_slot(ir::StackSlotData::new(
+            ir::StackSlotKind::ExplicitSlot,
+            16 * n.max(1) as u32,
+            3,
+        ));
+        for (i, v) in vs.into_iter().enumerate() {
+            let t = self.tag(v.tag);
+            self.b.ins().stack_store(t, slot, 16 * i as i32);
+            self.b.ins().stack_store(v.bits, slot, 16 * i as i32 + 8);
+        }
+        let at = self.b.ins().stack_addr(I64, slot, 0);
+        let ft = self.tag(fv.tag);
+        let nargs = self.b.ins().iconst(I64, n as i64);
+        let r =
+            self.call_fn(self.value_sig, super::call_value as *const () as usize, &[ft, fv.bits, nargs, at]);
+        let failed = self.b.ins().icmp_imm(IntCC::Equal, r[0], FAIL);
+        self.fail_if(failed);
+        V { tag: Tag::D(r[0]), bits: r[1] }
     }
 
     /// A named `let`'s loop: entered (a step, its variables set; a level if

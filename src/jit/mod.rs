@@ -18,6 +18,12 @@
 //! is how a numeric loop at the top level, or in a procedure called once or
 //! not compiled, leaves the evaluator.
 //!
+//! Such a loop may call procedures that slots of its frame hold (a
+//! descent's function and gradient, passed to the procedure holding it):
+//! the evaluator makes each such call for it ([`call_value`]), where no
+//! level of AD is running (a give-up runs the iteration again, which must
+//! not record anything twice).
+//!
 //! A small procedure holding such a loop, which its callers run in place
 //! (`resolve::Inline::callee`), counts the steps each such run takes as its
 //! entries ([`count_in_place`]); once compiled, the evaluator runs each such
@@ -104,6 +110,12 @@ pub(crate) const PAIR: i64 = 6;
 /// values other than `REAL` are even: `arith` tells two reals by the `and`
 /// of the tags.
 pub(crate) const OTHER: i64 = 8;
+/// A value compiled code cannot take apart but holds (a procedure a loop
+/// calls, or a value such a call returned, see [`call_value`]): its bits are
+/// 1 + its index in [`Made`]'s values, which hold it until the code returns.
+/// It is an `OTHER` to everything but a call of a procedure value (and
+/// `arith`'s test of two reals: even, as every tag but `REAL`).
+pub(crate) const HELD: i64 = 12;
 
 /// A procedure's state for the tier, in [`LambdaCode::jit`]: 0, never
 /// compiled; `1..=COUNTING`, the entries left before it is compiled; else a
@@ -139,8 +151,8 @@ pub fn initial(group: &crate::anf::Group, code: &GroupCode, after: u64) -> usize
 pub(crate) fn body_ok(lam: &LambdaCode) -> bool {
     let b = &lam.body;
     let d = MAX_NESTING;
-    b.binds.get(start(lam)..).is_some_and(|bs| bs.iter().all(|x| bind_ok(x, d)))
-        && expr_ok(&b.tail, d)
+    b.binds.get(start(lam)..).is_some_and(|bs| bs.iter().all(|x| bind_ok(x, d, false)))
+        && expr_ok(&b.tail, d, false)
         && closures_ok(b)
 }
 
@@ -173,6 +185,44 @@ pub struct LoopEntry {
     code: *const u8,
     inputs: Box<[u32]>,
     deps: Box<[(u32, InstRc)]>,
+    /// For each input, whether the code calls the procedure it holds (an
+    /// input it may take as a [`HELD`] value); none if it calls none.
+    called: Box<[bool]>,
+}
+
+impl LoopEntry {
+    pub(crate) fn new(code: *const u8, lp: &Loop, inputs: Vec<u32>, deps: Box<[(u32, InstRc)]>) -> LoopEntry {
+        let callees = value_callees(&lp.body);
+        let called = match callees.is_empty() {
+            true => Box::default(),
+            false => inputs.iter().map(|s| callees.contains(s)).collect(),
+        };
+        LoopEntry { code, inputs: inputs.into(), deps, called }
+    }
+}
+
+/// The slots whose procedures code calls (see [`call_value`]).
+fn value_callees(b: &CBlock) -> Vec<u32> {
+    let out = std::cell::RefCell::new(Vec::new());
+    let callee = |f: &CAtom| {
+        if let CAtom::Local(s) = f {
+            out.borrow_mut().push(*s);
+        }
+    };
+    visit(
+        b,
+        &mut |e| match e {
+            CExpr::App(f, ..) => callee(f),
+            CExpr::AppArith(c) => callee(&c.f),
+            _ => {}
+        },
+        &mut |x| match x {
+            CBind::PushApp(_, f, ..) => callee(f),
+            CBind::PushArith(_, c, _) => callee(&c.f),
+            _ => {}
+        },
+    );
+    out.into_inner()
 }
 
 /// Sets the state of each named `let`'s loop in `b`, the body of a member
@@ -225,7 +275,7 @@ pub fn initial_loops(group: &crate::anf::Group, code: &GroupCode, b: &CBlock, af
 /// of code compiled, reading at most [`MAX_INPUTS`] slots of its frame.
 fn loop_ok(lp: &Loop) -> bool {
     !lp.entered
-        && block_ok(&lp.body, MAX_NESTING)
+        && block_ok(&lp.body, MAX_NESTING, true)
         && !calls_own(&lp.body)
         && closures_ok(&lp.body)
         && !reads(&lp.body, |r| matches!(r, Read::Env))
@@ -555,24 +605,27 @@ fn atom_ok(a: &CAtom) -> bool {
     }
 }
 
-fn callee_ok(f: &CAtom, n: usize) -> bool {
-    matches!(f, CAtom::Global(_)) && (1..=MAX_ARITY).contains(&n)
+/// Whether compiled code calls `f` on `n` arguments: a procedure a global
+/// holds, or (`values`: in a loop compiled on its own) one a slot holds,
+/// called through the evaluator (see [`call_value`]).
+fn callee_ok(f: &CAtom, n: usize, values: bool) -> bool {
+    (matches!(f, CAtom::Global(_)) || values && matches!(f, CAtom::Local(_))) && (1..=MAX_ARITY).contains(&n)
 }
 
 /// The code of blocks nested at most `d` deep is compiled (the passes over
-/// it recurse once per level).
-fn block_ok(b: &CBlock, d: usize) -> bool {
-    d > 0 && b.binds.iter().all(|x| bind_ok(x, d - 1)) && expr_ok(&b.tail, d - 1)
+/// it recurse once per level); `values`: calls of procedures slots hold too.
+fn block_ok(b: &CBlock, d: usize, values: bool) -> bool {
+    d > 0 && b.binds.iter().all(|x| bind_ok(x, d - 1, values)) && expr_ok(&b.tail, d - 1, values)
 }
 
-fn bind_ok(b: &CBind, d: usize) -> bool {
+fn bind_ok(b: &CBind, d: usize, values: bool) -> bool {
     match b {
         // (a closure only a walk calls, see `closures_ok`)
         CBind::Let(_, CExpr::Closure(_, caps)) => caps.iter().all(atom_ok),
-        CBind::Let(_, e) => expr_ok(e, d),
-        CBind::PushArith(_, c, _) => callee_ok(&c.f, 1) && expr_ok(&c.arg, d),
+        CBind::Let(_, e) => expr_ok(e, d, values),
+        CBind::PushArith(_, c, _) => callee_ok(&c.f, 1, values) && expr_ok(&c.arg, d, values),
         CBind::PushApp(_, f, args, ..) => {
-            callee_ok(f, args.atoms().len()) && args.atoms().iter().all(atom_ok)
+            callee_ok(f, args.atoms().len(), values) && args.atoms().iter().all(atom_ok)
         }
         CBind::Clear(_) | CBind::Grow(_) => true,
         CBind::Uncons(_, _, a, ..) => atom_ok(a),
@@ -580,16 +633,18 @@ fn bind_ok(b: &CBind, d: usize) -> bool {
     }
 }
 
-fn expr_ok(e: &CExpr, d: usize) -> bool {
+fn expr_ok(e: &CExpr, d: usize, values: bool) -> bool {
     match e {
         CExpr::Atom(a) => atom_ok(a),
         CExpr::Arith2(_, a, b, ..) => atom_ok(a) && atom_ok(b),
         CExpr::Arith2Int(..) => true,
-        CExpr::App(f, args, ..) => callee_ok(f, args.atoms().len()) && args.atoms().iter().all(atom_ok),
-        CExpr::AppArith(c) => callee_ok(&c.f, 1) && expr_ok(&c.arg, d),
-        CExpr::If(c, t, f) => cond_ok(c) && block_ok(t, d) && block_ok(f, d),
-        CExpr::Inline(il) => block_ok(&il.body, d),
-        CExpr::Loop(lp) => lp.init.atoms().iter().all(atom_ok) && block_ok(&lp.body, d),
+        CExpr::App(f, args, ..) => {
+            callee_ok(f, args.atoms().len(), values) && args.atoms().iter().all(atom_ok)
+        }
+        CExpr::AppArith(c) => callee_ok(&c.f, 1, values) && expr_ok(&c.arg, d, values),
+        CExpr::If(c, t, f) => cond_ok(c) && block_ok(t, d, values) && block_ok(f, d, values),
+        CExpr::Inline(il) => block_ok(&il.body, d, values),
+        CExpr::Loop(lp) => lp.init.atoms().iter().all(atom_ok) && block_ok(&lp.body, d, values),
         CExpr::Again(a) => a.set.atoms().iter().all(atom_ok),
         CExpr::Prim(p, crate::resolve::CArgs::One(a), _) => Unary::of(*p).is_some() && atom_ok(a),
         CExpr::Prim(p, crate::resolve::CArgs::Tuple(xs), _) => match walk_lists(*p) {
@@ -778,6 +833,96 @@ impl Made {
         }
         self.values.push(Value::Pair(p));
         true
+    }
+
+    /// Holds `v`: its bits as a [`HELD`] value; `None` past [`MAX_MADE`].
+    fn hold_value(&mut self, v: Value) -> Option<i64> {
+        if self.values.len() >= MAX_MADE {
+            return None;
+        }
+        self.values.push(v);
+        Some(self.values.len() as i64)
+    }
+
+    /// The value a [`HELD`] value's bits stand for.
+    fn held(&self, bits: i64) -> Option<&Value> {
+        self.values.get(usize::try_from(bits).ok()?.checked_sub(1)?)
+    }
+}
+
+/// Called by compiled code for a call of a procedure value (a loop's, see
+/// [`LoopEntry::called`]): `f` on `nargs` arguments (a tag and bits each, at
+/// `args`), made by the evaluator as it makes a call of a closure a slot
+/// holds (`Machine::call_value_of`: its step and level counted there). Its
+/// value, held where compiled code cannot take it apart (see [`HELD`]);
+/// `FAIL` where `f` is not a closure, an argument is a value compiled code
+/// does not hold, or the call fails (an error, a limit): the evaluator, which
+/// runs the code's call again, makes it again and reports it. Input and
+/// output are off during the call (`tape.no_io`), since a run that gives up
+/// is run again: a call that reads or writes fails, and the evaluator makes
+/// it.
+///
+/// # Safety
+/// `m` must be the machine compiled code was entered with; `args`, `nargs`
+/// pairs of words; a pair's bits, the address of a live pair.
+pub(crate) unsafe extern "C" fn call_value(
+    m: *mut Machine,
+    ft: i64,
+    fb: i64,
+    nargs: i64,
+    args: *const i64,
+) -> Ret {
+    const GAVE_UP: Ret = Ret { tag: FAIL, bits: 0 };
+    // SAFETY: (the caller's)
+    let m = unsafe { &mut *m };
+    if ft != HELD {
+        return GAVE_UP;
+    }
+    let Some(Value::Closure(inst, idx)) = m.jit_made.held(fb).cloned() else { return GAVE_UP };
+    let mut xs: smallvec::SmallVec<[Value; MAX_ARITY]> = smallvec::SmallVec::new();
+    for i in 0..nargs as usize {
+        // SAFETY: compiled code passes `nargs` pairs of words at `args`.
+        let (t, b) = unsafe { (*args.add(2 * i), *args.add(2 * i + 1)) };
+        // SAFETY: (the caller's) a pair's bits are a live pair's address.
+        let v = if t == HELD { m.jit_made.held(b).cloned() } else { unsafe { rebox(t, b) } };
+        match v {
+            Some(v) => xs.push(v),
+            None => return GAVE_UP,
+        }
+    }
+    VALUE_CALLS.set(VALUE_CALLS.get() + 1);
+    let no_io = std::mem::replace(&mut m.tape.no_io, true);
+    // (a panic must not unwind into compiled code: give up instead; the
+    // evaluator, making the call again, meets it)
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.call_value_of(&inst, idx, xs)));
+    m.tape.no_io = no_io;
+    let v = match r {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            // (Ctrl-C, taken by the check that reported it, left for the
+            // evaluator to see again)
+            if e.kind == crate::error::ErrorKind::Limit && e.message == "interrupted" {
+                m.interrupt.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            return GAVE_UP;
+        }
+        Err(_) => return GAVE_UP,
+    };
+    match unbox(&v) {
+        Some((PAIR, _)) => {
+            let Value::Pair(p) = v else { return GAVE_UP };
+            let at = Rc::as_ptr(&p) as i64;
+            if m.jit_made.hold(p) {
+                Ret { tag: PAIR, bits: at }
+            } else {
+                GAVE_UP
+            }
+        }
+        Some((tag, bits)) => Ret { tag, bits },
+        None => match m.jit_made.hold_value(v) {
+            Some(bits) => Ret { tag: HELD, bits },
+            None => GAVE_UP,
+        },
     }
 }
 
@@ -1020,15 +1165,41 @@ pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value>
     // SAFETY: a state above COUNTING is a loop entry's address; entries are
     // never freed (see `codegen::compile_loop`).
     let entry = unsafe { &*(state as *const LoopEntry) };
+    // (code calling procedures through the evaluator runs where no level
+    // of AD is: giving up, it is run again, and must not have recorded
+    // anything on a tape)
+    let calls = !entry.called.is_empty();
+    if calls && m.tape.active() {
+        return None;
+    }
     let mut args = [(0i64, 0i64); MAX_INPUTS];
-    for (a, s) in args.iter_mut().zip(entry.inputs.iter()) {
-        *a = unbox(m.stack.get(base + *s as usize)?)?;
+    for (i, (a, s)) in args.iter_mut().zip(entry.inputs.iter()).enumerate() {
+        *a = match unbox(m.stack.get(base + *s as usize)?) {
+            Some(x) => x,
+            None if calls && entry.called[i] => (HELD, 0),
+            None => return None,
+        };
     }
     if !m.native_stack_ok() || !held(m, &entry.deps) {
         return None;
     }
     let saved = m.jit_counts();
     let made = m.jit_made.values.len();
+    if calls {
+        // (the procedures it calls, held for it)
+        for (a, s) in args.iter_mut().zip(entry.inputs.iter()) {
+            if a.0 == HELD {
+                let v = m.stack[base + *s as usize].clone();
+                match m.jit_made.hold_value(v) {
+                    Some(bits) => a.1 = bits,
+                    None => {
+                        m.jit_made.release(made);
+                        return None;
+                    }
+                }
+            }
+        }
+    }
     type F = extern "C" fn(*mut Machine, *const (i64, i64)) -> Ret;
     // SAFETY: the code was compiled for its inputs, which it reads from
     // `args`; it reads and writes only the machine's counts and what it made
@@ -1063,6 +1234,16 @@ thread_local! {
 /// gave up included): for tests that must know the code ran.
 pub fn runs() -> u64 {
     RUNS.get()
+}
+
+thread_local! {
+    static VALUE_CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The calls of procedure values compiled code has had the evaluator make
+/// on this thread so far ([`call_value`]): for tests.
+pub fn value_calls() -> u64 {
+    VALUE_CALLS.get()
 }
 
 /// Whether a procedure's or a loop's state holds its entry's address.
