@@ -1000,16 +1000,28 @@ impl Machine {
                 return Ok(v);
             }
         }
+        match f {
+            Value::Closure(inst, idx) => self.call_closure_on(inst, *idx, args),
+            f => {
+                for a in args {
+                    self.push(a.clone());
+                }
+                self.call(f.clone(), args.len(), None)
+            }
+        }
+    }
+
+    /// Calls member `idx` of `inst` on `args`, as a call (not in tail
+    /// position) of a closure a slot holds is made (`app_push`); for
+    /// [`Machine::call_on`], and for compiled code calling a procedure value
+    /// (`jit::call_value`).
+    #[inline(always)]
+    pub(crate) fn call_closure_on(&mut self, inst: &InstRc, idx: u32, args: &[Value]) -> Result<Value> {
         for a in args {
             self.push(a.clone());
         }
-        match f {
-            Value::Closure(inst, idx) => {
-                self.call_closure_push(inst, *idx, args.len(), None)?;
-                Ok(self.pop())
-            }
-            f => self.call(f.clone(), args.len(), None),
-        }
+        self.call_closure_push(inst, idx, args.len(), None)?;
+        Ok(self.pop())
     }
 
     /// A call on `x` of member `idx` of `inst` whose body is one arithmetic
@@ -1214,24 +1226,6 @@ impl Machine {
         if let Some(d) = &mut self.meter_derivative {
             d[p as usize] += 1;
         }
-    }
-
-    /// Calls member `idx` of `inst` on `args`, as a call (not in tail
-    /// position) of a closure a slot holds is made (`app_push`): for compiled
-    /// code calling a procedure value (`jit::call_value`).
-    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
-    pub(crate) fn call_value_of(
-        &mut self,
-        inst: &InstRc,
-        idx: u32,
-        args: smallvec::SmallVec<[Value; crate::jit::MAX_ARITY]>,
-    ) -> Result<Value> {
-        let n = args.len();
-        for a in args {
-            self.push(a);
-        }
-        self.call_closure_push(inst, idx, n, None)?;
-        Ok(self.pop())
     }
 
     /// Calls a closure; deep recursion grows the native stack instead of overflowing.

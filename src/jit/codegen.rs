@@ -975,15 +975,7 @@ impl<'c> Gen<'_, 'c> {
         self.b.ins().jump(join, &[r[0].into(), r[1].into()]);
         self.b.switch_to_block(far);
         let n = argv.len() - 1;
-        let slot = self.b.create_sized_stack_slot(ir::StackSlotData::new(
-            ir::StackSlotKind::ExplicitSlot,
-            8 * n as u32,
-            3,
-        ));
-        for (i, &a) in argv[1..].iter().enumerate() {
-            self.b.ins().stack_store(a, slot, 8 * i as i32);
-        }
-        let at = self.b.ins().stack_addr(I64, slot, 0);
+        let at = self.spill(&argv[1..]);
         let code = self.b.ins().func_addr(I64, self.refs[k]);
         let nargs = self.b.ins().iconst(I64, (n / 2) as i64);
         let addr = self.b.ins().iconst(I64, super::deeper as *const () as usize as i64);
@@ -1000,6 +992,20 @@ impl<'c> Gen<'_, 'c> {
         V { tag: Tag::D(t), bits: x }
     }
 
+    /// The address of a stack slot holding `words` (a call's arguments, a
+    /// tag and bits each, for a function that reads them there).
+    fn spill(&mut self, words: &[ir::Value]) -> ir::Value {
+        let slot = self.b.create_sized_stack_slot(ir::StackSlotData::new(
+            ir::StackSlotKind::ExplicitSlot,
+            8 * words.len().max(1) as u32,
+            3,
+        ));
+        for (i, &w) in words.iter().enumerate() {
+            self.b.ins().stack_store(w, slot, 8 * i as i32);
+        }
+        self.b.ins().stack_addr(I64, slot, 0)
+    }
+
     /// A call of the procedure a slot holds, made by the evaluator
     /// (`jit::call_value`, which counts its step and level as the evaluator's
     /// call does); a tail call gives up (the evaluator's takes no level).
@@ -1009,17 +1015,12 @@ impl<'c> Gen<'_, 'c> {
         }
         let fv = self.atom(f);
         let n = vs.len();
-        let slot = self.b.create_sized_stack_slot(ir::StackSlotData::new(
-            ir::StackSlotKind::ExplicitSlot,
-            16 * n.max(1) as u32,
-            3,
-        ));
-        for (i, v) in vs.into_iter().enumerate() {
-            let t = self.tag(v.tag);
-            self.b.ins().stack_store(t, slot, 16 * i as i32);
-            self.b.ins().stack_store(v.bits, slot, 16 * i as i32 + 8);
+        let mut words = Vec::with_capacity(2 * n);
+        for v in vs {
+            words.push(self.tag(v.tag));
+            words.push(v.bits);
         }
-        let at = self.b.ins().stack_addr(I64, slot, 0);
+        let at = self.spill(&words);
         let ft = self.tag(fv.tag);
         let nargs = self.b.ins().iconst(I64, n as i64);
         let r =

@@ -853,7 +853,7 @@ impl Made {
 /// Called by compiled code for a call of a procedure value (a loop's, see
 /// [`LoopEntry::called`]): `f` on `nargs` arguments (a tag and bits each, at
 /// `args`), made by the evaluator as it makes a call of a closure a slot
-/// holds (`Machine::call_value_of`: its step and level counted there). Its
+/// holds (`Machine::call_closure_on`: its step and level counted there). Its
 /// value, held where compiled code cannot take it apart (see [`HELD`]);
 /// `FAIL` where `f` is not a closure, an argument is a value compiled code
 /// does not hold, or the call fails (an error, a limit): the evaluator, which
@@ -894,7 +894,7 @@ pub(crate) unsafe extern "C" fn call_value(
     let no_io = std::mem::replace(&mut m.tape.no_io, true);
     // (a panic must not unwind into compiled code: give up instead; the
     // evaluator, making the call again, meets it)
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.call_value_of(&inst, idx, xs)));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.call_closure_on(&inst, idx, &xs)));
     m.tape.no_io = no_io;
     let v = match r {
         Ok(Ok(v)) => v,
@@ -908,16 +908,12 @@ pub(crate) unsafe extern "C" fn call_value(
         }
         Err(_) => return GAVE_UP,
     };
+    // (a pair, borrowed by compiled code, held as a pair compiled code made is)
+    if let Value::Pair(p) = v {
+        let at = Rc::as_ptr(&p) as i64;
+        return if m.jit_made.hold(p) { Ret { tag: PAIR, bits: at } } else { GAVE_UP };
+    }
     match unbox(&v) {
-        Some((PAIR, _)) => {
-            let Value::Pair(p) = v else { return GAVE_UP };
-            let at = Rc::as_ptr(&p) as i64;
-            if m.jit_made.hold(p) {
-                Ret { tag: PAIR, bits: at }
-            } else {
-                GAVE_UP
-            }
-        }
         Some((tag, bits)) => Ret { tag, bits },
         None => match m.jit_made.hold_value(v) {
             Some(bits) => Ret { tag: HELD, bits },
