@@ -2587,6 +2587,35 @@ impl Machine {
         self.call_prim(p, 2).map_err(|e| e.at(span))
     }
 
+    /// `op` on two values, as [`Machine::arith_slow`] computes it on two
+    /// operands holding them (a level's commonest operations, else the
+    /// primitive's call): for compiled code meeting a value it does not take
+    /// apart (`jit::held_arith`, a real of a level among them).
+    pub(crate) fn arith_values(&mut self, op: Op2, x: Value, y: Value) -> Result<Value> {
+        if self.tape.active() && self.meter.is_none() && self.meter_derivative.is_none() {
+            if op.is_comparison() {
+                let (a, b) = (crate::ad::tape::strip(&x), crate::ad::tape::strip(&y));
+                if let (Value::Real(_), Value::Real(_)) = (&*a, &*b) {
+                    if let Some(n) = fast_arith(op, &a, &b) {
+                        return Ok(n.value());
+                    }
+                }
+            } else if let Some(v) = crate::ad::tape::level_arith2(&mut self.tape, op, &x, &y) {
+                return Ok(v);
+            }
+        }
+        // (nothing is metered: compiled code runs only then)
+        let p = op.prim();
+        if x.is_active() || y.is_active() {
+            if let Some(f) = crate::ad::tape::scalar_formula(p) {
+                return crate::ad::tape::record(self, f, &[x, y], &prims::prim(p).imp);
+            }
+        }
+        self.stack.push(x);
+        self.stack.push(y);
+        self.call_prim(p, 2)
+    }
+
     /// [`Machine::arith_slow`], storing the result in slot `i`.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]

@@ -527,6 +527,16 @@ impl Op2 {
             _ => return None,
         })
     }
+
+    /// The primitive this is the inline operation of.
+    pub fn prim(self) -> PrimId {
+        static IDS: std::sync::OnceLock<[PrimId; 9]> = std::sync::OnceLock::new();
+        let ids = IDS.get_or_init(|| {
+            ["+", "-", "*", "/", "<", ">", "<=", ">=", "="]
+                .map(|n| crate::prims::lookup(n).expect("an arithmetic primitive"))
+        });
+        ids[self as usize]
+    }
 }
 
 /// How the parameter is bound.

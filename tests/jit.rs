@@ -199,6 +199,26 @@ const PROGRAMS: &[&str] = &[
      (apply-all (list (lambda (x) (* 2 x)) (lambda (x) (+ x 1)) sqrt) 12)
      (define (twice-n f n x) (let loop ((i 0) (x x)) (if (= i n) x (loop (+ i 1) (f (f x))))))
      (twice-n (lambda (x) (* 1.5 x)) 20 1.0) (twice-n (lambda (x) (* 2 x)) 40 1) (twice-n (lambda (x) (twice-n cos 2 x)) 5 0.5)",
+    // loops calling procedures under derivatives, computing with the
+    // levels' reals that the calls return (a comparison, a product; lists
+    // of them made), giving up there (`sqrt` of one) after the calls
+    // recorded on a tape, or after a call gave way to the transform (the
+    // gradient-F of a function whose sweeps are lost); nested
+    "(define (desc f g x eta n)
+       (let loop ((x x) (i 0) (best (f x)))
+         (if (= i n) (list x best)
+             (let* ((gx (g x)) (x1 (map2 - x (map (lambda (d) (* eta d)) gx))) (fx1 (f x1)))
+               (if (< fx1 best) (loop x1 (+ i 1) fx1) (loop x (+ i 1) best))))))
+     (define (walk f n)
+       (let loop ((i 0) (acc (f 1.0))) (if (= i n) acc (loop (+ i 1) (if (= i 3) (sqrt (f acc)) (f acc))))))
+     (define (h v) (- (* (car v) (cadr v)) (/ (cadr v) (car v))))
+     ((derivative-R (lambda (w) (cadr (desc h (gradient-F h) (list 1.0 2.0) 0.01 25)))) 0.5)
+     ((derivative-R (lambda (w) (cadr (desc (lambda (v) (car (list 2))) (gradient-F (lambda (v) (car (list 2)))) (list 1.0 2.0) 0.1 25)))) 2.0)
+     ((gradient-R (lambda (l) (cadr (desc (lambda (v) (* (car l) (+ (* (car v) (car v)) (cadr v)))) (lambda (v) (list (* 2 (car v)) 1)) (list 1.0 2.0) 1/8 10)))) (list 3))
+     ((gradient-R (lambda (l) (car (car (desc (lambda (v) (* (car v) (cadr v))) (lambda (v) (list (cadr v) (car v))) l 0.1 5))))) (list 1.0 2.0))
+     ((derivative-R (lambda (w) (walk (lambda (a) (* a w)) 5))) 2.0)
+     ((derivative-F (lambda (w) (walk (lambda (a) (* a w)) 5))) 2)
+     ((derivative-R (lambda (u) ((derivative-F (lambda (w) (* u (walk (lambda (a) (* a w)) 5)))) u))) 1.5)",
     // a procedure that takes four arguments
     "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",
@@ -557,16 +577,108 @@ fn loops_call_the_procedures_their_frames_hold() {
             assert!((got - want).abs() <= 1e-12 * want.abs().max(1e-300), "{v}: {got} against {want}");
         }
     }
-    // (under a derivative, the loop runs in the evaluator: the same values)
-    let before = vlad::jit::value_calls();
-    let d = value(&mut s, "((gradient-R (lambda (x) (cadr (descend quad dq x 0.1 5)))) (list 1.0 2.0))");
-    // d/dx of x² 0.8^10 + 3 (y 0.4^5)²: (2x 0.8^10, 6y 0.4^10)
-    let want = [2.0 * 0.8f64.powi(10), 12.0 * 0.4f64.powi(10)];
-    let got: Vec<f64> =
-        d.replace(['(', ')'], " ").split_whitespace().map(|t| t.parse().expect("a number")).collect();
-    assert_eq!(got.len(), 2, "{d}");
-    for (g, w) in got.iter().zip(want) {
-        assert!((g - w).abs() <= 1e-12 * w.abs(), "{d}: {g} against {w}");
+    // Under a derivative the loop goes on in compiled code too, the calls
+    // and the arithmetic on the tape's reals (the list of them the gradient
+    // returns, scaled and subtracted by walks; the comparison of two values)
+    // made by the evaluator: its 5 iterations make 10 calls, each time (had
+    // it given up, the next run would make none), and the gradient is the
+    // closed form's.
+    for _ in 0..2 {
+        let before = vlad::jit::value_calls();
+        let d = value(&mut s, "((gradient-R (lambda (x) (cadr (descend quad dq x 0.1 5)))) (list 1.0 2.0))");
+        // d/dx of x² 0.8^10 + 3 (y 0.4^5)²: (2x 0.8^10, 6y 0.4^10)
+        let want = [2.0 * 0.8f64.powi(10), 12.0 * 0.4f64.powi(10)];
+        let got: Vec<f64> =
+            d.replace(['(', ')'], " ").split_whitespace().map(|t| t.parse().expect("a number")).collect();
+        assert_eq!(got.len(), 2, "{d}");
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() <= 1e-12 * w.abs(), "{d}: {g} against {w}");
+        }
+        assert_eq!(vlad::jit::value_calls() - before, 10, "calls made from compiled code under a derivative");
     }
-    assert_eq!(vlad::jit::value_calls(), before, "calls made from compiled code under a derivative");
+}
+
+/// A loop calling a procedure value under a derivative that gives up there
+/// (`sqrt` of a real of the tape, which compiled code does not compute
+/// with) after making calls that recorded on the tape: the evaluator runs it
+/// again from where it was entered (what the calls recorded forgotten), and
+/// the derivative is the closed form's; it is not entered in compiled code
+/// under a derivative again, but still is where none is taken. With
+/// f(a) = a w, the loop computes w, w², w³, w⁴, √w⁵, w^3.5: its derivative
+/// is 3.5 w^2.5. (`walk` runs in place in `run`, its one caller: one loop;
+/// `run` calls itself, so that it is not run in place in its callers.)
+#[test]
+fn loops_giving_up_under_a_derivative_run_again_in_the_evaluator() {
+    let Some(mut s) = jit_session(1) else { return };
+    s.run_text(
+        "w.vlad",
+        "(define (walk f n)
+           (let loop ((i 0) (acc (f 1.0)))
+             (if (= i n) acc (loop (+ i 1) (if (= i 3) (sqrt (f acc)) (f acc))))))
+         (define (run w) (if (< w -100.0) (run (+ w 1.0)) (walk (lambda (a) (* a w)) 5)))",
+    )
+    .expect("the definitions run");
+    let real = |v: String| -> f64 { v.parse().expect("a real") };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+    let (primal, derivative) = ("(run 2.0)", "((derivative-R run) 2.0)");
+    assert!(close(real(value(&mut s, primal)), 2f64.powf(3.5)));
+    let before = vlad::jit::value_calls();
+    assert!(close(real(value(&mut s, primal)), 2f64.powf(3.5)));
+    assert_eq!(vlad::jit::value_calls() - before, 5, "the primal's calls, from compiled code");
+    let want = 3.5 * 2f64.powf(2.5);
+    let before = vlad::jit::value_calls();
+    assert!(close(real(value(&mut s, derivative)), want));
+    assert_eq!(vlad::jit::value_calls() - before, 4, "the calls made before giving up at the 4th iteration");
+    let before = vlad::jit::value_calls();
+    assert!(close(real(value(&mut s, derivative)), want));
+    assert_eq!(vlad::jit::value_calls(), before, "not entered under a derivative again");
+    let before = vlad::jit::value_calls();
+    assert!(close(real(value(&mut s, primal)), 2f64.powf(3.5)));
+    assert_eq!(vlad::jit::value_calls() - before, 5, "still entered where no derivative is taken");
+}
+
+/// A loop under a derivative whose calls made a gradient give way to the
+/// transform (here, `gradient-F` of a function whose forward sweeps are
+/// lost, so later calls skip them), then gave up (the step limit reached in
+/// a call): the evaluator runs it again as it would have run it (the calls
+/// that gave way forgotten, `Tapes::end_journal`), so that the same steps
+/// are counted and the limit is met at the same place, at every limit. (The
+/// program run whole by vlad, as `desc`'s loop, compiled in the first
+/// expression, is entered in the second.)
+#[test]
+fn giving_up_forgets_the_calls_that_gave_way() {
+    if !cfg!(feature = "jit") {
+        println!("SKIPPED: built without the `jit` feature");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("g.vlad");
+    std::fs::write(
+        &file,
+        "(define (desc f g x eta n)
+           (let loop ((x x) (i 0) (best (f x)))
+             (if (= i n) (list x best)
+                 (let* ((gx (g x)) (x1 (map2 - x (map (lambda (d) (* eta d)) gx))) (fx1 (f x1)))
+                   (if (< fx1 best) (loop x1 (+ i 1) fx1) (loop x (+ i 1) best))))))
+         (define (h v) (- (* (car v) (cadr v)) (/ (cadr v) (car v))))
+         ((derivative-R (lambda (w) (cadr (desc h (gradient-F h) (list 1.0 2.0) 0.01 25)))) 0.5)
+         ((derivative-R (lambda (w) (cadr (desc (lambda (v) (car (list 2))) (gradient-F (lambda (v) (car (list 2)))) (list 1.0 2.0) 0.1 25)))) 2.0)",
+    )
+    .expect("the program written");
+    let run = |flag: &str, n: u32| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_vlad"))
+            .args([flag, "--max-steps", &n.to_string()])
+            .arg(&file)
+            .output()
+            .expect("vlad runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for n in (200..=340).step_by(2) {
+        let (on, off) = (run("--jit-after=1", n), run("--no-jit", n));
+        assert_eq!(on, off, "at a limit of {n} steps");
+    }
 }

@@ -622,11 +622,22 @@ impl<T> Chunks<T> {
 
 /// How far a tape's stores reach (see `level_len`, `truncate_level`).
 #[derive(Clone, Copy)]
-pub(super) struct Mark {
+pub struct Mark {
     nodes: usize,
     vals: usize,
     reals: usize,
 }
+
+/// How to undo a change to [`Tapes::declined`] (the entry a key had) or to
+/// the sweeps' sets (a key added to the set of runs under a tape, or not).
+enum Undo {
+    Declined(usize, Option<Declined>),
+    Sweeps(bool, usize),
+}
+
+/// What [`Tapes::marks`] takes of each running level, innermost last: its
+/// stores' lengths, its dropped results' count, and its `lift`.
+pub type LevelMarks = SmallVec<[(Mark, usize, u32); 2]>;
 
 /// A function whose run on a level was declined (see [`Tapes::declined`]):
 /// its calls run by the transform while `skip` lasts; each decline after a
@@ -634,6 +645,7 @@ pub(super) struct Mark {
 /// (a function that always gives way wastes a partial run a few times per
 /// thousand calls; one that gave way once, on a rare branch, returns to
 /// the tape at its next call).
+#[derive(Clone)]
 struct Declined {
     /// (held so that its address is not reused while it is a key)
     _group: Rc<crate::anf::Group>,
@@ -695,6 +707,11 @@ pub struct Tapes {
     /// meets doubles).
     sweeps_declined: FxHashMap<usize, Rc<crate::anf::Group>>,
     sweeps_declined_taped: FxHashMap<usize, Rc<crate::anf::Group>>,
+    /// While compiled code that may give up runs (`journaling` of them,
+    /// nested), how to undo each change made to `declined` and the sweeps'
+    /// sets since the outermost began (see [`Tapes::begin_journal`]).
+    journal: Vec<Undo>,
+    journaling: u32,
     /// The error of the last run whose function failed on a level (the
     /// run then gave way): reported instead of the transform's if that
     /// fails at the same place (see [`run`]).
@@ -723,6 +740,8 @@ impl Default for Tapes {
             swept: 0,
             sweeps_declined: FxHashMap::default(),
             sweeps_declined_taped: FxHashMap::default(),
+            journal: Vec::new(),
+            journaling: 0,
             primal_error: None,
         }
     }
@@ -746,6 +765,81 @@ impl Tapes {
     #[inline(always)]
     pub fn active(&self) -> bool {
         !self.stack.is_empty()
+    }
+
+    /// How far each running level's records reach (its stores, the dropped
+    /// results noted on it, the forward level its nodes keep unboxed), for
+    /// [`Tapes::rewind`]: compiled code that gives up after the evaluator
+    /// has computed on these levels for it (`jit::run_loop`) is run again
+    /// from where it was entered, which must not find their records twice.
+    pub fn marks(&self) -> LevelMarks {
+        self.stack
+            .iter()
+            .map(|t| {
+                let len = Mark { nodes: t.nodes.len(), vals: t.vals.len(), reals: t.reals.len() };
+                (len, t.discards.len(), t.lift)
+            })
+            .collect()
+    }
+
+    /// Forgets what the running levels recorded since `marks` were taken
+    /// (the same levels, none pushed or popped since, their records only
+    /// grown: levels that runs in between pushed were popped when those
+    /// returned).
+    pub fn rewind(&mut self, marks: &LevelMarks) {
+        for (t, &(len, discards, lift)) in self.stack.iter_mut().zip(marks.iter()) {
+            t.nodes.truncate(len.nodes);
+            t.vals.truncate(len.vals);
+            t.reals.truncate(len.reals);
+            t.discards.truncate(discards);
+            t.lift = lift;
+        }
+    }
+
+    /// Starts noting how to undo the changes to the functions whose runs on
+    /// levels (or sweeps) gave way, whose calls then skip them: compiled
+    /// code that gives up after the evaluator made calls for it is run again
+    /// from where it was entered (`jit::run_loop`), and the evaluator must
+    /// make them as it would have (the same steps counted), as if they had
+    /// not been made. Gives the mark to pass to [`Tapes::end_journal`].
+    pub fn begin_journal(&mut self) -> usize {
+        self.journaling += 1;
+        self.journal.len()
+    }
+
+    /// Stops noting what [`Tapes::begin_journal`] began noting, undoing the
+    /// changes made since (`undo`) or keeping them.
+    pub fn end_journal(&mut self, mark: usize, undo: bool) {
+        if undo {
+            while self.journal.len() > mark {
+                match self.journal.pop() {
+                    Some(Undo::Declined(k, Some(d))) => {
+                        self.declined.insert(k, d);
+                    }
+                    Some(Undo::Declined(k, None)) => {
+                        self.declined.remove(&k);
+                    }
+                    Some(Undo::Sweeps(taped, k)) => {
+                        self.sweeps_declined(taped).remove(&k);
+                    }
+                    None => break,
+                }
+            }
+        }
+        self.journaling -= 1;
+        if self.journaling == 0 {
+            self.journal.clear();
+        }
+    }
+
+    /// Notes, where a journal is kept, the entry of `declined` at `k` before
+    /// it changes.
+    #[inline(always)]
+    fn note_declined(&mut self, k: usize) {
+        if self.journaling > 0 {
+            let old = self.declined.get(&k).cloned();
+            self.journal.push(Undo::Declined(k, old));
+        }
     }
 
     /// How many levels are running (nested derivatives on levels).
@@ -1857,7 +1951,11 @@ fn swept(m: &mut Machine, f: &Value, x: &Value, n: usize, units: bool) -> Result
         }
         Swept::Lost => {
             if let (Some(k), Value::Closure(inst, _)) = (key, f) {
-                m.tape.sweeps_declined(taped).insert(k, inst.group.clone());
+                if m.tape.sweeps_declined(taped).insert(k, inst.group.clone()).is_none()
+                    && m.tape.journaling > 0
+                {
+                    m.tape.journal.push(Undo::Sweeps(taped, k));
+                }
             }
         }
         // (nothing run: the next call, on other inputs, may suit)
@@ -2431,9 +2529,12 @@ fn try_tape_with(
         return Ok(None);
     }
     let key = group_key(&args[0], want);
-    if let Some(d) = key.and_then(|k| m.tape.declined.get_mut(&k)) {
-        if d.skip > 0 {
-            d.skip -= 1;
+    if let Some(k) = key {
+        if m.tape.declined.get(&k).is_some_and(|d| d.skip > 0) {
+            m.tape.note_declined(k);
+            if let Some(d) = m.tape.declined.get_mut(&k) {
+                d.skip -= 1;
+            }
             return Ok(None);
         }
     }
@@ -2497,7 +2598,8 @@ fn try_tape_with(
     let y = match r {
         Ok(Some(y)) => {
             if let Some(k) = key {
-                if !m.tape.declined.is_empty() {
+                if !m.tape.declined.is_empty() && m.tape.declined.contains_key(&k) {
+                    m.tape.note_declined(k);
                     m.tape.declined.remove(&k);
                 }
             }
@@ -2508,6 +2610,7 @@ fn try_tape_with(
         Err(e) => {
             gave_way(m, &e.message);
             if let (Some(k), Value::Closure(inst, _)) = (key, f) {
+                m.tape.note_declined(k);
                 let d = m.tape.declined.entry(k).or_insert(Declined {
                     _group: inst.group.clone(),
                     skip: 0,
@@ -4007,6 +4110,49 @@ mod tests {
             nodes.push(kept as i64);
             assert_eq!(ys(&nodes), (0..=kept as i64).collect::<Vec<_>>(), "pushed after a cut at {cut}");
         }
+    }
+
+    /// `Tapes::rewind` forgets exactly what the running levels recorded
+    /// after `Tapes::marks` (nodes, the values they keep, dropped results,
+    /// the forward level kept unboxed), and recording goes on from there:
+    /// the next node has the number the first forgotten one had.
+    #[test]
+    fn rewind_forgets_what_was_recorded_after_the_marks() {
+        let mut m = Machine::new();
+        let mut inputs = Inputs::new();
+        for id in 0..2 {
+            let level = m.tape.fresh(id, false);
+            m.tape.stack.push(level);
+        }
+        m.tape.next_id = 2;
+        let x = input(&mut m.tape.stack[0], 0, &mut inputs, &Value::Real(3.0));
+        let y = input(&mut m.tape.stack[1], 1, &mut inputs, &Value::Real(0.5));
+        let lens = |m: &Machine| -> Vec<(usize, usize, usize, usize, u32)> {
+            m.tape
+                .stack
+                .iter()
+                .map(|t| (t.nodes.len(), t.vals.len(), t.reals.len(), t.discards.len(), t.lift))
+                .collect()
+        };
+        let xy = level_arith2(&mut m.tape, Op2::Mul, &x, &y).expect("recorded");
+        let before = lens(&m);
+        let marks = m.tape.marks();
+        // (more on both levels: a real of the inner level over one of the
+        // outer, then the outer's own; a dropped result noted; a lift set)
+        let z = level_arith2(&mut m.tape, Op2::Mul, &xy, &x).expect("recorded");
+        level_arith2(&mut m.tape, Op2::Add, &x, &x).expect("recorded");
+        level_arith2(&mut m.tape, Op2::Sub, &z, &y).expect("recorded");
+        m.tape.stack[0].discards.push(Discard { from: 0, to: 1, y: SmallVec::new(), values: Vec::new() });
+        m.tape.stack[1].lift = 0;
+        let grown = lens(&m);
+        assert!(grown.iter().zip(&before).all(|(g, b)| g.0 > b.0), "{grown:?} against {before:?}");
+        m.tape.rewind(&marks);
+        assert_eq!(lens(&m), before);
+        // (the next node of the inner level is numbered as the first forgotten)
+        let Some(Value::TapeReal(1, node, _)) = level_arith2(&mut m.tape, Op2::Mul, &y, &y) else {
+            panic!("a real of the inner level")
+        };
+        assert_eq!(node as usize, before[1].0);
     }
 
     /// Are `a` and `b` the same value, bit for bit: numbers, and reals of

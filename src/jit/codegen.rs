@@ -340,6 +340,7 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
     let cons_sig = sig(&[I64; 5], &[I64]);
     let snoc_sig = sig(&[I64; 4], &[I64; 2]);
     let value_sig = sig(&[I64; 5], &[I64; 2]);
+    let held_sig = sig(&[I64; 6], &[I64; 2]);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     let fail = b.create_block();
@@ -365,6 +366,8 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
         cons_sig,
         snoc_sig,
         value_sig,
+        held_sig,
+        held_ops: matches!(root, Root::Loop(..)),
         loops: Vec::new(),
         env: Vec::new(),
         closures: Vec::new(),
@@ -454,6 +457,12 @@ struct Gen<'a, 'c> {
     snoc_sig: ir::SigRef,
     /// `jit::call_value`'s.
     value_sig: ir::SigRef,
+    /// `jit::held_arith`'s.
+    held_sig: ir::SigRef,
+    /// A loop's code, which may meet values it holds but cannot take apart
+    /// (`jit::HELD`): arithmetic and comparisons on them are made by the
+    /// evaluator (`jit::held_arith`) instead of giving up.
+    held_ops: bool,
     /// The loops entered: each one's top, and its variables' slots.
     loops: Vec<(ir::Block, &'c Loop)>,
     /// In a lambda's body run in place of a walk's call of it: the values
@@ -722,8 +731,8 @@ impl<'c> Gen<'_, 'c> {
     }
 
     /// The part at `offset` of the pair at `p`, read as `layout` says (as
-    /// `jit::unbox` gives it, but for the bits of `()` and of an `OTHER`,
-    /// which nothing reads).
+    /// `jit::unbox` gives it, but for the bits of `()`, which nothing reads,
+    /// and of an `OTHER`, its address, as `jit::uncons` gives it).
     fn part(&mut self, layout: &super::PairLayout, p: ir::Value, offset: i32) -> V {
         let flags = MemFlags::trusted();
         let kind = self.b.ins().uload8(I64, flags, p, offset);
@@ -734,8 +743,11 @@ impl<'c> Gen<'_, 'c> {
         let flag = self.b.ins().uload8(I64, flags, p, offset + 1);
         let is_bool = self.b.ins().icmp_imm(IntCC::Equal, tag, BOOL);
         let is_pair = self.b.ins().icmp_imm(IntCC::Equal, tag, PAIR);
+        let is_other = self.b.ins().icmp_imm(IntCC::Equal, tag, OTHER);
         let moved = self.b.ins().iadd_imm(word, layout.pair);
         let word = self.b.ins().select(is_pair, moved, word);
+        let at = self.b.ins().iadd_imm(p, offset as i64);
+        let word = self.b.ins().select(is_other, at, word);
         let bits = self.b.ins().select(is_bool, flag, word);
         V { tag: Tag::D(tag), bits }
     }
@@ -1262,7 +1274,22 @@ impl<'c> Gen<'_, 'c> {
         self.b.switch_to_block(other);
         // an integer and a real (`or` is 1), converted to doubles
         let mixed = self.b.ins().icmp_imm(IntCC::Equal, either, REAL);
-        self.check(mixed);
+        if self.held_ops {
+            // (anything else made by the evaluator, in a loop's code)
+            let (mixed_b, held_b) = (self.b.create_block(), self.b.create_block());
+            self.b.set_cold_block(held_b);
+            self.b.ins().brif(mixed, mixed_b, &[], held_b, &[]);
+            self.b.switch_to_block(held_b);
+            let opv = self.b.ins().iconst(I64, op as i64);
+            let f = super::held_arith as *const () as usize;
+            let r = self.call_fn(self.held_sig, f, &[opv, tx, x.bits, ty, y.bits]);
+            let failed = self.b.ins().icmp_imm(IntCC::Equal, r[0], FAIL);
+            self.fail_if(failed);
+            self.deliver(V { tag: Tag::D(r[0]), bits: r[1] }, Dest::Join(join, rt, rx));
+            self.b.switch_to_block(mixed_b);
+        } else {
+            self.check(mixed);
+        }
         let x_int = self.b.ins().icmp_imm(IntCC::Equal, tx, INT);
         if op.is_comparison() {
             // (compared exactly, as `num::compare` compares them, where the

@@ -20,9 +20,14 @@
 //!
 //! Such a loop may call procedures that slots of its frame hold (a
 //! descent's function and gradient, passed to the procedure holding it):
-//! the evaluator makes each such call for it ([`call_value`]), where no
-//! level of AD is running (a give-up runs the iteration again, which must
-//! not record anything twice).
+//! the evaluator makes each such call for it ([`call_value`]). It holds the
+//! values those calls return that it cannot take apart (a real of a running
+//! level of AD, where the loop runs under a derivative), and has the
+//! evaluator compute with them ([`held_arith`]: recording on the levels as
+//! the evaluator would). Where it gives up there, what the levels recorded
+//! since it was entered is forgotten ([`crate::ad::tape::Tapes::rewind`])
+//! before the evaluator runs it again, and it is not entered under levels
+//! again.
 //!
 //! A small procedure holding such a loop, which its callers run in place
 //! (`resolve::Inline::callee`), counts the steps each such run takes as its
@@ -106,9 +111,11 @@ pub(crate) const PAIR: i64 = 6;
 /// Any other value (a part of a pair: a closure, a big integer, an AD
 /// value, ...), which compiled code may pass on and test with `null?`
 /// (false), but gives up computing with, testing for truth or with `pair?`
-/// (it may be a tagged `#f`, or a lazy pair), or returning. The tags of
-/// values other than `REAL` are even: `arith` tells two reals by the `and`
-/// of the tags.
+/// (it may be a tagged `#f`, or a lazy pair), or returning; a loop's code
+/// has the evaluator compute with it ([`held_arith`]), and may put it in a
+/// pair or pass it to a procedure value ([`value_of`]). Its bits are its
+/// address in the pair (borrowed, as the pair is). The tags of values other
+/// than `REAL` are even: `arith` tells two reals by the `and` of the tags.
 pub(crate) const OTHER: i64 = 8;
 /// A value compiled code cannot take apart but holds (a procedure a loop
 /// calls, or a value such a call returned, see [`call_value`]): its bits are
@@ -188,6 +195,9 @@ pub struct LoopEntry {
     /// For each input, whether the code calls the procedure it holds (an
     /// input it may take as a [`HELD`] value); none if it calls none.
     called: Box<[bool]>,
+    /// Set once the code gave up where a level of AD ran: not entered there
+    /// again (it still is where none runs).
+    not_on_levels: std::cell::Cell<bool>,
 }
 
 impl LoopEntry {
@@ -197,7 +207,7 @@ impl LoopEntry {
             true => Box::default(),
             false => inputs.iter().map(|s| callees.contains(s)).collect(),
         };
-        LoopEntry { code, inputs: inputs.into(), deps, called }
+        LoopEntry { code, inputs: inputs.into(), deps, called, not_on_levels: std::cell::Cell::new(false) }
     }
 }
 
@@ -795,8 +805,8 @@ unsafe fn rebox(tag: i64, bits: i64) -> Option<Value> {
 pub(crate) unsafe extern "C" fn uncons(p: *const Pair, out: *mut i64) {
     // SAFETY: (the caller's)
     let (p, out) = unsafe { (&*p, std::slice::from_raw_parts_mut(out, 4)) };
-    let (ta, a) = unbox(&p.car).unwrap_or((OTHER, 0));
-    let (td, d) = unbox(&p.cdr).unwrap_or((OTHER, 0));
+    let (ta, a) = unbox(&p.car).unwrap_or((OTHER, &p.car as *const Value as i64));
+    let (td, d) = unbox(&p.cdr).unwrap_or((OTHER, &p.cdr as *const Value as i64));
     out.copy_from_slice(&[ta, a, td, d]);
 }
 
@@ -884,7 +894,7 @@ pub(crate) unsafe extern "C" fn call_value(
         // SAFETY: compiled code passes `nargs` pairs of words at `args`.
         let (t, b) = unsafe { (*args.add(2 * i), *args.add(2 * i + 1)) };
         // SAFETY: (the caller's) a pair's bits are a live pair's address.
-        let v = if t == HELD { m.jit_made.held(b).cloned() } else { unsafe { rebox(t, b) } };
+        let v = unsafe { value_of(m, t, b) };
         match v {
             Some(v) => xs.push(v),
             None => return GAVE_UP,
@@ -922,17 +932,87 @@ pub(crate) unsafe extern "C" fn call_value(
     }
 }
 
-/// `(cons a d)` of two values, a tag and bits each (a pair's borrowed, see
-/// [`PAIR`]): the new pair's address, held by the machine's [`Made`]; 0
-/// where either is an `OTHER` (which compiled code cannot rebuild) or too
-/// many are held.
+/// Called by a loop's compiled code (one that may hold values, see
+/// [`HELD`]) for arithmetic or a comparison (`op`, an `Op2` as a number) on
+/// two values that are not both numbers it computes with: `op` as the
+/// evaluator computes it on values it holds (`Machine::arith_values`: a
+/// level's record for a real of a running level, as one a call returned).
+/// The result as [`call_value`] gives a call's (a comparison's, a boolean);
+/// `FAIL` where the operation fails (the evaluator, running the code's work
+/// again, reports it) or an operand is a value compiled code does not hold.
 ///
 /// # Safety
 /// `m` must be the machine compiled code was entered with; a pair's bits,
 /// the address of a live pair.
+pub(crate) unsafe extern "C" fn held_arith(
+    m: *mut Machine,
+    op: i64,
+    ta: i64,
+    a: i64,
+    tb: i64,
+    b: i64,
+) -> Ret {
+    use crate::resolve::Op2;
+    const GAVE_UP: Ret = Ret { tag: FAIL, bits: 0 };
+    // SAFETY: (the caller's)
+    let m = unsafe { &mut *m };
+    let op = match op {
+        0 => Op2::Add,
+        1 => Op2::Sub,
+        2 => Op2::Mul,
+        3 => Op2::Div,
+        4 => Op2::Lt,
+        5 => Op2::Gt,
+        6 => Op2::Le,
+        7 => Op2::Ge,
+        8 => Op2::Eq,
+        _ => return GAVE_UP,
+    };
+    // SAFETY: (the caller's) a pair's bits are a live pair's address.
+    let value = |m: &Machine, t: i64, b: i64| unsafe { value_of(m, t, b) };
+    let (Some(x), Some(y)) = (value(m, ta, a), value(m, tb, b)) else { return GAVE_UP };
+    // (a panic must not unwind into compiled code, as in `call_value`)
+    let v = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.arith_values(op, x, y))) {
+        Ok(Ok(v)) => v,
+        _ => return GAVE_UP,
+    };
+    match unbox(&v) {
+        Some((tag, bits)) if tag != PAIR => Ret { tag, bits },
+        _ => match m.jit_made.hold_value(v) {
+            Some(bits) => Ret { tag: HELD, bits },
+            None => GAVE_UP,
+        },
+    }
+}
+
+/// The value of a tag and bits in compiled code (see [`rebox`]), a
+/// [`HELD`] one's and an [`OTHER`]'s included (the value held, or at that
+/// address); `None` for `FAIL`.
+///
+/// # Safety
+/// `m` must be the machine compiled code was entered with; a pair's bits,
+/// the address of a live pair; an `OTHER`'s, of a live pair's part.
+#[inline]
+unsafe fn value_of(m: &Machine, tag: i64, bits: i64) -> Option<Value> {
+    match tag {
+        HELD => m.jit_made.held(bits).cloned(),
+        // SAFETY: (the caller's)
+        OTHER => (bits != 0).then(|| unsafe { (*(bits as *const Value)).clone() }),
+        // SAFETY: (the caller's)
+        _ => unsafe { rebox(tag, bits) },
+    }
+}
+
+/// `(cons a d)` of two values, a tag and bits each (a pair's borrowed, see
+/// [`PAIR`], an `OTHER`'s and a `HELD`'s as [`value_of`] takes them): the
+/// new pair's address, held by the machine's [`Made`]; 0 where too many are
+/// held.
+///
+/// # Safety
+/// As [`value_of`]'s.
 pub(crate) unsafe extern "C" fn cons(m: *mut Machine, ta: i64, a: i64, td: i64, d: i64) -> i64 {
     // SAFETY: (the caller's)
-    let (m, car, cdr) = unsafe { (&mut *m, rebox(ta, a), rebox(td, d)) };
+    let (m, car, cdr) = unsafe { (&mut *m, value_of(&*m, ta, a), value_of(&*m, td, d)) };
     let (Some(car), Some(cdr)) = (car, cdr) else { return 0 };
     let p = crate::value::rc_build(|| Pair { car, cdr });
     let at = Rc::as_ptr(&p) as i64;
@@ -946,14 +1026,14 @@ pub(crate) unsafe extern "C" fn cons(m: *mut Machine, ta: i64, a: i64, td: i64, 
 /// Adds a value (a tag and bits) to a list a walk builds, first element
 /// first: `tail` is where the list built so far ends (the cdr of its last
 /// pair), 0 while it is empty. Gives the new end, and the list's first pair
-/// (held by the machine's [`Made`]) where it was empty; `(0, 0)` where the
-/// value is an `OTHER` (see [`cons`]) or too many are held.
+/// (held by the machine's [`Made`]) where it was empty; `(0, 0)` where too
+/// many are held.
 ///
 /// # Safety
 /// As [`cons`]'s; `tail`, 0 or what this returned last for the same list.
 pub(crate) unsafe extern "C" fn snoc(m: *mut Machine, tail: i64, t: i64, x: i64) -> Ret {
     // SAFETY: (the caller's)
-    let Some(v) = (unsafe { rebox(t, x) }) else { return Ret { tag: 0, bits: 0 } };
+    let Some(v) = (unsafe { value_of(&*m, t, x) }) else { return Ret { tag: 0, bits: 0 } };
     let mut p = crate::value::rc_build(|| Pair { car: v, cdr: Value::Nil });
     let end = match Rc::get_mut(&mut p) {
         Some(q) => &mut q.cdr as *mut Value as i64,
@@ -1161,18 +1241,22 @@ pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value>
     // SAFETY: a state above COUNTING is a loop entry's address; entries are
     // never freed (see `codegen::compile_loop`).
     let entry = unsafe { &*(state as *const LoopEntry) };
-    // (code calling procedures through the evaluator runs where no level
-    // of AD is: giving up, it is run again, and must not have recorded
-    // anything on a tape)
+    // (code calling procedures through the evaluator may run where levels
+    // of AD are, those calls and its arithmetic on their reals recording
+    // on them; giving up, it is run again from here, so what they recorded
+    // is forgotten first)
     let calls = !entry.called.is_empty();
-    if calls && m.tape.active() {
+    let levels = m.tape.active();
+    if calls && levels && entry.not_on_levels.get() {
         return None;
     }
     let mut args = [(0i64, 0i64); MAX_INPUTS];
     for (i, (a, s)) in args.iter_mut().zip(entry.inputs.iter()).enumerate() {
-        *a = match unbox(m.stack.get(base + *s as usize)?) {
+        let v = m.stack.get(base + *s as usize)?;
+        *a = match unbox(v) {
             Some(x) => x,
-            None if calls && entry.called[i] => (HELD, 0),
+            // (a procedure it calls, or a real of a level, held below)
+            None if calls && (entry.called[i] || v.is_active()) => (HELD, 0),
             None => return None,
         };
     }
@@ -1181,6 +1265,10 @@ pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value>
     }
     let saved = m.jit_counts();
     let made = m.jit_made.values.len();
+    let marks = (calls && levels).then(|| m.tape.marks());
+    // (and the calls that gave way to the transform, whose calls would
+    // skip the tape the second time: see `Tapes::begin_journal`)
+    let journal = calls.then(|| m.tape.begin_journal());
     if calls {
         // (the procedures it calls, held for it)
         for (a, s) in args.iter_mut().zip(entry.inputs.iter()) {
@@ -1190,6 +1278,9 @@ pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value>
                     Some(bits) => a.1 = bits,
                     None => {
                         m.jit_made.release(made);
+                        if let Some(j) = journal {
+                            m.tape.end_journal(j, false);
+                        }
                         return None;
                     }
                 }
@@ -1204,11 +1295,20 @@ pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value>
     RUNS.set(RUNS.get() + 1);
     // SAFETY: a pair returned is part of the inputs, still in the frame, or
     // one the code made, held until `release`.
-    let v = unsafe { rebox(tag, bits) };
+    let v = unsafe { value_of(m, tag, bits) };
     m.jit_made.release(made);
+    if let Some(j) = journal {
+        m.tape.end_journal(j, v.is_none());
+    }
     if v.is_none() {
         m.set_jit_counts(saved);
-        lp.jit.set(NEVER);
+        match &marks {
+            Some(marks) => {
+                m.tape.rewind(marks);
+                entry.not_on_levels.set(true);
+            }
+            None => lp.jit.set(NEVER),
+        }
     }
     v
 }

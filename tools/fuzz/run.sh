@@ -18,6 +18,8 @@
 #   GEN=gen_nested.py tools/fuzz/run.sh ...   derivatives nested 3-4 deep, F/R mixes
 #   GEN=gen_hof.py tools/fuzz/run.sh ...      loops calling procedures their frames hold
 #                                             (compare --jit-after 1 with --no-jit)
+#   GEN=gen_hofad.py tools/fuzz/run.sh ...    the same under derivatives (the loops
+#                                             computing with the levels' reals)
 #
 # Programs that differ are kept as $TMPDIR/vlad-fuzz-SEED.vlad. Before a change
 # that must not change values, run the previous build against the new one (a few
