@@ -269,6 +269,21 @@ impl Num {
     }
 }
 
+/// A level's commonest operations on `x` and `y` (see
+/// [`Machine::level_arith`]): a comparison of reals on levels by their
+/// values, `+ - * /` by the level's record; `None` where neither applies.
+#[inline(always)]
+fn level_op(tape: &mut crate::ad::tape::Tapes, op: Op2, x: &Value, y: &Value) -> Option<Value> {
+    if op.is_comparison() {
+        let (x, y) = (crate::ad::tape::strip(x), crate::ad::tape::strip(y));
+        if let (Value::Real(_), Value::Real(_)) = (&*x, &*y) {
+            return fast_arith(op, &x, &y).map(Num::value);
+        }
+        return None;
+    }
+    crate::ad::tape::level_arith2(tape, op, x, y)
+}
+
 /// Machine-integer and double arithmetic without going through the primitive table.
 #[inline(always)]
 fn fast_arith(op: Op2, x: &Value, y: &Value) -> Option<Num> {
@@ -2547,14 +2562,7 @@ impl Machine {
         }
         let (stack, globals) = (&self.stack, &self.globals);
         let (x, y) = (peek_in(stack, globals, base, inst, a)?, peek_in(stack, globals, base, inst, b)?);
-        if op.is_comparison() {
-            let (x, y) = (crate::ad::tape::strip(x), crate::ad::tape::strip(y));
-            if let (Value::Real(_), Value::Real(_)) = (&*x, &*y) {
-                return fast_arith(op, &x, &y).map(Num::value);
-            }
-            return None;
-        }
-        crate::ad::tape::level_arith2(&mut self.tape, op, x, y)
+        level_op(&mut self.tape, op, x, y)
     }
 
     /// [`Machine::arith_slow`] past a level's commonest operations: the
@@ -2572,19 +2580,25 @@ impl Machine {
         let x = atom!(self, base, inst, a);
         let y = atom!(self, base, inst, b);
         self.meter_site_derivative(p, inst);
+        self.arith_prim(p, x, y).map_err(|e| e.at(span))
+    }
+
+    /// Primitive `p` of [`CExpr::Arith2`] on `x` and `y`: a real on a dual
+    /// number or tape level (`ad::tape`) straight to its record, else the
+    /// primitive's call.
+    #[inline(always)]
+    fn arith_prim(&mut self, p: PrimId, x: Value, y: Value) -> Result<Value> {
         if x.is_active() || y.is_active() {
-            // a real on a dual number or tape level (`ad::tape`): straight to its record
             if let Some(f) = crate::ad::tape::scalar_formula(p) {
                 if let Some(m) = &mut self.meter {
                     m[p as usize] += 1;
                 }
-                return crate::ad::tape::record(self, f, &[x, y], &prims::prim(p).imp)
-                    .map_err(|e| e.at(span));
+                return crate::ad::tape::record(self, f, &[x, y], &prims::prim(p).imp);
             }
         }
         self.stack.push(x);
         self.stack.push(y);
-        self.call_prim(p, 2).map_err(|e| e.at(span))
+        self.call_prim(p, 2)
     }
 
     /// `op` on two values, as [`Machine::arith_slow`] computes it on two
@@ -2593,27 +2607,11 @@ impl Machine {
     /// apart (`jit::held_arith`, a real of a level among them).
     pub(crate) fn arith_values(&mut self, op: Op2, x: Value, y: Value) -> Result<Value> {
         if self.tape.active() && self.meter.is_none() && self.meter_derivative.is_none() {
-            if op.is_comparison() {
-                let (a, b) = (crate::ad::tape::strip(&x), crate::ad::tape::strip(&y));
-                if let (Value::Real(_), Value::Real(_)) = (&*a, &*b) {
-                    if let Some(n) = fast_arith(op, &a, &b) {
-                        return Ok(n.value());
-                    }
-                }
-            } else if let Some(v) = crate::ad::tape::level_arith2(&mut self.tape, op, &x, &y) {
+            if let Some(v) = level_op(&mut self.tape, op, &x, &y) {
                 return Ok(v);
             }
         }
-        // (nothing is metered: compiled code runs only then)
-        let p = op.prim();
-        if x.is_active() || y.is_active() {
-            if let Some(f) = crate::ad::tape::scalar_formula(p) {
-                return crate::ad::tape::record(self, f, &[x, y], &prims::prim(p).imp);
-            }
-        }
-        self.stack.push(x);
-        self.stack.push(y);
-        self.call_prim(p, 2)
+        self.arith_prim(op.prim(), x, y)
     }
 
     /// [`Machine::arith_slow`], storing the result in slot `i`.

@@ -832,6 +832,14 @@ impl Tapes {
         }
     }
 
+    /// Notes `undo`, where a journal is kept.
+    #[inline(always)]
+    fn journaled(&mut self, undo: Undo) {
+        if self.journaling > 0 {
+            self.journal.push(undo);
+        }
+    }
+
     /// Notes, where a journal is kept, the entry of `declined` at `k` before
     /// it changes.
     #[inline(always)]
@@ -1951,10 +1959,8 @@ fn swept(m: &mut Machine, f: &Value, x: &Value, n: usize, units: bool) -> Result
         }
         Swept::Lost => {
             if let (Some(k), Value::Closure(inst, _)) = (key, f) {
-                if m.tape.sweeps_declined(taped).insert(k, inst.group.clone()).is_none()
-                    && m.tape.journaling > 0
-                {
-                    m.tape.journal.push(Undo::Sweeps(taped, k));
+                if m.tape.sweeps_declined(taped).insert(k, inst.group.clone()).is_none() {
+                    m.tape.journaled(Undo::Sweeps(taped, k));
                 }
             }
         }
@@ -2598,9 +2604,10 @@ fn try_tape_with(
     let y = match r {
         Ok(Some(y)) => {
             if let Some(k) = key {
-                if !m.tape.declined.is_empty() && m.tape.declined.contains_key(&k) {
-                    m.tape.note_declined(k);
-                    m.tape.declined.remove(&k);
+                if !m.tape.declined.is_empty() {
+                    if let Some(old) = m.tape.declined.remove(&k) {
+                        m.tape.journaled(Undo::Declined(k, Some(old)));
+                    }
                 }
             }
             y

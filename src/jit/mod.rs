@@ -992,7 +992,7 @@ pub(crate) unsafe extern "C" fn held_arith(
 /// # Safety
 /// `m` must be the machine compiled code was entered with; a pair's bits,
 /// the address of a live pair; an `OTHER`'s, of a live pair's part.
-#[inline]
+#[inline(always)]
 unsafe fn value_of(m: &Machine, tag: i64, bits: i64) -> Option<Value> {
     match tag {
         HELD => m.jit_made.held(bits).cloned(),
@@ -1265,10 +1265,6 @@ pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value>
     }
     let saved = m.jit_counts();
     let made = m.jit_made.values.len();
-    let marks = (calls && levels).then(|| m.tape.marks());
-    // (and the calls that gave way to the transform, whose calls would
-    // skip the tape the second time: see `Tapes::begin_journal`)
-    let journal = calls.then(|| m.tape.begin_journal());
     if calls {
         // (the procedures it calls, held for it)
         for (a, s) in args.iter_mut().zip(entry.inputs.iter()) {
@@ -1278,15 +1274,16 @@ pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value>
                     Some(bits) => a.1 = bits,
                     None => {
                         m.jit_made.release(made);
-                        if let Some(j) = journal {
-                            m.tape.end_journal(j, false);
-                        }
                         return None;
                     }
                 }
             }
         }
     }
+    let marks = (calls && levels).then(|| m.tape.marks());
+    // (and the calls that gave way to the transform, whose calls would
+    // skip the tape the second time: see `Tapes::begin_journal`)
+    let journal = calls.then(|| m.tape.begin_journal());
     type F = extern "C" fn(*mut Machine, *const (i64, i64)) -> Ret;
     // SAFETY: the code was compiled for its inputs, which it reads from
     // `args`; it reads and writes only the machine's counts and what it made
