@@ -107,7 +107,13 @@ fn values_print_alike_and_match_closed_forms() {
 /// (-0.5, -3.75); its Hessian ((0, -1/y² - 1), (-1/y² - 1, 2x/y³)) times
 /// (1, 1) is (-1.25, -0.5). And a tape long enough that a node's two kept
 /// values lie in different chunks of its store: g(x) = Π (1 + x/i), i = 1..3000,
-/// g'(x) = g(x) Σ 1/(i + x) at 0.5.
+/// g'(x) = g(x) Σ 1/(i + x) at 0.5. And a longer one (9000 nodes, past the
+/// sweep's checks of the limits and its store's chunks) whose runs of such
+/// nodes are broken by others (`/` by an exact integer) and hold nodes no
+/// sensitivity reaches: a(i+1) = a(i) (1 + x/i) - y/i from a(1) = 1, for
+/// i = 1..1500, at (0.5, 0.25), against the forward recurrences of its
+/// derivatives, da(i+1) = da(i) (1 + x/i) + a(i)/i (in x) and
+/// db(i+1) = db(i) (1 + x/i) - 1/i (in y).
 #[test]
 fn the_sweeps_double_rules_give_the_closed_forms() {
     let f = "(lambda (l) (let ((x (car l)) (y (cadr l))) (+ (- (/ x y) (* x y)) x)))";
@@ -116,6 +122,16 @@ fn the_sweeps_double_rules_give_the_closed_forms() {
     let dg = g * (1..=n).map(|i| 1.0 / (i as f64 + x)).sum::<f64>();
     let product = format!(
         "(define (p x i) (if (> i {n}) 1.0 (* (+ 1.0 (/ x i)) (p x (+ i 1))))) ((derivative-R (lambda (x) (p x 1))) {x})"
+    );
+    let (m, y) = (1500, 0.25f64);
+    let (mut a, mut da, mut db) = (1.0f64, 0.0f64, 0.0f64);
+    for i in 1..=m {
+        let i = i as f64;
+        (a, da, db) = (a * (1.0 + x / i) - y / i, da * (1.0 + x / i) + a / i, db * (1.0 + x / i) - 1.0 / i);
+    }
+    let chain = format!(
+        "(define (q x y i a) (if (> i {m}) a (let ((unused (* y a))) (q x y (+ i 1) (- (* a (+ 1.0 (/ x i))) (/ y i))))))\n\
+         (define dq (gradient-R (lambda (l) (q (car l) (cadr l) 1 1.0))))"
     );
     let cases = [
         (format!("(car ((gradient-R {f}) (list 3.0 2.0)))"), "-0.5".to_string()),
@@ -128,6 +144,8 @@ fn the_sweeps_double_rules_give_the_closed_forms() {
             "(2.0 1.5)".to_string(),
         ),
         (product, format!("{dg}")),
+        (format!("{chain} (car (dq (list {x} {y})))"), format!("{da}")),
+        (format!("{chain} (cadr (dq (list {x} {y})))"), format!("{db}")),
         // (exact sensitivities through `+` and `-` of two, the seed 1 first:
         // d(0 - (2 - (u^2 + v^2))) = (2u, 2v); d(u - (v + u)) = (0, -1),
         // d((u - v) - (v - u)) = (2, -2), d(u + (2 - v)) = (1, -1), exactly)
