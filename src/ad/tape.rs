@@ -3096,7 +3096,15 @@ fn sweep_marking<const DISCARDS: bool>(
             tape.reals.truncate(reals_at);
             tape.vals.truncate(vals_at);
         }
-        if plain && !DISCARDS {
+        let node = *tape.nodes.get(i);
+        // (not for a run of one node, which the steps below take as fast)
+        if plain
+            && !DISCARDS
+            && run_kind(&node)
+            && matches!(adj[i], None | Some(Sens::Real(_) | Sens::Int(_)))
+            && i > 0
+            && run_kind(tape.nodes.get(i - 1))
+        {
             // (a run of the commonest nodes, from `i` down)
             let done = plain_run(m, tape, adj, marks, i, &mut reals_at, &mut any)?;
             if done > 0 {
@@ -3104,7 +3112,6 @@ fn sweep_marking<const DISCARDS: bool>(
                 continue;
             }
         }
-        let node = *tape.nodes.get(i);
         // (the commonest node first, as the steps below run it: doubles only,
         // none exact nor a dual, a double sensitivity (or an exact one that
         // the rule scales, or a dual of the running forward level) or none,
@@ -3297,6 +3304,19 @@ fn sweep_marking<const DISCARDS: bool>(
     }
     debug_assert!(reals_at == 0 && vals_at == 0, "each node's values found");
     Ok(any)
+}
+
+/// Whether `node` is of the kinds [`plain_run`] takes (its sensitivity aside):
+/// told before the call, so that a tape of other nodes pays no call a node.
+#[inline(always)]
+fn run_kind(node: &Node) -> bool {
+    match node.f {
+        None => true,
+        Some(Formula::Add | Formula::Sub | Formula::Mul | Formula::Div) => {
+            node.bits & (UNBOXED | DUALS | EXACTS) == UNBOXED && node.n & ARITY == 2
+        }
+        Some(_) => false,
+    }
 }
 
 /// [`sweep_marking`]'s steps, where nothing is metered and no results were
