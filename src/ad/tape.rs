@@ -3106,8 +3106,9 @@ fn sweep_marking<const DISCARDS: bool>(
             && run_kind(tape.nodes.get(i - 1))
         {
             // (a run of the commonest nodes, from `i` down)
-            let done = plain_run(m, tape, adj, marks, i, &mut reals_at, &mut any)?;
+            let (done, at, marked) = plain_run(m, tape, adj, marks, i, reals_at)?;
             if done > 0 {
+                (reals_at, any) = (at, any | marked);
                 i = i + 1 - done;
                 continue;
             }
@@ -3339,27 +3340,8 @@ fn plain_run(
     adj: &mut [Option<Sens>],
     marks: &mut [u8],
     i: usize,
-    reals_at_out: &mut usize,
-    any_out: &mut bool,
-) -> Result<usize> {
-    let (mut reals_at, mut any) = (*reals_at_out, false);
-    let r = plain_run_from(m, tape, adj, marks, i, &mut reals_at, &mut any);
-    *reals_at_out = reals_at;
-    *any_out |= any;
-    r
-}
-
-/// [`plain_run`]'s loop, its counts in the caller's locals.
-#[inline(always)]
-fn plain_run_from(
-    m: &mut Machine,
-    tape: &Tape,
-    adj: &mut [Option<Sens>],
-    marks: &mut [u8],
-    i: usize,
-    reals_at: &mut usize,
-    any: &mut bool,
-) -> Result<usize> {
+    reals_at: usize,
+) -> Result<(usize, usize, bool)> {
     let chunk = tape.nodes.chunk_of(i);
     let base = i / CHUNK * CHUNK;
     // (the lowest node of the run: above the next node where the limits are
@@ -3370,77 +3352,38 @@ fn plain_run_from(
         checked => checked + 1,
     };
     debug_assert!(lowest >= base);
-    let lift = tape.lift;
+    let (lift, mut reals_at, mut any) = (tape.lift, reals_at, false);
     let mut j = i;
     loop {
         let node = chunk[j - base];
-        // (an input: nothing to do, as the loop does nothing for it)
-        let Some(f) = node.f else {
-            if j == lowest {
-                return Ok(i - j + 1);
+        // (an input has no formula: nothing to do, as the loop does nothing)
+        if let Some(f) = node.f {
+            if !run_kind(&node) {
+                break;
             }
-            j -= 1;
-            continue;
-        };
-        if node.bits & (UNBOXED | DUALS | EXACTS) != UNBOXED || node.n & ARITY != 2 {
-            break;
-        }
-        let product = match f {
-            Formula::Add | Formula::Sub => false,
-            Formula::Mul | Formula::Div => true,
-            _ => break,
-        };
-        let yb = match adj[j] {
-            None => None,
-            Some(Sens::Real(p)) => Some(p),
-            Some(Sens::Int(k)) if product => Some(k as f64),
-            Some(Sens::Int(k)) if k != i64::MIN => {
-                // (`exact_sum_node`'s steps)
-                *any |= pass_marks(&node, marks[j], marks);
-                adj[j] = None;
-                add_int(m, adj, node.parents[0], k, lift)?;
-                add_int(m, adj, node.parents[1], if f == Formula::Sub { -k } else { k }, lift)?;
-                if j == lowest {
-                    return Ok(i - j + 1);
+            let product = matches!(f, Formula::Mul | Formula::Div);
+            let yb = match adj[j] {
+                None => None,
+                Some(Sens::Real(p)) => Some((p, None)),
+                Some(Sens::Int(k)) if product => Some((k as f64, None)),
+                Some(Sens::Int(k)) if k != i64::MIN => {
+                    any |= exact_sum_node(m, &node, f, k, adj, marks, j, lift)?;
+                    if j == lowest {
+                        return Ok((i - j + 1, reals_at, any));
+                    }
+                    j -= 1;
+                    continue;
                 }
-                j -= 1;
-                continue;
-            }
-            _ => break,
-        };
-        // (`plain_node`'s steps)
-        let mut mark = marks[j];
-        if yb.is_none() && node.bits & INEXACT != 0 {
-            mark |= TAINTED;
-            marks[j] = mark;
-        }
-        *any |= pass_marks(&node, mark, marks);
-        if product {
-            *reals_at -= 2;
-        }
-        if let Some(yb) = yb {
-            adj[j] = None;
-            let (a, b) = match f {
-                Formula::Add => (yb, yb),
-                Formula::Sub => (yb, 0.0 - yb),
-                Formula::Mul => {
-                    let (u, v) = tape.reals.pair(*reals_at);
-                    (yb * v, yb * u)
-                }
-                _ => {
-                    let (u, v) = tape.reals.pair(*reals_at);
-                    (yb / u, 0.0 - yb * v / u)
-                }
+                _ => break,
             };
-            add_real(m, adj, node.parents[0], a, lift)?;
-            add_real(m, adj, node.parents[1], b, lift)?;
+            any |= plain_node(m, &node, f, yb, adj, marks, j, &tape.reals, &mut reals_at, lift)?;
         }
         if j == lowest {
-            return Ok(i - j + 1);
+            return Ok((i - j + 1, reals_at, any));
         }
         j -= 1;
     }
-    Ok(i - j)
+    Ok((i - j, reals_at, any))
 }
 
 /// Passes a node's marks `mark` (its `TAINTED` and `CERTAIN` bits) on to its
@@ -3466,7 +3409,7 @@ fn pass_marks(node: &Node, mark: u8, marks: &mut [u8]) -> bool {
 /// a gradient's seed 1: `k` to the first parent, `k` or `-k` to the second,
 /// as the general step sums them (`add_sens`, `sub_exact`), the marks passed
 /// on as [`plain_node`] passes them. Whether a parent was marked.
-#[inline(never)]
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn exact_sum_node(
     m: &mut Machine,
@@ -3570,7 +3513,7 @@ fn plain_node(
             let vs = reals.kept(*reals_at, kept);
             match native::cotangent_f64(m, f, &vs[..n], vs[2], yb)? {
                 Some(Out::One(a)) => {
-                    add_unboxed(m, adj, node.parents[0], (a, None), lift)?;
+                    add_real(m, adj, node.parents[0], a, lift)?;
                     return Ok(any);
                 }
                 Some(Out::Two(a, b)) => (a, b),
@@ -3578,8 +3521,8 @@ fn plain_node(
             }
         }
     };
-    add_unboxed(m, adj, node.parents[0], (a, None), lift)?;
-    add_unboxed(m, adj, node.parents[1], (b, None), lift)?;
+    add_real(m, adj, node.parents[0], a, lift)?;
+    add_real(m, adj, node.parents[1], b, lift)?;
     Ok(any)
 }
 
