@@ -512,29 +512,35 @@ impl Op2 {
         !matches!(self, Op2::Add | Op2::Sub | Op2::Mul | Op2::Div)
     }
 
+    /// Every operation, in the order of their discriminants (`op as usize`,
+    /// as compiled code passes one), with its primitive's name.
+    pub const ALL: [(Op2, &'static str); 9] = [
+        (Op2::Add, "+"),
+        (Op2::Sub, "-"),
+        (Op2::Mul, "*"),
+        (Op2::Div, "/"),
+        (Op2::Lt, "<"),
+        (Op2::Gt, ">"),
+        (Op2::Le, "<="),
+        (Op2::Ge, ">="),
+        (Op2::Eq, "="),
+    ];
+
     /// The inline operation of the primitive named `name`, if it has one.
     pub fn of(name: &str) -> Option<Op2> {
-        Some(match name {
-            "+" => Op2::Add,
-            "-" => Op2::Sub,
-            "*" => Op2::Mul,
-            "/" => Op2::Div,
-            "<" => Op2::Lt,
-            ">" => Op2::Gt,
-            "<=" => Op2::Le,
-            ">=" => Op2::Ge,
-            "=" => Op2::Eq,
-            _ => return None,
-        })
+        Op2::ALL.iter().find(|(_, n)| *n == name).map(|&(op, _)| op)
+    }
+
+    /// The operation whose discriminant is `i`, if one is.
+    pub fn from_index(i: i64) -> Option<Op2> {
+        usize::try_from(i).ok().and_then(|i| Op2::ALL.get(i)).map(|&(op, _)| op)
     }
 
     /// The primitive this is the inline operation of.
     pub fn prim(self) -> PrimId {
         static IDS: std::sync::OnceLock<[PrimId; 9]> = std::sync::OnceLock::new();
-        let ids = IDS.get_or_init(|| {
-            ["+", "-", "*", "/", "<", ">", "<=", ">=", "="]
-                .map(|n| crate::prims::lookup(n).expect("an arithmetic primitive"))
-        });
+        let ids = IDS
+            .get_or_init(|| Op2::ALL.map(|(_, n)| crate::prims::lookup(n).expect("an arithmetic primitive")));
         ids[self as usize]
     }
 }

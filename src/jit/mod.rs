@@ -461,14 +461,7 @@ pub(crate) fn walk_lists(p: crate::prims::PrimId) -> Option<usize> {
 /// The arithmetic operation of primitive `p`, `+ - * /` (which `map2`
 /// compiled calls as the arithmetic of two numbers).
 pub(crate) fn arith_prim(p: crate::prims::PrimId) -> Option<crate::resolve::Op2> {
-    use crate::resolve::Op2;
-    Some(match crate::prims::prim(p).name {
-        "+" => Op2::Add,
-        "-" => Op2::Sub,
-        "*" => Op2::Mul,
-        "/" => Op2::Div,
-        _ => return None,
-    })
+    crate::resolve::Op2::of(crate::prims::prim(p).name).filter(|op| !op.is_comparison())
 }
 
 /// Whether compiled code calls `f` for a walk of `n` lists: a one-argument
@@ -956,18 +949,7 @@ pub(crate) unsafe extern "C" fn held_arith(
     const GAVE_UP: Ret = Ret { tag: FAIL, bits: 0 };
     // SAFETY: (the caller's)
     let m = unsafe { &mut *m };
-    let op = match op {
-        0 => Op2::Add,
-        1 => Op2::Sub,
-        2 => Op2::Mul,
-        3 => Op2::Div,
-        4 => Op2::Lt,
-        5 => Op2::Gt,
-        6 => Op2::Le,
-        7 => Op2::Ge,
-        8 => Op2::Eq,
-        _ => return GAVE_UP,
-    };
+    let Some(op) = Op2::from_index(op) else { return GAVE_UP };
     // SAFETY: (the caller's) a pair's bits are a live pair's address.
     let value = |m: &Machine, t: i64, b: i64| unsafe { value_of(m, t, b) };
     let (Some(x), Some(y)) = (value(m, ta, a), value(m, tb, b)) else { return GAVE_UP };

@@ -676,3 +676,18 @@ fn calls_left_in_place_give_what_bindings_give() {
     let e = eval_all("(define (h n) (car n)) (define (g n) (+ (g (h n)) 1)) (g 5)");
     assert!(e[0].contains("car"), "{e:?}");
 }
+
+/// `Op2::ALL` lists the operations in the order of their discriminants (what
+/// compiled code passes `jit::held_arith`), each with its primitive's name.
+#[test]
+fn op2_table_follows_the_discriminants() {
+    for (i, &(op, name)) in Op2::ALL.iter().enumerate() {
+        assert_eq!(op as usize, i, "{name}");
+        assert_eq!(Op2::from_index(i as i64), Some(op));
+        assert_eq!(Op2::of(name), Some(op));
+        assert_eq!(crate::prims::prim(op.prim()).name, name);
+    }
+    assert_eq!(Op2::from_index(9), None);
+    assert_eq!(Op2::from_index(-1), None);
+    assert_eq!(Op2::of("quotient"), None);
+}
