@@ -702,6 +702,9 @@ pub struct Tapes {
     /// The sweep's marks of the nodes (see `sweep`), kept for the next run
     /// as `spare_adj` is.
     spare_marks: Vec<u8>,
+    /// The forward sweeps' stores of tangents and of their exactness (see
+    /// `sweep_doubles`), kept for the next gradient as `spare_adj` is.
+    spare_tangents: (Vec<f64>, Vec<u8>),
     /// Runs that gave way because the transform's cotangent could be inexact
     /// where the tape's is exact (see `exactness_may_differ`).
     pub exactness_declined: u64,
@@ -747,6 +750,7 @@ impl Default for Tapes {
             spare: Vec::new(),
             spare_adj: Vec::new(),
             spare_marks: Vec::new(),
+            spare_tangents: (Vec::new(), Vec::new()),
             no_io: false,
             swept: 0,
             sweeps_declined: FxHashMap::default(),
@@ -2291,22 +2295,15 @@ fn sweep_forward(
     if inputs.len() != zeros.len() {
         return None;
     }
-    // (an exact tangent as the runs give it: an integer)
-    let exact =
-        |p: f64| (p.fract() == 0.0 && p.abs() <= EXACT_AS_DOUBLE as f64).then(|| Value::Int(p as i64));
     if tape.lift == NONE && zeros.iter().all(|(z, _)| z.t.is_none()) {
-        let zeros: SmallVec<[(f64, bool); 8]> = zeros.iter().map(|&(z, e)| (z.p, e)).collect();
-        let ts = sweep_forward_on::<f64>(m, tape, inputs, &zeros, outs, 0.0, 1.0, |p, t| {
-            t.is_none().then_some(p)
-        })?;
-        return ts.into_iter().map(|(t, e)| if e { exact(t) } else { Some(Value::Real(t)) }).collect();
+        return sweep_forward_doubles(m, tape, inputs, zeros, outs);
     }
     let lift = (tape.lift != NONE).then_some(tape.lift);
     let none = L1 { p: 0.0, t: None };
     let ts = sweep_forward_on::<L1>(m, tape, inputs, zeros, outs, none, L1 { p: 1.0, t: None }, |p, t| {
         Some(L1 { p, t })
     })?;
-    ts.into_iter().map(|(t, e)| if e { exact(t.p) } else { Some(t.value(lift)) }).collect()
+    ts.into_iter().map(|(t, e)| if e { exact_tangent(t.p) } else { Some(t.value(lift)) }).collect()
 }
 
 /// [`sweep_forward`]'s sweeps on numbers `N` (`kept_value` makes one of a
@@ -2435,6 +2432,192 @@ fn sweep_directions<N: native::Num + Copy, const W: usize>(
     let tan = &tan;
     out.extend((0..W).flat_map(|dir| s.outs.iter().map(move |&o| tan[o][dir])));
     Some(W)
+}
+
+/// [`sweep_directions`] on doubles (`sweep_forward` where no forward level
+/// is lifted and every input's zero is a double) over a tape of one chunk
+/// (`nodes`, and the values they keep, `reals`): the same tangents of the
+/// same nodes, operation for operation, on doubles alone. A node's tangents
+/// are `W` doubles from `tan[i * W]` on, and their exactness (direction `dir`
+/// exact if bit `dir` is set) is `exacts[i]`; both stores are the caller's,
+/// emptied here, so that a run of many gradients reuses them. `+ - * /` of
+/// two are computed in place (the rules of `native::jvp_num`: `(+ d1 d2)`,
+/// `(- d1 d2)`, `(+ (* d1 x2) (* x1 d2))`, `(/ (- d1 (* y d2)) x2)`); any
+/// other rule is `jvp_num`'s. The tangents of `outs` are pushed on `out`,
+/// direction by direction. `W`, or `None` where the sweeps give up, as
+/// `sweep_directions` gives up.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn sweep_doubles<const W: usize>(
+    m: &mut Machine,
+    (nodes, reals): (&[Node], &[f64]),
+    inputs: &[u32],
+    zeros: &[(native::L1, bool)],
+    outs: &[usize],
+    first: usize,
+    (tan, exacts): (&mut Vec<f64>, &mut Vec<u8>),
+    out: &mut Vec<Value>,
+) -> Option<usize> {
+    let len = nodes.len();
+    let all: u8 = (1 << W) - 1;
+    tan.clear();
+    tan.resize(len * W, 0.0);
+    exacts.clear();
+    exacts.resize(len, 0);
+    for (k, &node) in inputs.iter().enumerate() {
+        let at = node as usize;
+        for dir in 0..W {
+            let (t, e) = if k == first + dir { (1.0, true) } else { (zeros[k].0.p, zeros[k].1) };
+            tan[at * W + dir] = t;
+            exacts[at] = (exacts[at] & !(1 << dir)) | ((e as u8) << dir);
+        }
+    }
+    // (where the values the next node keeps are)
+    let mut at = 0;
+    for (i, node) in nodes.iter().enumerate() {
+        let Some(f) = node.f else { continue };
+        if node.bits & UNBOXED == 0 {
+            return None;
+        }
+        let n = (node.n & ARITY) as usize;
+        // (the operands' tangents: a constant's none)
+        let tangents = |j: usize| match node.parents[j] {
+            NONE => [0.0; W],
+            p => {
+                let mut d = [0.0; W];
+                d.copy_from_slice(&tan[p as usize * W..(p as usize + 1) * W]);
+                d
+            }
+        };
+        // (their exactness: a constant's as the node notes it)
+        let exact = |j: usize| match node.parents[j] {
+            NONE if node.n & (1 << (j as u8 + CONST_SHIFT)) != 0 => all,
+            NONE => 0,
+            p => exacts[p as usize],
+        };
+        let mut y = [0.0; W];
+        let mut exact_out = 0;
+        match (f, n) {
+            (Formula::Add | Formula::Sub, 2) => {
+                let (d0, d1) = (tangents(0), tangents(1));
+                // (a sum's tangent is exact if both are)
+                let (e0, e1) = (exact(0), exact(1));
+                if e0 | e1 != 0 {
+                    if node.n & UNKNOWN != 0 {
+                        // (an exact tangent and a constant whose exactness is not known)
+                        return None;
+                    }
+                    exact_out = e0 & e1;
+                }
+                for k in 0..W {
+                    y[k] = if f == Formula::Add { d0[k] + d1[k] } else { d0[k] - d1[k] };
+                }
+            }
+            (Formula::Mul | Formula::Div, 2) => {
+                // (`*` keeps its operands, `/` its second operand and its
+                // result: none may be a dual)
+                if node.bits & DUALS & kept_mask(f, 2) != 0 {
+                    return None;
+                }
+                let (u, v) = (*reals.get(at)?, *reals.get(at + 1)?);
+                at += 2;
+                let (d0, d1) = (tangents(0), tangents(1));
+                for k in 0..W {
+                    y[k] = if f == Formula::Mul { d0[k] * v + u * d1[k] } else { (d0[k] - v * d1[k]) / u };
+                }
+            }
+            (Formula::Zero | Formula::Struct(_), _) => return None,
+            _ => {
+                let kept = kept_mask(f, n);
+                let mut vals = [0.0; 3];
+                for (j, v) in vals.iter_mut().enumerate() {
+                    if kept & (1 << j) != 0 {
+                        if node.bits & (1 << j) != 0 {
+                            // (a dual: not on doubles alone)
+                            return None;
+                        }
+                        *v = *reals.get(at)?;
+                        at += 1;
+                    }
+                }
+                let (d0, d1) = (tangents(0), if n == 2 { tangents(1) } else { [0.0; W] });
+                if matches!(f, Formula::Add | Formula::Sub) && (0..n).any(|j| exact(j) != 0) {
+                    // (a sum of other than two operands meeting an exact tangent)
+                    return None;
+                }
+                for k in 0..W {
+                    let ds = [d0[k], d1[k]];
+                    y[k] = native::jvp_num::<f64>(m, f, &vals[..n], &vals[2], &ds[..n]).ok()?;
+                }
+            }
+        }
+        tan[i * W..(i + 1) * W].copy_from_slice(&y);
+        exacts[i] = exact_out;
+    }
+    for dir in 0..W {
+        for &o in outs {
+            let t = tan[o * W + dir];
+            out.push(if exacts[o] & (1 << dir) != 0 { exact_tangent(t)? } else { Value::Real(t) });
+        }
+    }
+    Some(W)
+}
+
+/// A tangent that the forward sweeps found exact, as the runs give it: an
+/// integer (`None` where the double is not one, which an exact tangent
+/// always is).
+#[inline(always)]
+fn exact_tangent(p: f64) -> Option<Value> {
+    (p.fract() == 0.0 && p.abs() <= EXACT_AS_DOUBLE as f64).then(|| Value::Int(p as i64))
+}
+
+/// [`sweep_forward`] where no forward level is lifted and every input's
+/// zero is a double: the directions swept up to four at a time on doubles
+/// alone (`sweep_doubles` where the tape is one chunk, the commonest, else
+/// `sweep_forward_on`), into the tangents' values.
+#[inline(never)]
+fn sweep_forward_doubles(
+    m: &mut Machine,
+    tape: &Tape,
+    inputs: &[u32],
+    zeros: &[(native::L1, bool)],
+    outs: &[usize],
+) -> Option<Vec<Value>> {
+    if !tape.nodes.full.is_empty() || !tape.reals.full.is_empty() {
+        // (a long tape: as any other, chunk by chunk)
+        let zeros: SmallVec<[(f64, bool); 8]> = zeros.iter().map(|&(z, e)| (z.p, e)).collect();
+        let ts = sweep_forward_on::<f64>(m, tape, inputs, &zeros, outs, 0.0, 1.0, |p, t| {
+            t.is_none().then_some(p)
+        })?;
+        return ts
+            .into_iter()
+            .map(|(t, e)| if e { exact_tangent(t) } else { Some(Value::Real(t)) })
+            .collect();
+    }
+    let stores = (&tape.nodes.last[..], &tape.reals.last[..]);
+    let (mut tan, mut exacts) = std::mem::take(&mut m.tape.spare_tangents);
+    let mut out = Vec::with_capacity(inputs.len() * outs.len());
+    let mut first = 0;
+    let mut done = true;
+    while first < inputs.len() {
+        let (t, o) = ((&mut tan, &mut exacts), &mut out);
+        let swept = match inputs.len() - first {
+            1 => sweep_doubles::<1>(m, stores, inputs, zeros, outs, first, t, o),
+            2 => sweep_doubles::<2>(m, stores, inputs, zeros, outs, first, t, o),
+            3 => sweep_doubles::<3>(m, stores, inputs, zeros, outs, first, t, o),
+            _ => sweep_doubles::<4>(m, stores, inputs, zeros, outs, first, t, o),
+        };
+        match swept {
+            Some(w) => first += w,
+            None => {
+                done = false;
+                break;
+            }
+        }
+    }
+    keep_spare(&mut m.tape.spare_tangents.0, tan);
+    keep_spare(&mut m.tape.spare_tangents.1, exacts);
+    done.then_some(out)
 }
 
 /// `x` with each real made a real of forward level `id` whose tangent is 1 for

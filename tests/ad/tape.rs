@@ -1440,6 +1440,34 @@ fn gradient_f_sweeps_any_number_of_directions() {
     }
 }
 
+/// `gradient-F`'s sweeps on a tape longer than a chunk of nodes (4096: the
+/// one-chunk tapes are swept by `tape::sweep_doubles`, longer ones chunk by
+/// chunk) give the closed form's gradient and the transform's: f(v) = Σ_{i <
+/// n} v1 v2 + v3 i (exact i, n = 3000), ∇f = (n v2, n v1, n(n-1)/2), at
+/// (1.5, 2.0, 1.0) and at exact (3, 2, 1) (then exact, as the transform's).
+#[test]
+fn gradient_f_sweeps_a_tape_of_several_chunks() {
+    let f = "(lambda (v) (let loop ((i 0) (acc 0)) (if (= i 3000) acc (loop (+ i 1) (+ (+ acc (* (car v) (cadr v))) (* (caddr v) i))))))";
+    for (point, want) in
+        [("(list 1.5 2.0 1.0)", "(6000.0 4500.0 4498500.0)"), ("(list 3 2 1)", "(6000 9000 4498500)")]
+    {
+        let src = format!("((gradient-F {f}) {point})");
+        let (got, _, declined) = alike(&src);
+        let got = got.lines().last().unwrap_or("").to_string();
+        if point.contains('.') {
+            let nums: Vec<f64> = got
+                .trim_matches(|c| c == '(' || c == ')')
+                .split(' ')
+                .map(|g| g.parse().unwrap_or(f64::NAN))
+                .collect();
+            assert_eq!(nums, vec![6000.0, 4500.0, 4498500.0], "{src}");
+        } else {
+            assert_eq!(got, want, "{src}");
+        }
+        swept_if_several(3, &src, declined);
+    }
+}
+
 /// For [`gradient_f_sweeps_any_number_of_directions`]: with two inputs or
 /// more, `src`'s gradient came from the sweeps, none giving way.
 fn swept_if_several(n: usize, src: &str, declined: u64) {
