@@ -1940,6 +1940,10 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
     }
     let Some(n) = real_count(x) else { return Ok(None) };
     if let Some(ds) = swept(m, f, x, n, false)? {
+        // (a proper list of reals, the commonest: the list of the tangents)
+        if ds.len() == n && flat_list_of_reals(x).is_some() {
+            return Ok(Some(Value::list(ds)));
+        }
         let mut k = 0;
         return Ok(Some(fill(x, &mut ds.into_iter(), &mut k)));
     }
