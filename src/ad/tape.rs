@@ -1225,6 +1225,18 @@ pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value,
             }
             return Some(t.push_plain2(f, (a, na, exact_a), (b, nb, exact_b)));
         }
+        // (no operand of this tape, one an enclosing tape's real: the outer
+        // variable's own arithmetic in an inner function, recorded there, as
+        // the steps below come to record it)
+        let ours = |v: &Value| match v {
+            Value::TapeReal(t, ..) => *t as u32 == id,
+            Value::Active(r) => r.tape == id,
+            _ => false,
+        };
+        let theirs = |v: &Value| matches!(v, Value::TapeReal(t, ..) if *t as u32 != id);
+        if (theirs(x) || theirs(y)) && !ours(x) && !ours(y) {
+            return tapes_arith2_parts(tapes, f, x, y);
+        }
         // (a value, its tangent, whether it is a real of the enclosing forward
         // level `lift` (a dual, forward over reverse), its tape node, and
         // whether it is a small exact integer constant, kept as a double marked
