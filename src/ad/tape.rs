@@ -2989,6 +2989,14 @@ fn tape_lengths(m: &Machine, want: Want) -> SmallVec<[(u32, u32); 2]> {
 /// length before this run's sweep) on.
 #[inline(never)]
 fn note_discard(m: &mut Machine, id: u32, y: &Value, lengths: &[(u32, u32)]) {
+    // (nothing to note where the sweep recorded nothing on the enclosing
+    // tapes, as a sweep on doubles records nothing: the commonest)
+    let grew = |&(level, from): &(u32, u32)| {
+        m.tape.stack.iter().find(|t| t.id == level).is_some_and(|t| t.nodes.len() as u32 > from)
+    };
+    if !lengths.iter().any(grew) {
+        return;
+    }
     // (a tape that a level encloses, one not first on the stack, seeds the
     // zeros of the values, `zero_discards`; the outermost has no use for them)
     let first = m.tape.stack.first().map(|t| t.id);
