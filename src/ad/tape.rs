@@ -2463,7 +2463,7 @@ fn sweep_directions<N: native::Num + Copy, const W: usize>(
 /// direction by direction. `W`, or `None` where the sweeps give up, as
 /// `sweep_directions` gives up.
 #[allow(clippy::too_many_arguments)]
-#[inline(always)]
+#[inline(never)]
 fn sweep_doubles<const W: usize>(
     m: &mut Machine,
     (nodes, reals): (&[Node], &[f64]),
