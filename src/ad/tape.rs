@@ -1228,13 +1228,8 @@ pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value,
         // (no operand of this tape, one an enclosing tape's real: the outer
         // variable's own arithmetic in an inner function, recorded there, as
         // the steps below come to record it)
-        let ours = |v: &Value| match v {
-            Value::TapeReal(t, ..) => *t as u32 == id,
-            Value::Active(r) => r.tape == id,
-            _ => false,
-        };
         let theirs = |v: &Value| matches!(v, Value::TapeReal(t, ..) if *t as u32 != id);
-        if (theirs(x) || theirs(y)) && !ours(x) && !ours(y) {
+        if (theirs(x) || theirs(y)) && own_node(x, id).is_none() && own_node(y, id).is_none() {
             return tapes_arith2_parts(tapes, f, x, y);
         }
         // (a value, its tangent, whether it is a real of the enclosing forward
@@ -1952,12 +1947,7 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
     }
     let Some(n) = real_count(x) else { return Ok(None) };
     if let Some(ds) = swept(m, f, x, n, false)? {
-        // (a proper list of reals, the commonest: the list of the tangents)
-        if ds.len() == n && flat_list_of_reals(x).is_some() {
-            return Ok(Some(Value::list(ds)));
-        }
-        let mut k = 0;
-        return Ok(Some(fill(x, &mut ds.into_iter(), &mut k)));
+        return Ok(Some(fill(x, ds, n)));
     }
     let mut ds = Vec::with_capacity(n);
     for i in 0..n {
@@ -1968,8 +1958,7 @@ fn gradient_runs(m: &mut Machine, f: &Value, x: &Value) -> Result<Option<Value>>
             _ => return Ok(None),
         }
     }
-    let mut k = 0;
-    Ok(Some(fill(x, &mut ds.into_iter(), &mut k)))
+    Ok(Some(fill(x, ds, n)))
 }
 
 /// [`gradient_by_sweeps`] of `f` at `x` (`n` reals), where the sweeps are
@@ -2545,13 +2534,13 @@ fn sweep_doubles<const W: usize>(
             (Formula::Zero | Formula::Struct(_), _) => return None,
             _ => {
                 let kept = kept_mask(f, n);
+                // (a kept dual: not on doubles alone)
+                if node.bits & DUALS & kept != 0 {
+                    return None;
+                }
                 let mut vals = [0.0; 3];
                 for (j, v) in vals.iter_mut().enumerate() {
                     if kept & (1 << j) != 0 {
-                        if node.bits & (1 << j) != 0 {
-                            // (a dual: not on doubles alone)
-                            return None;
-                        }
                         *v = *reals.get(at)?;
                         at += 1;
                     }
@@ -2678,24 +2667,26 @@ fn flat_list_of_reals(x: &Value) -> Option<&Value> {
     matches!(l, Value::Nil).then_some(x)
 }
 
-/// `x` with its reals replaced, in order, by the values of `ds`.
-fn fill(x: &Value, ds: &mut dyn Iterator<Item = Value>, k: &mut usize) -> Value {
-    // (a proper list of reals, the commonest, down its spine, as in
-    // `activate_one_hot`)
+/// `x` (holding `n` reals) with its reals replaced, in order, by the values
+/// of `ds`.
+#[inline(always)]
+fn fill(x: &Value, ds: Vec<Value>, n: usize) -> Value {
+    // (a proper list of reals, the commonest, with a value each: the list of
+    // the values, made at once)
+    if ds.len() == n && flat_list_of_reals(x).is_some() {
+        return Value::list(ds);
+    }
+    let mut ds = ds.into_iter();
+    // (a proper list of reals down its spine, as in `activate_one_hot`)
     if let Some(mut items) = flat_list_of_reals(x) {
         let mut out = ListBuilder::new();
         while let Value::Pair(p) = items {
-            *k += 1;
             out.push(ds.next().unwrap_or(Value::Nil));
             items = &p.cdr;
         }
         return out.finish(Value::Nil);
     }
-    map_reals(x, &mut |_| {
-        *k += 1;
-        Ok(ds.next().unwrap_or(Value::Nil))
-    })
-    .unwrap_or(Value::Nil)
+    map_reals(x, &mut |_| Ok(ds.next().unwrap_or(Value::Nil))).unwrap_or(Value::Nil)
 }
 
 /// `x` (pairs, `()`, booleans and reals, nested at most `MAX_NESTING` deep)
@@ -3867,11 +3858,7 @@ fn nested_tape_arith2(tapes: &mut Tapes, id: u32, f: Formula, x: &Value, y: &Val
         Value::TapeReal(..) | Value::Real(_) | Value::Int(_) => Some((NONE, v.clone())),
         _ => None,
     };
-    let ours = |v: &Value| match v {
-        Value::Active(r) => r.tape == id,
-        Value::TapeReal(t, ..) => *t as u32 == id,
-        _ => false,
-    };
+    let ours = |v: &Value| own_node(v, id).is_some();
     let enclosing = |v: &Value| match v {
         Value::Active(r) => r.tape == id && matches!(r.value, Value::TapeReal(..)),
         Value::TapeReal(t, ..) => *t as u32 != id,
