@@ -1035,8 +1035,44 @@ impl Machine {
         for a in args {
             self.push(a.clone());
         }
-        self.call_closure_push(inst, idx, args.len(), None)?;
+        self.call_closure_pushed(inst, idx, args.len())
+    }
+
+    /// [`Machine::call_closure_on`] of the `nargs` values on top of the
+    /// value stack (pushed by the caller, which may write them there in
+    /// place: see [`Machine::push_in_place`]).
+    #[inline(always)]
+    pub(crate) fn call_closure_pushed(&mut self, inst: &InstRc, idx: u32, nargs: usize) -> Result<Value> {
+        self.call_closure_push(inst, idx, nargs, None)?;
         Ok(self.pop())
+    }
+
+    /// Pushes the value `write` writes where the value stack's next element
+    /// goes (whether it wrote one): for a value made in one of several
+    /// ways, each of which writes its parts there itself, not a value made
+    /// on the native stack in parts and copied whole, which loads 16 bytes
+    /// the processor cannot forward from the stores that just made them (a
+    /// stall).
+    #[inline(always)]
+    pub(crate) fn push_in_place(&mut self, write: impl FnOnce(*mut Value) -> bool) -> bool {
+        if self.stack.len() == self.stack.capacity() {
+            self.grow_stack();
+        }
+        let len = self.stack.len();
+        // SAFETY: there is room for one more element; the length counts it
+        // only once `write` says it wrote it.
+        unsafe {
+            if !write(self.stack.as_mut_ptr().add(len)) {
+                return false;
+            }
+            self.stack.set_len(len + 1);
+        }
+        true
+    }
+
+    /// Drops the top `n` values of the value stack.
+    pub(crate) fn drop_pushed(&mut self, n: usize) {
+        self.truncate_to(self.stack.len() - n);
     }
 
     /// A call on `x` of member `idx` of `inst` whose body is one arithmetic
@@ -3646,22 +3682,32 @@ impl Machine {
         let (x, y) = (*x, *y);
         if let (true, CAtom::Local(s)) = (*moved, a) {
             let i = base + *s as usize;
-            if let Value::Pair(_) = self.slot(i) {
-                if let Value::Pair(p) = std::mem::replace(self.slot_mut(i), Value::Nil) {
-                    match Rc::try_unwrap(p) {
-                        Ok(q) => {
-                            let q = std::mem::ManuallyDrop::new(q);
-                            // SAFETY: the fields of a pair given up (never
-                            // dropped), each moved out once.
-                            unsafe {
-                                self.set_whole(base + x as usize, &q.car);
-                                self.set_whole(base + y as usize, &q.cdr);
-                            }
+            if let Value::Pair(p) = self.slot_mut(i) {
+                // (the pair's pointer alone read out and the slot's tag alone
+                // written, and a pair held only here taken apart in place:
+                // not `mem::replace` and `Rc::try_unwrap`, whose copies of
+                // the whole slot and pair load 16 bytes at once that were
+                // just stored in parts, loads the processor cannot forward
+                // from those stores, which stalls it)
+                // SAFETY: the count moved out of the slot, which is left
+                // holding `()` (that owns nothing) in its place.
+                let mut p = unsafe { std::ptr::read(p) };
+                unsafe { std::ptr::write(self.slot_mut(i), Value::Nil) };
+                match Rc::get_mut(&mut p) {
+                    Some(q) => {
+                        // SAFETY: the fields of a pair held only here, each
+                        // moved out once, `()` left in their places (so the
+                        // pair, dropped, frees only its cell).
+                        unsafe {
+                            self.set_whole(base + x as usize, &q.car);
+                            self.set_whole(base + y as usize, &q.cdr);
+                            std::ptr::write(&mut q.car, Value::Nil);
+                            std::ptr::write(&mut q.cdr, Value::Nil);
                         }
-                        Err(p) => self.set_parts(base, x, y, &p),
                     }
-                    return Ok(());
+                    None => self.set_parts(base, x, y, &p),
                 }
+                return Ok(());
             }
         }
         if let Some(Value::Pair(p)) = self.peek_operand(base, inst, a) {

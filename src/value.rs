@@ -241,29 +241,55 @@ impl Drop for Pair {
         if !self.cdr.needs_drop() {
             return;
         }
-        let mut rest = std::mem::replace(&mut self.cdr, Value::Nil);
+        let Value::Pair(_) = self.cdr else {
+            defer_drop(std::mem::replace(&mut self.cdr, Value::Nil));
+            return;
+        };
+        // (each pair of the chain is taken apart in place, its cdr's pointer
+        // read out and `()` written over its tag: moving a pair or a value
+        // out whole, as `Rc::try_unwrap` and `mem::replace` do, loads 16
+        // bytes at once that were often just stored in parts, loads the
+        // processor cannot forward from those stores, which stalls it)
+        // SAFETY: the count moved out of the cdr, which holds `()` instead.
+        let mut p = unsafe { take_pair(&mut self.cdr) };
         loop {
-            match rest {
-                Value::Pair(p) => match Rc::try_unwrap(p) {
-                    Ok(q) => {
-                        let (car, cdr) = q.into_parts();
-                        if car.needs_drop() {
-                            defer_drop(car);
-                        }
-                        rest = cdr;
-                    }
-                    // (shared: one owner fewer)
-                    Err(p) => {
-                        drop(p);
-                        return;
-                    }
-                },
-                other => {
-                    defer_drop(other);
+            let Some(q) = Rc::get_mut(&mut p) else {
+                // (shared: one owner fewer)
+                return;
+            };
+            if q.car.needs_drop() {
+                defer_drop(std::mem::replace(&mut q.car, Value::Nil));
+            }
+            match q.cdr {
+                // SAFETY: as above.
+                Value::Pair(_) => p = unsafe { take_pair(&mut q.cdr) },
+                // (the pair freed as `p` goes: its parts own nothing now)
+                ref rest if !rest.needs_drop() => return,
+                _ => {
+                    defer_drop(std::mem::replace(&mut q.cdr, Value::Nil));
                     return;
                 }
             }
         }
+    }
+}
+
+/// The pair `v` holds, moved out, `()` written over `v`.
+///
+/// # Safety
+/// `v` must be a `Value::Pair`, whose count the caller takes.
+#[inline(always)]
+unsafe fn take_pair(v: &mut Value) -> Rc<Pair> {
+    let Value::Pair(p) = v else {
+        // SAFETY: (the caller's)
+        unsafe { std::hint::unreachable_unchecked() }
+    };
+    // SAFETY: the pair's pointer is read out once; `v` is then overwritten,
+    // as `()`, without being dropped.
+    unsafe {
+        let p = std::ptr::read(p);
+        std::ptr::write(v, Value::Nil);
+        p
     }
 }
 

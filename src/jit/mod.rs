@@ -834,7 +834,16 @@ impl Made {
         if self.values.len() >= MAX_MADE {
             return false;
         }
-        self.values.push(Value::Pair(p));
+        // (room made first, so that the value is written in place, its tag
+        // and its pointer, not made on the stack and copied whole: see `snoc`)
+        self.values.reserve(1);
+        let n = self.values.len();
+        // SAFETY: within the capacity reserved just above; the length counts
+        // the value once it is written.
+        unsafe {
+            std::ptr::write(self.values.as_mut_ptr().add(n), Value::Pair(p));
+            self.values.set_len(n + 1);
+        }
         true
     }
 
@@ -882,22 +891,45 @@ pub(crate) unsafe extern "C" fn call_value(
         return GAVE_UP;
     }
     let Some(Value::Closure(inst, idx)) = m.jit_made.held(fb).cloned() else { return GAVE_UP };
-    let mut xs: smallvec::SmallVec<[Value; MAX_ARITY]> = smallvec::SmallVec::new();
-    for i in 0..nargs as usize {
+    // (the arguments pushed where the call reads them, the commonest kinds
+    // each written there in its own arm: see `Machine::push_in_place`)
+    let n = nargs as usize;
+    for i in 0..n {
         // SAFETY: compiled code passes `nargs` pairs of words at `args`.
         let (t, b) = unsafe { (*args.add(2 * i), *args.add(2 * i + 1)) };
-        // SAFETY: (the caller's) a pair's bits are a live pair's address.
-        let v = unsafe { value_of(m, t, b) };
-        match v {
-            Some(v) => xs.push(v),
-            None => return GAVE_UP,
+        let pushed = match t {
+            // SAFETY: (the caller's) a pair's bits are a live pair's address:
+            // one more count for the value made here; `at` is where the
+            // value stack's next element goes.
+            PAIR => m.push_in_place(|at| unsafe {
+                Rc::increment_strong_count(b as *const Pair);
+                std::ptr::write(at, Value::Pair(Rc::from_raw(b as *const Pair)));
+                true
+            }),
+            // SAFETY: as above.
+            REAL => m.push_in_place(|at| unsafe {
+                std::ptr::write(at, Value::Real(f64::from_bits(b as u64)));
+                true
+            }),
+            // SAFETY: (the caller's) as above.
+            _ => match unsafe { value_of(m, t, b) } {
+                Some(v) => m.push_in_place(|at| unsafe {
+                    std::ptr::write(at, v);
+                    true
+                }),
+                None => false,
+            },
+        };
+        if !pushed {
+            m.drop_pushed(i);
+            return GAVE_UP;
         }
     }
     VALUE_CALLS.set(VALUE_CALLS.get() + 1);
     let no_io = std::mem::replace(&mut m.tape.no_io, true);
     // (a panic must not unwind into compiled code: give up instead; the
     // evaluator, making the call again, meets it)
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.call_closure_on(&inst, idx, &xs)));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.call_closure_pushed(&inst, idx, n)));
     m.tape.no_io = no_io;
     let v = match r {
         Ok(Ok(v)) => v,
@@ -1014,9 +1046,16 @@ pub(crate) unsafe extern "C" fn cons(m: *mut Machine, ta: i64, a: i64, td: i64, 
 /// # Safety
 /// As [`cons`]'s; `tail`, 0 or what this returned last for the same list.
 pub(crate) unsafe extern "C" fn snoc(m: *mut Machine, tail: i64, t: i64, x: i64) -> Ret {
-    // SAFETY: (the caller's)
-    let Some(v) = (unsafe { value_of(&*m, t, x) }) else { return Ret { tag: 0, bits: 0 } };
-    let mut p = crate::value::rc_build(|| Pair { car: v, cdr: Value::Nil });
+    // (a real, the commonest, written in place in its own arm: a value
+    // `value_of` gives is made on the stack in parts and copied whole, a
+    // load the processor cannot forward from those stores, which stalls it)
+    let mut p = if t == REAL {
+        crate::value::rc_build(|| Pair { car: Value::Real(f64::from_bits(x as u64)), cdr: Value::Nil })
+    } else {
+        // SAFETY: (the caller's)
+        let Some(v) = (unsafe { value_of(&*m, t, x) }) else { return Ret { tag: 0, bits: 0 } };
+        crate::value::rc_build(|| Pair { car: v, cdr: Value::Nil })
+    };
     let end = match Rc::get_mut(&mut p) {
         Some(q) => &mut q.cdr as *mut Value as i64,
         None => return Ret { tag: 0, bits: 0 },
