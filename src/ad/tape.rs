@@ -2559,6 +2559,24 @@ fn sweep_doubles<const W: usize>(
         tan[i * W..(i + 1) * W].copy_from_slice(&y);
         exacts[i] = exact_out;
     }
+    if outs.iter().all(|&o| exacts[o] == 0) {
+        // (doubles alone, the commonest, each written in its place: a value
+        // made in one of two ways and pushed is made on the stack in parts
+        // and copied whole, a load the processor cannot forward from those
+        // stores, which stalls it)
+        let n = W * outs.len();
+        out.reserve(n);
+        let start = out.len();
+        let spare = out.spare_capacity_mut();
+        for dir in 0..W {
+            for (k, &o) in outs.iter().enumerate() {
+                spare[dir * outs.len() + k].write(Value::Real(tan[o * W + dir]));
+            }
+        }
+        // SAFETY: the `n` values past `start` were written just above.
+        unsafe { out.set_len(start + n) };
+        return Some(W);
+    }
     for dir in 0..W {
         for &o in outs {
             let t = tan[o * W + dir];
