@@ -1047,27 +1047,22 @@ impl Machine {
         Ok(self.pop())
     }
 
-    /// Pushes the value `write` writes where the value stack's next element
-    /// goes (whether it wrote one): for a value made in one of several
-    /// ways, each of which writes its parts there itself, not a value made
-    /// on the native stack in parts and copied whole, which loads 16 bytes
-    /// the processor cannot forward from the stores that just made them (a
-    /// stall).
+    /// Pushes the value `make` makes, made where the value stack's next
+    /// element goes: for a value made in one of several ways, each way
+    /// calling this with its own `make`, not a value made on the native stack
+    /// in parts and copied whole, which loads 16 bytes the processor cannot
+    /// forward from the stores that just made them (a stall).
     #[inline(always)]
-    pub(crate) fn push_in_place(&mut self, write: impl FnOnce(*mut Value) -> bool) -> bool {
+    pub(crate) fn push_with(&mut self, make: impl FnOnce() -> Value) {
         if self.stack.len() == self.stack.capacity() {
             self.grow_stack();
         }
-        let len = self.stack.len();
-        // SAFETY: there is room for one more element; the length counts it
-        // only once `write` says it wrote it.
+        // SAFETY: there is room for one more element.
         unsafe {
-            if !write(self.stack.as_mut_ptr().add(len)) {
-                return false;
-            }
+            let len = self.stack.len();
+            self.stack.as_mut_ptr().add(len).write(make());
             self.stack.set_len(len + 1);
         }
-        true
     }
 
     /// Drops the top `n` values of the value stack.
@@ -2133,7 +2128,7 @@ impl Machine {
 
     /// Pushes a value on the value stack (inlined; growing is out of line).
     #[inline(always)]
-    fn push(&mut self, v: Value) {
+    pub(crate) fn push(&mut self, v: Value) {
         if self.stack.len() == self.stack.capacity() {
             self.grow_stack();
         }
@@ -3682,17 +3677,15 @@ impl Machine {
         let (x, y) = (*x, *y);
         if let (true, CAtom::Local(s)) = (*moved, a) {
             let i = base + *s as usize;
-            if let Value::Pair(p) = self.slot_mut(i) {
+            if let Value::Pair(_) = self.slot(i) {
                 // (the pair's pointer alone read out and the slot's tag alone
                 // written, and a pair held only here taken apart in place:
                 // not `mem::replace` and `Rc::try_unwrap`, whose copies of
                 // the whole slot and pair load 16 bytes at once that were
                 // just stored in parts, loads the processor cannot forward
                 // from those stores, which stalls it)
-                // SAFETY: the count moved out of the slot, which is left
-                // holding `()` (that owns nothing) in its place.
-                let mut p = unsafe { std::ptr::read(p) };
-                unsafe { std::ptr::write(self.slot_mut(i), Value::Nil) };
+                // SAFETY: a pair, its count moved out of the slot.
+                let mut p = unsafe { crate::value::take_pair(self.slot_mut(i)) };
                 match Rc::get_mut(&mut p) {
                     Some(q) => {
                         // SAFETY: the fields of a pair held only here, each

@@ -279,7 +279,7 @@ impl Drop for Pair {
 /// # Safety
 /// `v` must be a `Value::Pair`, whose count the caller takes.
 #[inline(always)]
-unsafe fn take_pair(v: &mut Value) -> Rc<Pair> {
+pub(crate) unsafe fn take_pair(v: &mut Value) -> Rc<Pair> {
     let Value::Pair(p) = v else {
         // SAFETY: (the caller's)
         unsafe { std::hint::unreachable_unchecked() }

@@ -777,17 +777,25 @@ unsafe fn rebox(tag: i64, bits: i64) -> Option<Value> {
         REAL => Value::Real(f64::from_bits(bits as u64)),
         BOOL => Value::Bool(bits != 0),
         NIL => Value::Nil,
-        PAIR => {
-            let p = bits as *const Pair;
-            // SAFETY: (the caller's) the pair is alive; one more count for
-            // the value made here.
-            unsafe {
-                Rc::increment_strong_count(p);
-                Value::Pair(Rc::from_raw(p))
-            }
-        }
+        // SAFETY: (the caller's) the pair is alive.
+        PAIR => Value::Pair(unsafe { borrowed_pair(bits) }),
         _ => return None,
     })
+}
+
+/// A count of the pair at `bits` (a pair's bits, the pair borrowed by
+/// compiled code): one more owner, the value made of it.
+///
+/// # Safety
+/// `bits` must be the address of a live pair.
+#[inline(always)]
+unsafe fn borrowed_pair(bits: i64) -> Rc<Pair> {
+    let p = bits as *const Pair;
+    // SAFETY: (the caller's) one more count for the `Rc` made here.
+    unsafe {
+        Rc::increment_strong_count(p);
+        Rc::from_raw(p)
+    }
 }
 
 /// The parts of the pair at `p` (`car`'s tag and bits, then `cdr`'s), as
@@ -892,37 +900,23 @@ pub(crate) unsafe extern "C" fn call_value(
     }
     let Some(Value::Closure(inst, idx)) = m.jit_made.held(fb).cloned() else { return GAVE_UP };
     // (the arguments pushed where the call reads them, the commonest kinds
-    // each written there in its own arm: see `Machine::push_in_place`)
+    // each made there in its own arm: see `Machine::push_with`)
     let n = nargs as usize;
     for i in 0..n {
         // SAFETY: compiled code passes `nargs` pairs of words at `args`.
         let (t, b) = unsafe { (*args.add(2 * i), *args.add(2 * i + 1)) };
-        let pushed = match t {
-            // SAFETY: (the caller's) a pair's bits are a live pair's address:
-            // one more count for the value made here; `at` is where the
-            // value stack's next element goes.
-            PAIR => m.push_in_place(|at| unsafe {
-                Rc::increment_strong_count(b as *const Pair);
-                std::ptr::write(at, Value::Pair(Rc::from_raw(b as *const Pair)));
-                true
-            }),
-            // SAFETY: as above.
-            REAL => m.push_in_place(|at| unsafe {
-                std::ptr::write(at, Value::Real(f64::from_bits(b as u64)));
-                true
-            }),
+        match t {
+            // SAFETY: (the caller's) a pair's bits are a live pair's address.
+            PAIR => m.push_with(|| Value::Pair(unsafe { borrowed_pair(b) })),
+            REAL => m.push_with(|| Value::Real(f64::from_bits(b as u64))),
             // SAFETY: (the caller's) as above.
             _ => match unsafe { value_of(m, t, b) } {
-                Some(v) => m.push_in_place(|at| unsafe {
-                    std::ptr::write(at, v);
-                    true
-                }),
-                None => false,
+                Some(v) => m.push(v),
+                None => {
+                    m.drop_pushed(i);
+                    return GAVE_UP;
+                }
             },
-        };
-        if !pushed {
-            m.drop_pushed(i);
-            return GAVE_UP;
         }
     }
     VALUE_CALLS.set(VALUE_CALLS.get() + 1);
