@@ -16,9 +16,10 @@
 //! or a tape, `vlad::ad::tape`), and by the closure transforms only
 //! (`.../transform`, as `--no-tape`).
 //!
-//! `ad-nested`: Hessians of a 10-variable function in the four nestings and
-//! a gradient through exact constants (the shapes of bench/peers' saddle,
-//! particle and XOR workloads).
+//! `ad-nested`: Hessians of a 10-variable function in the four nestings, a
+//! gradient through exact constants (the shapes of bench/peers' saddle,
+//! particle and XOR workloads), reverse over reverse mixing the two levels'
+//! reals, and a 5th derivative by nested reverse mode.
 //!
 //! `cargo bench --bench ad -- --test` runs each once.
 
@@ -148,7 +149,9 @@ fn bench_ad(c: &mut Criterion) {
 /// XOR workloads in bench/peers: the Hessian of a 10-variable function in the
 /// four nestings (forward/reverse Jacobian of a forward/reverse gradient), and
 /// the gradient of a sum of sigmoids written with exact constants
-/// (`(/ 1 (+ 1 (exp (- 0 (* 2 x))))`), and the 5th derivative of x^5 by
+/// (`(/ 1 (+ 1 (exp (- 0 (* 2 x))))`), a gradient of a gradient whose inner
+/// function mixes its variable with the outer one 400 times, and the 5th
+/// derivative of x^5 by
 /// nested `derivative-R`s (which gave way to the transform before 95ff917),
 /// each on levels and by the transform.
 fn bench_nested(c: &mut Criterion) {
@@ -168,6 +171,15 @@ fn bench_nested(c: &mut Criterion) {
         ("hessian-RF-10", "((jacobian-R (gradient-F g)) xs10)"),
         ("hessian-RR-10", "((jacobian-R (gradient-R g)) xs10)"),
         ("gradient-R-exact-constants-100", "((gradient-R sig-sum) xs100)"),
+        // reverse over reverse, the inner function's arithmetic mixing its own
+        // variable with the outer one (each `-` and `+` a real of the inner
+        // tape whose value is one of the outer: `nested_doubles` in ad::tape)
+        (
+            "rr-mixed-levels-200",
+            "((gradient-R (lambda (x) (car ((gradient-R (lambda (y) (let loop ((i 0) (acc 0.0)) \
+             (if (= i 200) acc (loop (+ i 1) (+ acc (* (- (car x) (car y)) (cadr x)))))))) (list 2.0 3.0))))) \
+             (list 1.0 0.5))",
+        ),
         // the 5th derivative of x^5 by five nested derivative-Rs at a real
         // point (120.0): each inner level drops a result whose zero reaches x
         (

@@ -1225,6 +1225,13 @@ pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value,
             }
             return Some(t.push_plain2(f, (a, na, exact_a), (b, nb, exact_b)));
         }
+        // (reverse over reverse, the commonest case of it: a real of this tape
+        // meeting an enclosing tape's, or one whose value is one; the same as
+        // the steps below come to, `nested_tape_arith2`, without their tries
+        // of the other cases)
+        if let Some(r) = nested_doubles(tapes, id, f, x, y) {
+            return r;
+        }
         // (no operand of this tape, one an enclosing tape's real: the outer
         // variable's own arithmetic in an inner function, recorded there, as
         // the steps below come to record it)
@@ -3859,6 +3866,93 @@ fn tapes_arith2_parts(tapes: &mut Tapes, f: Formula, a: &Value, b: &Value) -> Op
         return None;
     }
     Some(t.push_plain2(f, x, y))
+}
+
+/// An operand of [`nested_doubles`] on tape `id`: its node there (`own`,
+/// `NONE` for a constant), whether it is a real of the tape at all (`ours`),
+/// and its value on the enclosing levels: a real of enclosing tape `t` (node
+/// `node`) held as the double `p`, or a double or small exact integer (`t` and
+/// `node` `NONE`; `exact` for the integer, as `plain_real` takes it).
+#[derive(Clone, Copy)]
+struct NestedPart {
+    own: u32,
+    ours: bool,
+    t: u32,
+    node: u32,
+    p: f64,
+    exact: bool,
+}
+
+impl NestedPart {
+    /// `v`'s parts, where it is a real of tape `id` whose value is a double or
+    /// an enclosing tape's real held as one, or an enclosing tape's real, or
+    /// a double or small exact integer; `None` for anything else.
+    #[inline(always)]
+    fn of(v: &Value, id: u32) -> Option<NestedPart> {
+        let (own, ours, t, node, p, exact) = match v {
+            Value::TapeReal(t, node, p) if *t as u32 == id => (*node, true, NONE, NONE, *p, false),
+            Value::TapeReal(t, node, p) => (NONE, false, *t as u32, *node, *p, false),
+            Value::Active(r) if r.tape == id => match r.value {
+                Value::TapeReal(t, node, p) if t as u32 != id => (r.node, true, t as u32, node, p, false),
+                _ => return None,
+            },
+            Value::Real(p) => (NONE, false, NONE, NONE, *p, false),
+            Value::Int(k) if k.unsigned_abs() <= EXACT_AS_DOUBLE as u64 => {
+                (NONE, false, NONE, NONE, *k as f64, true)
+            }
+            _ => return None,
+        };
+        Some(NestedPart { own, ours, t, node, p, exact })
+    }
+
+    /// Its value on the enclosing levels, as `nested_tape_arith2`'s `part`
+    /// takes it.
+    #[inline(always)]
+    fn value(&self) -> Value {
+        if self.t != NONE {
+            Value::TapeReal(self.t as u16, self.node, self.p)
+        } else if self.exact {
+            Value::Int(self.p as i64)
+        } else {
+            Value::Real(self.p)
+        }
+    }
+}
+
+/// [`nested_tape_arith2`] where it applies to `x` and `y` as [`NestedPart`]s
+/// (a real of tape `id`, the level running now, and one of an enclosing tape
+/// or whose value is one, the others constants): `Some` of its result, the
+/// same value recorded on the same nodes, without the tries of the other
+/// cases that [`level_arith2_parts`] makes before it (reverse over reverse:
+/// an inner function's arithmetic on its own variable and the outer one's).
+/// `None` where those operands are not such (the caller goes on as before).
+#[inline(always)]
+fn nested_doubles(tapes: &mut Tapes, id: u32, f: Formula, x: &Value, y: &Value) -> Option<Option<Level>> {
+    let (a, b) = (NestedPart::of(x, id)?, NestedPart::of(y, id)?);
+    if !(a.ours || b.ours) || (a.t == NONE && b.t == NONE) {
+        return None;
+    }
+    // (from here the steps before `nested_tape_arith2` decline, as does
+    // `tapes_arith2_parts` on `x` and `y` after it: its result is the result)
+    let t = if a.t != NONE { a.t } else { b.t };
+    if (a.t != NONE && a.t != t) || (b.t != NONE && b.t != t) || (a.node == NONE && b.node == NONE) {
+        return Some(None);
+    }
+    let Some(k) = tapes.stack.iter().rposition(|l| l.id == t) else { return Some(None) };
+    let outer = &mut tapes.stack[k];
+    if outer.forward {
+        return Some(None);
+    }
+    let (outer_node, v) = outer.push_plain2_node(f, (a.p, a.node, a.exact), (b.p, b.node, b.exact));
+    let v = Value::TapeReal(t as u16, outer_node, v);
+    let Some(inner) = tapes.stack.last_mut() else { return Some(None) };
+    let node = inner.push_op(f, 2, [a.own, b.own], [a.value(), b.value()], &v);
+    Some(Some(Level::Active(crate::value::rc_build(|| Active {
+        tape: id,
+        node,
+        value: v,
+        tangent: Value::Nil,
+    }))))
 }
 
 /// [`level_arith2`] on tape `id` (the level running now) of operands one of

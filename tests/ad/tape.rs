@@ -901,6 +901,22 @@ fn nested_reverse_arithmetic_prints_as_the_transform() {
             "((gradient-F (lambda (v) ((derivative-F (lambda (x) (- (* (- (car v) (cadr v)) x) (/ x (car v))))) 3.0))) (list 2.0 0.5))",
             Some("(1.25 -1.0)"),
         ),
+        // an operation of an inner real and an outer one, or of inner reals
+        // whose values are outer ones (`nested_doubles`): d/dw d/dx (x - w) x/w
+        // = -2x/w^2 at (3, 2); d/dw d/dx (x + w)^2 = 2, exact; the gradient in
+        // (a, b) of d/dx a x/(b - x) = ab/(b - x)^2 at x = 1, (b/(b - x)^2,
+        // a/(b - x)^2 - 2ab/(b - x)^3) at (2, 3); and d/dw d/dx of 3 (x - w)^2
+        // summed in a loop, -6
+        ("((derivative-R (lambda (w) ((derivative-R (lambda (x) (* (- x w) (/ x w)))) 3.0))) 2.0)", Some("-1.5")),
+        ("((derivative-R (lambda (w) ((derivative-R (lambda (x) (* (+ x w) (+ x w)))) 3))) 2)", Some("2")),
+        (
+            "((gradient-R (lambda (v) ((derivative-R (lambda (x) (/ (* x (car v)) (- (cadr v) x)))) 1.0))) (list 2.0 3.0))",
+            Some("(0.75 -1.0)"),
+        ),
+        (
+            "((derivative-R (lambda (w) ((derivative-R (lambda (x) (let loop ((i 0) (acc 0.0)) (if (= i 3) acc (loop (+ i 1) (+ acc (* (- x w) (- x w)))))))) 1.0))) 0.5)",
+            Some("-6.0"),
+        ),
     ];
     on_levels_alike(cases.iter().copied(), 1e-15);
 }
