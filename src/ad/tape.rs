@@ -1225,19 +1225,19 @@ pub fn level_arith2_parts(tapes: &mut Tapes, op: crate::resolve::Op2, x: &Value,
             }
             return Some(t.push_plain2(f, (a, na, exact_a), (b, nb, exact_b)));
         }
-        // (reverse over reverse, the commonest case of it: a real of this tape
-        // meeting an enclosing tape's, or one whose value is one; the same as
-        // the steps below come to, `nested_tape_arith2`, without their tries
-        // of the other cases)
-        if let Some(r) = nested_doubles(tapes, id, f, x, y) {
-            return r;
-        }
         // (no operand of this tape, one an enclosing tape's real: the outer
         // variable's own arithmetic in an inner function, recorded there, as
         // the steps below come to record it)
         let theirs = |v: &Value| matches!(v, Value::TapeReal(t, ..) if *t as u32 != id);
         if (theirs(x) || theirs(y)) && own_node(x, id).is_none() && own_node(y, id).is_none() {
             return tapes_arith2_parts(tapes, f, x, y);
+        }
+        // (reverse over reverse, the commonest case of it: a real of this tape
+        // meeting an enclosing tape's, or one whose value is one; the same as
+        // the steps below come to, `nested_tape_arith2`, without their tries
+        // of the other cases)
+        if let Some(r) = nested_doubles(tapes, id, f, x, y) {
+            return r;
         }
         // (a value, its tangent, whether it is a real of the enclosing forward
         // level `lift` (a dual, forward over reverse), its tape node, and
