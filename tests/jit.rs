@@ -411,8 +411,10 @@ fn lists_made_in_compiled_code() {
     assert_eq!(value(&mut s, "(fold-left + 0 (map (lambda (x) (* x x)) (range 100 '())))"), "338350");
     assert!(vlad::jit::runs() > before);
     // x - x/2, k times, of 1 and -4 (computed here: halved to the least
-    // subnormal, which stays); 20 times, then 100000, past what compiled
-    // code holds made at once (two lists an iteration): the evaluator runs it
+    // subnormal, which stays); 20 times, then 100000: two lists an iteration,
+    // 200,000 in all, past the 65,536 values compiled code holds made at
+    // once, but a loop's iterations drop what its variables no longer hold
+    // (`jit::compact`), so it goes on in compiled code
     let shrunk = |k: usize| {
         let (mut a, mut b) = (1.0f64, -4.0f64);
         for _ in 0..k {
@@ -423,7 +425,19 @@ fn lists_made_in_compiled_code() {
     assert_eq!(value(&mut s, "(shrink (list 1.0 -4.0) 20)"), shrunk(20));
     assert!(compiled(&s, "shrink"));
     assert_eq!(value(&mut s, "(shrink (list 1.0 -4.0) 100000)"), shrunk(100000));
-    assert!(!compiled(&s, "shrink"), "given up");
+    assert!(compiled(&s, "shrink"), "not given up");
+    // a list a loop builds is held whole by its variable, its pairs by one
+    // another: 100,000 of them, their sum n(n+1)/2
+    assert_eq!(value(&mut s, "(fold-left + 0 (range 100000 '()))"), "5000050000");
+    assert!(compiled(&s, "range"), "not given up");
+    // one built by a recursion that is not a loop holds all it made until it
+    // returns: past 65,536 values, compiled code gives up, and the evaluator
+    // runs the call
+    s.run_text("b.vlad", "(define (build n) (if (= n 0) '() (cons n (build (- n 1)))))").expect("defined");
+    assert_eq!(value(&mut s, "(length (build 10))"), "10");
+    assert!(compiled(&s, "build"));
+    assert_eq!(value(&mut s, "(fold-left + 0 (build 100000))"), "5000050000");
+    assert!(!compiled(&s, "build"), "given up");
 }
 
 /// A definition may use a global defined later (the REPL's late binding):

@@ -2,8 +2,8 @@
 //! Cranelift's IR, and the module the code lives in (see the parent module).
 
 use super::{
-    arith_prim, arity, callee, lambda_ok, start, walk_lists, Entry, LoopEntry, Unary, BOOL, FAIL, INT, NIL,
-    OTHER, PAIR, REAL,
+    arith_prim, arity, callee, lambda_ok, makes_values, start, walk_lists, Entry, LoopEntry, Unary, BOOL,
+    COMPACT_AFTER, FAIL, INT, MADE_LEN, NIL, OTHER, PAIR, REAL,
 };
 use crate::eval::{Machine, JIT_DEPTH, JIT_FUEL, JIT_STACK_LO, JIT_STACK_SPAN};
 use crate::resolve::{Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, LambdaCode, Loop, Op2, Shape};
@@ -341,6 +341,7 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
     let snoc_sig = sig(&[I64; 4], &[I64; 2]);
     let value_sig = sig(&[I64; 5], &[I64; 2]);
     let held_sig = sig(&[I64; 6], &[I64; 2]);
+    let compact_sig = sig(&[I64; 4], &[]);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     let fail = b.create_block();
@@ -367,6 +368,7 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
         snoc_sig,
         value_sig,
         held_sig,
+        compact_sig,
         held_ops: matches!(root, Root::Loop(..)),
         loops: Vec::new(),
         env: Vec::new(),
@@ -390,9 +392,10 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
                 let bits = g.b.ins().load(I64, flags, params[1], 16 * i as i32 + 8);
                 g.set_slot(*s, V { tag: Tag::D(tag), bits });
             }
+            let mark = g.loop_mark(lp);
             g.b.ins().jump(top, &[]);
             g.b.switch_to_block(top);
-            g.loops.push((top, lp));
+            g.loops.push((top, lp, mark));
             g.block(&lp.body, 0, Dest::Return);
         }
     }
@@ -459,12 +462,16 @@ struct Gen<'a, 'c> {
     value_sig: ir::SigRef,
     /// `jit::held_arith`'s.
     held_sig: ir::SigRef,
+    /// `jit::compact`'s.
+    compact_sig: ir::SigRef,
     /// A loop's code, which may meet values it holds but cannot take apart
     /// (`jit::HELD`): arithmetic and comparisons on them are made by the
     /// evaluator (`jit::held_arith`) instead of giving up.
     held_ops: bool,
-    /// The loops entered: each one's top, and its variables' slots.
-    loops: Vec<(ir::Block, &'c Loop)>,
+    /// The loops entered: each one's top, its variables' slots, and, for a
+    /// loop that makes values, how many the machine held as it was entered
+    /// (see `jit::compact`).
+    loops: Vec<(ir::Block, &'c Loop, Option<ir::Value>)>,
     /// In a lambda's body run in place of a walk's call of it: the values
     /// its closure captured (`CAtom::Env`).
     env: Vec<V>,
@@ -1057,10 +1064,11 @@ impl<'c> Gen<'_, 'c> {
                 self.set_slot(*p, v);
             }
         }
+        let mark = self.loop_mark(lp);
         let header = self.b.create_block();
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(header);
-        self.loops.push((header, lp));
+        self.loops.push((header, lp, mark));
         if leveled {
             let v = self.value(|g, d| g.block(&lp.body, 0, d));
             self.loops.pop();
@@ -1075,7 +1083,7 @@ impl<'c> Gen<'_, 'c> {
     /// The innermost loop's call of itself: a step, its variables set, its
     /// body again.
     fn again(&mut self, a: &'c Again, dest: Dest) {
-        let Some(&(header, _)) = self.loops.last() else {
+        let Some(&(header, lp, mark)) = self.loops.last() else {
             self.give_up();
             return;
         };
@@ -1089,6 +1097,51 @@ impl<'c> Gen<'_, 'c> {
         for (v, p) in vs.into_iter().zip(a.params.iter()) {
             self.set_slot(*p, v);
         }
+        match mark {
+            Some(mark) => {
+                // (all its variables: those `set` leaves are in their slots already)
+                let vars: Vec<V> = lp.params.iter().map(|p| self.atom(&CAtom::Local(*p))).collect();
+                self.compact(mark, &vars, header);
+            }
+            None => {
+                self.b.ins().jump(header, &[]);
+            }
+        }
+    }
+
+    /// For a loop that makes values (`jit::makes_values`), how many the
+    /// machine holds as it is entered (`jit::Made`); `None` for another, and
+    /// for a loop compiled on its own (`held_ops`), which runs one call of
+    /// the procedure holding it, and in whose code (calling procedure values,
+    /// computing with the values they return) the test at each iteration
+    /// cost more than itself (saddle RR: 0.7% more instructions, 3% more
+    /// time, whether or not a compaction was ever due).
+    fn loop_mark(&mut self, lp: &Loop) -> Option<ir::Value> {
+        (!self.held_ops && makes_values(&lp.body, false)).then(|| self.load(MADE_LEN))
+    }
+
+    /// A loop's call of itself, its variables set to `vs`, going back to its
+    /// top (`header`): where its iterations made more than
+    /// `jit::COMPACT_AFTER` values since it was entered (`mark`), what they
+    /// made that its variables no longer hold dropped first (`jit::compact`).
+    /// (The variables keep their values: the test adds no values to meet at
+    /// the top.)
+    fn compact(&mut self, mark: ir::Value, vs: &[V], header: ir::Block) {
+        let len = self.load(MADE_LEN);
+        let made = self.b.ins().isub(len, mark);
+        let due = self.b.ins().icmp_imm(IntCC::UnsignedGreaterThanOrEqual, made, COMPACT_AFTER as i64);
+        let now = self.b.create_block();
+        self.b.set_cold_block(now);
+        self.b.ins().brif(due, now, &[], header, &[]);
+        self.b.switch_to_block(now);
+        let mut words = Vec::with_capacity(2 * vs.len());
+        for v in vs {
+            words.push(self.tag(v.tag));
+            words.push(v.bits);
+        }
+        let at = self.spill(&words);
+        let n = self.b.ins().iconst(I64, vs.len() as i64);
+        self.call_fn(self.compact_sig, super::compact as *const () as usize, &[mark, at, n]);
         self.b.ins().jump(header, &[]);
     }
 

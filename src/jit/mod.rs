@@ -818,7 +818,14 @@ pub(crate) unsafe extern "C" fn uncons(p: *const Pair, out: *mut i64) {
 #[derive(Default)]
 pub struct Made {
     values: Vec<Value>,
+    /// `values.len()`, kept where compiled code reads it (a loop's calls of
+    /// itself test it before they [`compact`]: see `MADE_LEN`).
+    len: usize,
 }
+
+/// Where compiled code finds the number of values held for it, from the
+/// machine's address ([`Made`]'s `len`).
+pub(crate) const MADE_LEN: usize = std::mem::offset_of!(Machine, jit_made) + std::mem::offset_of!(Made, len);
 
 /// The most values compiled code holds made in one run: past it, the code
 /// gives up (a loop making a list at each iteration would otherwise hold
@@ -833,6 +840,7 @@ impl Made {
     fn release(&mut self, mark: usize) {
         if self.values.len() > mark {
             self.values.truncate(mark);
+            self.len = mark;
         }
     }
 
@@ -852,6 +860,7 @@ impl Made {
             std::ptr::write(self.values.as_mut_ptr().add(n), Value::Pair(p));
             self.values.set_len(n + 1);
         }
+        self.len = n + 1;
         true
     }
 
@@ -861,13 +870,89 @@ impl Made {
             return None;
         }
         self.values.push(v);
-        Some(self.values.len() as i64)
+        self.len = self.values.len();
+        Some(self.len as i64)
     }
 
     /// The value a [`HELD`] value's bits stand for.
     fn held(&self, bits: i64) -> Option<&Value> {
         self.values.get(usize::try_from(bits).ok()?.checked_sub(1)?)
     }
+}
+
+/// Whether a loop's body makes values the machine holds for compiled code
+/// ([`Made`]): pairs (`cons`, the walks `map` and `map2`), the results of
+/// calls (of procedures globals or slots hold, which may be pairs, or values
+/// held for it), and, where the code may hold values (`held`, a loop
+/// compiled on its own), arithmetic on them ([`held_arith`]). Its calls of
+/// itself then drop what it made that its variables no longer hold
+/// ([`compact`]).
+pub(crate) fn makes_values(b: &CBlock, held: bool) -> bool {
+    let any = std::cell::Cell::new(false);
+    visit(
+        b,
+        &mut |e| {
+            let makes = match e {
+                CExpr::Cons(..) | CExpr::App(..) | CExpr::AppArith(..) => true,
+                CExpr::Prim(p, crate::resolve::CArgs::Tuple(_), _) => walk_lists(*p).is_some(),
+                CExpr::Arith2(..) => held,
+                _ => false,
+            };
+            any.set(any.get() | makes);
+        },
+        &mut |x| any.set(any.get() | matches!(x, CBind::PushApp(..) | CBind::PushArith(..))),
+    );
+    any.get()
+}
+
+/// How many values a loop's iterations may leave made (see [`Made`]) before
+/// its call of itself drops those its variables no longer hold (see
+/// [`compact`]): often enough that a long loop holds little (and frees what
+/// it made while the memory is still in the cache), seldom enough that the
+/// loop's variables are looked at only every few iterations.
+pub(crate) const COMPACT_AFTER: usize = 1024;
+
+/// Called by a loop's call of itself in code that makes values (see
+/// [`makes_values`]), its variables' new values (`n`, a tag and bits each, at
+/// `vars`) set, where more than [`COMPACT_AFTER`] values were made since the
+/// loop was entered (`mark`, [`Made`]'s `len` then): drops those of them the
+/// variables do not hold. Only its variables carry values from one iteration
+/// to the next (what the body binds is bound again each time; what the code
+/// around the loop made is below `mark`, untouched), so each pair a variable
+/// holds is counted once more and held again (its bits, an address, stay the
+/// same), and the rest is dropped. Nothing is done where a variable holds a
+/// value borrowed from a pair's part ([`OTHER`]), whose pair might be one of
+/// those dropped, or a value held for the code since `mark` ([`HELD`]), whose
+/// place would change (the code does not read its variables back).
+///
+/// # Safety
+/// `m` must be the machine compiled code was entered with; `vars`, `n` pairs
+/// of words, a pair's bits the address of a live pair.
+pub(crate) unsafe extern "C" fn compact(m: *mut Machine, mark: i64, vars: *const i64, n: i64) {
+    // SAFETY: (the caller's)
+    let made = unsafe { &mut (*m).jit_made };
+    let (mark, n) = (mark as usize, n as usize);
+    // (the code tests it before the call)
+    debug_assert!(made.values.len() >= mark.saturating_add(COMPACT_AFTER));
+    // SAFETY: (the caller's) `n` pairs of words at `vars`.
+    let var = |i: usize| unsafe { (*vars.add(2 * i), *vars.add(2 * i + 1)) };
+    if (0..n).any(|i| match var(i) {
+        (OTHER, _) => true,
+        (HELD, b) => usize::try_from(b).map_or(true, |k| k > mark),
+        _ => false,
+    }) {
+        return;
+    }
+    let mut keep: smallvec::SmallVec<[Value; 8]> = smallvec::SmallVec::new();
+    for i in 0..n {
+        if let (PAIR, b) = var(i) {
+            // SAFETY: (the caller's) a pair's bits are a live pair's address.
+            keep.push(Value::Pair(unsafe { borrowed_pair(b) }));
+        }
+    }
+    made.values.truncate(mark);
+    made.values.extend(keep);
+    made.len = made.values.len();
 }
 
 /// Called by compiled code for a call of a procedure value (a loop's, see
