@@ -430,6 +430,18 @@ fn lists_made_in_compiled_code() {
     // another: 100,000 of them, their sum n(n+1)/2
     assert_eq!(value(&mut s, "(fold-left + 0 (range 100000 '()))"), "5000050000");
     assert!(compiled(&s, "range"), "not given up");
+    // the same in a named `let`'s loop run on its own (at the top level):
+    // a list of two made at each of 100,000 iterations, its values
+    // (i, 2i) of the last
+    let before = vlad::jit::runs();
+    assert_eq!(
+        value(
+            &mut s,
+            "(let loop ((i 0) (v (list 0 0))) (if (= i 100000) v (loop (+ i 1) (list i (* 2 i)))))"
+        ),
+        "(99999 199998)"
+    );
+    assert!(vlad::jit::runs() > before);
     // one built by a recursion that is not a loop holds all it made until it
     // returns: past 65,536 values, compiled code gives up, and the evaluator
     // runs the call

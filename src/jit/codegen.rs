@@ -392,7 +392,10 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
                 let bits = g.b.ins().load(I64, flags, params[1], 16 * i as i32 + 8);
                 g.set_slot(*s, V { tag: Tag::D(tag), bits });
             }
-            let mark = g.loop_mark(lp);
+            // (this loop, run on its own, may run long: its calls of itself
+            // test whether to drop what it made, unlike the loops nested in
+            // it, see `loop_mark`)
+            let mark = makes_values(&lp.body, true).then(|| g.load(MADE_LEN));
             g.b.ins().jump(top, &[]);
             g.b.switch_to_block(top);
             g.loops.push((top, lp, mark));
@@ -1111,11 +1114,10 @@ impl<'c> Gen<'_, 'c> {
 
     /// For a loop that makes values (`jit::makes_values`), how many the
     /// machine holds as it is entered (`jit::Made`); `None` for another, and
-    /// for a loop compiled on its own (`held_ops`), which runs one call of
-    /// the procedure holding it, and in whose code (calling procedure values,
-    /// computing with the values they return) the test at each iteration
-    /// cost more than itself (saddle RR: 0.7% more instructions, 3% more
-    /// time, whether or not a compaction was ever due).
+    /// for a loop nested in one compiled on its own (`held_ops`): there such
+    /// loops are mostly short walks run in place (a dot product's), entered
+    /// several times an iteration, whose tests cost the saddle RR 0.7% more
+    /// instructions and 3% more time with no compaction ever due.
     fn loop_mark(&mut self, lp: &Loop) -> Option<ir::Value> {
         (!self.held_ops && makes_values(&lp.body, false)).then(|| self.load(MADE_LEN))
     }
