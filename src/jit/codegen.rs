@@ -392,10 +392,7 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
                 let bits = g.b.ins().load(I64, flags, params[1], 16 * i as i32 + 8);
                 g.set_slot(*s, V { tag: Tag::D(tag), bits });
             }
-            // (this loop, run on its own, may run long: its calls of itself
-            // test whether to drop what it made, unlike the loops nested in
-            // it, see `loop_mark`)
-            let mark = makes_values(&lp.body, true).then(|| g.load(MADE_LEN));
+            let mark = g.loop_mark(lp, true);
             g.b.ins().jump(top, &[]);
             g.b.switch_to_block(top);
             g.loops.push((top, lp, mark));
@@ -1067,7 +1064,7 @@ impl<'c> Gen<'_, 'c> {
                 self.set_slot(*p, v);
             }
         }
-        let mark = self.loop_mark(lp);
+        let mark = self.loop_mark(lp, false);
         let header = self.b.create_block();
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(header);
@@ -1113,13 +1110,15 @@ impl<'c> Gen<'_, 'c> {
     }
 
     /// For a loop that makes values (`jit::makes_values`), how many the
-    /// machine holds as it is entered (`jit::Made`); `None` for another, and
-    /// for a loop nested in one compiled on its own (`held_ops`): there such
-    /// loops are mostly short walks run in place (a dot product's), entered
-    /// several times an iteration, whose tests cost the saddle RR 0.7% more
-    /// instructions and 3% more time with no compaction ever due.
-    fn loop_mark(&mut self, lp: &Loop) -> Option<ir::Value> {
-        (!self.held_ops && makes_values(&lp.body, false)).then(|| self.load(MADE_LEN))
+    /// machine holds as it is entered (`jit::Made`), where its calls of
+    /// itself test whether to drop what it made (`compact`); `None` for
+    /// another, and for a loop nested in one compiled on its own (`root`:
+    /// that one, which may run long). The loops nested there are mostly short
+    /// walks run in place (a dot product's), entered several times an
+    /// iteration, whose tests cost the saddle RR 0.7% more instructions and
+    /// 3% more time with no compaction ever due.
+    fn loop_mark(&mut self, lp: &Loop, root: bool) -> Option<ir::Value> {
+        ((root || !self.held_ops) && makes_values(&lp.body, self.held_ops)).then(|| self.load(MADE_LEN))
     }
 
     /// A loop's call of itself, its variables set to `vs`, going back to its
