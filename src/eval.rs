@@ -273,7 +273,7 @@ impl Num {
 /// [`Machine::level_arith`]): a comparison of reals on levels by their
 /// values, `+ - * /` by the level's record; `None` where neither applies.
 #[inline(always)]
-fn level_op(tape: &mut crate::ad::tape::Tapes, op: Op2, x: &Value, y: &Value) -> Option<Value> {
+pub(crate) fn level_op(tape: &mut crate::ad::tape::Tapes, op: Op2, x: &Value, y: &Value) -> Option<Value> {
     if op.is_comparison() {
         let (x, y) = (crate::ad::tape::strip(x), crate::ad::tape::strip(y));
         if let (Value::Real(_), Value::Real(_)) = (&*x, &*y) {

@@ -219,6 +219,25 @@ const PROGRAMS: &[&str] = &[
      ((derivative-R (lambda (w) (walk (lambda (a) (* a w)) 5))) 2.0)
      ((derivative-F (lambda (w) (walk (lambda (a) (* a w)) 5))) 2)
      ((derivative-R (lambda (u) ((derivative-F (lambda (w) (* u (walk (lambda (a) (* a w)) 5)))) u))) 1.5)",
+    // loops calling closures whose lambdas' bodies compiled code runs in
+    // place of the calls (a closure calling a let-bound lambda and another
+    // closure it captured, as the saddle's objective does); the slot later
+    // holding a closure of another lambda, or the closure capturing another
+    // procedure, or itself; under derivatives (arithmetic on the levels'
+    // reals the closure captured); misused (a captured value that is not a
+    // pair, or not a number)
+    "(define (iterate f x n) (let loop ((i 0) (x x)) (if (= i n) x (loop (+ i 1) (f x)))))
+     (define (make c) (let* ((f (lambda (u v) (* u v))) (h (lambda (y) (f y c)))) (lambda (x) (- 0.0 (h x)))))
+     (define (wrap h) (lambda (x) (- 0.0 (h x))))
+     (define (pick p) (lambda (x) (+ x (car p))))
+     (iterate (make 0.5) 1.0 20) (iterate (make 3) 1 30) (iterate (wrap (lambda (y) (* y 0.5))) 1.0 20)
+     (iterate (wrap (lambda (y) (* y 0.25))) 1.0 20) (iterate (wrap (wrap (lambda (y) (* y 2)))) 1 10)
+     (iterate (lambda (x) (* x 0.5)) 1.0 20) (iterate (wrap (make 2)) 1 12)
+     ((derivative-R (lambda (c) (iterate (make c) 1.0 20))) 0.5)
+     ((derivative-F (lambda (c) (iterate (make c) 1.0 20))) 0.5)
+     ((derivative-R (lambda (u) ((derivative-F (lambda (c) (* u (iterate (make c) u 6)))) u))) 1.5)
+     ((gradient-R (lambda (l) (iterate (pick l) 0.0 10))) (list 1.0 2.0))
+     (iterate (pick (list 1 2)) 0 10) (iterate (pick 5) 0 10) (iterate (make #t) 1.0 3) (iterate (make 2) 1 70)",
     // a procedure that takes four arguments
     "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",
@@ -707,4 +726,63 @@ fn giving_up_forgets_the_calls_that_gave_way() {
         let (on, off) = (run("--jit-after=1", n), run("--no-jit", n));
         assert_eq!(on, off, "at a limit of {n} steps");
     }
+}
+
+/// A loop calling a closure its frame holds (`iterate`'s, run in place in
+/// `run` and in `again`, which are not run in place in their callers, as
+/// they call themselves: one loop each), compiled while the slot held a
+/// closure of a lambda whose body compiled code computes (arithmetic, pairs
+/// taken apart, calls of the closures it captured: `jit::spec_ok`), runs that
+/// body in place of each call made where the slot holds a closure of the same
+/// lambda, on the values the closure called captured, and has the evaluator
+/// make the others. Here x -> -(c x) (through a let-bound lambda the closure
+/// captured, run in place too), 20 times from 1: c^20, and its derivative
+/// 20 c^19, under either derivative (the loop computing with the tape's or
+/// the dual numbers' reals the closure captured).
+#[test]
+fn loops_run_the_closures_they_call_in_place() {
+    let Some(mut s) = jit_session(1) else { return };
+    s.run_text(
+        "p.vlad",
+        "(define (iterate f x n) (let loop ((i 0) (x x)) (if (= i n) x (loop (+ i 1) (f x)))))
+         (define (run f n) (if (< n 0) (run f (+ n 1)) (iterate f 1.0 n)))
+         (define (again f n) (if (< n 0) (again f (+ n 1)) (iterate f 1.0 n)))
+         (define (make c) (let* ((f (lambda (u v) (* u v))) (h (lambda (y) (f y c)))) (lambda (x) (- 0.0 (h x)))))
+         (define (wrap h) (lambda (x) (- 0.0 (h x))))",
+    )
+    .expect("the definitions run");
+    let real = |v: String| -> f64 { v.parse().expect("a real") };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+    // (each run goes on in compiled code after its first few iterations:
+    // the rest of the calls, two an iteration, of the closure and of the one
+    // it captured, are run in place)
+    for (c, n) in [(0.5f64, 20), (1.25, 20), (0.75, 40)] {
+        let (calls, in_place) = (vlad::jit::value_calls(), vlad::jit::in_place_calls());
+        let v = real(value(&mut s, &format!("(run (make {c}) {n})")));
+        assert!(close(v, c.powi(n)), "{v} against {c}^{n}");
+        let ran = vlad::jit::in_place_calls() - in_place;
+        assert!((2 * n as u64 - 8..=2 * n as u64).contains(&ran), "{ran} of {} calls run in place", 2 * n);
+        assert_eq!(vlad::jit::value_calls() - calls, ran, "no call made by the evaluator");
+    }
+    for mode in ["R", "F"] {
+        let in_place = vlad::jit::in_place_calls();
+        let d = real(value(&mut s, &format!("((derivative-{mode} (lambda (c) (run (make c) 20))) 0.5)")));
+        assert!(close(d, 20.0 * 0.5f64.powi(19)), "derivative-{mode}: {d}");
+        let ran = vlad::jit::in_place_calls() - in_place;
+        assert!((32..=40).contains(&ran), "derivative-{mode}: {ran} of 40 calls run in place");
+    }
+    // A closure of another lambda: every call made by the evaluator.
+    let (calls, in_place) = (vlad::jit::value_calls(), vlad::jit::in_place_calls());
+    assert!(close(real(value(&mut s, "(run (lambda (x) (* x -0.5)) 20)")), 0.5f64.powi(20)));
+    assert_eq!(vlad::jit::in_place_calls(), in_place, "none run in place");
+    assert_eq!(vlad::jit::value_calls() - calls, 20, "all made by the evaluator");
+    // A loop compiled calling `wrap`'s closure of one lambda, then called
+    // with one of another: the outer body run in place, the inner call made
+    // by the evaluator (x -> -(x/4), 20 times: 4^-20).
+    value(&mut s, "(again (wrap (lambda (y) (* y 0.5))) 20)");
+    let (calls, in_place) = (vlad::jit::value_calls(), vlad::jit::in_place_calls());
+    assert!(close(real(value(&mut s, "(again (wrap (lambda (y) (* y 0.25))) 20)")), 0.25f64.powi(20)));
+    let ran = vlad::jit::in_place_calls() - in_place;
+    assert!((16..=20).contains(&ran), "{ran} of the 20 outer calls run in place");
+    assert_eq!(vlad::jit::value_calls() - calls, 2 * ran, "and as many inner ones made by the evaluator");
 }

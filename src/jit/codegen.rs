@@ -5,8 +5,11 @@ use super::{
     arith_prim, arity, callee, lambda_ok, makes_values, start, walk_lists, Entry, LoopEntry, Unary, BOOL,
     COMPACT_AFTER, FAIL, INT, MADE_LEN, NIL, OTHER, PAIR, REAL,
 };
+use crate::anf::Group;
 use crate::eval::{Machine, JIT_DEPTH, JIT_FUEL, JIT_STACK_LO, JIT_STACK_SPAN};
-use crate::resolve::{Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, LambdaCode, Loop, Op2, Shape};
+use crate::resolve::{
+    Again, CArgs, CAtom, CBind, CBlock, CExpr, Cond, Guard, Inline, LambdaCode, Loop, Op2, Shape,
+};
 use crate::value::{InstRc, Value};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F64, I64};
@@ -17,6 +20,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Module};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
+use std::rc::Rc;
 
 /// The code compiled on this thread (values and code are never shared
 /// between threads), and what compiling needs, made on first use. Nothing
@@ -229,21 +233,34 @@ enum Root<'a> {
 }
 
 pub(super) fn compile(m: &mut Machine, root: &LambdaCode) {
-    compile_root(m, Root::Proc(root));
+    compile_root(m, Root::Proc(root), &[]);
 }
 
 /// Compiles loop `lp` on its own (with the procedures it calls); sets its
-/// state to its entry where that can be done.
-pub(super) fn compile_loop(m: &mut Machine, lp: &Loop) {
+/// state to its entry where that can be done. Its frame is at `base`: the
+/// closures the slots it calls hold there are those whose lambdas' bodies
+/// its code runs in place of its calls of them, where they are of the kind
+/// (see `jit::spec_ok`) and the slot holds a closure of the same lambda when
+/// the call is made (see [`Gen::expected_call`]).
+pub(super) fn compile_loop(m: &mut Machine, lp: &Loop, base: usize) {
     let inputs = super::inputs(lp);
     if inputs.len() > super::MAX_INPUTS {
         return;
     }
-    if let Some(code) = compile_root(m, Root::Loop(lp, &inputs)) {
+    let called = super::value_callees(&lp.body);
+    let expected: Vec<(u32, Value)> = inputs
+        .iter()
+        .filter(|s| called.contains(s))
+        .filter_map(|&s| match m.stack.get(base + s as usize) {
+            Some(v @ Value::Closure(..)) => Some((s, v.clone())),
+            _ => None,
+        })
+        .collect();
+    if let Some(code) = compile_root(m, Root::Loop(lp, &inputs), &expected) {
         JIT.with(|j| {
             let mut j = j.borrow_mut();
             let Some(Some(jit)) = j.as_mut() else { return };
-            let entry = Box::new(LoopEntry::new(code.0, lp, inputs, code.1));
+            let entry = Box::new(LoopEntry::new(code.0, lp, inputs, code.1, code.2));
             lp.jit.set(&*entry as *const LoopEntry as usize);
             jit.loop_entries.push(entry);
         });
@@ -251,8 +268,14 @@ pub(super) fn compile_loop(m: &mut Machine, lp: &Loop) {
 }
 
 /// Compiles `root` and the procedures it calls, setting their states to
-/// their entries; for a loop, its code and the globals it depends on.
-fn compile_root(m: &mut Machine, root: Root<'_>) -> Option<(*const u8, Deps)> {
+/// their entries; for a loop, its code, the globals it depends on and the
+/// groups of the closures it expects (`expected`: the slots a loop calls and
+/// the closures they held, see [`compile_loop`]).
+fn compile_root(
+    m: &mut Machine,
+    root: Root<'_>,
+    expected: &[(u32, Value)],
+) -> Option<(*const u8, Deps, Vec<Rc<Group>>)> {
     let c = cluster(m, root)?;
     JIT.with(|j| {
         let mut j = j.borrow_mut();
@@ -296,9 +319,10 @@ fn compile_root(m: &mut Machine, root: Root<'_>) -> Option<(*const u8, Deps)> {
         if let (Some(id), Some(s)) = (loop_id, root_sig) {
             todo.push((id, s, usize::MAX, root));
         }
+        let mut groups = Vec::new();
         for (id, s, me, r) in todo {
             jit.ctx.func.signature = s;
-            build(jit, &c, &ids, me, r, tick_sig.clone());
+            build(jit, &c, &ids, me, r, tick_sig.clone(), expected, &mut groups);
             let ok = jit.module.define_function(id, &mut jit.ctx).is_ok();
             jit.module.clear_context(&mut jit.ctx);
             if !ok {
@@ -315,11 +339,21 @@ fn compile_root(m: &mut Machine, root: Root<'_>) -> Option<(*const u8, Deps)> {
             lam.jit.set(&*entry as *const Entry as usize);
             jit.entries.push(entry);
         }
-        Some((loop_id.map_or(std::ptr::null(), |id| jit.module.get_finalized_function(id)), deps))
+        Some((loop_id.map_or(std::ptr::null(), |id| jit.module.get_finalized_function(id)), deps, groups))
     })
 }
 
-fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, tick_sig: Signature) {
+#[allow(clippy::too_many_arguments)]
+fn build<'c>(
+    jit: &mut Jit,
+    c: &'c Cluster,
+    ids: &[FuncId],
+    me: usize,
+    root: Root<'c>,
+    tick_sig: Signature,
+    expected: &'c [(u32, Value)],
+    groups: &mut Vec<Rc<Group>>,
+) {
     let mut refs = Vec::with_capacity(ids.len());
     for &id in ids {
         refs.push(jit.module.declare_func_in_func(id, &mut jit.ctx.func));
@@ -342,6 +376,7 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
     let value_sig = sig(&[I64; 5], &[I64; 2]);
     let held_sig = sig(&[I64; 6], &[I64; 2]);
     let compact_sig = sig(&[I64; 4], &[]);
+    let env_sig = sig(&[I64; 4], &[I64]);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     let fail = b.create_block();
@@ -373,6 +408,11 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
         loops: Vec::new(),
         env: Vec::new(),
         closures: Vec::new(),
+        env_sig,
+        expected_slots: Vec::new(),
+        expected_env: &[],
+        expected_depth: 0,
+        groups,
     };
     match root {
         Root::Proc(lam) => {
@@ -392,6 +432,7 @@ fn build(jit: &mut Jit, c: &Cluster, ids: &[FuncId], me: usize, root: Root<'_>, 
                 let bits = g.b.ins().load(I64, flags, params[1], 16 * i as i32 + 8);
                 g.set_slot(*s, V { tag: Tag::D(tag), bits });
             }
+            g.expected_slots = expected.iter().map(|(s, v)| (*s, v)).collect();
             let mark = g.loop_mark(lp, true);
             g.b.ins().jump(top, &[]);
             g.b.switch_to_block(top);
@@ -478,7 +519,25 @@ struct Gen<'a, 'c> {
     /// The slots holding closures that walks call (see `jit::closures_ok`),
     /// each with its lambda's code and the values it captured: never made.
     closures: Vec<(u32, &'c LambdaCode, Vec<V>)>,
+    /// `jit::closure_env`'s.
+    env_sig: ir::SigRef,
+    /// In a loop's code, the slots it calls whose closures' lambdas it may
+    /// run in place of the calls (see [`Gen::expected_call`]), each with
+    /// the closure the slot held as the loop was compiled.
+    expected_slots: Vec<(u32, &'c Value)>,
+    /// In a lambda's body run so: the values its closure captured when the
+    /// loop was compiled (the closures among them, expected as the slots'
+    /// are).
+    expected_env: &'c [Value],
+    /// How many such bodies the code being built is in.
+    expected_depth: usize,
+    /// The groups of the closures expected (see `LoopEntry`).
+    groups: &'a mut Vec<Rc<Group>>,
 }
+
+/// The most bodies of lambdas of closures run in place of calls of them one
+/// in another (see [`Gen::expected_call`]).
+const MAX_EXPECTED_DEPTH: usize = 4;
 
 /// What a walk calls on its lists' elements (see [`Gen::walk`]).
 enum WalkFn<'c> {
@@ -500,6 +559,7 @@ impl<'c> Gen<'_, 'c> {
 
     fn set_slot(&mut self, s: u32, v: V) {
         self.closures.retain(|c| c.0 != s);
+        self.expected_slots.retain(|c| c.0 != s);
         let (t, x) = self.vars(s);
         let tv = self.tag(v.tag);
         self.b.def_var(t, tv);
@@ -837,7 +897,7 @@ impl<'c> Gen<'_, 'c> {
             WalkFn::Unary(u) => self.unary(u, elems[0]),
             WalkFn::Arith(op) => self.arith(op, elems[0], elems[1]),
             WalkFn::Global(g) => self.app(g, elems, false),
-            WalkFn::Lambda(lam, caps) => self.call_lambda(lam, caps, elems),
+            WalkFn::Lambda(lam, caps) => self.call_lambda(lam, caps, elems, &[]),
         };
         let tv = self.tag(v.tag);
         let e = self.b.use_var(end);
@@ -863,20 +923,79 @@ impl<'c> Gen<'_, 'c> {
 
     /// A call of a closure's lambda (`lam`, having captured `caps`) on
     /// `args`, its body run here: a step and a level, as the call takes.
-    fn call_lambda(&mut self, lam: &'c LambdaCode, caps: Vec<V>, args: Vec<V>) -> V {
+    fn call_lambda(
+        &mut self,
+        lam: &'c LambdaCode,
+        caps: Vec<V>,
+        args: Vec<V>,
+        expected_env: &'c [Value],
+    ) -> V {
         self.level_down();
         self.tick();
         let slots = std::mem::take(&mut self.slots);
         let env = std::mem::replace(&mut self.env, caps);
         let closures = std::mem::take(&mut self.closures);
         let loops = std::mem::take(&mut self.loops);
+        let expected_slots = std::mem::take(&mut self.expected_slots);
+        let expected_env = std::mem::replace(&mut self.expected_env, expected_env);
         for (i, a) in args.into_iter().enumerate() {
             self.set_slot(i as u32, a);
         }
         let v = self.value(|g, dest| g.block(&lam.body, start(lam), dest));
         (self.slots, self.env, self.closures, self.loops) = (slots, env, closures, loops);
+        (self.expected_slots, self.expected_env) = (expected_slots, expected_env);
         self.level_up();
         v
+    }
+
+    /// A call (not a tail call) of the procedure `f` holds (a slot a loop
+    /// reads, or a value a closure whose body it runs so captured) on `args`,
+    /// where the loop was compiled with `f` holding a closure whose lambda's
+    /// body compiled code may run in place of a call of it (`jit::spec_ok`):
+    /// where `f` holds a closure of the same lambda when the call is made
+    /// (`jit::closure_env`), its body run here on the values that closure
+    /// captured (a step and a level, as the evaluator's call takes), else the
+    /// call made by the evaluator ([`Gen::call_value`]). `None` where no such
+    /// closure is expected.
+    fn expected_call(&mut self, f: &CAtom, args: &[V]) -> Option<V> {
+        if !self.held_ops || self.expected_depth >= MAX_EXPECTED_DEPTH {
+            return None;
+        }
+        let want: &'c Value = match f {
+            CAtom::Local(s) => self.expected_slots.iter().find(|x| x.0 == *s)?.1,
+            CAtom::Env(i) => self.expected_env.get(*i as usize)?,
+            _ => return None,
+        };
+        let Value::Closure(inst, 0) = want else { return None };
+        let code = inst.group.code.get()?;
+        if !super::spec_ok(&inst.group, code) || arity(&code.members[0]) != Some(args.len()) {
+            return None;
+        }
+        let lam = &code.members[0];
+        let layout = super::pair_layout()?;
+        if !self.groups.iter().any(|g| Rc::ptr_eq(g, &inst.group)) {
+            self.groups.push(inst.group.clone());
+        }
+        let fv = self.atom(f);
+        let ft = self.tag(fv.tag);
+        let group = self.b.ins().iconst(I64, Rc::as_ptr(&inst.group) as i64);
+        let env =
+            self.call_fn(self.env_sig, super::closure_env as *const () as usize, &[ft, fv.bits, group])[0];
+        let n = inst.env.len();
+        let args = args.to_vec();
+        Some(self.value(|g, dest| {
+            let (same, other) = (g.b.create_block(), g.b.create_block());
+            g.b.ins().brif(env, same, &[], other, &[]);
+            g.b.switch_to_block(same);
+            let caps: Vec<V> = (0..n).map(|i| g.part(layout, env, 16 * i as i32)).collect();
+            g.expected_depth += 1;
+            let v = g.call_lambda(lam, caps, args.clone(), &inst.env);
+            g.expected_depth -= 1;
+            g.deliver(v, dest);
+            g.b.switch_to_block(other);
+            let v = g.call_value(f, args, false);
+            g.deliver(v, dest);
+        }))
     }
 
     fn deliver(&mut self, v: V, dest: Dest) {
@@ -914,17 +1033,8 @@ impl<'c> Gen<'_, 'c> {
                 let x = self.expr(&c.arg);
                 self.app(&c.f, vec![x], false)
             }
-            CExpr::Inline(il) => {
-                if !il.tail {
-                    self.level_down();
-                }
-                self.tick();
-                let v = self.value(|g, dest| g.block(&il.body, 0, dest));
-                if !il.tail {
-                    self.level_up();
-                }
-                v
-            }
+            CExpr::Inline(il) => self.inline(il),
+            CExpr::Guarded(g) => self.guarded(g),
             e @ (CExpr::If(..) | CExpr::Loop(..)) => self.value(|g, dest| g.tail(e, dest)),
             CExpr::Prim(p, CArgs::One(a), _) => match Unary::of(*p) {
                 Some(u) => {
@@ -954,6 +1064,42 @@ impl<'c> Gen<'_, 'c> {
         }
     }
 
+    /// A call run in place (`resolve::Inline`): a step, and a level unless
+    /// it stands for a tail call.
+    fn inline(&mut self, il: &'c Inline) -> V {
+        if !il.tail {
+            self.level_down();
+        }
+        self.tick();
+        let v = self.value(|g, dest| g.block(&il.body, 0, dest));
+        if !il.tail {
+            self.level_up();
+        }
+        v
+    }
+
+    /// A call run in place where the variable called holds a closure of a
+    /// lambda, else made (`resolve::Guard`; only in the body of a closure's
+    /// lambda a loop runs in place of a call, see `jit::spec_ok`): the
+    /// closure's group told by `jit::closure_env`, as by `Guard::holds`.
+    fn guarded(&mut self, g: &'c Guard) -> V {
+        let fv = self.atom(&g.callee);
+        let ft = self.tag(fv.tag);
+        let group = self.b.ins().iconst(I64, Rc::as_ptr(&g.group) as i64);
+        let env =
+            self.call_fn(self.env_sig, super::guard_env as *const () as usize, &[ft, fv.bits, group])[0];
+        self.value(|gen, dest| {
+            let (same, other) = (gen.b.create_block(), gen.b.create_block());
+            gen.b.ins().brif(env, same, &[], other, &[]);
+            gen.b.switch_to_block(same);
+            let v = gen.inline(&g.inline);
+            gen.deliver(v, dest);
+            gen.b.switch_to_block(other);
+            let v = gen.expr(&g.call);
+            gen.deliver(v, dest);
+        })
+    }
+
     /// The value `f` leaves in a join's variables.
     fn value(&mut self, f: impl FnOnce(&mut Self, Dest)) -> V {
         let join = self.b.create_block();
@@ -967,7 +1113,12 @@ impl<'c> Gen<'_, 'c> {
     /// A call of the procedure a global holds: a step, and a level unless
     /// `tail`.
     fn app(&mut self, f: &CAtom, vs: Vec<V>, tail: bool) -> V {
-        if let CAtom::Local(_) = f {
+        if let CAtom::Local(_) | CAtom::Env(_) = f {
+            if !tail {
+                if let Some(v) = self.expected_call(f, &vs) {
+                    return v;
+                }
+            }
             return self.call_value(f, vs, tail);
         }
         let CAtom::Global(g) = f else { return self.give_up() };

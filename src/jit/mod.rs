@@ -29,6 +29,14 @@
 //! before the evaluator runs it again, and it is not entered under levels
 //! again.
 //!
+//! Where such a loop was compiled while a slot it calls held a closure whose
+//! lambda's body computes only what compiled code computes on any value the
+//! evaluator would ([`spec_ok`]), its code runs that body in place of each
+//! call made while the slot holds a closure of the same lambda
+//! ([`closure_env`] tells; the values the closure captured are read where they
+//! are), and so, inside it, the bodies of the closures that closure captured
+//! and calls; the evaluator makes the other calls.
+//!
 //! A small procedure holding such a loop, which its callers run in place
 //! (`resolve::Inline::callee`), counts the steps each such run takes as its
 //! entries ([`count_in_place`]); once compiled, the evaluator runs each such
@@ -69,7 +77,7 @@ mod codegen;
 #[cfg(not(feature = "jit"))]
 mod codegen {
     pub(super) fn compile(_: &mut crate::eval::Machine, _: &crate::resolve::LambdaCode) {}
-    pub(super) fn compile_loop(_: &mut crate::eval::Machine, _: &crate::resolve::Loop) {}
+    pub(super) fn compile_loop(_: &mut crate::eval::Machine, _: &crate::resolve::Loop, _: usize) {}
 }
 
 /// The entries of a procedure (or iterations of a loop) after which it is
@@ -173,6 +181,75 @@ pub(crate) fn lambda_ok(group: &crate::anf::Group, code: &GroupCode) -> bool {
         && body_ok(&code.members[0])
 }
 
+/// Whether a loop's compiled code may run the body of the lambda of a
+/// closure (a group's, `code` its code) in place of a call of it, where the
+/// loop was compiled with a slot it reads, or a value a closure it so runs
+/// captured, holding the closure (the code compares the value called with
+/// it first: see `codegen::Gen::expected_call`): one procedure of source
+/// code, of at most [`MAX_ARITY`] arguments, whose body is made only of
+/// what compiled code computes on any value the evaluator would (arithmetic
+/// and comparisons, on a level's reals by [`held_arith`], as loops make
+/// them), pairs taken apart and made, conditionals on comparisons and
+/// `null?`, calls run in place, and calls of procedure values (themselves
+/// run so, or made by [`call_value`]): no call of a global's procedure,
+/// whose compiled code gives up on a level's real, no primitive that does
+/// (`sqrt`, ...), no test of a value's truth (a real of a level may be a
+/// tagged `#f`), no loop, walk or closure made.
+pub(crate) fn spec_ok(group: &crate::anf::Group, code: &GroupCode) -> bool {
+    if !source_procedure(group, code) {
+        return false;
+    }
+    let lam = &code.members[0];
+    arity(lam).is_some()
+        && lam.body.binds.get(start(lam)..).is_some_and(|bs| bs.iter().all(|x| spec_bind_ok(x, MAX_NESTING)))
+        && spec_expr_ok(&lam.body.tail, MAX_NESTING)
+}
+
+fn spec_block_ok(b: &CBlock, d: usize) -> bool {
+    d > 0 && b.binds.iter().all(|x| spec_bind_ok(x, d - 1)) && spec_expr_ok(&b.tail, d - 1)
+}
+
+fn spec_bind_ok(b: &CBind, d: usize) -> bool {
+    match b {
+        CBind::Let(_, e) => spec_expr_ok(e, d),
+        CBind::PushApp(_, f, args, ..) => {
+            value_callee_ok(f, args.atoms().len()) && args.atoms().iter().all(atom_ok)
+        }
+        CBind::Uncons(_, _, a, ..) => atom_ok(a),
+        CBind::Clear(_) | CBind::Grow(_) => true,
+        _ => false,
+    }
+}
+
+fn spec_expr_ok(e: &CExpr, d: usize) -> bool {
+    match e {
+        CExpr::Atom(a) => atom_ok(a),
+        CExpr::Arith2(_, a, b, ..) => atom_ok(a) && atom_ok(b),
+        CExpr::Arith2Int(..) => true,
+        CExpr::App(f, args, ..) => value_callee_ok(f, args.atoms().len()) && args.atoms().iter().all(atom_ok),
+        CExpr::Cons(a, d, _) => atom_ok(a) && atom_ok(d),
+        CExpr::If(c, t, f) => {
+            matches!(c, Cond::Cmp(..) | Cond::CmpInt(..) | Cond::Is(crate::resolve::Shape::Null, _))
+                && cond_ok(c)
+                && spec_block_ok(t, d)
+                && spec_block_ok(f, d)
+        }
+        CExpr::Inline(il) => spec_block_ok(&il.body, d),
+        // (a let-bound lambda's call, run in place where the variable holds it)
+        CExpr::Guarded(g) => {
+            matches!(g.callee, CAtom::Local(_) | CAtom::Env(_))
+                && spec_block_ok(&g.inline.body, d)
+                && spec_expr_ok(&g.call, d)
+        }
+        _ => false,
+    }
+}
+
+/// A call of the procedure a slot or a captured value holds, on `n` arguments.
+fn value_callee_ok(f: &CAtom, n: usize) -> bool {
+    matches!(f, CAtom::Local(_) | CAtom::Env(_)) && (1..=MAX_ARITY).contains(&n)
+}
+
 /// Whether a group is one procedure of source code (not a transform's, a
 /// `letrec`'s, a shape, nor a primitive's native code), which compiled code
 /// may run.
@@ -198,21 +275,38 @@ pub struct LoopEntry {
     /// Set once the code gave up where a level of AD ran: not entered there
     /// again (it still is where none runs).
     not_on_levels: std::cell::Cell<bool>,
+    /// The groups whose lambdas the code runs in place of calls of their
+    /// closures (see [`spec_ok`]), held so that no other group takes the
+    /// address the code compares with.
+    _expected: Box<[Rc<crate::anf::Group>]>,
 }
 
 impl LoopEntry {
-    pub(crate) fn new(code: *const u8, lp: &Loop, inputs: Vec<u32>, deps: Box<[(u32, InstRc)]>) -> LoopEntry {
+    pub(crate) fn new(
+        code: *const u8,
+        lp: &Loop,
+        inputs: Vec<u32>,
+        deps: Box<[(u32, InstRc)]>,
+        expected: Vec<Rc<crate::anf::Group>>,
+    ) -> LoopEntry {
         let callees = value_callees(&lp.body);
         let called = match callees.is_empty() {
             true => Box::default(),
             false => inputs.iter().map(|s| callees.contains(s)).collect(),
         };
-        LoopEntry { code, inputs: inputs.into(), deps, called, not_on_levels: std::cell::Cell::new(false) }
+        LoopEntry {
+            code,
+            inputs: inputs.into(),
+            deps,
+            called,
+            not_on_levels: std::cell::Cell::new(false),
+            _expected: expected.into(),
+        }
     }
 }
 
 /// The slots whose procedures code calls (see [`call_value`]).
-fn value_callees(b: &CBlock) -> Vec<u32> {
+pub(crate) fn value_callees(b: &CBlock) -> Vec<u32> {
     let out = std::cell::RefCell::new(Vec::new());
     let callee = |f: &CAtom| {
         if let CAtom::Local(s) = f {
@@ -980,10 +1074,13 @@ pub(crate) unsafe extern "C" fn call_value(
     const GAVE_UP: Ret = Ret { tag: FAIL, bits: 0 };
     // SAFETY: (the caller's)
     let m = unsafe { &mut *m };
-    if ft != HELD {
+    // (a procedure a slot holds, held for the code, or one a closure whose
+    // body the code runs captured, see `closure_env`)
+    if ft != HELD && ft != OTHER {
         return GAVE_UP;
     }
-    let Some(Value::Closure(inst, idx)) = m.jit_made.held(fb).cloned() else { return GAVE_UP };
+    // SAFETY: (the caller's) an `OTHER`'s bits are a live value's address.
+    let Some(Value::Closure(inst, idx)) = (unsafe { value_of(m, ft, fb) }) else { return GAVE_UP };
     // (the arguments pushed where the call reads them, the commonest kinds
     // each made there in its own arm: see `Machine::push_with`)
     let n = nargs as usize;
@@ -1036,6 +1133,55 @@ pub(crate) unsafe extern "C" fn call_value(
     }
 }
 
+/// Called by a loop's compiled code before it runs the body of a closure's
+/// lambda in place of a call of the closure (see [`spec_ok`]): where the
+/// value called (`ft`, `fb`: a [`HELD`] one, or an [`OTHER`], a value a
+/// closure captured) is a closure of `group` (the address of its `Group`),
+/// the address of the values it captured (`Inst::env`, which the closure,
+/// held while the code runs, keeps; never 0); else 0.
+///
+/// # Safety
+/// `m` must be the machine compiled code was entered with; an `OTHER`'s
+/// bits, the address of a live value.
+pub(crate) unsafe extern "C" fn closure_env(m: *mut Machine, ft: i64, fb: i64, group: i64) -> i64 {
+    // SAFETY: (the caller's)
+    let env = unsafe { env_of(m, ft, fb, group) };
+    if env != 0 {
+        VALUE_CALLS.set(VALUE_CALLS.get() + 1);
+        IN_PLACE_CALLS.set(IN_PLACE_CALLS.get() + 1);
+    }
+    env
+}
+
+/// [`closure_env`] for a call the resolved code runs in place where the
+/// variable called holds a closure of a lambda (`resolve::Guard`), as the
+/// evaluator does (not counted).
+///
+/// # Safety
+/// As [`closure_env`]'s.
+pub(crate) unsafe extern "C" fn guard_env(m: *mut Machine, ft: i64, fb: i64, group: i64) -> i64 {
+    // SAFETY: (the caller's)
+    unsafe { env_of(m, ft, fb, group) }
+}
+
+/// # Safety
+/// As [`closure_env`]'s.
+#[inline(always)]
+unsafe fn env_of(m: *mut Machine, ft: i64, fb: i64, group: i64) -> i64 {
+    // SAFETY: (the caller's)
+    let m = unsafe { &*m };
+    let v = match ft {
+        HELD => m.jit_made.held(fb),
+        // SAFETY: (the caller's)
+        OTHER if fb != 0 => Some(unsafe { &*(fb as *const Value) }),
+        _ => None,
+    };
+    match v {
+        Some(Value::Closure(inst, 0)) if Rc::as_ptr(&inst.group) as i64 == group => inst.env.as_ptr() as i64,
+        _ => 0,
+    }
+}
+
 /// Called by a loop's compiled code (one that may hold values, see
 /// [`HELD`]) for arithmetic or a comparison (`op`, an `Op2` as a number) on
 /// two values that are not both numbers it computes with: `op` as the
@@ -1061,6 +1207,34 @@ pub(crate) unsafe extern "C" fn held_arith(
     // SAFETY: (the caller's)
     let m = unsafe { &mut *m };
     let Some(op) = Op2::from_index(op) else { return GAVE_UP };
+    // (a level's commonest operations, as `Machine::arith_values` computes
+    // them first, on the operands where they are, its result taken apart
+    // where it is made: moving the values in and out cost a stall each)
+    if m.tape.active() && m.meter.is_none() && m.meter_derivative.is_none() {
+        let (made, tapes) = (&mut m.jit_made, &mut m.tape);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let (mut tx, mut ty) = (Value::Nil, Value::Nil);
+            // SAFETY: (the caller's) a pair's bits are a live pair's address.
+            let (Some(x), Some(y)) =
+                (unsafe { operand(made, ta, a, &mut tx) }, unsafe { operand(made, tb, b, &mut ty) })
+            else {
+                return Some(GAVE_UP);
+            };
+            let v = crate::eval::level_op(tapes, op, x, y)?;
+            Some(match unbox(&v) {
+                Some((tag, bits)) if tag != PAIR => Ret { tag, bits },
+                _ => match made.hold_value(v) {
+                    Some(bits) => Ret { tag: HELD, bits },
+                    None => GAVE_UP,
+                },
+            })
+        }));
+        match r {
+            Ok(Some(r)) => return r,
+            Ok(None) => {}
+            Err(_) => return GAVE_UP,
+        }
+    }
     // SAFETY: (the caller's) a pair's bits are a live pair's address.
     let value = |m: &Machine, t: i64, b: i64| unsafe { value_of(m, t, b) };
     let (Some(x), Some(y)) = (value(m, ta, a), value(m, tb, b)) else { return GAVE_UP };
@@ -1075,6 +1249,25 @@ pub(crate) unsafe extern "C" fn held_arith(
             Some(bits) => Ret { tag: HELD, bits },
             None => GAVE_UP,
         },
+    }
+}
+
+/// [`value_of`], borrowed where the value is held ([`HELD`]) or is at an
+/// address ([`OTHER`]), else made in `tmp`.
+///
+/// # Safety
+/// As [`value_of`]'s.
+#[inline(always)]
+unsafe fn operand<'a>(made: &'a Made, tag: i64, bits: i64, tmp: &'a mut Value) -> Option<&'a Value> {
+    match tag {
+        HELD => made.held(bits),
+        // SAFETY: (the caller's)
+        OTHER => (bits != 0).then(|| unsafe { &*(bits as *const Value) }),
+        _ => {
+            // SAFETY: (the caller's)
+            *tmp = unsafe { rebox(tag, bits) }?;
+            Some(tmp)
+        }
     }
 }
 
@@ -1337,7 +1530,7 @@ pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value>
     if m.jit_after == 0 || m.meter.is_some() {
         return None;
     }
-    let state = count_down(m, &lp.jit, |m| codegen::compile_loop(m, lp))?;
+    let state = count_down(m, &lp.jit, |m| codegen::compile_loop(m, lp, base))?;
     // SAFETY: a state above COUNTING is a loop entry's address; entries are
     // never freed (see `codegen::compile_loop`).
     let entry = unsafe { &*(state as *const LoopEntry) };
@@ -1433,10 +1626,21 @@ thread_local! {
     static VALUE_CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// The calls of procedure values compiled code has had the evaluator make
-/// on this thread so far ([`call_value`]): for tests.
+/// The calls of procedure values made from compiled code on this thread so
+/// far, by the evaluator ([`call_value`]) or with the bodies of their
+/// closures' lambdas run in place ([`spec_ok`]): for tests.
 pub fn value_calls() -> u64 {
     VALUE_CALLS.get()
+}
+
+thread_local! {
+    static IN_PLACE_CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Those of [`value_calls`] whose closures' lambdas' bodies compiled code
+/// ran in place ([`closure_env`]): for tests.
+pub fn in_place_calls() -> u64 {
+    IN_PLACE_CALLS.get()
 }
 
 /// Whether a procedure's or a loop's state holds its entry's address.
