@@ -786,3 +786,34 @@ fn loops_run_the_closures_they_call_in_place() {
     assert!((16..=20).contains(&ran), "{ran} of the 20 outer calls run in place");
     assert_eq!(vlad::jit::value_calls() - calls, 2 * ran, "and as many inner ones made by the evaluator");
 }
+
+/// A long loop under a derivative whose variable holds a real of the tape (a
+/// value held for the code, which moves when what the loop made is dropped,
+/// `jit::compact`) goes on in compiled code to its end: here, 10⁵ calls of a
+/// closure run in place, each making three of them (past the 65,536 values
+/// compiled code holds at most, it would give up and the evaluator would run
+/// the loop again). x -> x (1 + c 10⁻⁵), 10⁵ times from 1, is
+/// (1 + c 10⁻⁵)^(10⁵), whose derivative is (1 + c 10⁻⁵)^(10⁵ - 1).
+#[test]
+fn long_loops_under_a_derivative_stay_compiled() {
+    let Some(mut s) = jit_session(1) else { return };
+    s.run_text(
+        "l.vlad",
+        "(define (iterate f x n) (let loop ((i 0) (x x)) (if (= i n) x (loop (+ i 1) (f x)))))
+         (define (run f n) (if (< n 0) (run f (+ n 1)) (iterate f 1.0 n)))
+         (define (make c) (lambda (x) (* x (+ 1.0 (* c 1e-5)))))",
+    )
+    .expect("the definitions run");
+    let n = 100_000;
+    let (k, c) = (1.0 + 0.5e-5f64, 0.5);
+    let want = k.powi(n - 1);
+    for mode in ["R", "F"] {
+        let in_place = vlad::jit::in_place_calls();
+        let d: f64 = value(&mut s, &format!("((derivative-{mode} (lambda (c) (run (make c) {n}))) {c})"))
+            .parse()
+            .expect("a real");
+        assert!((d - want).abs() <= 1e-9 * want, "derivative-{mode}: {d} against {want}");
+        let ran = vlad::jit::in_place_calls() - in_place;
+        assert!(ran >= n as u64 - 8, "derivative-{mode}: {ran} of {n} calls run in place");
+    }
+}

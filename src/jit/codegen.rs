@@ -1252,7 +1252,7 @@ impl<'c> Gen<'_, 'c> {
             Some(mark) => {
                 // (all its variables: those `set` leaves are in their slots already)
                 let vars: Vec<V> = lp.params.iter().map(|p| self.atom(&CAtom::Local(*p))).collect();
-                self.compact(mark, &vars, header);
+                self.compact(mark, &lp.params, &vars, header);
             }
             None => {
                 self.b.ins().jump(header, &[]);
@@ -1272,13 +1272,12 @@ impl<'c> Gen<'_, 'c> {
         ((root || !self.held_ops) && makes_values(&lp.body, self.held_ops)).then(|| self.load(MADE_LEN))
     }
 
-    /// A loop's call of itself, its variables set to `vs`, going back to its
-    /// top (`header`): where its iterations made more than
+    /// A loop's call of itself, its variables (`params`) set to `vs`, going
+    /// back to its top (`header`): where its iterations made more than
     /// `jit::COMPACT_AFTER` values since it was entered (`mark`), what they
-    /// made that its variables no longer hold dropped first (`jit::compact`).
-    /// (The variables keep their values: the test adds no values to meet at
-    /// the top.)
-    fn compact(&mut self, mark: ir::Value, vs: &[V], header: ir::Block) {
+    /// made that its variables no longer hold dropped first (`jit::compact`),
+    /// the variables read back (a value held for the code moves).
+    fn compact(&mut self, mark: ir::Value, params: &[u32], vs: &[V], header: ir::Block) {
         let len = self.load(MADE_LEN);
         let made = self.b.ins().isub(len, mark);
         let due = self.b.ins().icmp_imm(IntCC::UnsignedGreaterThanOrEqual, made, COMPACT_AFTER as i64);
@@ -1294,6 +1293,10 @@ impl<'c> Gen<'_, 'c> {
         let at = self.spill(&words);
         let n = self.b.ins().iconst(I64, vs.len() as i64);
         self.call_fn(self.compact_sig, super::compact as *const () as usize, &[mark, at, n]);
+        for (i, (p, v)) in params.iter().zip(vs).enumerate() {
+            let bits = self.b.ins().load(I64, MemFlags::trusted(), at, 16 * i as i32 + 8);
+            self.set_slot(*p, V { tag: v.tag, bits });
+        }
         self.b.ins().jump(header, &[]);
     }
 

@@ -1014,15 +1014,16 @@ pub(crate) const COMPACT_AFTER: usize = 1024;
 /// to the next (what the body binds is bound again each time; what the code
 /// around the loop made is below `mark`, untouched), so each pair a variable
 /// holds is counted once more and held again (its bits, an address, stay the
-/// same), and the rest is dropped. Nothing is done where a variable holds a
-/// value borrowed from a pair's part ([`OTHER`]), whose pair might be one of
-/// those dropped, or a value held for the code since `mark` ([`HELD`]), whose
-/// place would change (the code does not read its variables back).
+/// same), each value held for the code ([`HELD`]) that a variable holds is
+/// held again, its bits at `vars` rewritten to its new place (the code reads
+/// its variables back), and the rest is dropped. Nothing is done where a
+/// variable holds a value borrowed from a pair's part ([`OTHER`]), whose pair
+/// might be one of those dropped.
 ///
 /// # Safety
 /// `m` must be the machine compiled code was entered with; `vars`, `n` pairs
 /// of words, a pair's bits the address of a live pair.
-pub(crate) unsafe extern "C" fn compact(m: *mut Machine, mark: i64, vars: *const i64, n: i64) {
+pub(crate) unsafe extern "C" fn compact(m: *mut Machine, mark: i64, vars: *mut i64, n: i64) {
     // SAFETY: (the caller's)
     let made = unsafe { &mut (*m).jit_made };
     let (mark, n) = (mark as usize, n as usize);
@@ -1030,18 +1031,31 @@ pub(crate) unsafe extern "C" fn compact(m: *mut Machine, mark: i64, vars: *const
     debug_assert!(made.values.len() >= mark.saturating_add(COMPACT_AFTER));
     // SAFETY: (the caller's) `n` pairs of words at `vars`.
     let var = |i: usize| unsafe { (*vars.add(2 * i), *vars.add(2 * i + 1)) };
-    if (0..n).any(|i| match var(i) {
-        (OTHER, _) => true,
-        (HELD, b) => usize::try_from(b).map_or(true, |k| k > mark),
-        _ => false,
-    }) {
+    if (0..n).any(|i| var(i).0 == OTHER) {
         return;
     }
     let mut keep: smallvec::SmallVec<[Value; 8]> = smallvec::SmallVec::new();
+    // (each value held since `mark` that a variable holds: its bits, old and new)
+    let mut moved: smallvec::SmallVec<[(i64, i64); 4]> = smallvec::SmallVec::new();
     for i in 0..n {
-        if let (PAIR, b) = var(i) {
+        match var(i) {
             // SAFETY: (the caller's) a pair's bits are a live pair's address.
-            keep.push(Value::Pair(unsafe { borrowed_pair(b) }));
+            (PAIR, b) => keep.push(Value::Pair(unsafe { borrowed_pair(b) })),
+            (HELD, b) if usize::try_from(b).is_ok_and(|k| k > mark) => {
+                let to = match moved.iter().find(|(from, _)| *from == b) {
+                    Some(&(_, to)) => to,
+                    None => {
+                        let Some(v) = made.held(b).cloned() else { return };
+                        keep.push(v);
+                        let to = (mark + keep.len()) as i64;
+                        moved.push((b, to));
+                        to
+                    }
+                };
+                // SAFETY: (the caller's) `vars` is the code's, written here only.
+                unsafe { *vars.add(2 * i + 1) = to };
+            }
+            _ => {}
         }
     }
     made.values.truncate(mark);
