@@ -1041,21 +1041,21 @@ pub(crate) unsafe extern "C" fn compact(m: *mut Machine, mark: i64, vars: *mut i
         match var(i) {
             // SAFETY: (the caller's) a pair's bits are a live pair's address.
             (PAIR, b) => keep.push(Value::Pair(unsafe { borrowed_pair(b) })),
-            (HELD, b) if usize::try_from(b).is_ok_and(|k| k > mark) => {
-                let to = match moved.iter().find(|(from, _)| *from == b) {
-                    Some(&(_, to)) => to,
-                    None => {
-                        let Some(v) = made.held(b).cloned() else { return };
-                        keep.push(v);
-                        let to = (mark + keep.len()) as i64;
-                        moved.push((b, to));
-                        to
-                    }
-                };
+            (HELD, b) if usize::try_from(b).is_ok_and(|k| k > mark) && !moved.iter().any(|m| m.0 == b) => {
+                let Some(v) = made.held(b).cloned() else { return };
+                keep.push(v);
+                moved.push((b, (mark + keep.len()) as i64));
+            }
+            _ => {}
+        }
+    }
+    // (the variables' new bits written once nothing can stop the compaction)
+    for i in 0..n {
+        if let (HELD, b) = var(i) {
+            if let Some(&(_, to)) = moved.iter().find(|m| m.0 == b) {
                 // SAFETY: (the caller's) `vars` is the code's, written here only.
                 unsafe { *vars.add(2 * i + 1) = to };
             }
-            _ => {}
         }
     }
     made.values.truncate(mark);
