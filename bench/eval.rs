@@ -144,6 +144,20 @@ fn closures(c: &mut Criterion) {
     );
     assert_eq!(shown(&run(&mut s, &t)), "5000050000");
     c.bench_function("closure creation 10^5", |b| b.iter(|| black_box(run(&mut s, &t))));
+    // A loop calling the closure its procedure was passed, which calls a
+    // let-bound lambda and reads the value it captured (the saddle's objective
+    // in small): once the loop is compiled, the closures' bodies run in place
+    // of the calls (`jit::spec_ok`). x -> -(x c) with c = -1: the sum 0 + 1 + ...
+    // of x = 1 each step, 10^5 steps.
+    let calls = "(define (make c) (let* ((f (lambda (u v) (* u v))) (h (lambda (y) (f y c)))) (lambda (x) (- 0.0 (h x)))))
+                 (define (iterate f n) (let loop ((i 0) (acc 0.0)) (if (= i n) acc (loop (+ i 1) (+ acc (f 1.0))))))";
+    let call = "(iterate (make -1.0) 100000)";
+    let (mut s, t) = setup(calls, call);
+    assert_eq!(shown(&run(&mut s, &t)), "100000.0");
+    c.bench_function("loop calling a closure 10^5", |b| b.iter(|| black_box(run(&mut s, &t))));
+    let (mut s, t) = setup_evaluator(calls, call);
+    assert_eq!(shown(&run(&mut s, &t)), "100000.0");
+    c.bench_function("loop calling a closure 10^5, evaluator", |b| b.iter(|| black_box(run(&mut s, &t))));
 }
 
 fn real_arithmetic(c: &mut Criterion) {
