@@ -3484,8 +3484,14 @@ impl Machine {
     /// call's loop larger, fib +1.5% instructions.)
     #[inline(never)]
     fn exec_prim(&mut self, base: usize, inst: &InstRc, e: &CExpr, i: usize) -> Result<()> {
-        let v = self.prim_value(base, inst, e)?;
-        self.set(i, v);
+        // (a number written as one: copied whole from where the primitive
+        // left it, stored in parts just before, it stalled the processor, a
+        // quarter of a `sqrt`'s time)
+        match self.prim_value(base, inst, e)? {
+            Value::Real(x) => self.set_num(i, Num::Real(x)),
+            Value::Int(x) => self.set_num(i, Num::Int(x)),
+            v => self.set(i, v),
+        }
         Ok(())
     }
 
