@@ -728,6 +728,14 @@ fn giving_up_forgets_the_calls_that_gave_way() {
     }
 }
 
+/// `(iterate f x n)`: `f` applied `n` times from `x`, by a loop that calls
+/// the closure its frame holds; `(run f n)`, the same from 1.0 with
+/// `iterate` (and its loop) run in place in it, where `run` itself is not run
+/// in place in its callers, as it calls itself: one loop, whichever
+/// expression calls `run`.
+const ITERATE: &str = "(define (iterate f x n) (let loop ((i 0) (x x)) (if (= i n) x (loop (+ i 1) (f x)))))
+                       (define (run f n) (if (< n 0) (run f (+ n 1)) (iterate f 1.0 n)))";
+
 /// A loop calling a closure its frame holds (`iterate`'s, run in place in
 /// `run` and in `again`, which are not run in place in their callers, as
 /// they call themselves: one loop each), compiled while the slot held a
@@ -742,11 +750,10 @@ fn giving_up_forgets_the_calls_that_gave_way() {
 #[test]
 fn loops_run_the_closures_they_call_in_place() {
     let Some(mut s) = jit_session(1) else { return };
+    s.run_text("i.vlad", ITERATE).expect("the definitions run");
     s.run_text(
         "p.vlad",
-        "(define (iterate f x n) (let loop ((i 0) (x x)) (if (= i n) x (loop (+ i 1) (f x)))))
-         (define (run f n) (if (< n 0) (run f (+ n 1)) (iterate f 1.0 n)))
-         (define (again f n) (if (< n 0) (again f (+ n 1)) (iterate f 1.0 n)))
+        "(define (again f n) (if (< n 0) (again f (+ n 1)) (iterate f 1.0 n)))
          (define (make c) (let* ((f (lambda (u v) (* u v))) (h (lambda (y) (f y c)))) (lambda (x) (- 0.0 (h x)))))
          (define (wrap h) (lambda (x) (- 0.0 (h x))))",
     )
@@ -797,13 +804,9 @@ fn loops_run_the_closures_they_call_in_place() {
 #[test]
 fn long_loops_under_a_derivative_stay_compiled() {
     let Some(mut s) = jit_session(1) else { return };
-    s.run_text(
-        "l.vlad",
-        "(define (iterate f x n) (let loop ((i 0) (x x)) (if (= i n) x (loop (+ i 1) (f x)))))
-         (define (run f n) (if (< n 0) (run f (+ n 1)) (iterate f 1.0 n)))
-         (define (make c) (lambda (x) (* x (+ 1.0 (* c 1e-5)))))",
-    )
-    .expect("the definitions run");
+    s.run_text("i.vlad", ITERATE).expect("the definitions run");
+    s.run_text("l.vlad", "(define (make c) (lambda (x) (* x (+ 1.0 (* c 1e-5)))))")
+        .expect("the definitions run");
     let n = 100_000;
     let (k, c) = (1.0 + 0.5e-5f64, 0.5);
     let want = k.powi(n - 1);

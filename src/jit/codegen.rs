@@ -976,26 +976,45 @@ impl<'c> Gen<'_, 'c> {
         if !self.groups.iter().any(|g| Rc::ptr_eq(g, &inst.group)) {
             self.groups.push(inst.group.clone());
         }
-        let fv = self.atom(f);
-        let ft = self.tag(fv.tag);
-        let group = self.b.ins().iconst(I64, Rc::as_ptr(&inst.group) as i64);
-        let env =
-            self.call_fn(self.env_sig, super::closure_env as *const () as usize, &[ft, fv.bits, group])[0];
         let n = inst.env.len();
         let args = args.to_vec();
-        Some(self.value(|g, dest| {
-            let (same, other) = (g.b.create_block(), g.b.create_block());
-            g.b.ins().brif(env, same, &[], other, &[]);
-            g.b.switch_to_block(same);
+        let same = |g: &mut Self, env| {
             let caps: Vec<V> = (0..n).map(|i| g.part(layout, env, 16 * i as i32)).collect();
             g.expected_depth += 1;
             let v = g.call_lambda(lam, caps, args.clone(), &inst.env);
             g.expected_depth -= 1;
-            g.deliver(v, dest);
-            g.b.switch_to_block(other);
-            let v = g.call_value(f, args, false);
-            g.deliver(v, dest);
+            v
+        };
+        Some(self.if_closure_of(f, &inst.group, super::closure_env, same, |g| {
+            g.call_value(f, args.clone(), false)
         }))
+    }
+
+    /// `same` (given the address of the values it captured) where `f` holds a
+    /// closure of `group` (as `test`, `jit::closure_env` or `jit::guard_env`,
+    /// tells), else `other`.
+    fn if_closure_of(
+        &mut self,
+        f: &CAtom,
+        group: &Rc<Group>,
+        test: unsafe extern "C" fn(*mut Machine, i64, i64, i64) -> i64,
+        same: impl FnOnce(&mut Self, ir::Value) -> V,
+        other: impl FnOnce(&mut Self) -> V,
+    ) -> V {
+        let fv = self.atom(f);
+        let ft = self.tag(fv.tag);
+        let group = self.b.ins().iconst(I64, Rc::as_ptr(group) as i64);
+        let env = self.call_fn(self.env_sig, test as usize, &[ft, fv.bits, group])[0];
+        self.value(|g, dest| {
+            let (same_b, other_b) = (g.b.create_block(), g.b.create_block());
+            g.b.ins().brif(env, same_b, &[], other_b, &[]);
+            g.b.switch_to_block(same_b);
+            let v = same(g, env);
+            g.deliver(v, dest);
+            g.b.switch_to_block(other_b);
+            let v = other(g);
+            g.deliver(v, dest);
+        })
     }
 
     fn deliver(&mut self, v: V, dest: Dest) {
@@ -1083,21 +1102,13 @@ impl<'c> Gen<'_, 'c> {
     /// lambda a loop runs in place of a call, see `jit::spec_ok`): the
     /// closure's group told by `jit::closure_env`, as by `Guard::holds`.
     fn guarded(&mut self, g: &'c Guard) -> V {
-        let fv = self.atom(&g.callee);
-        let ft = self.tag(fv.tag);
-        let group = self.b.ins().iconst(I64, Rc::as_ptr(&g.group) as i64);
-        let env =
-            self.call_fn(self.env_sig, super::guard_env as *const () as usize, &[ft, fv.bits, group])[0];
-        self.value(|gen, dest| {
-            let (same, other) = (gen.b.create_block(), gen.b.create_block());
-            gen.b.ins().brif(env, same, &[], other, &[]);
-            gen.b.switch_to_block(same);
-            let v = gen.inline(&g.inline);
-            gen.deliver(v, dest);
-            gen.b.switch_to_block(other);
-            let v = gen.expr(&g.call);
-            gen.deliver(v, dest);
-        })
+        self.if_closure_of(
+            &g.callee,
+            &g.group,
+            super::guard_env,
+            |gen, _| gen.inline(&g.inline),
+            |gen| gen.expr(&g.call),
+        )
     }
 
     /// The value `f` leaves in a join's variables.

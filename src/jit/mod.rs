@@ -1183,14 +1183,7 @@ pub(crate) unsafe extern "C" fn guard_env(m: *mut Machine, ft: i64, fb: i64, gro
 #[inline(always)]
 unsafe fn env_of(m: *mut Machine, ft: i64, fb: i64, group: i64) -> i64 {
     // SAFETY: (the caller's)
-    let m = unsafe { &*m };
-    let v = match ft {
-        HELD => m.jit_made.held(fb),
-        // SAFETY: (the caller's)
-        OTHER if fb != 0 => Some(unsafe { &*(fb as *const Value) }),
-        _ => None,
-    };
-    match v {
+    match unsafe { held_ref(&(*m).jit_made, ft, fb) } {
         Some(Value::Closure(inst, 0)) if Rc::as_ptr(&inst.group) as i64 == group => inst.env.as_ptr() as i64,
         _ => 0,
     }
@@ -1274,9 +1267,8 @@ pub(crate) unsafe extern "C" fn held_arith(
 #[inline(always)]
 unsafe fn operand<'a>(made: &'a Made, tag: i64, bits: i64, tmp: &'a mut Value) -> Option<&'a Value> {
     match tag {
-        HELD => made.held(bits),
         // SAFETY: (the caller's)
-        OTHER => (bits != 0).then(|| unsafe { &*(bits as *const Value) }),
+        HELD | OTHER => unsafe { held_ref(made, tag, bits) },
         _ => {
             // SAFETY: (the caller's)
             *tmp = unsafe { rebox(tag, bits) }?;
@@ -1295,11 +1287,25 @@ unsafe fn operand<'a>(made: &'a Made, tag: i64, bits: i64, tmp: &'a mut Value) -
 #[inline(always)]
 unsafe fn value_of(m: &Machine, tag: i64, bits: i64) -> Option<Value> {
     match tag {
-        HELD => m.jit_made.held(bits).cloned(),
         // SAFETY: (the caller's)
-        OTHER => (bits != 0).then(|| unsafe { (*(bits as *const Value)).clone() }),
+        HELD | OTHER => unsafe { held_ref(&m.jit_made, tag, bits) }.cloned(),
         // SAFETY: (the caller's)
         _ => unsafe { rebox(tag, bits) },
+    }
+}
+
+/// The value a [`HELD`] value stands for (held in `made`) or an [`OTHER`]'s
+/// (at its address), where it is; `None` for any other tag.
+///
+/// # Safety
+/// An `OTHER`'s bits must be 0 or the address of a live value.
+#[inline(always)]
+unsafe fn held_ref(made: &Made, tag: i64, bits: i64) -> Option<&Value> {
+    match tag {
+        HELD => made.held(bits),
+        // SAFETY: (the caller's)
+        OTHER => (bits != 0).then(|| unsafe { &*(bits as *const Value) }),
+        _ => None,
     }
 }
 
