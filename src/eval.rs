@@ -249,7 +249,7 @@ unsafe fn clone_value(src: *const Value, dst: *mut Value) {
 /// # Safety
 /// Each of them must be a valid value, dropped here once and not used after.
 #[inline(always)]
-unsafe fn drop_values(p: *mut Value, lo: usize, hi: usize) {
+pub(crate) unsafe fn drop_values(p: *mut Value, lo: usize, hi: usize) {
     for i in lo..hi {
         let x = p.add(i);
         if (*x).needs_drop() {
@@ -786,6 +786,7 @@ impl Machine {
             let code = crate::resolve::resolve_group(g, members, callees, self.named_let_loops);
             for lam in code.members.iter() {
                 lam.jit.set(crate::jit::initial(g, &code, self.jit_after));
+                lam.closure_jit.set(crate::jit::initial_closure(g, &code, self.jit_after));
                 crate::jit::initial_loops(g, &code, &lam.body, self.jit_after);
             }
             let _ = g.code.set(code);
@@ -1499,6 +1500,10 @@ impl Machine {
         };
         let lam = &code.members[idx as usize];
         if lam.jit.get() != crate::jit::NEVER && crate::jit::run(self, base, lam, nargs) {
+            return Ok(Next::Return);
+        }
+        if lam.closure_jit.get() != crate::jit::NEVER && crate::jit::run_closure(self, base, inst, lam, nargs)
+        {
             return Ok(Next::Return);
         }
         // The slots the body needs before its tail (a branch extends the frame).

@@ -578,6 +578,10 @@ pub struct LambdaCode {
     /// Its state for the tier of compiled code (see `jit::NEVER`): set when
     /// the machine has resolved it.
     pub jit: std::cell::Cell<usize>,
+    /// Its state for the tier's code of its body run on the values a call
+    /// passes, whatever they are (see `jit::run_closure`; `jit::NEVER` or a
+    /// count, as `jit`'s): set when the machine has resolved it.
+    pub closure_jit: std::cell::Cell<usize>,
 }
 
 /// The untagged entry of a backpropagator (see [`LambdaCode::untagged`]).
@@ -659,6 +663,7 @@ pub fn resolve_group(g: &Group, members: &[Lambda], callees: Option<Callees<'_>>
             span: g.spans.get(i).copied().unwrap_or_default(),
             untagged: None,
             jit: std::cell::Cell::new(crate::jit::NEVER),
+            closure_jit: std::cell::Cell::new(crate::jit::NEVER),
         }
     };
     let mut code: Vec<LambdaCode> = Vec::with_capacity(members.len());

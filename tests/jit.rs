@@ -238,6 +238,20 @@ const PROGRAMS: &[&str] = &[
      ((derivative-R (lambda (u) ((derivative-F (lambda (c) (* u (iterate (make c) u 6)))) u))) 1.5)
      ((gradient-R (lambda (l) (iterate (pick l) 0.0 10))) (list 1.0 2.0))
      (iterate (pick (list 1 2)) 0 10) (iterate (pick 5) 0 10) (iterate (make #t) 1.0 3) (iterate (make 2) 1 70)",
+    // closures whose lambdas' bodies run in compiled code where the
+    // evaluator calls them (`jit::run_closure`): a derivative's function, on
+    // its level's reals (a closure calling one it captured, which calls a
+    // let-bound lambda, as the saddle's inner objective does), on two
+    // levels' reals, on plain numbers (`map`'s calls); misused (a boolean
+    // where a number is, a list too short)
+    "(define (make a) (let* ((f (lambda (u v) (- (* (* u u) a) (* v (* a a))))) (h (lambda (y) (f (car y) (cadr y))))) (lambda (x) (- 0.0 (h x)))))
+     ((gradient-R (make 3.0)) (list 2.0 5.0)) ((gradient-R (make 3)) (list 2 5)) ((gradient-F (make 3.0)) (list 2.0 5.0))
+     ((gradient-R (make 0.5)) (list -1.0 4.0)) ((gradient-R (make 2)) (list 0.25 1.0))
+     ((derivative-F (lambda (a) (cadr ((gradient-R (make a)) (list 2.0 5.0))))) 3.0)
+     ((derivative-R (lambda (a) (car ((gradient-R (make a)) (list 2.0 5.0))))) 3.0)
+     ((gradient-R (lambda (l) ((make (car l)) (list (cadr l) 1.0)))) (list 3.0 2.0))
+     (map (make 2.0) (list (list 1.0 2.0) (list 3.0 4.0) (list 3 4)))
+     ((gradient-R (make #t)) (list 2.0 5.0)) ((gradient-R (make 3.0)) (list #t 5.0)) ((gradient-R (make 3.0)) (list 2.0))",
     // a procedure that takes four arguments
     "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",
@@ -792,6 +806,56 @@ fn loops_run_the_closures_they_call_in_place() {
     let ran = vlad::jit::in_place_calls() - in_place;
     assert!((16..=20).contains(&ran), "{ran} of the 20 outer calls run in place");
     assert_eq!(vlad::jit::value_calls() - calls, 2 * ran, "and as many inner ones made by the evaluator");
+}
+
+/// The function a derivative runs on its level's reals, a closure whose
+/// lambda's body is of the kind a loop runs in place of a call
+/// (`jit::spec_ok`), runs in compiled code once its lambda is compiled
+/// (`jit::run_closure`), the closures it captured and calls run in place,
+/// the arithmetic on the level's reals made by the evaluator for it. Here
+/// k(x) = -(a x1^2 - a^2 x2), whose gradient is (-2 a x1, a^2), and the
+/// derivatives in a of those, -2 x1 and 2 a.
+#[test]
+fn derivatives_run_their_closures_compiled() {
+    let Some(mut s) = jit_session(1) else { return };
+    s.run_text(
+        "m.vlad",
+        "(define (make a) (let* ((f (lambda (u v) (- (* (* u u) a) (* v (* a a)))))
+                                 (h (lambda (y) (f (car y) (cadr y)))))
+                            (lambda (x) (- 0.0 (h x)))))",
+    )
+    .expect("the definitions run");
+    let mut runs = Vec::new();
+    let mut ask = |e: String| -> f64 {
+        let before = vlad::jit::closure_runs();
+        let v = value(&mut s, &e).parse().expect("a real");
+        runs.push(vlad::jit::closure_runs() - before);
+        v
+    };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
+    let cases = [(3.0f64, 2.0f64, 5.0f64), (0.5, -1.0, 4.0), (2.0, 0.25, 1.0), (-1.5, 3.0, -2.0)];
+    for (a, x1, x2) in cases {
+        for mode in ["R", "F"] {
+            let g = |i: &str| format!("({i} ((gradient-{mode} (make {a})) (list {x1} {x2})))");
+            let (g1, g2) = (ask(g("car")), ask(g("cadr")));
+            assert!(close(g1, -2.0 * a * x1) && close(g2, a * a), "gradient-{mode} at a = {a}: ({g1} {g2})");
+            let d = |i: &str| {
+                format!(
+                    "((derivative-{mode} (lambda (a) ({i} ((gradient-R (make a)) (list {x1} {x2}))))) {a})"
+                )
+            };
+            let (d1, d2) = (ask(d("car")), ask(d("cadr")));
+            assert!(
+                close(d1, -2.0 * x1) && close(d2, 2.0 * a),
+                "derivative-{mode} over gradient-R: ({d1} {d2})"
+            );
+        }
+    }
+    // (each run of the function, one a gradient or derivative here, after
+    // the first two calls of its lambda: the first counts down to its
+    // compilation, the second compiles it and runs in the evaluator)
+    assert_eq!(runs.len(), 8 * cases.len());
+    assert!(runs[2..].iter().all(|&r| r == 1), "the runs in compiled code of each expression: {runs:?}");
 }
 
 /// A long loop under a derivative whose variable holds a real of the tape (a

@@ -2,8 +2,8 @@
 //! Cranelift's IR, and the module the code lives in (see the parent module).
 
 use super::{
-    arith_prim, arity, callee, lambda_ok, makes_values, start, walk_lists, Entry, LoopEntry, Unary, BOOL,
-    COMPACT_AFTER, FAIL, INT, MADE_LEN, NIL, OTHER, PAIR, REAL,
+    arith_prim, arity, callee, lambda_ok, makes_values, start, walk_lists, ClosureEntry, Entry, LoopEntry,
+    Unary, BOOL, COMPACT_AFTER, FAIL, INT, MADE_LEN, NIL, OTHER, PAIR, REAL,
 };
 use crate::anf::Group;
 use crate::eval::{Machine, JIT_DEPTH, JIT_FUEL, JIT_STACK_LO, JIT_STACK_SPAN};
@@ -35,6 +35,8 @@ struct Jit {
     entries: Vec<Box<Entry>>,
     #[allow(clippy::vec_box)]
     loop_entries: Vec<Box<LoopEntry>>,
+    #[allow(clippy::vec_box)]
+    closure_entries: Vec<Box<ClosureEntry>>,
 }
 
 thread_local! {
@@ -65,6 +67,7 @@ fn make_jit() -> Option<Jit> {
         fctx: FunctionBuilderContext::new(),
         entries: Vec::new(),
         loop_entries: Vec::new(),
+        closure_entries: Vec::new(),
     })
 }
 
@@ -136,6 +139,8 @@ fn cluster(m: &mut Machine, root: Root<'_>) -> Option<Cluster> {
             calls(&lp.body, &mut cs);
             c.add(m, cs, None)?;
         }
+        // (its body calls no global's procedure: see `jit::spec_ok`)
+        Root::Closure(..) => {}
     }
     let mut i = 0;
     while i < c.lams.len() {
@@ -230,6 +235,9 @@ type Deps = Box<[(u32, InstRc)]>;
 enum Root<'a> {
     Proc(&'a LambdaCode),
     Loop(&'a Loop, &'a [u32]),
+    /// A closure's lambda, with the values the closure it is compiled for
+    /// captured (see [`compile_closure`]).
+    Closure(&'a LambdaCode, &'a [Value]),
 }
 
 pub(super) fn compile(m: &mut Machine, root: &LambdaCode) {
@@ -267,6 +275,27 @@ pub(super) fn compile_loop(m: &mut Machine, lp: &Loop, base: usize) {
     }
 }
 
+/// Compiles the body of `lam`, a lambda of the kind `jit::spec_ok` takes,
+/// for calls of its closures (see `jit::run_closure`); sets its state to its
+/// entry where that can be done. `inst`, the closure called as the count ran
+/// out, is the one whose captured closures are expected (as a loop's slots'
+/// are, see [`compile_loop`]).
+pub(super) fn compile_closure(m: &mut Machine, lam: &LambdaCode, inst: &InstRc) {
+    let Some(arity) = arity(lam) else { return };
+    if super::pair_layout().is_none() {
+        return;
+    }
+    if let Some(code) = compile_root(m, Root::Closure(lam, &inst.env), &[]) {
+        JIT.with(|j| {
+            let mut j = j.borrow_mut();
+            let Some(Some(jit)) = j.as_mut() else { return };
+            let entry = Box::new(ClosureEntry::new(code.0, arity, code.2));
+            lam.closure_jit.set(&*entry as *const ClosureEntry as usize);
+            jit.closure_entries.push(entry);
+        });
+    }
+}
+
 /// Compiles `root` and the procedures it calls, setting their states to
 /// their entries; for a loop, its code, the globals it depends on and the
 /// groups of the closures it expects (`expected`: the slots a loop calls and
@@ -290,10 +319,19 @@ fn compile_root(
             s.returns.push(AbiParam::new(I64));
             s
         };
-        // (a loop's code takes the machine and the address of its inputs)
-        let root_sig = matches!(root, Root::Loop(..)).then(|| {
+        // (a loop's code takes the machine and the address of its inputs; a
+        // closure's, the machine, the address of the values the closure
+        // captured, and that of its arguments)
+        let root_sig = match root {
+            Root::Loop(..) => Some(1),
+            Root::Closure(..) => Some(2),
+            Root::Proc(_) => None,
+        }
+        .map(|n| {
             let mut s = sig(&jit.module, 0);
-            s.params.push(AbiParam::new(I64));
+            for _ in 0..n {
+                s.params.push(AbiParam::new(I64));
+            }
             s
         });
         let mut ids = Vec::new();
@@ -404,7 +442,7 @@ fn build<'c>(
         value_sig,
         held_sig,
         compact_sig,
-        held_ops: matches!(root, Root::Loop(..)),
+        held_ops: !matches!(root, Root::Proc(_)),
         loops: Vec::new(),
         env: Vec::new(),
         closures: Vec::new(),
@@ -438,6 +476,25 @@ fn build<'c>(
             g.b.switch_to_block(top);
             g.loops.push((top, lp, mark));
             g.block(&lp.body, 0, Dest::Return);
+        }
+        Root::Closure(lam, env) => {
+            // (the values its closure captured, read where they are, as a
+            // closure's run in place of a call are: see `Gen::expected_call`;
+            // its arguments, a tag and bits each, at the address passed)
+            let layout = super::pair_layout().expect("checked by compile_closure");
+            g.env = (0..env.len()).map(|i| g.part(layout, params[1], 16 * i as i32)).collect();
+            g.expected_env = env;
+            for i in 0..arity(lam).unwrap_or(1) {
+                let flags = MemFlags::trusted();
+                let tag = g.b.ins().load(I64, flags, params[2], 16 * i as i32);
+                let bits = g.b.ins().load(I64, flags, params[2], 16 * i as i32 + 8);
+                g.set_slot(i as u32, V { tag: Tag::D(tag), bits });
+            }
+            g.b.ins().jump(top, &[]);
+            g.b.switch_to_block(top);
+            // (its tail calls made as other calls are: see `Gen::call_lambda`)
+            let v = g.value(|g, dest| g.block(&lam.body, start(lam), dest));
+            g.deliver(v, Dest::Return);
         }
     }
     g.b.switch_to_block(fail);

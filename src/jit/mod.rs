@@ -37,6 +37,15 @@
 //! are), and so, inside it, the bodies of the closures that closure captured
 //! and calls; the evaluator makes the other calls.
 //!
+//! A lambda's body of that kind which makes a call is also compiled for the
+//! calls of its closures that the evaluator makes, on whatever values they
+//! pass ([`run_closure`]): a derivative's function, run on its level's
+//! reals (the saddle's inner objective, under `%real-vjp`), has its closure
+//! calls run in place and only its arithmetic on those reals made by the
+//! evaluator. Where that code gives up, what the levels recorded since it
+//! was entered is forgotten, and the lambda is not entered in compiled code
+//! again.
+//!
 //! A small procedure holding such a loop, which its callers run in place
 //! (`resolve::Inline::callee`), counts the steps each such run takes as its
 //! entries ([`count_in_place`]); once compiled, the evaluator runs each such
@@ -78,6 +87,12 @@ mod codegen;
 mod codegen {
     pub(super) fn compile(_: &mut crate::eval::Machine, _: &crate::resolve::LambdaCode) {}
     pub(super) fn compile_loop(_: &mut crate::eval::Machine, _: &crate::resolve::Loop, _: usize) {}
+    pub(super) fn compile_closure(
+        _: &mut crate::eval::Machine,
+        _: &crate::resolve::LambdaCode,
+        _: &crate::value::InstRc,
+    ) {
+    }
 }
 
 /// The entries of a procedure (or iterations of a loop) after which it is
@@ -159,6 +174,33 @@ pub fn initial(group: &crate::anf::Group, code: &GroupCode, after: u64) -> usize
         return NEVER;
     }
     after.min(COUNTING as u64 - 1) as usize + 1
+}
+
+/// The state a group's member starts in for calls of its closures made by
+/// the evaluator on any values (see [`run_closure`]): counting down from
+/// `after` entries where the tier is built in, `after` is not 0, and its
+/// body is of the kind a loop's code runs in place of a call ([`spec_ok`])
+/// and makes a call. (Entering compiled code costs more than the
+/// evaluator spends on a body of a few operations, as `(lambda (x) (* k
+/// x))`: with these compiled too, the particle's FF solve took 2.5% longer.
+/// What compiled code saves is the calls, each the frame the evaluator sets
+/// up for it.)
+pub fn initial_closure(group: &crate::anf::Group, code: &GroupCode, after: u64) -> usize {
+    if !cfg!(feature = "jit") || after == 0 || !spec_ok(group, code) || !makes_calls(&code.members[0].body) {
+        return NEVER;
+    }
+    after.min(COUNTING as u64 - 1) as usize + 1
+}
+
+/// Whether `b` (or a block nested in it) makes a call, or runs one in place.
+fn makes_calls(b: &CBlock) -> bool {
+    let any = std::cell::Cell::new(false);
+    visit(
+        b,
+        &mut |e| any.set(any.get() | matches!(e, CExpr::App(..) | CExpr::Inline(_) | CExpr::Guarded(_))),
+        &mut |x| any.set(any.get() | matches!(x, CBind::PushApp(..))),
+    );
+    any.get()
 }
 
 /// Whether the body of `lam` (from the bindings compiled code starts at) is
@@ -933,7 +975,7 @@ impl Made {
     #[inline(always)]
     fn release(&mut self, mark: usize) {
         if self.values.len() > mark {
-            self.values.truncate(mark);
+            truncate_values(&mut self.values, mark);
             self.len = mark;
         }
     }
@@ -959,18 +1001,52 @@ impl Made {
     }
 
     /// Holds `v`: its bits as a [`HELD`] value; `None` past [`MAX_MADE`].
+    #[inline(always)]
     fn hold_value(&mut self, v: Value) -> Option<i64> {
         if self.values.len() >= MAX_MADE {
             return None;
         }
-        self.values.push(v);
-        self.len = self.values.len();
+        self.values.reserve(1);
+        let n = self.values.len();
+        // SAFETY: within the capacity reserved just above; the length counts
+        // the value once it is written. (A level's real, the commonest, is
+        // written from its parts: copied whole just after the arithmetic
+        // that made it stored them, it stalled, as in `hold`.)
+        unsafe {
+            let at = self.values.as_mut_ptr().add(n);
+            match &v {
+                Value::TapeReal(t, node, x) => {
+                    std::ptr::write(at, Value::TapeReal(*t, *node, *x));
+                    // (nothing to drop: a level's real owns nothing)
+                    std::mem::forget(v);
+                }
+                _ => std::ptr::write(at, v),
+            }
+            self.values.set_len(n + 1);
+        }
+        self.len = n + 1;
         Some(self.len as i64)
     }
 
     /// The value a [`HELD`] value's bits stand for.
     fn held(&self, bits: i64) -> Option<&Value> {
         self.values.get(usize::try_from(bits).ok()?.checked_sub(1)?)
+    }
+}
+
+/// `values` truncated to `len`, only the values that own something dropped
+/// (most compiled code holds are a level's reals, which own nothing: the
+/// call `Vec::truncate` makes for each was 9% of a saddle solve's samples).
+#[inline(always)]
+fn truncate_values(values: &mut Vec<Value>, len: usize) {
+    let n = values.len();
+    if n > len {
+        // SAFETY: the length is lowered first; each value past it is dropped
+        // once, or owns nothing.
+        unsafe {
+            values.set_len(len);
+            crate::eval::drop_values(values.as_mut_ptr(), len, n);
+        }
     }
 }
 
@@ -1058,7 +1134,7 @@ pub(crate) unsafe extern "C" fn compact(m: *mut Machine, mark: i64, vars: *mut i
             }
         }
     }
-    made.values.truncate(mark);
+    truncate_values(&mut made.values, mark);
     made.values.extend(keep);
     made.len = made.values.len();
 }
@@ -1220,7 +1296,8 @@ pub(crate) unsafe extern "C" fn held_arith(
     if m.tape.active() && m.meter.is_none() && m.meter_derivative.is_none() {
         let (made, tapes) = (&mut m.jit_made, &mut m.tape);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let (mut tx, mut ty) = (Value::Nil, Value::Nil);
+            let nil = || std::mem::ManuallyDrop::new(Value::Nil);
+            let (mut tx, mut ty) = (nil(), nil());
             // SAFETY: (the caller's) a pair's bits are a live pair's address.
             let (Some(x), Some(y)) =
                 (unsafe { operand(made, ta, a, &mut tx) }, unsafe { operand(made, tb, b, &mut ty) })
@@ -1229,7 +1306,11 @@ pub(crate) unsafe extern "C" fn held_arith(
             };
             let v = crate::eval::level_op(tapes, op, x, y)?;
             Some(match unbox(&v) {
-                Some((tag, bits)) if tag != PAIR => Ret { tag, bits },
+                Some((tag, bits)) if tag != PAIR => {
+                    // (a number or a boolean: nothing to drop)
+                    std::mem::forget(v);
+                    Ret { tag, bits }
+                }
                 _ => match made.hold_value(v) {
                     Some(bits) => Ret { tag: HELD, bits },
                     None => GAVE_UP,
@@ -1260,18 +1341,26 @@ pub(crate) unsafe extern "C" fn held_arith(
 }
 
 /// [`value_of`], borrowed where the value is held ([`HELD`]) or is at an
-/// address ([`OTHER`]), else made in `tmp`.
+/// address ([`OTHER`]), else made in `tmp`: a number, a boolean or `()`,
+/// which own nothing (`tmp` is not dropped); `None` for a pair, on which
+/// no arithmetic is made (the evaluator reports it).
 ///
 /// # Safety
 /// As [`value_of`]'s.
 #[inline(always)]
-unsafe fn operand<'a>(made: &'a Made, tag: i64, bits: i64, tmp: &'a mut Value) -> Option<&'a Value> {
+unsafe fn operand<'a>(
+    made: &'a Made,
+    tag: i64,
+    bits: i64,
+    tmp: &'a mut std::mem::ManuallyDrop<Value>,
+) -> Option<&'a Value> {
     match tag {
         // SAFETY: (the caller's)
         HELD | OTHER => unsafe { held_ref(made, tag, bits) },
+        PAIR => None,
         _ => {
             // SAFETY: (the caller's)
-            *tmp = unsafe { rebox(tag, bits) }?;
+            **tmp = unsafe { rebox(tag, bits) }?;
             Some(tmp)
         }
     }
@@ -1623,6 +1712,111 @@ pub(crate) fn run_loop(m: &mut Machine, base: usize, lp: &Loop) -> Option<Value>
     v
 }
 
+/// The code of a closure's lambda whose body is of the kind [`spec_ok`]
+/// takes, run on the values a call passes (see [`run_closure`]).
+pub struct ClosureEntry {
+    code: *const u8,
+    arity: usize,
+    /// The groups whose lambdas the code runs in place of calls of their
+    /// closures (as [`LoopEntry`]'s).
+    _expected: Box<[Rc<crate::anf::Group>]>,
+}
+
+impl ClosureEntry {
+    pub(crate) fn new(code: *const u8, arity: usize, expected: Vec<Rc<crate::anf::Group>>) -> ClosureEntry {
+        ClosureEntry { code, arity, _expected: expected.into() }
+    }
+}
+
+/// Runs a call of closure `inst` (of `lam`, its step and level counted, its
+/// `nargs` arguments on the stack from `base`) in compiled code: true if it
+/// did (its value then at `base`, the arguments gone). Counts the call
+/// down, and compiles the lambda's body when the count runs out, for the
+/// values the closure called then captured: where one of them is a closure
+/// the body calls, the body of its lambda is run in place of such a call
+/// where the value captured then is a closure of the same lambda (see
+/// [`spec_ok`]). The arguments may be anything: what compiled code cannot
+/// take apart it holds ([`HELD`]), and it has the evaluator compute with
+/// it ([`held_arith`]: a level's reals, as a function run on a level of AD
+/// meets them) or make its calls ([`call_value`]). False where the call is
+/// to run in the evaluator: not compiled (yet, or ever), metering, or the
+/// code gave up; then the counts are as they were, what the levels
+/// recorded meanwhile is forgotten, and the lambda is not entered in
+/// compiled code again.
+#[inline(never)]
+pub(crate) fn run_closure(
+    m: &mut Machine,
+    base: usize,
+    inst: &InstRc,
+    lam: &LambdaCode,
+    nargs: usize,
+) -> bool {
+    if m.jit_after == 0 || m.meter.is_some() {
+        return false;
+    }
+    let Some(state) = count_down(m, &lam.closure_jit, |m| codegen::compile_closure(m, lam, inst)) else {
+        return false;
+    };
+    // SAFETY: a state above COUNTING is a closure entry's address; entries
+    // are never freed (see `codegen::compile_closure`).
+    let entry = unsafe { &*(state as *const ClosureEntry) };
+    if nargs != entry.arity || !m.native_stack_ok() {
+        return false;
+    }
+    let made = m.jit_made.values.len();
+    let mut args = [(0i64, 0i64); MAX_ARITY];
+    for (i, a) in args.iter_mut().take(nargs).enumerate() {
+        let v = &m.stack[base + i];
+        *a = match unbox(v) {
+            Some(x) => x,
+            // (held, not borrowed where it is: the stack may move as the
+            // code's calls push on it)
+            None => match m.jit_made.hold_value(v.clone()) {
+                Some(bits) => (HELD, bits),
+                None => {
+                    m.jit_made.release(made);
+                    return false;
+                }
+            },
+        };
+    }
+    let saved = m.jit_counts();
+    // (as in `run_loop`: what the levels record for it, and the calls that
+    // gave way to the transform, undone where it gives up)
+    let marks = m.tape.active().then(|| m.tape.marks());
+    let journal = m.tape.begin_journal();
+    type F = extern "C" fn(*mut Machine, i64, *const (i64, i64)) -> Ret;
+    let env = inst.env.as_ptr() as i64;
+    // SAFETY: the code was compiled for this lambda, whose closure's captured
+    // values are at `env` (held by the caller, as `inst` is) and its
+    // arguments at `args`; it reads and writes only the machine's counts and
+    // what it made (and calls the functions `run_loop`'s code calls).
+    let (tag, bits) =
+        unsafe { std::mem::transmute::<*const u8, F>(entry.code)(m, env, args.as_ptr()) }.into();
+    RUNS.set(RUNS.get() + 1);
+    // SAFETY: a pair returned is part of the arguments, on the stack, or of
+    // the captured values, or one the code made, held until `release`.
+    let v = unsafe { value_of(m, tag, bits) };
+    m.jit_made.release(made);
+    m.tape.end_journal(journal, v.is_none());
+    match v {
+        Some(v) => {
+            CLOSURE_RUNS.set(CLOSURE_RUNS.get() + 1);
+            m.stack.truncate(base);
+            m.stack.push(v);
+            true
+        }
+        None => {
+            m.set_jit_counts(saved);
+            if let Some(marks) = &marks {
+                m.tape.rewind(marks);
+            }
+            lam.closure_jit.set(NEVER);
+            false
+        }
+    }
+}
+
 /// Whether the globals compiled code calls still hold the procedures it was
 /// compiled with.
 fn held(m: &Machine, deps: &[(u32, InstRc)]) -> bool {
@@ -1661,6 +1855,17 @@ thread_local! {
 /// ran in place ([`closure_env`]): for tests.
 pub fn in_place_calls() -> u64 {
     IN_PLACE_CALLS.get()
+}
+
+thread_local! {
+    static CLOSURE_RUNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The calls of closures the evaluator made whose lambdas' bodies ran in
+/// compiled code to their end ([`run_closure`]) on this thread so far: for
+/// tests.
+pub fn closure_runs() -> u64 {
+    CLOSURE_RUNS.get()
 }
 
 /// Whether a procedure's or a loop's state holds its entry's address.
