@@ -1193,6 +1193,17 @@ impl Machine {
         Ok(def)
     }
 
+    /// A call of primitive `p` on `xs`, as many as it takes, made for
+    /// compiled code (`jit::call_prim`) as the evaluator makes such a call
+    /// (`prim_value`; the code is never a derivative's, whose calls
+    /// `--metered` counts apart).
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
+    pub(crate) fn prim_call(&mut self, p: PrimId, xs: &mut [Value]) -> Result<Value> {
+        let def = self.prim_entry(p)?;
+        self.force_args(def, xs)?;
+        (def.imp)(self, xs)
+    }
+
     /// Calls a primitive on the `nargs` values on top of the stack.
     pub fn call_prim(&mut self, p: PrimId, nargs: usize) -> Result<Value> {
         let def = match self.prim_entry(p) {

@@ -252,6 +252,19 @@ const PROGRAMS: &[&str] = &[
      ((gradient-R (lambda (l) ((make (car l)) (list (cadr l) 1.0)))) (list 3.0 2.0))
      (map (make 2.0) (list (list 1.0 2.0) (list 3.0 4.0) (list 3 4)))
      ((gradient-R (make #t)) (list 2.0 5.0)) ((gradient-R (make 3.0)) (list #t 5.0)) ((gradient-R (make 3.0)) (list 2.0))",
+    // closures calling primitives, the calls made by the evaluator's code
+    // for them (`jit::call_prim`): a gradient's closure a descent calls (its
+    // body a call of `%real-vjp`), under a gradient too; list primitives; a
+    // primitive failing
+    "(define (iterate f x n) (let loop ((i 0) (x x)) (if (= i n) x (loop (+ i 1) (f x)))))
+     (define (descend g x n) (let loop ((i 0) (x x)) (if (= i n) x (loop (+ i 1) (map2 - x (map (lambda (d) (* 0.1 d)) (g x)))))))
+     (define (q x) (+ (* (car x) (car x)) (* 3.0 (* (cadr x) (cadr x)))))
+     (descend (gradient-R q) (list 1.0 2.0) 30) (descend (gradient-F q) (list 1.0 2.0) 30)
+     ((gradient-R (lambda (w) (car (descend (gradient-R (lambda (x) (* (car w) (q x)))) (list 1.0 2.0) 10)))) (list 0.5))
+     (define (last-of k) (lambda (l) (+ k (list-ref l (- (length l) 1)))))
+     (iterate (lambda (l) (cons ((last-of 1) l) l)) (list 0) 20) (iterate (lambda (l) (append l (list (length l)))) (list 0) 10)
+     ((gradient-R (lambda (x) (iterate (lambda (y) (* y (list-ref x 1))) 1.0 5))) (list 1.0 2.0))
+     (iterate (lambda (l) (list-ref l 3)) (list 1 2) 3)",
     // a procedure that takes four arguments
     "(define (f4 a b c d) (if (< a 1) (+ b (* c d)) (f4 (- a 1) c d (+ b 1))))
      (f4 10 1 2 3) (f4 5 1.5 2 3) (f4 3 #t 1 1)",
@@ -856,6 +869,33 @@ fn derivatives_run_their_closures_compiled() {
     // compilation, the second compiles it and runs in the evaluator)
     assert_eq!(runs.len(), 8 * cases.len());
     assert!(runs[2..].iter().all(|&r| r == 1), "the runs in compiled code of each expression: {runs:?}");
+}
+
+/// A descent's loop calling a gradient's closure (`(lambda (x) (%real-vjp
+/// f x))`, of the prelude's `gradient-R`) runs its body in place of the
+/// calls, the primitive's call made by the evaluator's code for it
+/// (`jit::call_prim`). Here x -> x - 0.1 grad q(x) for q(x) = x1^2 + 3 x2^2:
+/// (x1 0.8^n, x2 0.4^n).
+#[test]
+fn loops_run_gradient_closures_in_place() {
+    let Some(mut s) = jit_session(1) else { return };
+    s.run_text(
+        "d.vlad",
+        "(define (descend g x n) (let loop ((i 0) (x x)) (if (= i n) x (loop (+ i 1) (map2 - x (map (lambda (d) (* 0.1 d)) (g x)))))))
+         (define (q x) (+ (* (car x) (car x)) (* 3.0 (* (cadr x) (cadr x)))))
+         (define (run x n) (if (< n 0) (run x (+ n 1)) (descend (gradient-R q) x n)))",
+    )
+    .expect("the definitions run");
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+    for (x1, x2, n) in [(1.0f64, 2.0f64, 30), (-3.0, 0.5, 40)] {
+        let in_place = vlad::jit::in_place_calls();
+        let v = value(&mut s, &format!("(run (list {x1} {x2}) {n})"));
+        let xs: Vec<f64> =
+            v.trim_matches(['(', ')']).split(' ').map(|x| x.parse().expect("a real")).collect();
+        assert!(close(xs[0], x1 * 0.8f64.powi(n)) && close(xs[1], x2 * 0.4f64.powi(n)), "{v}");
+        let ran = vlad::jit::in_place_calls() - in_place;
+        assert!((n as u64 - 4..=n as u64).contains(&ran), "{ran} of {n} calls run in place");
+    }
 }
 
 /// A long loop under a derivative whose variable holds a real of the tape (a

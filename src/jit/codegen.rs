@@ -408,6 +408,7 @@ fn build<'c>(
     let f64_sig = sig(&[F64], &[F64]);
     let f64x2_sig = sig(&[F64; 2], &[F64]);
     let deeper_sig = sig(&[I64; 4], &[I64; 2]);
+    let prim_sig = sig(&[I64; 4], &[I64; 2]);
     let uncons_sig = sig(&[I64; 2], &[]);
     let cons_sig = sig(&[I64; 5], &[I64]);
     let snoc_sig = sig(&[I64; 4], &[I64; 2]);
@@ -433,6 +434,7 @@ fn build<'c>(
         me,
         tick_sig,
         deeper_sig,
+        prim_sig,
         f64_sig,
         f64x2_sig,
         uncons_sig,
@@ -544,6 +546,8 @@ struct Gen<'a, 'c> {
     tick_sig: ir::SigRef,
     /// `jit::deeper`'s.
     deeper_sig: ir::SigRef,
+    /// `jit::call_prim`'s.
+    prim_sig: ir::SigRef,
     /// A function of a double to a double (`Unary::function`).
     f64_sig: ir::SigRef,
     /// A function of two doubles to a double (`jit::atan2`).
@@ -1112,13 +1116,16 @@ impl<'c> Gen<'_, 'c> {
             CExpr::Inline(il) => self.inline(il),
             CExpr::Guarded(g) => self.guarded(g),
             e @ (CExpr::If(..) | CExpr::Loop(..)) => self.value(|g, dest| g.tail(e, dest)),
-            CExpr::Prim(p, CArgs::One(a), _) => match Unary::of(*p) {
-                Some(u) => {
-                    let x = self.atom(a);
-                    self.unary(u, x)
-                }
-                None => self.give_up(),
-            },
+            CExpr::Prim(p, CArgs::One(a), _) if Unary::of(*p).is_some() => {
+                let x = self.atom(a);
+                self.unary(Unary::of(*p).expect("tested above"), x)
+            }
+            // (in the body of a closure's lambda, see `jit::spec_ok`)
+            CExpr::Prim(p, args, _) if self.held_ops && super::prim_call_ok(*p, args.atoms().len()) => {
+                let vs = self.atoms(args.atoms());
+                self.call_prim(*p, vs)
+            }
+            CExpr::Prim(_, CArgs::One(_), _) => self.give_up(),
             CExpr::Prim(p, CArgs::Tuple(xs), _) if walk_lists(*p).is_some_and(|n| n + 1 == xs.len()) => {
                 self.walk(&xs[0], &xs[1..])
             }
@@ -1263,6 +1270,23 @@ impl<'c> Gen<'_, 'c> {
         let nargs = self.b.ins().iconst(I64, n as i64);
         let r =
             self.call_fn(self.value_sig, super::call_value as *const () as usize, &[ft, fv.bits, nargs, at]);
+        let failed = self.b.ins().icmp_imm(IntCC::Equal, r[0], FAIL);
+        self.fail_if(failed);
+        V { tag: Tag::D(r[0]), bits: r[1] }
+    }
+
+    /// A call of primitive `p` on `vs` (as many as it takes), made by the
+    /// evaluator's code for it (`jit::call_prim`).
+    fn call_prim(&mut self, p: crate::prims::PrimId, vs: Vec<V>) -> V {
+        let n = vs.len();
+        let mut words = Vec::with_capacity(2 * n);
+        for v in vs {
+            words.push(self.tag(v.tag));
+            words.push(v.bits);
+        }
+        let at = self.spill(&words);
+        let (p, nargs) = (self.b.ins().iconst(I64, p as i64), self.b.ins().iconst(I64, n as i64));
+        let r = self.call_fn(self.prim_sig, super::call_prim as *const () as usize, &[p, nargs, at]);
         let failed = self.b.ins().icmp_imm(IntCC::Equal, r[0], FAIL);
         self.fail_if(failed);
         V { tag: Tag::D(r[0]), bits: r[1] }

@@ -232,9 +232,11 @@ pub(crate) fn lambda_ok(group: &crate::anf::Group, code: &GroupCode) -> bool {
 /// what compiled code computes on any value the evaluator would (arithmetic
 /// and comparisons, on a level's reals by [`held_arith`], as loops make
 /// them), pairs taken apart and made, conditionals on comparisons and
-/// `null?`, calls run in place, and calls of procedure values (themselves
-/// run so, or made by [`call_value`]): no call of a global's procedure,
-/// whose compiled code gives up on a level's real, no primitive that does
+/// `null?`, calls run in place, calls of procedure values (themselves
+/// run so, or made by [`call_value`]), and calls of primitives made by the
+/// evaluator's code for them ([`prim_call_ok`], [`call_prim`]): no call of a
+/// global's procedure, whose compiled code gives up on a level's real, no
+/// primitive compiled code computes itself and gives up on such a real with
 /// (`sqrt`, ...), no test of a value's truth (a real of a level may be a
 /// tagged `#f`), no loop, walk or closure made.
 pub(crate) fn spec_ok(group: &crate::anf::Group, code: &GroupCode) -> bool {
@@ -270,6 +272,8 @@ fn spec_expr_ok(e: &CExpr, d: usize) -> bool {
         CExpr::Arith2Int(..) => true,
         CExpr::App(f, args, ..) => value_callee_ok(f, args.atoms().len()) && args.atoms().iter().all(atom_ok),
         CExpr::Cons(a, d, _) => atom_ok(a) && atom_ok(d),
+        // (made by the evaluator's code for it: see [`call_prim`])
+        CExpr::Prim(p, args, _) => prim_call_ok(*p, args.atoms().len()) && args.atoms().iter().all(atom_ok),
         CExpr::If(c, t, f) => {
             matches!(c, Cond::Cmp(..) | Cond::CmpInt(..) | Cond::Is(crate::resolve::Shape::Null, _))
                 && cond_ok(c)
@@ -285,6 +289,20 @@ fn spec_expr_ok(e: &CExpr, d: usize) -> bool {
         }
         _ => false,
     }
+}
+
+/// Whether compiled code makes a call of primitive `p` on `n` arguments by
+/// the evaluator's code for it ([`call_prim`]), in the body of a closure's
+/// lambda ([`spec_ok`]): as many as it takes, one to three (the evaluator's
+/// own calls of a primitive that fit), and not one compiled code computes
+/// itself (`Unary`, the walks, `atan`), which give up on a value they do
+/// not take.
+pub(crate) fn prim_call_ok(p: crate::prims::PrimId, n: usize) -> bool {
+    (1..=3).contains(&n)
+        && crate::prims::prim(p).arity as usize == n
+        && Unary::of(p).is_none()
+        && walk_lists(p).is_none()
+        && !is_atan(p)
 }
 
 /// A call of the procedure a slot or a captured value holds, on `n` arguments.
@@ -1195,31 +1213,96 @@ pub(crate) unsafe extern "C" fn call_value(
     let no_io = std::mem::replace(&mut m.tape.no_io, true);
     // (a panic must not unwind into compiled code: give up instead; the
     // evaluator, making the call again, meets it)
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.call_closure_pushed(&inst, idx, n)));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let r = m.call_closure_pushed(&inst, idx, n);
+        held_result(m, &r)
+    }));
     m.tape.no_io = no_io;
-    let v = match r {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => {
-            // (Ctrl-C, taken by the check that reported it, left for the
-            // evaluator to see again)
+    r.unwrap_or(GAVE_UP)
+}
+
+/// Called by compiled code for a call of primitive `p` (see [`prim_call_ok`])
+/// on `nargs` arguments (a tag and bits each, at `args`): made as the
+/// evaluator makes it (`Machine::prim_call`), with input and output off as
+/// in [`call_value`]. Its value as [`call_value`] gives one; `FAIL` where an
+/// argument is a value compiled code does not hold or the call fails (the
+/// evaluator, running the code's work again, makes it again and reports it).
+///
+/// # Safety
+/// As [`call_value`]'s.
+pub(crate) unsafe extern "C" fn call_prim(m: *mut Machine, p: i64, nargs: i64, args: *const i64) -> Ret {
+    const GAVE_UP: Ret = Ret { tag: FAIL, bits: 0 };
+    // SAFETY: (the caller's)
+    let m = unsafe { &mut *m };
+    let n = nargs as usize;
+    // (each argument written where it goes, in the arm that makes it: a
+    // value made in parts and copied whole stalls, see `Machine::push_with`)
+    let mut xs = [Value::Nil, Value::Nil, Value::Nil];
+    for (i, x) in xs.iter_mut().take(n).enumerate() {
+        // SAFETY: compiled code passes `nargs` pairs of words at `args`.
+        let (t, b) = unsafe { (*args.add(2 * i), *args.add(2 * i + 1)) };
+        // SAFETY (each write): over `()`, which owns nothing; a pair's bits
+        // are a live pair's address, an `OTHER`'s a live value's (the
+        // caller's).
+        unsafe {
+            match t {
+                REAL => std::ptr::write(x, Value::Real(f64::from_bits(b as u64))),
+                INT => std::ptr::write(x, Value::Int(b)),
+                PAIR => std::ptr::write(x, Value::Pair(borrowed_pair(b))),
+                HELD | OTHER => match held_ref(&m.jit_made, t, b) {
+                    Some(v) => std::ptr::write(x, v.clone()),
+                    None => return GAVE_UP,
+                },
+                _ => match rebox(t, b) {
+                    Some(v) => std::ptr::write(x, v),
+                    None => return GAVE_UP,
+                },
+            }
+        }
+    }
+    let no_io = std::mem::replace(&mut m.tape.no_io, true);
+    // (a panic must not unwind into compiled code, as in `call_value`)
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let r = m.prim_call(p as u16, &mut xs[..n]);
+        held_result(m, &r)
+    }));
+    m.tape.no_io = no_io;
+    drop(xs);
+    r.unwrap_or(GAVE_UP)
+}
+
+/// The result of a call made for compiled code (`r`), as the code takes it:
+/// a pair held as one it made (borrowed by the code), a value it cannot take
+/// apart held ([`HELD`]); `FAIL` where too many are held, or the call failed
+/// (then Ctrl-C, taken by the check that reported it, is left for the
+/// evaluator to see again). Looked at where the call left it, not moved: the
+/// value read whole just after the call stored it in parts stalled (in
+/// [`call_prim`], 40% of its samples).
+#[inline(always)]
+fn held_result(m: &mut Machine, r: &crate::error::Result<Value>) -> Ret {
+    const GAVE_UP: Ret = Ret { tag: FAIL, bits: 0 };
+    match r {
+        Ok(Value::Pair(p)) => {
+            let at = Rc::as_ptr(p) as i64;
+            if m.jit_made.hold(p.clone()) {
+                Ret { tag: PAIR, bits: at }
+            } else {
+                GAVE_UP
+            }
+        }
+        Ok(v) => match unbox(v) {
+            Some((tag, bits)) => Ret { tag, bits },
+            None => match m.jit_made.hold_value(v.clone()) {
+                Some(bits) => Ret { tag: HELD, bits },
+                None => GAVE_UP,
+            },
+        },
+        Err(e) => {
             if e.kind == crate::error::ErrorKind::Limit && e.message == "interrupted" {
                 m.interrupt.store(true, std::sync::atomic::Ordering::Relaxed);
             }
-            return GAVE_UP;
+            GAVE_UP
         }
-        Err(_) => return GAVE_UP,
-    };
-    // (a pair, borrowed by compiled code, held as a pair compiled code made is)
-    if let Value::Pair(p) = v {
-        let at = Rc::as_ptr(&p) as i64;
-        return if m.jit_made.hold(p) { Ret { tag: PAIR, bits: at } } else { GAVE_UP };
-    }
-    match unbox(&v) {
-        Some((tag, bits)) => Ret { tag, bits },
-        None => match m.jit_made.hold_value(v) {
-            Some(bits) => Ret { tag: HELD, bits },
-            None => GAVE_UP,
-        },
     }
 }
 
