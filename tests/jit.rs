@@ -871,6 +871,28 @@ fn derivatives_run_their_closures_compiled() {
     assert!(runs[2..].iter().all(|&r| r == 1), "the runs in compiled code of each expression: {runs:?}");
 }
 
+/// A closure whose body runs no call in place (its calls would be made by
+/// the evaluator anyway: here of a captured closure of a lambda using
+/// `sqrt`) is left to the evaluator, entering compiled code to make them
+/// costing more (`jit::runs_calls_in_place`); with a lambda that can run in
+/// place captured instead, such a wrapper is compiled once called often
+/// enough.
+#[test]
+fn closures_that_run_no_call_in_place_stay_in_the_evaluator() {
+    let Some(mut s) = jit_session(1) else { return };
+    s.run_text("w.vlad", "(define (wrap f) (lambda (x) (+ 1.0 (f x))))").expect("the definitions run");
+    let before = vlad::jit::closure_runs();
+    let v = value(&mut s, "(map (wrap (lambda (x) (sqrt x))) (list 1.0 4.0 9.0 16.0 25.0))");
+    assert_eq!(v, "(2.0 3.0 4.0 5.0 6.0)");
+    assert_eq!(vlad::jit::closure_runs(), before, "no run in compiled code");
+    // (a fresh lambda of the same shape, its closure capturing one whose
+    // body runs in place: its calls after the first two run compiled)
+    s.run_text("v.vlad", "(define (wrap2 f) (lambda (x) (+ 1.0 (f x))))").expect("the definitions run");
+    let v = value(&mut s, "(map (wrap2 (lambda (x) (* x x))) (list 1.0 2.0 3.0 4.0 5.0))");
+    assert_eq!(v, "(2.0 5.0 10.0 17.0 26.0)");
+    assert_eq!(vlad::jit::closure_runs() - before, 3, "the calls after the first two run compiled");
+}
+
 /// A descent's loop calling a gradient's closure (`(lambda (x) (%real-vjp
 /// f x))`, of the prelude's `gradient-R`) runs its body in place of the
 /// calls, the primitive's call made by the evaluator's code for it

@@ -236,8 +236,8 @@ enum Root<'a> {
     Proc(&'a LambdaCode),
     Loop(&'a Loop, &'a [u32]),
     /// A closure's lambda, with the values the closure it is compiled for
-    /// captured (see [`compile_closure`]).
-    Closure(&'a LambdaCode, &'a [Value]),
+    /// captured and the number of arguments (see [`compile_closure`]).
+    Closure(&'a LambdaCode, &'a [Value], usize),
 }
 
 pub(super) fn compile(m: &mut Machine, root: &LambdaCode) {
@@ -276,20 +276,24 @@ pub(super) fn compile_loop(m: &mut Machine, lp: &Loop, base: usize) {
 }
 
 /// Compiles the body of `lam`, a lambda of the kind `jit::spec_ok` takes,
-/// for calls of its closures (see `jit::run_closure`); sets its state to its
-/// entry where that can be done. `inst`, the closure called as the count ran
-/// out, is the one whose captured closures are expected (as a loop's slots'
-/// are, see [`compile_loop`]).
-pub(super) fn compile_closure(m: &mut Machine, lam: &LambdaCode, inst: &InstRc) {
-    let Some(arity) = arity(lam) else { return };
-    if super::pair_layout().is_none() {
+/// for calls of its closures on `nargs` arguments (see `jit::run_closure`,
+/// `jit::entry`); sets its state to its
+/// entry where that can be done and is worth it (`jit::runs_calls_in_place`).
+/// `inst`, the closure called as the count ran out, is the one whose
+/// captured closures are expected (as a loop's slots' are, see
+/// [`compile_loop`]).
+pub(super) fn compile_closure(m: &mut Machine, lam: &LambdaCode, inst: &InstRc, nargs: usize) {
+    if super::entry(lam, nargs).is_none()
+        || super::pair_layout().is_none()
+        || !super::runs_calls_in_place(lam, &inst.env)
+    {
         return;
     }
-    if let Some(code) = compile_root(m, Root::Closure(lam, &inst.env), &[]) {
+    if let Some(code) = compile_root(m, Root::Closure(lam, &inst.env, nargs), &[]) {
         JIT.with(|j| {
             let mut j = j.borrow_mut();
             let Some(Some(jit)) = j.as_mut() else { return };
-            let entry = Box::new(ClosureEntry::new(code.0, arity, code.2));
+            let entry = Box::new(ClosureEntry::new(code.0, nargs, code.2));
             lam.closure_jit.set(&*entry as *const ClosureEntry as usize);
             jit.closure_entries.push(entry);
         });
@@ -479,23 +483,24 @@ fn build<'c>(
             g.loops.push((top, lp, mark));
             g.block(&lp.body, 0, Dest::Return);
         }
-        Root::Closure(lam, env) => {
+        Root::Closure(lam, env, nargs) => {
             // (the values its closure captured, read where they are, as a
             // closure's run in place of a call are: see `Gen::expected_call`;
             // its arguments, a tag and bits each, at the address passed)
             let layout = super::pair_layout().expect("checked by compile_closure");
             g.env = (0..env.len()).map(|i| g.part(layout, params[1], 16 * i as i32)).collect();
             g.expected_env = env;
-            for i in 0..arity(lam).unwrap_or(1) {
+            let (from, tuple) = super::entry(lam, nargs).expect("checked by compile_closure");
+            for i in 0..nargs {
                 let flags = MemFlags::trusted();
                 let tag = g.b.ins().load(I64, flags, params[2], 16 * i as i32);
                 let bits = g.b.ins().load(I64, flags, params[2], 16 * i as i32 + 8);
-                g.set_slot(i as u32, V { tag: Tag::D(tag), bits });
+                g.set_slot(tuple.unwrap_or(i as u32), V { tag: Tag::D(tag), bits });
             }
             g.b.ins().jump(top, &[]);
             g.b.switch_to_block(top);
             // (its tail calls made as other calls are: see `Gen::call_lambda`)
-            let v = g.value(|g, dest| g.block(&lam.body, start(lam), dest));
+            let v = g.value(|g, dest| g.block(&lam.body, from, dest));
             g.deliver(v, Dest::Return);
         }
     }
@@ -958,7 +963,7 @@ impl<'c> Gen<'_, 'c> {
             WalkFn::Unary(u) => self.unary(u, elems[0]),
             WalkFn::Arith(op) => self.arith(op, elems[0], elems[1]),
             WalkFn::Global(g) => self.app(g, elems, false),
-            WalkFn::Lambda(lam, caps) => self.call_lambda(lam, caps, elems, &[]),
+            WalkFn::Lambda(lam, caps) => self.call_lambda(lam, (start(lam), None), caps, elems, &[]),
         };
         let tv = self.tag(v.tag);
         let e = self.b.use_var(end);
@@ -987,6 +992,7 @@ impl<'c> Gen<'_, 'c> {
     fn call_lambda(
         &mut self,
         lam: &'c LambdaCode,
+        (from, tuple): (usize, Option<u32>),
         caps: Vec<V>,
         args: Vec<V>,
         expected_env: &'c [Value],
@@ -1000,9 +1006,9 @@ impl<'c> Gen<'_, 'c> {
         let expected_slots = std::mem::take(&mut self.expected_slots);
         let expected_env = std::mem::replace(&mut self.expected_env, expected_env);
         for (i, a) in args.into_iter().enumerate() {
-            self.set_slot(i as u32, a);
+            self.set_slot(tuple.unwrap_or(i as u32), a);
         }
-        let v = self.value(|g, dest| g.block(&lam.body, start(lam), dest));
+        let v = self.value(|g, dest| g.block(&lam.body, from, dest));
         (self.slots, self.env, self.closures, self.loops) = (slots, env, closures, loops);
         (self.expected_slots, self.expected_env) = (expected_slots, expected_env);
         self.level_up();
@@ -1029,10 +1035,11 @@ impl<'c> Gen<'_, 'c> {
         };
         let Value::Closure(inst, 0) = want else { return None };
         let code = inst.group.code.get()?;
-        if !super::spec_ok(&inst.group, code) || arity(&code.members[0]) != Some(args.len()) {
+        if !super::spec_ok(&inst.group, code) {
             return None;
         }
         let lam = &code.members[0];
+        let at = super::entry(lam, args.len())?;
         let layout = super::pair_layout()?;
         if !self.groups.iter().any(|g| Rc::ptr_eq(g, &inst.group)) {
             self.groups.push(inst.group.clone());
@@ -1042,7 +1049,7 @@ impl<'c> Gen<'_, 'c> {
         let same = |g: &mut Self, env| {
             let caps: Vec<V> = (0..n).map(|i| g.part(layout, env, 16 * i as i32)).collect();
             g.expected_depth += 1;
-            let v = g.call_lambda(lam, caps, args.clone(), &inst.env);
+            let v = g.call_lambda(lam, at, caps, args.clone(), &inst.env);
             g.expected_depth -= 1;
             v
         };
