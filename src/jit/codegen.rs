@@ -1266,6 +1266,16 @@ impl<'c> Gen<'_, 'c> {
             return self.give_up();
         }
         let fv = self.atom(f);
+        let (nargs, at) = self.spill_args(vs);
+        let ft = self.tag(fv.tag);
+        let r =
+            self.call_fn(self.value_sig, super::call_value as *const () as usize, &[ft, fv.bits, nargs, at]);
+        self.value_or_give_up(&r)
+    }
+
+    /// The number of `vs` and the address of a stack slot holding them, a
+    /// tag and bits each (for `jit::call_value` and `jit::call_prim`).
+    fn spill_args(&mut self, vs: Vec<V>) -> (ir::Value, ir::Value) {
         let n = vs.len();
         let mut words = Vec::with_capacity(2 * n);
         for v in vs {
@@ -1273,10 +1283,12 @@ impl<'c> Gen<'_, 'c> {
             words.push(v.bits);
         }
         let at = self.spill(&words);
-        let ft = self.tag(fv.tag);
-        let nargs = self.b.ins().iconst(I64, n as i64);
-        let r =
-            self.call_fn(self.value_sig, super::call_value as *const () as usize, &[ft, fv.bits, nargs, at]);
+        (self.b.ins().iconst(I64, n as i64), at)
+    }
+
+    /// The value a function called out returned (a tag and bits); gives up
+    /// where it is `FAIL`.
+    fn value_or_give_up(&mut self, r: &[ir::Value]) -> V {
         let failed = self.b.ins().icmp_imm(IntCC::Equal, r[0], FAIL);
         self.fail_if(failed);
         V { tag: Tag::D(r[0]), bits: r[1] }
@@ -1285,18 +1297,10 @@ impl<'c> Gen<'_, 'c> {
     /// A call of primitive `p` on `vs` (as many as it takes), made by the
     /// evaluator's code for it (`jit::call_prim`).
     fn call_prim(&mut self, p: crate::prims::PrimId, vs: Vec<V>) -> V {
-        let n = vs.len();
-        let mut words = Vec::with_capacity(2 * n);
-        for v in vs {
-            words.push(self.tag(v.tag));
-            words.push(v.bits);
-        }
-        let at = self.spill(&words);
-        let (p, nargs) = (self.b.ins().iconst(I64, p as i64), self.b.ins().iconst(I64, n as i64));
+        let (nargs, at) = self.spill_args(vs);
+        let p = self.b.ins().iconst(I64, p as i64);
         let r = self.call_fn(self.prim_sig, super::call_prim as *const () as usize, &[p, nargs, at]);
-        let failed = self.b.ins().icmp_imm(IntCC::Equal, r[0], FAIL);
-        self.fail_if(failed);
-        V { tag: Tag::D(r[0]), bits: r[1] }
+        self.value_or_give_up(&r)
     }
 
     /// A named `let`'s loop: entered (a step, its variables set; a level if
